@@ -1,0 +1,45 @@
+# UaC developer commands. `make help` lists them.
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.DEFAULT_GOAL := help
+.PHONY: help setup lint format typecheck test test-fast bench demo clean
+
+help: ## Show the commands
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  make %-10s %s\n", $$1, $$2}'
+
+setup: $(STAMP) ## Create .venv and install UaC with its dev tools (pinned by constraints.txt)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+lint: setup ## ruff lint, ruff format check, import contracts
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+format: setup ## Apply ruff fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+typecheck: setup ## mypy --strict
+	$(BIN)/mypy schemas projections rules streams
+
+test: lint typecheck ## Everything CI runs: static checks, unit, contract, component and integration tests (starts its own Kafka)
+	$(BIN)/pytest
+
+test-fast: setup ## Unit and contract tests only (no broker)
+	$(BIN)/pytest -m "not integration"
+
+bench: setup ## Benchmarks (print figures; not tests)
+	$(BIN)/python -m benchmarks.replay_throughput
+
+demo: setup ## The main job on embedded defaults (sample events, state, alerts)
+	$(BIN)/uac replay --file examples/events.ndjson
+
+clean: ## Remove local state (.uac) and caches
+	rm -rf .uac .mypy_cache .ruff_cache .hypothesis

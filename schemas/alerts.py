@@ -1,0 +1,64 @@
+"""The alert contract consumers subscribe to (mirrors `avro/alert.v1.avsc`)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from uuid import UUID
+
+from pydantic import Field
+
+from schemas.base import UtcMillis, WireModel
+
+
+class AlertStatus(StrEnum):
+    RAISED = "raised"
+    RESOLVED = "resolved"
+    ACKNOWLEDGED = "acknowledged"
+    OVERRIDDEN = "overridden"
+
+
+class Severity(StrEnum):
+    """CDS Hooks card indicator."""
+
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+class Evidence(WireModel):
+    event_id: str
+    claim_id: str
+    role: str
+    description: str
+
+
+class DrugAllergyFinding(WireModel):
+    allergy_id: str
+    allergen: str
+    prescription_id: str
+    drug: str
+    ingredients: tuple[str, ...]
+    matched: tuple[str, ...]
+    level: str
+    reason: str
+    source: str
+    knowledge_version: str
+
+
+class Alert(WireModel):
+    lifecycle_id: UUID
+    alert_id: UUID
+    tenant_id: str
+    subject_id: str
+    rule_id: str
+    rule_version: int = Field(ge=1)
+    status: AlertStatus
+    severity: Severity
+    title: str
+    detail: str
+    cause: tuple[str, ...]
+    evidence: tuple[Evidence, ...]
+    drug_allergy: DrugAllergyFinding | None = None
+    trigger_event_id: str
+    occurred_at: UtcMillis
+    reason: str | None = None

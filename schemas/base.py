@@ -1,0 +1,24 @@
+"""Shared building blocks of the wire models: frozen config and UTC millisecond timestamps."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict
+
+
+def to_utc_millis(value: datetime) -> datetime:
+    """Normalise a tz-aware time to UTC at millisecond precision (what Avro and ClickHouse keep)."""
+    utc = value.astimezone(UTC)
+    return utc.replace(microsecond=utc.microsecond - utc.microsecond % 1000)
+
+
+UtcMillis = Annotated[AwareDatetime, AfterValidator(to_utc_millis)]
+"""A tz-aware timestamp, stored in UTC with millisecond precision. Naive times are refused."""
+
+
+class WireModel(BaseModel):
+    """Base of every wire record: frozen, no unknown fields, validated on construction."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)

@@ -1,0 +1,290 @@
+"""The event envelope and its typed payloads (mirrors `avro/event.v1.avsc` field by field)."""
+
+from __future__ import annotations
+
+from datetime import date
+from enum import StrEnum
+from functools import cached_property
+from typing import Any, Final
+from uuid import UUID
+
+from pydantic import Field, field_validator, model_validator
+
+from schemas.base import UtcMillis, WireModel
+
+
+class EventType(StrEnum):
+    ALLERGY_RECORDED = "AllergyRecorded"
+    ALLERGY_STATUS_CHANGED = "AllergyStatusChanged"
+    MEDICATION_PRESCRIBED = "MedicationPrescribed"
+    MEDICATION_STOPPED = "MedicationStopped"
+    TRAVEL_RECORDED = "TravelRecorded"
+    PREFERENCE_STATED = "PreferenceStated"
+    FACT_ASSERTED = "FactAsserted"
+    CLAIM_RETRACTED = "ClaimRetracted"
+    CONSENT_CHANGED = "ConsentChanged"
+    ALERT_ACKNOWLEDGED = "AlertAcknowledged"
+    ERASURE_REQUESTED = "ErasureRequested"
+
+
+class Origin(StrEnum):
+    EXPLICIT_STATEMENT = "explicit_statement"
+    USER_PROVIDED_FACT = "user_provided_fact"
+    OBSERVED_BEHAVIOR = "observed_behavior"
+    INFERRED = "inferred"
+    IMPORTED = "imported"
+    VERIFIED_SOURCE = "verified_source"
+
+
+class Sensitivity(StrEnum):
+    NORMAL = "normal"
+    SENSITIVE = "sensitive"
+    SPECIAL_CATEGORY = "special_category"
+
+
+class AllergyType(StrEnum):
+    ALLERGY = "allergy"
+    INTOLERANCE = "intolerance"
+
+
+class AllergyCategory(StrEnum):
+    FOOD = "food"
+    MEDICATION = "medication"
+    ENVIRONMENT = "environment"
+    BIOLOGIC = "biologic"
+
+
+class Criticality(StrEnum):
+    LOW = "low"
+    HIGH = "high"
+    UNABLE_TO_ASSESS = "unable_to_assess"
+
+
+class VerificationStatus(StrEnum):
+    UNCONFIRMED = "unconfirmed"
+    CONFIRMED = "confirmed"
+    REFUTED = "refuted"
+    ENTERED_IN_ERROR = "entered_in_error"
+
+
+class ClinicalStatus(StrEnum):
+    ACTIVE = "active"
+    INACTIVE = "inactive"
+    RESOLVED = "resolved"
+
+
+class ReactionSeverity(StrEnum):
+    MILD = "mild"
+    MODERATE = "moderate"
+    SEVERE = "severe"
+
+
+class AcknowledgementAction(StrEnum):
+    ACCEPTED = "accepted"
+    OVERRIDDEN = "overridden"
+
+
+class Coding(WireModel):
+    system: str = Field(min_length=1)
+    code: str = Field(min_length=1)
+    display: str | None = None
+
+
+class Reaction(WireModel):
+    manifestation: str = Field(min_length=1)
+    severity: ReactionSeverity | None = None
+
+
+class AllergyRecorded(WireModel):
+    allergy_id: str = Field(min_length=1)
+    substance: str = Field(min_length=1)
+    codes: tuple[Coding, ...] = ()
+    allergy_type: AllergyType | None = None
+    categories: tuple[AllergyCategory, ...] = ()
+    criticality: Criticality | None = None
+    verification_status: VerificationStatus = VerificationStatus.CONFIRMED
+    clinical_status: ClinicalStatus | None = None
+    negated: bool = False
+    reactions: tuple[Reaction, ...] = ()
+    note: str | None = None
+
+
+class AllergyStatusChanged(WireModel):
+    allergy_id: str = Field(min_length=1)
+    verification_status: VerificationStatus | None = None
+    clinical_status: ClinicalStatus | None = None
+    reason: str | None = None
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> AllergyStatusChanged:
+        if self.verification_status is None and self.clinical_status is None:
+            raise ValueError("an allergy status change needs a verification or clinical status")
+        return self
+
+
+class MedicationPrescribed(WireModel):
+    prescription_id: str = Field(min_length=1)
+    drug: str = Field(min_length=1)
+    codes: tuple[Coding, ...] = ()
+    dose: str | None = None
+    route: str | None = None
+    note: str | None = None
+
+
+class MedicationStopped(WireModel):
+    prescription_id: str = Field(min_length=1)
+    reason: str | None = None
+
+
+def _country(value: str) -> str:
+    code = value.strip().upper()
+    if len(code) != 2 or not code.isascii() or not code.isalpha():
+        raise ValueError(f"not an ISO 3166-1 alpha-2 country code: {value!r}")
+    return code
+
+
+class TravelRecorded(WireModel):
+    trip_id: str = Field(min_length=1)
+    origin_country: str
+    destination_country: str
+    departure_date: date
+    return_date: date | None = None
+    note: str | None = None
+
+    _normalise_countries = field_validator("origin_country", "destination_country")(_country)
+
+    @model_validator(mode="after")
+    def _returns_after_departure(self) -> TravelRecorded:
+        if self.return_date is not None and self.return_date < self.departure_date:
+            raise ValueError("return_date is before departure_date")
+        return self
+
+
+class PreferenceStated(WireModel):
+    key: str = Field(min_length=1)
+    value: str
+    note: str | None = None
+
+
+FactValue = bool | int | float | str
+
+
+class FactAsserted(WireModel):
+    key: str = Field(min_length=1)
+    value: FactValue
+
+
+class ClaimRetracted(WireModel):
+    claim_id: str = Field(min_length=1)
+    reason: str | None = None
+
+
+class ConsentChanged(WireModel):
+    purpose: str = Field(min_length=1)
+    granted: bool
+    special_category: bool = False
+
+
+class AlertAcknowledged(WireModel):
+    alert_id: str = Field(min_length=1)
+    action: AcknowledgementAction
+    reason: str | None = None
+
+    @model_validator(mode="after")
+    def _override_needs_reason(self) -> AlertAcknowledged:
+        overridden = self.action is AcknowledgementAction.OVERRIDDEN
+        if overridden and not (self.reason and self.reason.strip()):
+            raise ValueError("overriding an alert needs a reason")
+        return self
+
+
+class ErasureRequested(WireModel):
+    reason: str | None = None
+
+
+Payload = (
+    AllergyRecorded
+    | AllergyStatusChanged
+    | MedicationPrescribed
+    | MedicationStopped
+    | TravelRecorded
+    | PreferenceStated
+    | FactAsserted
+    | ClaimRetracted
+    | ConsentChanged
+    | AlertAcknowledged
+    | ErasureRequested
+)
+
+PAYLOAD_MODELS: Final[dict[str, type[WireModel]]] = {
+    EventType(model.__name__).value: model
+    for model in (
+        AllergyRecorded,
+        AllergyStatusChanged,
+        MedicationPrescribed,
+        MedicationStopped,
+        TravelRecorded,
+        PreferenceStated,
+        FactAsserted,
+        ClaimRetracted,
+        ConsentChanged,
+        AlertAcknowledged,
+        ErasureRequested,
+    )
+}
+
+
+class Event(WireModel):
+    """The envelope every producer sends. `type` names the payload record."""
+
+    event_id: UUID
+    tenant_id: str = Field(min_length=1, pattern=r"^[^:\s]+$")
+    subject_id: str = Field(min_length=1, pattern=r"^[^:\s]+$")
+    actor: str = Field(min_length=1)
+    type: EventType
+    occurred_at: UtcMillis
+    recorded_at: UtcMillis
+    origin: Origin
+    source_ref: str | None = None
+    confidence: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+    sensitivity: Sensitivity = Sensitivity.NORMAL
+    purpose: str = Field(default="care", min_length=1)
+    scope: str = Field(default="subject", min_length=1)
+    valid_from: UtcMillis | None = None
+    valid_until: UtcMillis | None = None
+    supersedes: str | None = None
+    payload: Payload
+
+    @model_validator(mode="before")
+    @classmethod
+    def _payload_by_type(cls, data: Any) -> Any:
+        """Validate the payload with the model its `type` names (never by guessing from keys)."""
+        if isinstance(data, dict) and isinstance(data.get("payload"), dict):
+            event_type = data.get("type")
+            model = PAYLOAD_MODELS.get(event_type) if isinstance(event_type, str) else None
+            if model is None:
+                raise ValueError(f"unknown event type {data.get('type')!r}")
+            return {**data, "payload": model.model_validate(data["payload"])}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Event:
+        if type(self.payload).__name__ != self.type.value:
+            raise ValueError(f"payload is {type(self.payload).__name__} but type is {self.type}")
+        if self.valid_from and self.valid_until and self.valid_until <= self.valid_from:
+            raise ValueError("valid_until must be after valid_from")
+        return self
+
+    @cached_property
+    def key(self) -> str:
+        """The Kafka message key and table key: `tenant_id:subject_id`."""
+        return subject_key(self.tenant_id, self.subject_id)
+
+    @cached_property
+    def id(self) -> str:
+        """The event id as a string (the claim id other events refer to)."""
+        return str(self.event_id)
+
+
+def subject_key(tenant_id: str, subject_id: str) -> str:
+    return f"{tenant_id}:{subject_id}"

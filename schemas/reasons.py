@@ -1,0 +1,41 @@
+"""Reason codes for every rejection: the vocabulary of the quarantine topic and gate_decisions.
+
+Codes are part of the public contract (docs/producer.md lists them); never rename one.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ReasonCode(StrEnum):
+    # The bytes could not be turned into a valid event.
+    BAD_FRAMING = "bad_framing"
+    UNKNOWN_SCHEMA_ID = "unknown_schema_id"
+    INCOMPATIBLE_SCHEMA = "incompatible_schema"
+    MALFORMED_AVRO = "malformed_avro"
+    MALFORMED_JSON = "malformed_json"
+    INVALID_RECORD = "invalid_record"
+    KEY_MISMATCH = "key_mismatch"
+    # Who may write.
+    UNKNOWN_TENANT = "unknown_tenant"
+    ACTOR_NOT_ALLOWED = "actor_not_allowed"
+    # Idempotency.
+    DUPLICATE_EVENT_ID = "duplicate_event_id"
+    EVENT_ID_REUSED = "event_id_reused"
+    # Plausibility.
+    OCCURRED_IN_FUTURE = "occurred_in_future"
+    RECORDED_IN_FUTURE = "recorded_in_future"
+    TOO_OLD = "too_old"
+    OVERSIZE = "oversize"
+    # Privacy.
+    SECRET_IN_TEXT = "secret_in_text"  # noqa: S105 (a reason code, not a secret)
+    SPECIAL_CATEGORY_WITHOUT_CONSENT = "special_category_without_consent"
+    SUBJECT_ERASED = "subject_erased"
+    # References between claims.
+    SUPERSEDES_UNKNOWN_CLAIM = "supersedes_unknown_claim"
+    SUPERSEDES_OTHER_SUBJECT = "supersedes_other_subject"
+    SUPERSEDES_OTHER_KEY = "supersedes_other_key"
+    RETRACTS_UNKNOWN_CLAIM = "retracts_unknown_claim"
+    # The pipeline failed on this message; it is kept here instead of being lost.
+    PROCESSING_ERROR = "processing_error"

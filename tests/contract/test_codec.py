@@ -1,0 +1,211 @@
+"""The Avro codec: golden bytes, round trips, and typed refusals instead of guesses."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastavro import parse_schema, schemaless_writer
+from hypothesis import given
+
+from schemas.alerts import Alert
+from schemas.checkpoint import StateCheckpoint
+from schemas.codec import (
+    AvroCodec,
+    alert_codec,
+    checkpoint_codec,
+    decision_codec,
+    event_codec,
+    event_record,
+    frame,
+)
+from schemas.compatibility import backward_problems
+from schemas.decisions import GateDecision
+from schemas.errors import (
+    BadFraming,
+    IncompatibleSchema,
+    InvalidRecord,
+    MalformedAvro,
+    UnknownSchemaId,
+)
+from schemas.events import Event
+from schemas.registry import FileSchemaRegistry, bundled_registry, registered
+from tests.strategies import event_histories
+
+GOLDEN = json.loads((Path(__file__).parent / "golden" / "v1.json").read_text(encoding="utf-8"))
+CODECS: dict[str, tuple[Any, Any]] = {
+    "events": (event_codec(), Event),
+    "alerts": (alert_codec(), Alert),
+    "decisions": (decision_codec(), GateDecision),
+    "checkpoints": (checkpoint_codec(), StateCheckpoint),
+}
+GOLDEN_CASES = [
+    pytest.param(kind, case, id=f"{kind}-{index}")
+    for kind in CODECS
+    for index, case in enumerate(GOLDEN[kind])
+]
+
+
+@pytest.mark.parametrize(("kind", "case"), GOLDEN_CASES)
+def test_given_a_v1_record_when_encoded_then_the_committed_golden_bytes(
+    kind: str, case: dict[str, Any]
+) -> None:
+    codec, model = CODECS[kind]
+    assert codec.encode(model.model_validate(case["json"])).hex() == case["avro_hex"]
+
+
+@pytest.mark.parametrize(("kind", "case"), GOLDEN_CASES)
+def test_given_committed_v1_bytes_when_decoded_then_the_same_record(
+    kind: str, case: dict[str, Any]
+) -> None:
+    codec, model = CODECS[kind]
+    assert codec.decode(bytes.fromhex(case["avro_hex"])) == model.model_validate(case["json"])
+
+
+def test_golden_events_cover_every_event_type() -> None:
+    from schemas.events import EventType
+
+    assert {case["json"]["type"] for case in GOLDEN["events"]} == {t.value for t in EventType}
+
+
+@given(event_histories(max_size=8))
+def test_given_any_event_when_round_tripped_then_identical(events: list[Event]) -> None:
+    codec = event_codec()
+    for event in events:
+        assert codec.decode(codec.encode(event)) == event
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        pytest.param(b"", BadFraming, id="given no bytes then bad_framing"),
+        pytest.param(
+            b"\x01\x00\x00\x00\x01abc", BadFraming, id="given a wrong magic byte then bad_framing"
+        ),
+        pytest.param(
+            b"\x00\x00\x00\x03\xe7" + b"x" * 20,
+            UnknownSchemaId,
+            id="given schema id 999 then unknown_schema_id",
+        ),
+        pytest.param(
+            b"\x00\x00\x00\x00\x02" + b"x" * 20,
+            IncompatibleSchema,
+            id="given an Alert schema id on the events topic then incompatible_schema",
+        ),
+        pytest.param(
+            b"\x00\x00\x00\x00\x01\x02",
+            MalformedAvro,
+            id="given a truncated body then malformed_avro",
+        ),
+    ],
+)
+def test_given_bad_bytes_when_decoded_then_a_typed_error(
+    data: bytes, error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        event_codec().decode(data)
+
+
+def test_given_trailing_bytes_after_a_record_then_malformed_avro() -> None:
+    valid = bytes.fromhex(GOLDEN["events"][0]["avro_hex"])
+    with pytest.raises(MalformedAvro):
+        event_codec().decode(valid + b"\x00\x01")
+
+
+def test_given_a_record_that_breaks_model_rules_then_invalid_record_without_values() -> None:
+    case = copy.deepcopy(GOLDEN["events"][0]["json"])
+    record = event_record(Event.model_validate(case))
+    record["confidence"] = 7.5
+    record["tenant_id"] = "has:colon"
+    body = io.BytesIO()
+    schemaless_writer(body, bundled_registry().latest("uac.Event").parsed, record)
+    with pytest.raises(InvalidRecord) as raised:
+        event_codec().decode(frame(1, body.getvalue()))
+    assert "confidence" in str(raised.value)
+    assert "7.5" not in str(raised.value)
+
+
+def _event_schema() -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(bundled_registry().latest("uac.Event").schema_json)
+    return schema
+
+
+def test_given_a_writer_schema_incompatible_with_the_reader_then_refused_not_guessed() -> None:
+    """A producer on a schema where `confidence` became a string: fastavro would mis-read the
+    bytes as some double; the codec refuses because the registry says the schemas conflict."""
+    old = _event_schema()
+    next(f for f in old["fields"] if f["name"] == "confidence")["type"] = "string"
+    registry = FileSchemaRegistry(
+        (
+            registered("uac.Event", 0, 90, json.dumps(old)),
+            registered("uac.Event", 1, 1, bundled_registry().latest("uac.Event").schema_json),
+        )
+    )
+    record = event_record(event_codec().decode(bytes.fromhex(GOLDEN["events"][0]["avro_hex"])))
+    record["confidence"] = "0.9"
+    body = io.BytesIO()
+    schemaless_writer(body, parse_schema(old), record)
+    with pytest.raises(IncompatibleSchema):
+        AvroCodec(registry, "uac.Event", Event, event_record).decode(frame(90, body.getvalue()))
+
+
+def test_given_v1_bytes_when_read_by_a_v2_reader_with_a_new_optional_field_then_they_decode() -> (
+    None
+):
+    """Deploying v2: the committed v1 bytes stay readable (BACKWARD), the new field defaults."""
+    newer = _event_schema()
+    newer["fields"].append({"name": "language", "type": ["null", "string"], "default": None})
+    registry = FileSchemaRegistry(
+        (
+            registered("uac.Event", 1, 1, bundled_registry().latest("uac.Event").schema_json),
+            registered("uac.Event", 2, 7, json.dumps(newer)),
+        )
+    )
+    assert backward_problems(registry, "uac.Event") == []
+
+    class EventV2(Event):
+        language: str | None = None
+
+    for case in GOLDEN["events"]:
+        decoded = AvroCodec(registry, "uac.Event", EventV2, event_record).decode(
+            bytes.fromhex(case["avro_hex"])
+        )
+        assert decoded.language is None
+        assert decoded.event_id == Event.model_validate(case["json"]).event_id
+
+
+@pytest.mark.parametrize("subject", bundled_registry().subjects())
+def test_every_registered_version_reads_every_earlier_one(subject: str) -> None:
+    assert backward_problems(bundled_registry(), subject) == []
+
+
+def test_given_a_breaking_version_then_the_compatibility_check_names_it() -> None:
+    broken = _event_schema()
+    broken["fields"] = [f for f in broken["fields"] if f["name"] != "payload"] + [
+        {"name": "payload", "type": "string"}
+    ]
+    registry = FileSchemaRegistry(
+        (
+            registered("uac.Event", 1, 1, bundled_registry().latest("uac.Event").schema_json),
+            registered("uac.Event", 2, 8, json.dumps(broken)),
+        )
+    )
+    (problem,) = backward_problems(registry, "uac.Event")
+    assert "v2 cannot read v1" in problem
+
+
+def test_manifest_ids_are_unique_and_fixed() -> None:
+    ids = {
+        s: [v.schema_id for v in bundled_registry().versions(s)]
+        for s in bundled_registry().subjects()
+    }
+    assert ids == {
+        "uac.Alert": [2],
+        "uac.Event": [1],
+        "uac.GateDecision": [3],
+        "uac.StateCheckpoint": [4],
+    }

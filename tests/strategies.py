@@ -1,0 +1,169 @@
+"""Hypothesis strategies for events, built from the wire models' own vocabularies."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from hypothesis import strategies as st
+
+from schemas.events import (
+    AllergyCategory,
+    AllergyType,
+    ClinicalStatus,
+    Criticality,
+    Event,
+    Origin,
+    ReactionSeverity,
+    Sensitivity,
+    VerificationStatus,
+)
+
+EPOCH = datetime(2023, 1, 1, tzinfo=UTC)
+ALLERGY_IDS = ("alg-1", "alg-2")
+PRESCRIPTION_IDS = ("rx-1", "rx-2", "rx-3")
+TRIP_IDS = ("trip-1", "trip-2", "trip-3")
+PREFERENCE_KEYS = ("diet", "seat")
+FACT_KEYS = ("home_country", "blood_type")
+SUBSTANCES = ("penicillin", "amoxicillin", "sulfamethoxazole", "peanut", "aspirin")
+DRUGS = ("amoxicillin", "ceftriaxone", "ibuprofen", "naproxen", "furosemide", "metformin")
+COUNTRIES = ("NL", "DE", "FR", "JP")
+
+texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+optional_text = st.none() | texts
+
+
+def _enum(values: Any) -> st.SearchStrategy[str]:
+    return st.sampled_from([value.value for value in values])
+
+
+def allergy_recorded() -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries(
+        {
+            "allergy_id": st.sampled_from(ALLERGY_IDS),
+            "substance": st.sampled_from(SUBSTANCES),
+            "codes": st.just([]),
+            "allergy_type": st.none() | _enum(AllergyType),
+            "categories": st.lists(_enum(AllergyCategory), max_size=2, unique=True),
+            "criticality": st.none() | _enum(Criticality),
+            "verification_status": _enum(VerificationStatus),
+            "clinical_status": st.none() | _enum(ClinicalStatus),
+            "negated": st.booleans(),
+            "reactions": st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "manifestation": st.sampled_from(["hives", "rash", "anaphylaxis"]),
+                        "severity": st.none() | _enum(ReactionSeverity),
+                    }
+                ),
+                max_size=2,
+            ),
+            "note": optional_text,
+        }
+    )
+
+
+def _payloads() -> dict[str, st.SearchStrategy[dict[str, Any]]]:
+    return {
+        "AllergyRecorded": allergy_recorded(),
+        "AllergyStatusChanged": st.fixed_dictionaries(
+            {
+                "allergy_id": st.sampled_from(ALLERGY_IDS),
+                "verification_status": _enum(VerificationStatus),
+                "clinical_status": st.none() | _enum(ClinicalStatus),
+            }
+        ),
+        "MedicationPrescribed": st.fixed_dictionaries(
+            {"prescription_id": st.sampled_from(PRESCRIPTION_IDS), "drug": st.sampled_from(DRUGS)}
+        ),
+        "MedicationStopped": st.fixed_dictionaries(
+            {"prescription_id": st.sampled_from(PRESCRIPTION_IDS), "reason": optional_text}
+        ),
+        "TravelRecorded": st.fixed_dictionaries(
+            {
+                "trip_id": st.sampled_from(TRIP_IDS),
+                "origin_country": st.sampled_from(COUNTRIES),
+                "destination_country": st.sampled_from(COUNTRIES),
+                "departure_date": st.dates(date(2023, 1, 1), date(2025, 12, 31)),
+            }
+        ),
+        "PreferenceStated": st.fixed_dictionaries(
+            {"key": st.sampled_from(PREFERENCE_KEYS), "value": st.sampled_from(["a", "b", "c"])}
+        ),
+        "FactAsserted": st.fixed_dictionaries(
+            {
+                "key": st.sampled_from(FACT_KEYS),
+                "value": st.sampled_from(COUNTRIES) | st.integers(-3, 3) | st.booleans(),
+            }
+        ),
+        "ConsentChanged": st.fixed_dictionaries(
+            {
+                "purpose": st.sampled_from(["care", "research"]),
+                "granted": st.booleans(),
+                "special_category": st.booleans(),
+            }
+        ),
+    }
+
+
+CLAIM_TYPES = tuple(_payloads())
+
+
+@st.composite
+def event_histories(
+    draw: st.DrawFn,
+    *,
+    max_size: int = 20,
+    subjects: tuple[str, ...] = ("patient-1",),
+    tenant: str = "clinic-a",
+) -> list[Event]:
+    """Events of a few subjects with distinct valid times, including corrections, retractions
+    and status changes that may arrive before what they refer to."""
+    size = draw(st.integers(1, max_size))
+    minutes = draw(
+        st.lists(st.integers(0, 60 * 24 * 400), min_size=size, max_size=size, unique=True)
+    )
+    payloads = _payloads()
+    events: list[Event] = []
+    for index, minute in enumerate(minutes):
+        subject = draw(st.sampled_from(subjects))
+        same_subject = [e for e in events if e.subject_id == subject]
+        occurred = EPOCH + timedelta(minutes=minute)
+        envelope: dict[str, Any] = {
+            "event_id": f"00000000-0000-4000-8000-{index:012d}",
+            "tenant_id": tenant,
+            "subject_id": subject,
+            "actor": "ehr-adapter",
+            "occurred_at": occurred,
+            "recorded_at": occurred + timedelta(seconds=draw(st.integers(0, 3600))),
+            "origin": draw(_enum(Origin)),
+            "confidence": draw(st.floats(0, 1)),
+            "sensitivity": draw(_enum(Sensitivity)),
+        }
+        if same_subject and draw(st.integers(0, 9)) == 0:
+            target = draw(st.sampled_from(same_subject))
+            events.append(
+                Event.model_validate(
+                    envelope | {"type": "ClaimRetracted", "payload": {"claim_id": target.id}}
+                )
+            )
+            continue
+        event_type = draw(st.sampled_from(CLAIM_TYPES))
+        event = Event.model_validate(
+            envelope | {"type": event_type, "payload": draw(payloads[event_type])}
+        )
+        corrections = [
+            e.id for e in same_subject if e.type == event.type and _key(e) == _key(event)
+        ]
+        if corrections and draw(st.integers(0, 4)) == 0:
+            event = event.model_copy(update={"supersedes": draw(st.sampled_from(corrections))})
+        events.append(event)
+    return events
+
+
+def _key(event: Event) -> object:
+    payload = event.payload
+    for name in ("allergy_id", "prescription_id", "trip_id", "key", "purpose"):
+        if hasattr(payload, name):
+            return getattr(payload, name)
+    return None
