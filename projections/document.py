@@ -1,0 +1,228 @@
+"""The canonical state document: what `uac state` prints, checkpoints store and hashes cover.
+
+Canonical JSON (sorted keys, no spaces, UTF-8, times as `YYYY-MM-DDTHH:MM:SS.mmmZ`) is produced
+by our own encoder, not by a library default, so `state_hash` is stable across processes, library
+versions and Python versions. A document that includes the folded events is a complete
+checkpoint: `state_from_document` rebuilds the exact state from it and checks the hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import UTC, date, datetime
+from enum import Enum
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel
+
+from projections.queries import claim_history, events_in_order, open_conflicts, trips
+from projections.state import Kind, UserState, initial_state, replay
+from projections.views import (
+    DEFAULT_POLICY,
+    AllergyView,
+    ClaimView,
+    Conflict,
+    FoldPolicy,
+    MedicationView,
+    claim_value,
+)
+from schemas.events import Event
+
+DOCUMENT_VERSION = 1
+
+
+class CorruptCheckpoint(ValueError):
+    """A state document whose content does not match its recorded hash or identity."""
+
+
+def plain(value: Any) -> Any:
+    """JSON-ready form with one fixed spelling per type (the canonical encoding)."""
+    if isinstance(value, datetime):
+        utc = value.astimezone(UTC)
+        return f"{utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z"
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, BaseModel):
+        return {name: plain(getattr(value, name)) for name in type(value).model_fields}
+    if isinstance(value, Mapping):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    return value
+
+
+def canonical_json(document: Any) -> bytes:
+    return json.dumps(
+        plain(document), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def event_document(event: Event) -> dict[str, Any]:
+    """The JSON form of an event (the NDJSON line format producers use)."""
+    document: dict[str, Any] = plain(event)
+    return document
+
+
+def state_document(
+    state: UserState, *, include_events: bool = False, policy: FoldPolicy = DEFAULT_POLICY
+) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "document_version": DOCUMENT_VERSION,
+        "tenant_id": state.tenant_id,
+        "subject_id": state.subject_id,
+        "version": state.version,
+        "last_event_id": state.last_event_id,
+        "as_of": plain(state.as_of),
+        "erased": state.erased,
+        "allergies": [_allergy(view) for view in state.allergy_views()],
+        "medications": _medications(state.medication_views()),
+        "trips": [_trip(trip) for trip in trips(state)],
+        "preferences": _claims(state, Kind.PREFERENCE, state.preference_views(), policy),
+        "facts": _claims(state, Kind.FACT, state.fact_views(), policy),
+        "conflicts": [_conflict(conflict) for conflict in open_conflicts(state)],
+        "consents": {
+            view.purpose: {
+                "granted": view.granted,
+                "special_category": view.special_category,
+                "event_id": view.event.id,
+                "occurred_at": plain(view.event.occurred_at),
+            }
+            for view in state.consent_views()
+        },
+        "acknowledgements": {
+            view.alert_id: {
+                "action": view.action.value,
+                "reason": view.reason,
+                "event_id": view.event.id,
+                "occurred_at": plain(view.event.occurred_at),
+            }
+            for view in state.acknowledgement_views()
+        },
+        "pending_retractions": sorted(state.pending_retractions.keys()),
+    }
+    if include_events:
+        document["events"] = [event_document(event) for event in events_in_order(state)]
+    return document
+
+
+def state_hash(state: UserState, policy: FoldPolicy = DEFAULT_POLICY) -> str:
+    """sha256 of the canonical document including the folded events."""
+    document = state_document(state, include_events=True, policy=policy)
+    return hashlib.sha256(canonical_json(document)).hexdigest()
+
+
+def state_from_document(
+    document: Mapping[str, Any],
+    expected_hash: str | None = None,
+    policy: FoldPolicy = DEFAULT_POLICY,
+) -> UserState:
+    """Rebuild a state from a checkpoint document (it must include its events)."""
+    if "events" not in document:
+        raise CorruptCheckpoint("the document has no events: it is a view, not a checkpoint")
+    events = [Event.model_validate(item) for item in document["events"]]
+    state = replay(events, initial_state(document["tenant_id"], document["subject_id"]), policy)
+    if expected_hash is not None and state_hash(state, policy) != expected_hash:
+        raise CorruptCheckpoint(f"checkpoint of {state.key} does not match its state_hash")
+    return state
+
+
+def _event_ref(event: Event) -> dict[str, Any]:
+    return {
+        "event_id": event.id,
+        "occurred_at": plain(event.occurred_at),
+        "origin": event.origin.value,
+        "source_ref": event.source_ref,
+    }
+
+
+def _allergy(view: AllergyView) -> dict[str, Any]:
+    return {
+        "allergy_id": view.allergy_id,
+        "substance": view.substance,
+        "codes": plain(view.codes),
+        "allergy_type": plain(view.allergy_type),
+        "categories": plain(view.categories),
+        "criticality": plain(view.criticality),
+        "verification_status": view.verification_status.value,
+        "clinical_status": plain(view.clinical_status),
+        "negated": view.negated,
+        "reactions": plain(view.reactions),
+        "active": view.active,
+        "recorded": _event_ref(view.record),
+        "last_change": _event_ref(view.last_change),
+    }
+
+
+def _medication(view: MedicationView) -> dict[str, Any]:
+    return {
+        "prescription_id": view.prescription_id,
+        "drug": view.drug,
+        "codes": plain(view.codes),
+        "dose": view.dose,
+        "route": view.route,
+        "prescribed": _event_ref(view.prescribed),
+        "stopped": None if view.stopped is None else _event_ref(view.stopped),
+        "stop_reason": view.stop_reason,
+    }
+
+
+def _medications(views: list[MedicationView]) -> dict[str, list[dict[str, Any]]]:
+    return {
+        "active": [_medication(view) for view in views if view.active],
+        "stopped": [_medication(view) for view in views if not view.active],
+    }
+
+
+def _trip(trip: Any) -> dict[str, Any]:
+    return {
+        "trip_id": trip.trip_id,
+        "origin_country": trip.origin_country,
+        "destination_country": trip.destination_country,
+        "departure_date": plain(trip.departure_date),
+        "return_date": plain(trip.return_date),
+        "home_country": trip.home_country,
+        "international": trip.international,
+        "recorded": _event_ref(trip.event),
+    }
+
+
+def _claims(
+    state: UserState, kind: Kind, views: list[ClaimView], policy: FoldPolicy
+) -> dict[str, Any]:
+    return {
+        view.key: {
+            "value": view.value,
+            "current": _event_ref(view.winner),
+            "needs_confirmation": None if view.conflict is None else view.conflict.conflict_id,
+            "history": [
+                {
+                    **_event_ref(entry.event),
+                    "value": entry.value,
+                    "status": entry.status,
+                    "replaced_by": entry.replaced_by,
+                }
+                for entry in claim_history(state, kind, view.key, policy)
+            ],
+        }
+        for view in views
+    }
+
+
+def _conflict(conflict: Conflict) -> dict[str, Any]:
+    return {
+        "conflict_id": conflict.conflict_id,
+        "kind": conflict.kind,
+        "key": conflict.key,
+        "status": "needs_confirmation",
+        "claims": [
+            {**_event_ref(event), "value": claim_value(event)}
+            for event in (conflict.held, conflict.challenger)
+        ],
+    }

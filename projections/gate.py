@@ -1,0 +1,193 @@
+"""The write gate's pure decision: may this event enter the subject's memory?
+
+`admit` sees the event, the subject's current state and a context the wiring builds (the clock,
+the tenant policy, the erasure ledger, the encoded size). It never reads a clock or a file
+itself. Every reason that applies is reported, not only the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
+
+from projections.secrets import secrets_in
+from projections.state import UserState, claim_address
+from schemas.events import (
+    AllergyRecorded,
+    AllergyStatusChanged,
+    ClaimRetracted,
+    Event,
+    MedicationPrescribed,
+    MedicationStopped,
+    Sensitivity,
+)
+from schemas.reasons import ReasonCode
+
+HEALTH_PAYLOADS = (AllergyRecorded, AllergyStatusChanged, MedicationPrescribed, MedicationStopped)
+"""Payloads that are health data (GDPR art. 9) whatever sensitivity the producer labelled."""
+
+
+@dataclass(frozen=True)
+class TenantPolicy:
+    actors: frozenset[str]
+    consent_exempt_purposes: frozenset[str] = frozenset({"care"})
+    """Purposes with a legal basis other than consent for special-category data (e.g. care)."""
+
+
+@dataclass(frozen=True)
+class GatePolicy:
+    tenants: Mapping[str, TenantPolicy]
+    max_future_skew: timedelta = timedelta(minutes=5)
+    earliest_plausible: datetime = datetime(1900, 1, 1, tzinfo=UTC)
+    max_event_bytes: int = 64 * 1024
+
+
+@dataclass(frozen=True)
+class GateContext:
+    now: datetime
+    policy: GatePolicy
+    encoded_size: int
+    erased: bool = False
+    claim_owners: Mapping[str, str] = field(default_factory=dict)
+    """Known claim id -> `tenant:subject`, when the wiring can see other subjects (batch files)."""
+
+
+class Problem(NamedTuple):
+    reason: ReasonCode
+    detail: str
+
+
+@dataclass(frozen=True)
+class Admitted:
+    event: Event
+
+
+@dataclass(frozen=True)
+class Rejected:
+    problems: tuple[Problem, ...]
+
+    @property
+    def reasons(self) -> tuple[ReasonCode, ...]:
+        return tuple(dict.fromkeys(problem.reason for problem in self.problems))
+
+    @property
+    def detail(self) -> str:
+        return "; ".join(f"{p.reason.value}: {p.detail}" for p in self.problems)
+
+
+Decision = Admitted | Rejected
+
+
+def admit(event: Event, state: UserState, context: GateContext) -> Decision:
+    if context.erased or state.erased:
+        return Rejected((Problem(ReasonCode.SUBJECT_ERASED, f"subject {event.key} was erased"),))
+    duplicate = _duplicate(event, state)
+    if duplicate is not None:
+        return Rejected((duplicate,))
+    problems = (
+        _authorisation(event, context.policy)
+        + _plausibility(event, context)
+        + _privacy(event, state, context.policy)
+        + _references(event, state, context)
+    )
+    return Rejected(problems) if problems else Admitted(event)
+
+
+def _duplicate(event: Event, state: UserState) -> Problem | None:
+    seen = state.events.get(event.id)
+    if seen is None:
+        return None
+    if seen == event:
+        return Problem(ReasonCode.DUPLICATE_EVENT_ID, f"event {event.id} was already accepted")
+    return Problem(ReasonCode.EVENT_ID_REUSED, f"event id {event.id} was used for another event")
+
+
+def _authorisation(event: Event, policy: GatePolicy) -> tuple[Problem, ...]:
+    tenant = policy.tenants.get(event.tenant_id)
+    if tenant is None:
+        return (
+            Problem(ReasonCode.UNKNOWN_TENANT, f"tenant {event.tenant_id!r} is not configured"),
+        )
+    if event.actor not in tenant.actors:
+        detail = f"actor {event.actor!r} may not write for tenant {event.tenant_id!r}"
+        return (Problem(ReasonCode.ACTOR_NOT_ALLOWED, detail),)
+    return ()
+
+
+def _plausibility(event: Event, context: GateContext) -> tuple[Problem, ...]:
+    policy, latest = context.policy, context.now + context.policy.max_future_skew
+    problems = []
+    if event.occurred_at > latest:
+        problems.append(Problem(ReasonCode.OCCURRED_IN_FUTURE, "occurred_at is in the future"))
+    if event.recorded_at > latest:
+        problems.append(Problem(ReasonCode.RECORDED_IN_FUTURE, "recorded_at is in the future"))
+    if min(event.occurred_at, event.recorded_at) < policy.earliest_plausible:
+        detail = f"times before {policy.earliest_plausible:%Y-%m-%d} are not plausible"
+        problems.append(Problem(ReasonCode.TOO_OLD, detail))
+    if context.encoded_size > policy.max_event_bytes:
+        detail = f"{context.encoded_size} bytes exceeds the limit of {policy.max_event_bytes}"
+        problems.append(Problem(ReasonCode.OVERSIZE, detail))
+    return tuple(problems)
+
+
+def is_special_category(event: Event) -> bool:
+    return event.sensitivity is Sensitivity.SPECIAL_CATEGORY or isinstance(
+        event.payload, HEALTH_PAYLOADS
+    )
+
+
+def consent_allows(state: UserState, purpose: str, tenant: TenantPolicy | None) -> bool:
+    """Whether special-category data may be used for `purpose` for this subject."""
+    if tenant is not None and purpose in tenant.consent_exempt_purposes:
+        return True
+    timeline = state.consents.get(purpose)
+    consent = None if timeline is None else timeline.resolution
+    return consent is not None and consent.granted and consent.special_category
+
+
+def _privacy(event: Event, state: UserState, policy: GatePolicy) -> tuple[Problem, ...]:
+    problems = [
+        Problem(ReasonCode.SECRET_IN_TEXT, f"{finding.field} looks like {finding.kind}")
+        for finding in secrets_in(event.payload, "payload")
+        + (secrets_in(event.source_ref, "source_ref") if event.source_ref else [])
+    ]
+    tenant = policy.tenants.get(event.tenant_id)
+    if is_special_category(event) and not consent_allows(state, event.purpose, tenant):
+        detail = f"no consent for special-category data for purpose {event.purpose!r}"
+        problems.append(Problem(ReasonCode.SPECIAL_CATEGORY_WITHOUT_CONSENT, detail))
+    return tuple(problems)
+
+
+def _references(event: Event, state: UserState, context: GateContext) -> tuple[Problem, ...]:
+    problems = []
+    if event.supersedes is not None:
+        problems.extend(_supersedes(event, event.supersedes, state, context))
+    if isinstance(event.payload, ClaimRetracted):
+        claim_id = event.payload.claim_id
+        target = state.events.get(claim_id)
+        if target is None or claim_address(target) is None:
+            owner = context.claim_owners.get(claim_id)
+            where = f" (it belongs to {owner})" if owner and owner != event.key else ""
+            detail = f"claim {claim_id} is not a known claim of this subject{where}"
+            problems.append(Problem(ReasonCode.RETRACTS_UNKNOWN_CLAIM, detail))
+    return tuple(problems)
+
+
+def _supersedes(
+    event: Event, target_id: str, state: UserState, context: GateContext
+) -> list[Problem]:
+    target = state.events.get(target_id)
+    if target is None:
+        owner = context.claim_owners.get(target_id)
+        if owner is not None and owner != event.key:
+            detail = f"supersedes {target_id}, a claim of another subject"
+            return [Problem(ReasonCode.SUPERSEDES_OTHER_SUBJECT, detail)]
+        return [
+            Problem(ReasonCode.SUPERSEDES_UNKNOWN_CLAIM, f"supersedes unknown claim {target_id}")
+        ]
+    if claim_address(target) != claim_address(event) or claim_address(event) is None:
+        detail = f"supersedes {target_id}, which is a claim about another key"
+        return [Problem(ReasonCode.SUPERSEDES_OTHER_KEY, detail)]
+    return []

@@ -1,0 +1,178 @@
+"""Questions answered from state, in the spirit of "User as Code": counts, histories, actives.
+
+Everything here is derived at read time from the folded timelines, so it can never disagree
+with the state it reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import date, datetime
+from typing import NamedTuple
+
+from projections.state import Kind, UserState, step_for
+from projections.timeline import Timeline, fold, sort_key
+from projections.views import (
+    DEFAULT_POLICY,
+    AllergyView,
+    ClaimView,
+    Conflict,
+    FoldPolicy,
+    MedicationView,
+    claim_value,
+    step_fact,
+    valid_at,
+)
+from schemas.events import Event, FactValue
+
+HOME_COUNTRY = "home_country"
+
+
+class Trip(NamedTuple):
+    trip_id: str
+    origin_country: str
+    destination_country: str
+    departure_date: date
+    return_date: date | None
+    home_country: str | None
+    international: bool | None
+    event: Event
+
+
+def home_country_at(state: UserState, day: date) -> str | None:
+    """The subject's home country on `day`, from `home_country` facts known to be true then."""
+    timeline = state.facts.get(HOME_COUNTRY)
+    if timeline is None:
+        return None
+    known = [event for event in timeline.effective() if _fact_date(event) <= day]
+    view = fold(known, step_fact)
+    return view.value if view is not None and isinstance(view.value, str) else None
+
+
+def _fact_date(event: Event) -> date:
+    return (event.valid_from or event.occurred_at).date()
+
+
+def trips(state: UserState) -> list[Trip]:
+    """Every trip, oldest first, with `international` derived from the home country."""
+    found = []
+    for view in state.trip_views():
+        trip = view.trip
+        home = home_country_at(state, trip.departure_date)
+        international = None if home is None else trip.destination_country != home
+        found.append(
+            Trip(
+                trip.trip_id,
+                trip.origin_country,
+                trip.destination_country,
+                trip.departure_date,
+                trip.return_date,
+                home,
+                international,
+                view.event,
+            )
+        )
+    return sorted(found, key=lambda t: (t.departure_date, t.trip_id))
+
+
+def international_trips(state: UserState, year: int) -> list[Trip]:
+    return [t for t in trips(state) if t.international and t.departure_date.year == year]
+
+
+def active_allergies(state: UserState, at: datetime | None = None) -> list[AllergyView]:
+    """Allergies that are real and current, and whose record is valid at `at` (default: as_of)."""
+    moment = at or state.as_of
+    return [
+        view
+        for view in state.allergy_views()
+        if view.active and (moment is None or valid_at(view.record, moment))
+    ]
+
+
+def active_medications(state: UserState, at: datetime | None = None) -> list[MedicationView]:
+    moment = at or state.as_of
+    return [
+        view
+        for view in state.medication_views()
+        if view.active and (moment is None or valid_at(view.prescribed, moment))
+    ]
+
+
+def open_conflicts(state: UserState) -> list[Conflict]:
+    views = [*state.preference_views(), *state.fact_views()]
+    return [view.conflict for view in views if view.conflict is not None]
+
+
+class ClaimHistoryEntry(NamedTuple):
+    event: Event
+    value: FactValue
+    status: str
+    replaced_by: str | None
+
+
+def claim_history(
+    state: UserState, kind: Kind, key: str, policy: FoldPolicy = DEFAULT_POLICY
+) -> list[ClaimHistoryEntry]:
+    """Every statement about a preference/fact key, oldest first, with what became of it.
+
+    status: `current` (the value in force), `superseded` (was in force, replaced by a later
+    statement), `corrected` (explicitly replaced via `supersedes`), `retracted`, `challenging`
+    (disagrees with the value in force; see the open conflict), `not_adopted` (outranked, e.g.
+    an inference against an explicit statement).
+    """
+    timeline: Timeline[ClaimView] | None = state.timelines(kind).get(key)
+    if timeline is None:
+        return []
+    replaced_by, final = _winner_changes(timeline, kind, policy)
+    correctors = {e.supersedes: e.id for e in timeline.members.values() if e.supersedes}
+    return [
+        ClaimHistoryEntry(
+            event,
+            claim_value(event),
+            _status(event, timeline, final, replaced_by),
+            correctors.get(event.id) or replaced_by.get(event.id),
+        )
+        for event in sorted(timeline.members.values(), key=sort_key)
+    ]
+
+
+def _winner_changes(
+    timeline: Timeline[ClaimView], kind: Kind, policy: FoldPolicy
+) -> tuple[dict[str, str], ClaimView | None]:
+    step = step_for(kind, policy)
+    replaced_by: dict[str, str] = {}
+    view: ClaimView | None = None
+    for event in timeline.effective():
+        previous = view
+        view = step(view, event)
+        if previous is not None and view is not None and previous.winner.id != view.winner.id:
+            replaced_by[previous.winner.id] = view.winner.id
+    return replaced_by, view
+
+
+def _status(
+    event: Event,
+    timeline: Timeline[ClaimView],
+    final: ClaimView | None,
+    replaced_by: dict[str, str],
+) -> str:
+    if event.id in timeline.retracted:
+        return "retracted"
+    if event.id in timeline.superseded:
+        return "corrected"
+    if final is not None and event.id == final.winner.id:
+        return "current"
+    if event.id in replaced_by:
+        return "superseded"
+    if (
+        final is not None
+        and final.conflict is not None
+        and event.id == final.conflict.challenger.id
+    ):
+        return "challenging"
+    return "not_adopted"
+
+
+def events_in_order(state: UserState) -> Iterator[Event]:
+    """Every folded event, in valid-time order."""
+    return iter(sorted(state.events.values(), key=sort_key))

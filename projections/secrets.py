@@ -1,0 +1,83 @@
+"""Screening free text for secrets that must never enter a memory (or a log, or a topic).
+
+Findings name the kind of secret and where it was, never the secret itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel
+
+_TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
+    ("an API key", re.compile(r"\b(?:sk|pk|rk)[-_](?:live[-_]|test[-_])?[A-Za-z0-9]{16,}")),
+    ("an AWS access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("a GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}")),
+    ("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    (
+        "a JSON web token",
+        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    ),
+    (
+        "a credential assignment",
+        re.compile(
+            r"(?i)\b(?:password|passwd|pwd|passcode|secret|api[_ -]?key|access[_ -]?token|token)"
+            r"\s*(?:is|[:=])\s*\S{4,}"
+        ),
+    ),
+)
+_CARD_CANDIDATE = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
+
+
+class SecretFinding(NamedTuple):
+    field: str
+    kind: str
+
+
+def luhn_valid(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = int(char)
+        if index % 2 == 1:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def _card_numbers(text: str) -> Iterator[str]:
+    for match in _CARD_CANDIDATE.finditer(text):
+        digits = re.sub(r"[ -]", "", match.group())
+        if 13 <= len(digits) <= 19 and len(set(digits)) > 1 and luhn_valid(digits):
+            yield digits
+
+
+def secrets_in_text(field: str, text: str) -> list[SecretFinding]:
+    findings = [
+        SecretFinding(field, kind) for kind, pattern in _TOKEN_PATTERNS if pattern.search(text)
+    ]
+    if any(True for _ in _card_numbers(text)):
+        findings.append(SecretFinding(field, "a payment card number"))
+    return findings
+
+
+def text_fields(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    """Every string inside a model, tuple or dict, with its dotted path."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from text_fields(getattr(value, name), f"{path}.{name}")
+    elif isinstance(value, tuple | list):
+        for index, item in enumerate(value):
+            yield from text_fields(item, f"{path}[{index}]")
+
+
+def secrets_in(value: Any, path: str) -> list[SecretFinding]:
+    return [
+        finding
+        for field, text in text_fields(value, path)
+        for finding in secrets_in_text(field, text)
+    ]

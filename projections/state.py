@@ -1,0 +1,312 @@
+"""Typed per-subject state and the pure fold: `initial_state`, `evolve`, `replay`.
+
+State is a frozen value; `evolve` returns a new one and never touches its input. Collections are
+persistent hash maps (HAMTs), so one event costs the same however long the history is.
+Folding any permutation of the same events gives the same state (see `timeline.py`), and
+folding an event twice changes nothing (events are keyed by `event_id`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+from functools import cache
+from typing import Any
+
+from immutables import Map
+from pydantic import BaseModel, ConfigDict
+
+from projections.timeline import SortKey, Step, Timeline, sort_key, with_member, with_retraction
+from projections.views import (
+    DEFAULT_POLICY,
+    AcknowledgementView,
+    AllergyView,
+    ClaimView,
+    ConsentView,
+    FoldPolicy,
+    MedicationView,
+    TripView,
+    preference_step,
+    step_acknowledgement,
+    step_allergy,
+    step_consent,
+    step_fact,
+    step_medication,
+    step_trip,
+)
+from schemas.base import WireModel
+from schemas.events import (
+    AlertAcknowledged,
+    AllergyRecorded,
+    AllergyStatusChanged,
+    ClaimRetracted,
+    ConsentChanged,
+    ErasureRequested,
+    Event,
+    FactAsserted,
+    MedicationPrescribed,
+    MedicationStopped,
+    PreferenceStated,
+    TravelRecorded,
+    subject_key,
+)
+
+
+class Kind(StrEnum):
+    """The families of keyed claims; `supersedes` must stay inside one (kind, key)."""
+
+    ALLERGY = "allergy"
+    MEDICATION = "medication"
+    TRIP = "trip"
+    PREFERENCE = "preference"
+    FACT = "fact"
+    CONSENT = "consent"
+    ACKNOWLEDGEMENT = "acknowledgement"
+
+
+CLAIM_KEYS: dict[type[WireModel], tuple[Kind, str]] = {
+    AllergyRecorded: (Kind.ALLERGY, "allergy_id"),
+    AllergyStatusChanged: (Kind.ALLERGY, "allergy_id"),
+    MedicationPrescribed: (Kind.MEDICATION, "prescription_id"),
+    MedicationStopped: (Kind.MEDICATION, "prescription_id"),
+    TravelRecorded: (Kind.TRIP, "trip_id"),
+    PreferenceStated: (Kind.PREFERENCE, "key"),
+    FactAsserted: (Kind.FACT, "key"),
+    ConsentChanged: (Kind.CONSENT, "purpose"),
+    AlertAcknowledged: (Kind.ACKNOWLEDGEMENT, "alert_id"),
+}
+"""Payload type -> (kind, name of the field that keys it). Every payload is either here or in
+NOT_CLAIMS (a unit test checks that no event type is forgotten)."""
+NOT_CLAIMS: frozenset[type[WireModel]] = frozenset({ClaimRetracted, ErasureRequested})
+
+
+def claim_address(event: Event) -> tuple[Kind, str] | None:
+    """(kind, key) of the claim an event records or changes; None for retractions/erasure."""
+    found = CLAIM_KEYS.get(type(event.payload))
+    if found is None:
+        return None
+    kind, field = found
+    key: str = getattr(event.payload, field)
+    return kind, key
+
+
+Timelines = Map[str, Timeline[Any]]
+_NO_TIMELINES: Timelines = Map()
+_NO_EVENTS: Map[str, Event] = Map()
+
+
+class UserState(BaseModel):
+    """Everything UaC holds about one subject of one tenant."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    tenant_id: str
+    subject_id: str
+    erased: bool = False
+    last_key: SortKey | None = None
+    events: Map[str, Event] = _NO_EVENTS
+    allergies: Timelines = _NO_TIMELINES
+    medications: Timelines = _NO_TIMELINES
+    trips: Timelines = _NO_TIMELINES
+    preferences: Timelines = _NO_TIMELINES
+    facts: Timelines = _NO_TIMELINES
+    consents: Timelines = _NO_TIMELINES
+    acknowledgements: Timelines = _NO_TIMELINES
+    pending_retractions: Map[str, Event] = _NO_EVENTS
+
+    @property
+    def key(self) -> str:
+        return subject_key(self.tenant_id, self.subject_id)
+
+    @property
+    def version(self) -> int:
+        """Number of distinct events folded into this state."""
+        return len(self.events)
+
+    @property
+    def last_event_id(self) -> str | None:
+        """The latest event in valid-time order (independent of arrival order)."""
+        return None if self.last_key is None else self.last_key[2]
+
+    @property
+    def as_of(self) -> Any:
+        """Valid time of the latest event: the 'now' rules use, never a wall clock."""
+        return None if self.last_key is None else self.last_key[0]
+
+    def timelines(self, kind: Kind) -> Timelines:
+        timelines: Timelines = getattr(self, _FIELDS[kind])
+        return timelines
+
+    def allergy_views(self) -> list[AllergyView]:
+        return _resolved(self.allergies)
+
+    def medication_views(self) -> list[MedicationView]:
+        return _resolved(self.medications)
+
+    def trip_views(self) -> list[TripView]:
+        return _resolved(self.trips)
+
+    def preference_views(self) -> list[ClaimView]:
+        return _resolved(self.preferences)
+
+    def fact_views(self) -> list[ClaimView]:
+        return _resolved(self.facts)
+
+    def consent_views(self) -> list[ConsentView]:
+        return _resolved(self.consents)
+
+    def acknowledgement_views(self) -> list[AcknowledgementView]:
+        return _resolved(self.acknowledgements)
+
+    def resolution(self, kind: Kind, key: str) -> Any:
+        timeline = self.timelines(kind).get(key)
+        return None if timeline is None else timeline.resolution
+
+
+def _resolved(timelines: Timelines) -> list[Any]:
+    return [
+        timelines[key].resolution
+        for key in sorted(timelines.keys())
+        if timelines[key].resolution is not None
+    ]
+
+
+_FIELDS: dict[Kind, str] = {
+    Kind.ALLERGY: "allergies",
+    Kind.MEDICATION: "medications",
+    Kind.TRIP: "trips",
+    Kind.PREFERENCE: "preferences",
+    Kind.FACT: "facts",
+    Kind.CONSENT: "consents",
+    Kind.ACKNOWLEDGEMENT: "acknowledgements",
+}
+
+
+def _next(state: UserState, update: dict[str, Any]) -> UserState:
+    """The next state value, built from typed, already-validated parts.
+
+    This is `model_copy(update=...)` without its per-call overhead (it is the hot path of every
+    fold); like `model_copy` it does not re-validate, so callers pass only correctly typed parts.
+    """
+    following = object.__new__(UserState)
+    object.__setattr__(following, "__dict__", {**state.__dict__, **update})
+    object.__setattr__(following, "__pydantic_fields_set__", state.__pydantic_fields_set__)
+    object.__setattr__(following, "__pydantic_extra__", None)
+    object.__setattr__(following, "__pydantic_private__", None)
+    return following
+
+
+def initial_state(tenant_id: str, subject_id: str) -> UserState:
+    return UserState(tenant_id=tenant_id, subject_id=subject_id)
+
+
+@cache
+def steps_for(policy: FoldPolicy) -> dict[Kind, Step[Any]]:
+    return {
+        Kind.ALLERGY: step_allergy,
+        Kind.MEDICATION: step_medication,
+        Kind.TRIP: step_trip,
+        Kind.PREFERENCE: preference_step(policy),
+        Kind.FACT: step_fact,
+        Kind.CONSENT: step_consent,
+        Kind.ACKNOWLEDGEMENT: step_acknowledgement,
+    }
+
+
+_DEFAULT_STEPS = steps_for(DEFAULT_POLICY)
+
+
+def step_for(kind: Kind, policy: FoldPolicy) -> Step[Any]:
+    return (_DEFAULT_STEPS if policy is DEFAULT_POLICY else steps_for(policy))[kind]
+
+
+def evolve(state: UserState, event: Event, policy: FoldPolicy = DEFAULT_POLICY) -> UserState:
+    """Return the state after `event`. Pure: no clock, no randomness, no I/O."""
+    if event.subject_id != state.subject_id or event.tenant_id != state.tenant_id:
+        raise ValueError(f"event for {event.key} folded into the state of {state.key}")
+    if state.erased:
+        return _erased(state, event) if isinstance(event.payload, ErasureRequested) else state
+    if event.id in state.events:
+        return state
+    key = sort_key(event)
+    recorded: dict[str, Any] = {
+        "events": state.events.set(event.id, event),
+        "last_key": key if state.last_key is None or key > state.last_key else state.last_key,
+    }
+    if isinstance(event.payload, ErasureRequested):
+        return _erased(state, event)
+    pending = state.pending_retractions
+    retracted = event.id in pending
+    if retracted:
+        pending = recorded["pending_retractions"] = pending.delete(event.id)
+    if isinstance(event.payload, ClaimRetracted):
+        claim_id = event.payload.claim_id
+        return _next(state, recorded | _retraction(state, pending, event, claim_id, policy))
+    address = claim_address(event)
+    if address is None:
+        return _next(state, recorded)
+    kind, claim_key = address
+    timelines = state.timelines(kind)
+    timeline = with_member(
+        timelines.get(claim_key), event, step_for(kind, policy), retracted=retracted
+    )
+    return _next(state, {**recorded, _FIELDS[kind]: timelines.set(claim_key, timeline)})
+
+
+def _retraction(
+    state: UserState,
+    pending: Map[str, Event],
+    event: Event,
+    claim_id: str,
+    policy: FoldPolicy,
+) -> dict[str, Any]:
+    """Retract a known claim now, or remember the retraction until the claim arrives."""
+    target = state.events.get(claim_id)
+    address = None if target is None else claim_address(target)
+    if address is None:
+        if target is not None:
+            return {}
+        return {"pending_retractions": pending.set(claim_id, event)}
+    kind, claim_key = address
+    timelines = state.timelines(kind)
+    timeline = with_retraction(timelines[claim_key], claim_id, step_for(kind, policy))
+    return {_FIELDS[kind]: timelines.set(claim_key, timeline)}
+
+
+def _erased(state: UserState, erasure: Event) -> UserState:
+    """What is left after an erasure: only the (earliest) erasure request. Absorbing."""
+    if state.erased and state.last_key is not None and state.last_key <= sort_key(erasure):
+        return state
+    return UserState(
+        tenant_id=state.tenant_id,
+        subject_id=state.subject_id,
+        erased=True,
+        last_key=sort_key(erasure),
+        events=Map({erasure.id: erasure}),
+    )
+
+
+def replay(
+    events: Iterable[Event],
+    state: UserState | None = None,
+    policy: FoldPolicy = DEFAULT_POLICY,
+) -> UserState:
+    """Fold `events` (all of one subject) onto `state`, or onto the initial state."""
+    for event in events:
+        if state is None:
+            state = initial_state(event.tenant_id, event.subject_id)
+        state = evolve(state, event, policy)
+    if state is None:
+        raise ValueError("replay needs at least one event or a starting state")
+    return state
+
+
+def replay_all(
+    events: Iterable[Event], policy: FoldPolicy = DEFAULT_POLICY
+) -> dict[str, UserState]:
+    """Fold a mixed stream into one state per `tenant:subject`."""
+    states: dict[str, UserState] = {}
+    for event in events:
+        current = states.get(event.key) or initial_state(event.tenant_id, event.subject_id)
+        states[event.key] = evolve(current, event, policy)
+    return states

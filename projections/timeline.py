@@ -1,0 +1,139 @@
+"""Per-key claim timelines: the arrival-order-independent heart of the fold.
+
+Every claim lives in the timeline of its key (an allergy id, a prescription id, a preference
+key...). The resolution of a key is a left fold of its effective members in valid-time order,
+so the same set of events always resolves the same way whatever order they arrived in.
+
+Cost stays flat as history grows: the timeline keeps the fold result after each of its most
+recent members (the "tail"), so an event that arrives in order extends the fold in O(1), and a
+late event that lands inside the tail re-folds only the tail. Only an event older than the whole
+tail, a correction (`supersedes`) or a retraction re-folds the key from its first member.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from immutables import Map
+
+from schemas.events import Event
+
+SortKey = tuple[datetime, datetime, str]
+"""Valid time first, then transaction time, then the event id: a total order over events."""
+
+R = TypeVar("R")
+Step = Callable[[R | None, Event], R | None]
+"""`step(resolution_so_far, next_event_in_valid_time_order) -> resolution`; pure."""
+
+TAIL = 32
+"""Fold results kept per key; a late event within the last TAIL..2*TAIL members is cheap."""
+
+NO_EVENTS: Map[str, Event] = Map()
+NO_IDS: frozenset[str] = frozenset()
+
+
+def sort_key(event: Event) -> SortKey:
+    return (event.occurred_at, event.recorded_at, event.id)
+
+
+class Folded(NamedTuple, Generic[R]):
+    """One effective member and the resolution of the key after it."""
+
+    key: SortKey
+    event: Event
+    resolution: R | None
+
+
+class Timeline(NamedTuple, Generic[R]):
+    members: Map[str, Event]
+    superseded: frozenset[str]
+    retracted: frozenset[str]
+    base: R | None
+    """Resolution of the effective members before the tail."""
+    tail: tuple[Folded[R], ...]
+
+    @property
+    def resolution(self) -> R | None:
+        return self.tail[-1].resolution if self.tail else self.base
+
+    def effective(self) -> list[Event]:
+        """Members that still count (not retracted, not corrected away), in valid-time order."""
+        return [
+            event
+            for event in sorted(self.members.values(), key=sort_key)
+            if event.id not in self.retracted and event.id not in self.superseded
+        ]
+
+
+EMPTY_TIMELINE: Timeline[Any] = Timeline(NO_EVENTS, NO_IDS, NO_IDS, None, ())
+
+
+def fold(events: Iterable[Event], step: Step[R]) -> R | None:
+    resolution: R | None = None
+    for event in events:
+        resolution = step(resolution, event)
+    return resolution
+
+
+def _folded_from(resolution: R | None, events: Iterable[Event], step: Step[R]) -> list[Folded[R]]:
+    folded = []
+    for event in events:
+        resolution = step(resolution, event)
+        folded.append(Folded(sort_key(event), event, resolution))
+    return folded
+
+
+def _refolded(members: Map[str, Event], retracted: frozenset[str], step: Step[R]) -> Timeline[R]:
+    """The timeline rebuilt from all its members: the slow path, for rare corrections.
+
+    A retracted correction no longer hides what it corrected."""
+    superseded = frozenset(
+        event.supersedes
+        for event in members.values()
+        if event.supersedes and event.id not in retracted
+    )
+    timeline: Timeline[R] = Timeline(members, superseded, retracted, None, ())
+    events = timeline.effective()
+    head, recent = events[: max(0, len(events) - TAIL)], events[max(0, len(events) - TAIL) :]
+    base = fold(head, step)
+    return timeline._replace(base=base, tail=tuple(_folded_from(base, recent, step)))
+
+
+def _inserted(
+    timeline: Timeline[R], members: Map[str, Event], event: Event, step: Step[R]
+) -> Timeline[R] | None:
+    """Fold `event` into the tail, or None if it is older than the whole tail."""
+    key, tail, base = sort_key(event), timeline.tail, timeline.base
+    if not tail or key > tail[-1].key:
+        resolution = step(tail[-1].resolution if tail else base, event)
+        tail = (*tail, Folded(key, event, resolution))
+    elif key < tail[0].key:
+        return None
+    else:
+        position = bisect_left([entry.key for entry in tail], key)
+        before = tail[position - 1].resolution if position else base
+        later = [entry.event for entry in tail[position:]]
+        tail = (*tail[:position], *_folded_from(before, [event, *later], step))
+    if len(tail) > 2 * TAIL:
+        base, tail = tail[-TAIL - 1].resolution, tail[-TAIL:]
+    return Timeline(members, timeline.superseded, timeline.retracted, base, tail)
+
+
+def with_member(
+    timeline: Timeline[R] | None, event: Event, step: Step[R], *, retracted: bool = False
+) -> Timeline[R]:
+    """The timeline after adding `event` (already retracted if a retraction arrived first)."""
+    if timeline is None:
+        timeline = EMPTY_TIMELINE
+    members = timeline.members.set(event.id, event)
+    retracted_ids = timeline.retracted | {event.id} if retracted else timeline.retracted
+    if retracted or event.supersedes or event.id in timeline.superseded:
+        return _refolded(members, retracted_ids, step)
+    return _inserted(timeline, members, event, step) or _refolded(members, retracted_ids, step)
+
+
+def with_retraction(timeline: Timeline[R], claim_id: str, step: Step[R]) -> Timeline[R]:
+    return _refolded(timeline.members, timeline.retracted | {claim_id}, step)

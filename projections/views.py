@@ -1,0 +1,277 @@
+"""What each kind of claim resolves to, and the pure fold step that resolves it.
+
+Steps see a key's events in valid-time order (see `timeline.py`); the conflict policy of
+DESIGN §4.4 lives here: explicit beats inferred, verified beats user statements, an explicit
+correction (`supersedes`) wins outright, and a disagreement that cannot be settled opens a
+visible `needs_confirmation` conflict instead of being lost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import NamedTuple
+from uuid import NAMESPACE_URL, uuid5
+
+from projections.timeline import Step
+from schemas.events import (
+    AcknowledgementAction,
+    AlertAcknowledged,
+    AllergyCategory,
+    AllergyRecorded,
+    AllergyStatusChanged,
+    AllergyType,
+    ClinicalStatus,
+    Coding,
+    ConsentChanged,
+    Criticality,
+    Event,
+    FactAsserted,
+    FactValue,
+    MedicationPrescribed,
+    MedicationStopped,
+    Origin,
+    PreferenceStated,
+    Reaction,
+    TravelRecorded,
+    VerificationStatus,
+)
+
+CONFLICT_NAMESPACE = uuid5(NAMESPACE_URL, "https://uac.example/conflict")
+
+ORIGIN_RANK: dict[Origin, int] = {
+    Origin.INFERRED: 0,
+    Origin.OBSERVED_BEHAVIOR: 1,
+    Origin.EXPLICIT_STATEMENT: 2,
+    Origin.USER_PROVIDED_FACT: 2,
+    Origin.IMPORTED: 2,
+    Origin.VERIFIED_SOURCE: 3,
+}
+EXPLICIT_RANK = 2
+
+
+@dataclass(frozen=True, slots=True)
+class FoldPolicy:
+    """Tunable parts of the conflict policy. Part of what a replay must reproduce."""
+
+    reversal_window: timedelta = timedelta(days=7)
+
+
+DEFAULT_POLICY = FoldPolicy()
+
+
+class AllergyView(NamedTuple):
+    allergy_id: str
+    substance: str
+    codes: tuple[Coding, ...]
+    allergy_type: AllergyType | None
+    categories: tuple[AllergyCategory, ...]
+    criticality: Criticality | None
+    verification_status: VerificationStatus
+    clinical_status: ClinicalStatus | None
+    negated: bool
+    reactions: tuple[Reaction, ...]
+    record: Event
+    last_change: Event
+
+    @property
+    def active(self) -> bool:
+        """A real, current allergy: not a negation, not refuted/in error, not resolved."""
+        return (
+            not self.negated
+            and self.verification_status
+            not in (VerificationStatus.REFUTED, VerificationStatus.ENTERED_IN_ERROR)
+            and self.clinical_status not in (ClinicalStatus.RESOLVED, ClinicalStatus.INACTIVE)
+        )
+
+
+def step_allergy(view: AllergyView | None, event: Event) -> AllergyView | None:
+    match event.payload:
+        case AllergyRecorded() as record:
+            return AllergyView(
+                record.allergy_id,
+                record.substance,
+                record.codes,
+                record.allergy_type,
+                record.categories,
+                record.criticality,
+                record.verification_status,
+                record.clinical_status,
+                record.negated,
+                record.reactions,
+                event,
+                event,
+            )
+        case AllergyStatusChanged() as change if view is not None:
+            return view._replace(
+                verification_status=change.verification_status or view.verification_status,
+                clinical_status=change.clinical_status or view.clinical_status,
+                last_change=event,
+            )
+        case _:
+            return view
+
+
+class MedicationView(NamedTuple):
+    prescription_id: str
+    drug: str
+    codes: tuple[Coding, ...]
+    dose: str | None
+    route: str | None
+    prescribed: Event
+    stopped: Event | None
+
+    @property
+    def active(self) -> bool:
+        return self.stopped is None
+
+    @property
+    def stop_reason(self) -> str | None:
+        if self.stopped is None or not isinstance(self.stopped.payload, MedicationStopped):
+            return None
+        return self.stopped.payload.reason
+
+
+def step_medication(view: MedicationView | None, event: Event) -> MedicationView | None:
+    match event.payload:
+        case MedicationPrescribed() as rx:
+            return MedicationView(
+                rx.prescription_id, rx.drug, rx.codes, rx.dose, rx.route, event, None
+            )
+        case MedicationStopped() if view is not None and view.stopped is None:
+            return view._replace(stopped=event)
+        case _:
+            return view
+
+
+class TripView(NamedTuple):
+    trip: TravelRecorded
+    event: Event
+
+
+def step_trip(view: TripView | None, event: Event) -> TripView | None:
+    if isinstance(event.payload, TravelRecorded):
+        return TripView(event.payload, event)
+    return view
+
+
+class Conflict(NamedTuple):
+    """Two claims about one key that the policy will not settle on its own."""
+
+    kind: str
+    key: str
+    held: Event
+    challenger: Event
+
+    @property
+    def claim_ids(self) -> tuple[str, str]:
+        return (self.held.id, self.challenger.id)
+
+    @property
+    def conflict_id(self) -> str:
+        return str(
+            uuid5(CONFLICT_NAMESPACE, f"{self.kind}/{self.key}/{self.held.id}/{self.challenger.id}")
+        )
+
+
+class ClaimView(NamedTuple):
+    """The resolved value of a preference or fact key."""
+
+    key: str
+    value: FactValue
+    winner: Event
+    conflict: Conflict | None
+
+
+def claim_value(event: Event) -> FactValue:
+    payload = event.payload
+    if isinstance(payload, PreferenceStated | FactAsserted):
+        return payload.value
+    raise TypeError(f"{event.type} carries no claim value")
+
+
+def claim_key(event: Event) -> str:
+    payload = event.payload
+    if isinstance(payload, PreferenceStated | FactAsserted):
+        return payload.key
+    raise TypeError(f"{event.type} carries no claim key")
+
+
+def _is_explicit(event: Event) -> bool:
+    return ORIGIN_RANK[event.origin] >= EXPLICIT_RANK
+
+
+def _wins(event: Event) -> ClaimView:
+    return ClaimView(claim_key(event), claim_value(event), event, None)
+
+
+def preference_step(policy: FoldPolicy = DEFAULT_POLICY) -> Step[ClaimView]:
+    """Latest explicit statement wins; a quick explicit reversal asks for confirmation."""
+
+    def step(view: ClaimView | None, event: Event) -> ClaimView | None:
+        if view is None or event.supersedes:
+            return _wins(event)
+        held = view.winner
+        value = claim_value(event)
+        if not _is_explicit(event):
+            return view if _is_explicit(held) else _wins(event)
+        if not _is_explicit(held) or value == view.value:
+            return _wins(event)
+        if view.conflict is not None and value == claim_value(view.conflict.challenger):
+            return _wins(event)
+        if event.occurred_at - held.occurred_at <= policy.reversal_window:
+            return view._replace(conflict=Conflict("preference", view.key, held, event))
+        return _wins(event)
+
+    return step
+
+
+def step_fact(view: ClaimView | None, event: Event) -> ClaimView | None:
+    """Higher rank wins (verified > stated > observed > inferred); equal ranks may conflict."""
+    if view is None or event.supersedes:
+        return _wins(event)
+    held_rank, rank = ORIGIN_RANK[view.winner.origin], ORIGIN_RANK[event.origin]
+    if rank > held_rank:
+        return _wins(event)
+    if rank < held_rank:
+        return view
+    if claim_value(event) == view.value:
+        return view._replace(winner=event) if view.conflict is None else view
+    return view._replace(conflict=Conflict("fact", view.key, view.winner, event))
+
+
+class ConsentView(NamedTuple):
+    purpose: str
+    granted: bool
+    special_category: bool
+    event: Event
+
+
+def step_consent(view: ConsentView | None, event: Event) -> ConsentView | None:
+    if isinstance(event.payload, ConsentChanged):
+        consent = event.payload
+        return ConsentView(consent.purpose, consent.granted, consent.special_category, event)
+    return view
+
+
+class AcknowledgementView(NamedTuple):
+    alert_id: str
+    action: AcknowledgementAction
+    reason: str | None
+    event: Event
+
+
+def step_acknowledgement(
+    view: AcknowledgementView | None, event: Event
+) -> AcknowledgementView | None:
+    if isinstance(event.payload, AlertAcknowledged):
+        ack = event.payload
+        return AcknowledgementView(ack.alert_id, ack.action, ack.reason, event)
+    return view
+
+
+def valid_at(event: Event, moment: datetime) -> bool:
+    """Whether a claim's validity window (if any) covers `moment`."""
+    if event.valid_from is not None and moment < event.valid_from:
+        return False
+    return event.valid_until is None or moment < event.valid_until

@@ -1,0 +1,366 @@
+"""The conflict policy of DESIGN §4.4, case by case: given statements, when folded in any
+order, then what the subject's memory holds."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from itertools import permutations
+from typing import Any
+
+import pytest
+
+from projections.as_of import state_as_of
+from projections.document import state_document, state_hash
+from projections.queries import (
+    active_allergies,
+    active_medications,
+    claim_history,
+    international_trips,
+    open_conflicts,
+    trips,
+)
+from projections.state import Kind, replay
+from tests.factories import T0, make_event
+
+DAY = timedelta(days=1)
+
+
+def pref(name: str, value: str, day: float, **envelope: Any) -> Any:
+    return make_event("PreferenceStated", name, at=day * DAY, payload={"value": value}, **envelope)
+
+
+def fact(
+    name: str, value: Any, day: float, origin: str = "user_provided_fact", **envelope: Any
+) -> Any:
+    return make_event(
+        "FactAsserted",
+        name,
+        at=day * DAY,
+        origin=origin,
+        payload={"key": "blood_type", "value": value},
+        **envelope,
+    )
+
+
+def _every_order(events: list[Any]) -> Any:
+    """The state, after checking every arrival order gives the same one."""
+    hashes = {state_hash(replay(order)) for order in permutations(events)}
+    assert len(hashes) == 1
+    return replay(events)
+
+
+PREFERENCE_CASES = [
+    pytest.param(
+        [pref("p1", "vegetarian", 0), pref("p2", "vegan", 30)],
+        "vegan",
+        None,
+        id="given two explicit statements a month apart then the latest wins",
+    ),
+    pytest.param(
+        [pref("p1", "vegetarian", 0), pref("p2", "omnivore", 2)],
+        "vegetarian",
+        "omnivore",
+        id="given an explicit reversal within the window then the held value stays and confirmation is needed",
+    ),
+    pytest.param(
+        [pref("p1", "vegetarian", 0), pref("p2", "omnivore", 2), pref("p3", "omnivore", 3)],
+        "omnivore",
+        None,
+        id="given a reversal confirmed by a second statement then it wins and the conflict closes",
+    ),
+    pytest.param(
+        [pref("p1", "vegetarian", 0), pref("p2", "omnivore", 2), pref("p3", "vegetarian", 3)],
+        "vegetarian",
+        None,
+        id="given a reversal followed by a reaffirmation then the held value stays and the conflict closes",
+    ),
+    pytest.param(
+        [pref("p1", "vegetarian", 0), pref("p2", "pescatarian", 40, origin="inferred")],
+        "vegetarian",
+        None,
+        id="given an inference after an explicit statement then the inference never overrides it",
+    ),
+    pytest.param(
+        [
+            pref("p1", "pescatarian", 0, origin="inferred"),
+            pref("p2", "vegan", 5, origin="observed_behavior"),
+        ],
+        "vegan",
+        None,
+        id="given only inferred and observed values then the latest of them is used",
+    ),
+    pytest.param(
+        [pref("p1", "pescatarian", 0, origin="inferred"), pref("p2", "vegan", 1)],
+        "vegan",
+        None,
+        id="given an explicit statement after an inference then the explicit one wins at once",
+    ),
+]
+
+
+@pytest.mark.parametrize(("events", "value", "challenger"), PREFERENCE_CASES)
+def test_preference_policy(events: list[Any], value: str, challenger: str | None) -> None:
+    state = _every_order(events)
+    (view,) = state.preference_views()
+    assert view.value == value
+    conflict = None if view.conflict is None else view.conflict.challenger.payload.value
+    assert conflict == challenger
+
+
+def test_given_a_correction_via_supersedes_within_the_window_then_it_wins_without_conflict() -> (
+    None
+):
+    first = pref("p1", "vegetarian", 0)
+    correction = pref("p2", "vegan", 1, supersedes=first.id)
+    state = _every_order([first, correction])
+    (view,) = state.preference_views()
+    assert (view.value, view.conflict) == ("vegan", None)
+    history = claim_history(state, Kind.PREFERENCE, "diet")
+    assert [(h.value, h.status, h.replaced_by) for h in history] == [
+        ("vegetarian", "corrected", correction.id),
+        ("vegan", "current", None),
+    ]
+
+
+def test_given_a_superseded_value_then_history_keeps_it_with_superseded_by() -> None:
+    events = [pref("p1", "vegetarian", 0), pref("p2", "vegan", 30), pref("p3", "omnivore", 60)]
+    state = _every_order(events)
+    history = claim_history(state, Kind.PREFERENCE, "diet")
+    assert [(h.value, h.status, h.replaced_by) for h in history] == [
+        ("vegetarian", "superseded", events[1].id),
+        ("vegan", "superseded", events[2].id),
+        ("omnivore", "current", None),
+    ]
+
+
+FACT_CASES = [
+    pytest.param(
+        [fact("f1", "A+", 0, "verified_source"), fact("f2", "B+", 10)],
+        "A+",
+        False,
+        id="given a verified fact and a later user statement then the verified fact stands",
+    ),
+    pytest.param(
+        [fact("f1", "B+", 0), fact("f2", "A+", 10, "verified_source")],
+        "A+",
+        False,
+        id="given a user statement and a later verified fact then the verified fact wins",
+    ),
+    pytest.param(
+        [fact("f1", "A+", 0), fact("f2", "B+", 10)],
+        "A+",
+        True,
+        id="given equal-rank statements that disagree then both are kept and a conflict opens",
+    ),
+    pytest.param(
+        [fact("f1", "A+", 0), fact("f2", "B+", 10, "inferred")],
+        "A+",
+        False,
+        id="given an inferred fact against a stated one then the inference is not adopted",
+    ),
+    pytest.param(
+        [fact("f1", "A+", 0), fact("f2", "A+", 10)],
+        "A+",
+        False,
+        id="given equal-rank statements that agree then no conflict",
+    ),
+]
+
+
+@pytest.mark.parametrize(("events", "value", "conflicted"), FACT_CASES)
+def test_fact_policy(events: list[Any], value: str, conflicted: bool) -> None:
+    state = _every_order(events)
+    (view,) = state.fact_views()
+    assert view.value == value
+    assert (view.conflict is not None) is conflicted
+    assert len(claim_history(state, Kind.FACT, "blood_type")) == len(events)
+
+
+def test_given_an_equal_rank_conflict_when_one_side_is_corrected_then_the_conflict_closes() -> None:
+    first, second = fact("f1", "A+", 0), fact("f2", "B+", 10)
+    correction = fact("f3", "A+", 11, supersedes=second.id)
+    state = _every_order([first, second, correction])
+    assert open_conflicts(state) == []
+    assert state.fact_views()[0].value == "A+"
+
+
+def test_given_the_current_value_is_retracted_then_the_previous_value_returns() -> None:
+    first, second = pref("p1", "vegetarian", 0), pref("p2", "vegan", 30)
+    retraction = make_event("ClaimRetracted", "r", at=31 * DAY, payload={"claim_id": second.id})
+    state = _every_order([first, second, retraction])
+    assert state.preference_views()[0].value == "vegetarian"
+    statuses = [h.status for h in claim_history(state, Kind.PREFERENCE, "diet")]
+    assert statuses == ["current", "retracted"]
+
+
+def test_given_a_late_event_then_it_is_applied_in_valid_time_order() -> None:
+    old, new = pref("p1", "vegetarian", 0), pref("p2", "vegan", 30)
+    assert replay([new, old]).preference_views()[0].value == "vegan"
+
+
+def allergy(name: str, day: float = 0, **payload: Any) -> Any:
+    return make_event("AllergyRecorded", name, at=day * DAY, payload=payload)
+
+
+def status(name: str, day: float, **payload: Any) -> Any:
+    return make_event(
+        "AllergyStatusChanged", name, at=day * DAY, payload={"allergy_id": "allergy-1", **payload}
+    )
+
+
+ALLERGY_CASES = [
+    pytest.param([allergy("a")], True, id="given a confirmed active allergy then it is active"),
+    pytest.param(
+        [allergy("a"), status("s", 1, verification_status="refuted")],
+        False,
+        id="given a later refutation then the allergy is no longer active",
+    ),
+    pytest.param(
+        [allergy("a"), status("s", 1, verification_status="entered_in_error")],
+        False,
+        id="given entered-in-error then the allergy is not active",
+    ),
+    pytest.param(
+        [allergy("a"), status("s", 1, clinical_status="resolved")],
+        False,
+        id="given a resolved clinical status then the allergy is not active",
+    ),
+    pytest.param(
+        [allergy("a", verification_status="unconfirmed")],
+        True,
+        id="given an unconfirmed allergy then it still counts as active (safety first)",
+    ),
+    pytest.param(
+        [allergy("a", substance="No known drug allergy", negated=True)],
+        False,
+        id="given a no-known-allergy negation then there is no allergy",
+    ),
+    pytest.param(
+        [
+            allergy("a"),
+            status("s", 1, verification_status="refuted"),
+            status("s2", 2, verification_status="confirmed"),
+        ],
+        True,
+        id="given refuted then re-confirmed then active again",
+    ),
+    pytest.param(
+        [allergy("a", day=5), status("s", 1, verification_status="refuted")],
+        True,
+        id="given a refutation dated before the record then the later record stands",
+    ),
+]
+
+
+@pytest.mark.parametrize(("events", "active"), ALLERGY_CASES)
+def test_allergy_status(events: list[Any], active: bool) -> None:
+    state = _every_order(events)
+    assert bool(active_allergies(state)) is active
+
+
+def test_given_a_stop_then_the_medication_moves_to_history() -> None:
+    rx = make_event("MedicationPrescribed", "rx")
+    stop = make_event("MedicationStopped", "stop", at=DAY, payload={"reason": "course completed"})
+    state = _every_order([rx, stop])
+    assert active_medications(state) == []
+    document = state_document(state)
+    assert [m["stop_reason"] for m in document["medications"]["stopped"]] == ["course completed"]
+
+
+def test_given_a_prescription_that_expired_then_it_is_not_active() -> None:
+    rx = make_event("MedicationPrescribed", "rx", valid_until=T0 + DAY)
+    later = pref("p", "x", 3)
+    assert active_medications(replay([rx, later])) == []
+    assert len(active_medications(replay([rx]))) == 1
+
+
+def trip(name: str, day: float, destination: str, departure: date, origin: str = "NL") -> Any:
+    return make_event(
+        "TravelRecorded",
+        name,
+        at=day * DAY,
+        payload={
+            "trip_id": name,
+            "origin_country": origin,
+            "destination_country": destination,
+            "departure_date": departure,
+        },
+    )
+
+
+def home(name: str, country: str, since: datetime, **envelope: Any) -> Any:
+    return make_event(
+        "FactAsserted",
+        name,
+        at=since,
+        payload={"key": "home_country", "value": country},
+        **envelope,
+    )
+
+
+def test_given_a_home_country_then_international_is_derived_not_trusted() -> None:
+    events = [
+        home("home", "NL", datetime(2020, 1, 1, tzinfo=UTC)),
+        trip("paris", 1, "FR", date(2024, 3, 1)),
+        trip("utrecht", 2, "NL", date(2024, 4, 1)),
+        trip("from-abroad", 3, "FR", date(2024, 5, 1), origin="DE"),
+        trip("tokyo", 4, "JP", date(2025, 1, 1)),
+    ]
+    state = _every_order(events)
+    assert {t.trip_id: t.international for t in trips(state)} == {
+        "paris": True,
+        "utrecht": False,
+        "from-abroad": True,
+        "tokyo": True,
+    }
+    assert [t.trip_id for t in international_trips(state, 2024)] == ["paris", "from-abroad"]
+
+
+def test_given_a_move_then_each_trip_is_judged_against_the_home_country_of_its_date() -> None:
+    events = [
+        home("nl", "NL", datetime(2020, 1, 1, tzinfo=UTC)),
+        home("de", "DE", datetime(2024, 6, 1, tzinfo=UTC), origin="verified_source"),
+        trip("before-move", 1, "DE", date(2024, 3, 1)),
+        trip("after-move", 2, "DE", date(2024, 9, 1)),
+    ]
+    state = replay(events)
+    assert {t.trip_id: t.international for t in trips(state)} == {
+        "before-move": True,
+        "after-move": False,
+    }
+
+
+def test_given_no_home_country_then_international_is_unknown_not_guessed() -> None:
+    state = replay([trip("paris", 1, "FR", date(2024, 3, 1))])
+    assert [t.international for t in trips(state)] == [None]
+    assert international_trips(state, 2024) == []
+
+
+def test_given_an_erasure_then_nothing_remains_in_any_order() -> None:
+    events = [
+        allergy("a"),
+        pref("p", "vegan", 1),
+        make_event("ErasureRequested", "erase", at=2 * DAY),
+    ]
+    state = _every_order(events)
+    document = state_document(state)
+    assert state.erased and document["allergies"] == [] and document["preferences"] == {}
+    assert state.version == 1
+
+
+def test_state_as_of_answers_what_was_true_and_what_was_known() -> None:
+    first = pref("p1", "vegetarian", 0)
+    second = pref("p2", "vegan", 30, recorded=T0 + 40 * DAY)
+    events = [first, second]
+    assert state_as_of(events, T0 + 10 * DAY).preference_views()[0].value == "vegetarian"
+    assert state_as_of(events, T0 + 35 * DAY).preference_views()[0].value == "vegan"
+    known_then = state_as_of(events, T0 + 35 * DAY, known_at=T0 + 35 * DAY)
+    assert known_then.preference_views()[0].value == "vegetarian"
+
+
+def test_every_event_type_is_either_a_keyed_claim_or_explicitly_not_one() -> None:
+    from projections.state import CLAIM_KEYS, NOT_CLAIMS
+    from schemas.events import PAYLOAD_MODELS
+
+    assert set(CLAIM_KEYS) | set(NOT_CLAIMS) == set(PAYLOAD_MODELS.values())
+    assert not set(CLAIM_KEYS) & set(NOT_CLAIMS)

@@ -1,0 +1,312 @@
+"""Every gate reason code, table-driven: given an event and a subject's memory, when admitted,
+then the documented reason."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from projections.gate import Admitted, GateContext, GatePolicy, Rejected, TenantPolicy, admit
+from projections.state import UserState, initial_state, replay
+from schemas.reasons import ReasonCode
+from tests.factories import T0, event_id, make_event
+
+NOW = T0 + timedelta(days=30)
+POLICY = GatePolicy(
+    tenants={
+        "clinic-a": TenantPolicy(frozenset({"ehr-adapter"}), frozenset({"care"})),
+        "assistant": TenantPolicy(frozenset({"chat-agent"}), frozenset()),
+    },
+    max_event_bytes=2048,
+)
+ALLERGY = make_event("AllergyRecorded", "known-allergy")
+PREFERENCE = make_event("PreferenceStated", "known-pref", at=timedelta(hours=1))
+REMEMBERED = replay([ALLERGY, PREFERENCE])
+
+
+def _decide(event: Any, state: UserState | None = None, **context: Any) -> Admitted | Rejected:
+    settings = {"now": NOW, "policy": POLICY, "encoded_size": 200} | context
+    return admit(
+        event, state or initial_state(event.tenant_id, event.subject_id), GateContext(**settings)
+    )
+
+
+def _reasons(decision: Admitted | Rejected) -> tuple[str, ...]:
+    return () if isinstance(decision, Admitted) else tuple(r.value for r in decision.reasons)
+
+
+REJECTIONS = [
+    pytest.param(
+        make_event("PreferenceStated", "t", tenant="nobody"),
+        {},
+        None,
+        ReasonCode.UNKNOWN_TENANT,
+        id="given an unconfigured tenant when admitted then unknown_tenant",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "a", actor="stranger"),
+        {},
+        None,
+        ReasonCode.ACTOR_NOT_ALLOWED,
+        id="given an actor not on the tenant's list then actor_not_allowed",
+    ),
+    pytest.param(
+        ALLERGY,
+        {},
+        REMEMBERED,
+        ReasonCode.DUPLICATE_EVENT_ID,
+        id="given an event already accepted when re-sent then duplicate_event_id",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "known-allergy", payload={"value": "vegan"}),
+        {},
+        REMEMBERED,
+        ReasonCode.EVENT_ID_REUSED,
+        id="given a known event id with other content then event_id_reused",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "f", at=NOW + timedelta(hours=1)),
+        {},
+        None,
+        ReasonCode.OCCURRED_IN_FUTURE,
+        id="given occurred_at an hour ahead when admitted then occurred_in_future",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "r", recorded=NOW + timedelta(days=2)),
+        {},
+        None,
+        ReasonCode.RECORDED_IN_FUTURE,
+        id="given recorded_at two days ahead then recorded_in_future",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "o", at=datetime(1850, 1, 1, tzinfo=UTC)),
+        {},
+        None,
+        ReasonCode.TOO_OLD,
+        id="given an event dated 1850 when admitted then too_old",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "big"),
+        {"encoded_size": 4096},
+        None,
+        ReasonCode.OVERSIZE,
+        id="given 4 KiB against a 2 KiB limit then oversize",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "s1", payload={"note": "my password: hunter22"}),
+        {},
+        None,
+        ReasonCode.SECRET_IN_TEXT,
+        id="given a password in a note then secret_in_text",
+    ),
+    pytest.param(
+        make_event(
+            "PreferenceStated", "s2", payload={"note": "card 4111 1111 1111 1111 exp 12/29"}
+        ),
+        {},
+        None,
+        ReasonCode.SECRET_IN_TEXT,
+        id="given a Luhn-valid card number then secret_in_text",
+    ),
+    pytest.param(
+        make_event(
+            "MedicationPrescribed", "s3", payload={"note": "key sk-live-abcdefghijklmnop1234"}
+        ),
+        {},
+        None,
+        ReasonCode.SECRET_IN_TEXT,
+        id="given an API key in a prescription note then secret_in_text",
+    ),
+    pytest.param(
+        make_event(
+            "AllergyRecorded",
+            "c1",
+            tenant="assistant",
+            actor="chat-agent",
+            purpose="personalization",
+        ),
+        {},
+        None,
+        ReasonCode.SPECIAL_CATEGORY_WITHOUT_CONSENT,
+        id="given health data for personalization without consent then special_category_without_consent",
+    ),
+    pytest.param(
+        make_event(
+            "PreferenceStated",
+            "c2",
+            tenant="assistant",
+            actor="chat-agent",
+            sensitivity="special_category",
+            purpose="personalization",
+        ),
+        {},
+        None,
+        ReasonCode.SPECIAL_CATEGORY_WITHOUT_CONSENT,
+        id="given data labelled special_category without consent then special_category_without_consent",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "sup1", supersedes=event_id("never-seen")),
+        {},
+        REMEMBERED,
+        ReasonCode.SUPERSEDES_UNKNOWN_CLAIM,
+        id="given supersedes of an unknown claim then supersedes_unknown_claim",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "sup2", supersedes=event_id("other-subject-claim")),
+        {"claim_owners": {event_id("other-subject-claim"): "clinic-a:patient-9"}},
+        REMEMBERED,
+        ReasonCode.SUPERSEDES_OTHER_SUBJECT,
+        id="given supersedes of another subject's claim then supersedes_other_subject",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "sup3", payload={"key": "seat"}, supersedes=PREFERENCE.id),
+        {},
+        REMEMBERED,
+        ReasonCode.SUPERSEDES_OTHER_KEY,
+        id="given supersedes of a claim about another key then supersedes_other_key",
+    ),
+    pytest.param(
+        make_event("FactAsserted", "sup4", payload={"key": "diet"}, supersedes=PREFERENCE.id),
+        {},
+        REMEMBERED,
+        ReasonCode.SUPERSEDES_OTHER_KEY,
+        id="given a fact superseding a preference of the same name then supersedes_other_key",
+    ),
+    pytest.param(
+        make_event("ClaimRetracted", "ret", payload={"claim_id": event_id("never-seen")}),
+        {},
+        REMEMBERED,
+        ReasonCode.RETRACTS_UNKNOWN_CLAIM,
+        id="given a retraction of an unknown claim then retracts_unknown_claim",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "late"),
+        {"erased": True},
+        None,
+        ReasonCode.SUBJECT_ERASED,
+        id="given a subject in the erasure ledger when an event arrives then subject_erased",
+    ),
+]
+
+
+@pytest.mark.parametrize(("event", "context", "state", "reason"), REJECTIONS)
+def test_gate_rejects_with_the_documented_reason(
+    event: Any, context: dict[str, Any], state: Any, reason: ReasonCode
+) -> None:
+    decision = _decide(event, state, **context)
+    assert isinstance(decision, Rejected)
+    assert reason in decision.reasons
+
+
+def test_given_several_problems_when_admitted_then_every_reason_is_reported() -> None:
+    event = make_event(
+        "PreferenceStated",
+        "many",
+        actor="stranger",
+        at=NOW + timedelta(days=1),
+        payload={"note": "password=hunter22"},
+    )
+    assert set(_reasons(_decide(event, encoded_size=10_000))) == {
+        "actor_not_allowed",
+        "occurred_in_future",
+        "recorded_in_future",
+        "oversize",
+        "secret_in_text",
+    }
+
+
+def test_given_a_secret_when_rejected_then_the_detail_never_contains_it() -> None:
+    decision = _decide(
+        make_event("PreferenceStated", "leak", payload={"note": "password: hunter22"})
+    )
+    assert isinstance(decision, Rejected)
+    assert "hunter22" not in decision.detail
+    assert "payload.note" in decision.detail
+
+
+ACCEPTED = [
+    pytest.param(
+        make_event("AllergyRecorded", "ok1"),
+        None,
+        id="given care data for a care tenant then accepted without consent",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "ok2", supersedes=PREFERENCE.id, at=timedelta(days=2)),
+        REMEMBERED,
+        id="given a correction of a known claim of the same key then accepted",
+    ),
+    pytest.param(
+        make_event(
+            "ClaimRetracted", "ok3", payload={"claim_id": PREFERENCE.id}, at=timedelta(days=2)
+        ),
+        REMEMBERED,
+        id="given a retraction of a known claim then accepted",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "ok4", payload={"note": "order 12345678901234 shipped"}),
+        None,
+        id="given a long number that fails Luhn then not mistaken for a card",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "ok5", at=NOW + timedelta(minutes=4)),
+        None,
+        id="given occurred_at within the clock skew then accepted",
+    ),
+]
+
+
+@pytest.mark.parametrize(("event", "state"), ACCEPTED)
+def test_gate_accepts_plausible_authorised_events(event: Any, state: Any) -> None:
+    assert isinstance(_decide(event, state), Admitted)
+
+
+def test_given_special_category_consent_when_health_data_arrives_for_that_purpose_then_accepted() -> (
+    None
+):
+    consent = make_event(
+        "ConsentChanged",
+        "consent",
+        tenant="assistant",
+        actor="chat-agent",
+        payload={"purpose": "personalization", "granted": True, "special_category": True},
+    )
+    allergy = make_event(
+        "AllergyRecorded",
+        "after-consent",
+        tenant="assistant",
+        actor="chat-agent",
+        purpose="personalization",
+        at=timedelta(hours=1),
+    )
+    assert isinstance(_decide(allergy, replay([consent])), Admitted)
+
+
+def test_given_consent_withdrawn_when_health_data_arrives_then_rejected() -> None:
+    granted = make_event(
+        "ConsentChanged",
+        "granted",
+        tenant="assistant",
+        actor="chat-agent",
+        payload={"purpose": "personalization", "granted": True, "special_category": True},
+    )
+    withdrawn = make_event(
+        "ConsentChanged",
+        "withdrawn",
+        tenant="assistant",
+        actor="chat-agent",
+        at=timedelta(hours=1),
+        payload={"purpose": "personalization", "granted": False, "special_category": True},
+    )
+    allergy = make_event(
+        "AllergyRecorded",
+        "after-withdrawal",
+        tenant="assistant",
+        actor="chat-agent",
+        purpose="personalization",
+        at=timedelta(hours=2),
+    )
+    assert _reasons(_decide(allergy, replay([granted, withdrawn]))) == (
+        "special_category_without_consent",
+    )
