@@ -1,0 +1,117 @@
+"""Rules: pure functions of (before, after, event) that fire on transitions.
+
+A rule describes the alert-worthy situations present in one state (`findings`); the shared
+edge logic turns "present after but not before" into `raised` and "present before but not
+after" into `resolved`. Alert ids are facts: uuid5 of tenant, subject, rule id and version, and
+the claims that caused it, so a replay, a redelivery or another arrival order gives the same id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from projections.state import Kind, UserState, claim_address
+from schemas.alerts import Alert, AlertStatus, DrugAllergyFinding, Evidence, Severity
+from schemas.events import ClaimRetracted, Event
+
+ALERT_NAMESPACE = uuid5(NAMESPACE_URL, "https://uac.example/alert")
+Focus = frozenset[tuple[Kind, str]] | None
+"""The claims an event touched; None means "look at everything"."""
+
+
+@dataclass(frozen=True, slots=True)
+class RuleRef:
+    id: str
+    version: int
+    severity: Severity
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One alert-worthy situation, before it becomes a lifecycle record."""
+
+    rule: RuleRef
+    cause: tuple[str, ...]
+    severity: Severity
+    title: str
+    detail: str
+    evidence: tuple[Evidence, ...]
+    drug_allergy: DrugAllergyFinding | None = None
+
+
+def alert_id(tenant_id: str, subject_id: str, rule: RuleRef, cause: Iterable[str]) -> UUID:
+    key = "/".join([tenant_id, subject_id, rule.id, str(rule.version), *sorted(cause)])
+    return uuid5(ALERT_NAMESPACE, key)
+
+
+def lifecycle_id(alert: UUID, status: AlertStatus, trigger_event_id: str) -> UUID:
+    return uuid5(ALERT_NAMESPACE, f"{alert}/{status.value}/{trigger_event_id}")
+
+
+class Rule(Protocol):
+    @property
+    def ref(self) -> RuleRef: ...
+
+    def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
+        """Alert-worthy situations in `state`, limited to those involving `focus` claims."""
+        ...
+
+
+def evidence_of(event: Event, claim_id: str, role: str, description: str) -> Evidence:
+    return Evidence(event_id=event.id, claim_id=claim_id, role=role, description=description)
+
+
+def touched(before: UserState, event: Event) -> Focus:
+    """The claims `event` created or changed (a retraction touches the claim it retracts)."""
+    if isinstance(event.payload, ClaimRetracted):
+        target = before.events.get(event.payload.claim_id)
+        address = None if target is None else claim_address(target)
+    else:
+        address = claim_address(event)
+    return frozenset() if address is None else frozenset({address})
+
+
+def lifecycle(
+    state: UserState, finding: Finding, status: AlertStatus, event: Event, reason: str | None = None
+) -> Alert:
+    identifier = alert_id(state.tenant_id, state.subject_id, finding.rule, finding.cause)
+    return Alert(
+        lifecycle_id=lifecycle_id(identifier, status, event.id),
+        alert_id=identifier,
+        tenant_id=state.tenant_id,
+        subject_id=state.subject_id,
+        rule_id=finding.rule.id,
+        rule_version=finding.rule.version,
+        status=status,
+        severity=finding.severity,
+        title=finding.title,
+        detail=finding.detail,
+        cause=tuple(sorted(finding.cause)),
+        evidence=finding.evidence,
+        drug_allergy=finding.drug_allergy,
+        trigger_event_id=event.id,
+        occurred_at=event.occurred_at,
+        reason=reason,
+    )
+
+
+def transitions(rule: Rule, before: UserState, after: UserState, event: Event) -> list[Alert]:
+    """`raised` for findings new in `after`, `resolved` for findings gone from it."""
+    focus = touched(before, event)
+    if not focus:
+        return []
+    old, new = rule.findings(before, focus), rule.findings(after, focus)
+    raised = [
+        lifecycle(after, new[key], AlertStatus.RAISED, event)
+        for key in sorted(new.keys() - old.keys())
+    ]
+    reason = f"{event.type.value} {event.id} removed the cause"
+    resolved = [
+        lifecycle(after, old[key], AlertStatus.RESOLVED, event, reason)
+        for key in sorted(old.keys() - new.keys())
+    ]
+    return raised + resolved

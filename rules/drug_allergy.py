@@ -1,0 +1,175 @@
+"""Drug-allergy conflicts, in both directions: a new drug against recorded allergies and a new
+allergy against active drugs. The knowledge layer judges each pair; this module turns its
+verdict, the allergy's criticality, verification status, type and reaction history into an
+alert a clinician can act on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from uuid import UUID
+
+from projections.queries import active_allergies, active_medications
+from projections.state import Kind, UserState
+from projections.views import AllergyView, MedicationView
+from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of
+from rules.knowledge.model import Coding, CrossReactivity, DrugKnowledge, MatchLevel
+from schemas.alerts import DrugAllergyFinding, Evidence, Severity
+from schemas.events import (
+    AllergyType,
+    Criticality,
+    ReactionSeverity,
+    VerificationStatus,
+)
+from schemas.events import (
+    Coding as WireCoding,
+)
+
+RULE = RuleRef(
+    id="drug-allergy-conflict",
+    version=1,
+    severity=Severity.CRITICAL,
+    description=(
+        "An active medication contains, belongs to the class of, or cross-reacts with a "
+        "substance the subject has an active allergy or intolerance to; or the pair cannot be "
+        "verified by the drug knowledge layer."
+    ),
+)
+
+_ORDER = (Severity.INFO, Severity.WARNING, Severity.CRITICAL)
+_BASE: dict[MatchLevel, Severity | None] = {
+    MatchLevel.SAME_INGREDIENT: Severity.CRITICAL,
+    MatchLevel.SAME_CLASS: Severity.CRITICAL,
+    MatchLevel.PARTIAL: Severity.WARNING,
+    MatchLevel.UNVERIFIED: Severity.WARNING,
+    MatchLevel.LOW_RISK: Severity.INFO,
+    MatchLevel.NONE: None,
+}
+
+
+def _shift(severity: Severity, steps: int) -> Severity:
+    index = min(max(_ORDER.index(severity) + steps, 0), len(_ORDER) - 1)
+    return _ORDER[index]
+
+
+def severity_for(level: MatchLevel, allergy: AllergyView) -> Severity | None:
+    """CDS Hooks severity of a pair, or None when it is not worth an alert.
+
+    High criticality or a severe past reaction raises a partial cross-reactivity to critical;
+    an unconfirmed low-criticality record lowers one step; an intolerance (not immune-mediated)
+    lowers one step. Low-risk relations stay `info` whatever the history.
+    """
+    base = _BASE[level]
+    if base is None:
+        return None
+    if level is MatchLevel.LOW_RISK:
+        return base
+    severe_history = allergy.criticality is Criticality.HIGH or any(
+        reaction.severity is ReactionSeverity.SEVERE for reaction in allergy.reactions
+    )
+    steps = 1 if severe_history and level is MatchLevel.PARTIAL else 0
+    unconfirmed = allergy.verification_status is VerificationStatus.UNCONFIRMED
+    if unconfirmed and allergy.criticality is Criticality.LOW:
+        steps -= 1
+    if allergy.allergy_type is AllergyType.INTOLERANCE:
+        steps -= 1
+    return _shift(base, steps)
+
+
+def _codes(codes: tuple[WireCoding, ...]) -> tuple[Coding, ...]:
+    return tuple(Coding(code.system, code.code, code.display) for code in codes)
+
+
+Verdicts = Callable[[str, str, tuple[Coding, ...], tuple[Coding, ...]], CrossReactivity]
+
+
+@dataclass
+class DrugAllergyRule:
+    knowledge: DrugKnowledge
+    ref: RuleRef = RULE
+    _verdicts: Verdicts = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._verdicts = lru_cache(maxsize=65536)(self.knowledge.cross_reactivity)
+
+    def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
+        allergies, medications = active_allergies(state), active_medications(state)
+        found: dict[UUID, Finding] = {}
+        for allergy in allergies:
+            for medication in medications:
+                if focus is not None and not _involves(focus, allergy, medication):
+                    continue
+                finding = self._finding(allergy, medication)
+                if finding is not None:
+                    cause = finding.cause
+                    found[alert_id(state.tenant_id, state.subject_id, RULE, cause)] = finding
+        return found
+
+    def verdict(self, allergy: AllergyView, medication: MedicationView) -> CrossReactivity:
+        return self._verdicts(
+            allergy.substance, medication.drug, _codes(allergy.codes), _codes(medication.codes)
+        )
+
+    def _finding(self, allergy: AllergyView, medication: MedicationView) -> Finding | None:
+        verdict = self.verdict(allergy, medication)
+        severity = severity_for(verdict.level, allergy)
+        if severity is None:
+            return None
+        kind = "intolerance" if allergy.allergy_type is AllergyType.INTOLERANCE else "allergy"
+        if verdict.level is MatchLevel.UNVERIFIED:
+            title = (
+                f"Cannot verify {medication.drug} against the recorded {allergy.substance} {kind}"
+            )
+        else:
+            title = f"{medication.drug} conflicts with the recorded {allergy.substance} {kind}"
+        detail = f"{verdict.level.value}: {verdict.reason} (source: {verdict.source})"
+        return Finding(
+            rule=RULE,
+            cause=(f"allergy:{allergy.allergy_id}", f"medication:{medication.prescription_id}"),
+            severity=severity,
+            title=title,
+            detail=detail,
+            evidence=_evidence(allergy, medication, kind),
+            drug_allergy=DrugAllergyFinding(
+                allergy_id=allergy.allergy_id,
+                allergen=allergy.substance,
+                prescription_id=medication.prescription_id,
+                drug=medication.drug,
+                ingredients=verdict.ingredients,
+                matched=verdict.matched,
+                level=verdict.level.value,
+                reason=verdict.reason,
+                source=verdict.source,
+                knowledge_version=self.knowledge.version,
+            ),
+        )
+
+
+def _involves(
+    focus: frozenset[tuple[Kind, str]], allergy: AllergyView, medication: MedicationView
+) -> bool:
+    return (Kind.ALLERGY, allergy.allergy_id) in focus or (
+        Kind.MEDICATION,
+        medication.prescription_id,
+    ) in focus
+
+
+def _evidence(allergy: AllergyView, medication: MedicationView, kind: str) -> tuple[Evidence, ...]:
+    evidence = [
+        evidence_of(allergy.record, allergy.allergy_id, "allergy", f"{kind} to {allergy.substance}")
+    ]
+    if allergy.last_change.id != allergy.record.id:
+        status = allergy.verification_status.value
+        evidence.append(
+            evidence_of(allergy.last_change, allergy.allergy_id, "allergy_status", status)
+        )
+    evidence.append(
+        evidence_of(
+            medication.prescribed,
+            medication.prescription_id,
+            "medication",
+            f"prescribed {medication.drug}",
+        )
+    )
+    return tuple(evidence)

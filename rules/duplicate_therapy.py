@@ -1,0 +1,77 @@
+"""Duplicate therapy: two active prescriptions of the same ingredient or therapeutic class."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import combinations
+from uuid import UUID
+
+from projections.queries import active_medications
+from projections.state import Kind, UserState
+from projections.views import MedicationView
+from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of
+from rules.knowledge.model import Coding, DrugKnowledge, DrugResolution
+from schemas.alerts import Severity
+
+RULE = RuleRef(
+    id="duplicate-therapy",
+    version=1,
+    severity=Severity.WARNING,
+    description="Two active prescriptions share an ingredient or a therapeutic class.",
+)
+
+
+@dataclass
+class DuplicateTherapyRule:
+    knowledge: DrugKnowledge
+    ref: RuleRef = RULE
+    _resolve: Callable[[str, tuple[Coding, ...]], DrugResolution] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._resolve = lru_cache(maxsize=65536)(self.knowledge.resolve)
+
+    def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
+        found: dict[UUID, Finding] = {}
+        for first, second in combinations(active_medications(state), 2):
+            if focus is not None and not ({_key(first), _key(second)} & focus):
+                continue
+            finding = self._finding(first, second)
+            if finding is not None:
+                found[alert_id(state.tenant_id, state.subject_id, RULE, finding.cause)] = finding
+        return found
+
+    def _resolution(self, medication: MedicationView) -> DrugResolution:
+        codes = tuple(Coding(c.system, c.code, c.display) for c in medication.codes)
+        return self._resolve(medication.drug, codes)
+
+    def _finding(self, first: MedicationView, second: MedicationView) -> Finding | None:
+        one, two = self._resolution(first), self._resolution(second)
+        if not (one.resolved and two.resolved):
+            return None
+        shared_ingredients = sorted(set(one.ingredients) & set(two.ingredients))
+        shared_classes = sorted(set(one.classes) & set(two.classes))
+        if not (shared_ingredients or shared_classes):
+            return None
+        shared = ", ".join(shared_ingredients or shared_classes)
+        what = "ingredient" if shared_ingredients else "class"
+        return Finding(
+            rule=RULE,
+            cause=tuple(
+                sorted(
+                    (f"medication:{first.prescription_id}", f"medication:{second.prescription_id}")
+                )
+            ),
+            severity=RULE.severity,
+            title=f"Duplicate therapy: {first.drug} and {second.drug}",
+            detail=f"both active prescriptions share the {what} {shared}",
+            evidence=tuple(
+                evidence_of(m.prescribed, m.prescription_id, "medication", f"prescribed {m.drug}")
+                for m in (first, second)
+            ),
+        )
+
+
+def _key(medication: MedicationView) -> tuple[Kind, str]:
+    return (Kind.MEDICATION, medication.prescription_id)

@@ -1,0 +1,140 @@
+"""`DrugKnowledge` backed by the versioned data files shipped in `rules/knowledge/data/`.
+
+The files are read once, at construction, through `importlib.resources`; afterwards every call
+is a pure, deterministic lookup (no clock, randomness, network or environment).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from rules.knowledge.judge import NO_KNOWN_ALLERGY, STRENGTH, Judge, Verdict, is_class
+from rules.knowledge.model import Coding, CrossReactivity, DrugResolution, MatchLevel
+from rules.knowledge.recognise import Recogniser, Recognition
+from rules.knowledge.tables import CLASS_PREFIX, KnowledgeTables, load_tables
+
+UNRESOLVED_SOURCE = "unresolved input: no ingredient or class could be recognised"
+PARTLY_RESOLVED_SOURCE = "partly resolved input: unrecognised words or codes"
+STATEMENT_SOURCE = "allergy record is a 'no known allergy' statement"
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    level: MatchLevel
+    reason: str
+    source: str
+    matched: tuple[str, ...] = ()
+
+
+class BundledKnowledge:
+    """Drug and allergen resolution and cross-reactivity judgement from bundled tables."""
+
+    def __init__(self, tables: KnowledgeTables) -> None:
+        self._tables = tables
+        self._recogniser = Recogniser(tables.lexicon, tables.codes)
+        self._judge = Judge(tables)
+
+    @property
+    def version(self) -> str:
+        return self._tables.version
+
+    def resolve(self, text: str, codes: tuple[Coding, ...] = ()) -> DrugResolution:
+        recognition = self._recogniser.recognise(text, codes)
+        return DrugResolution(
+            query=text,
+            ingredients=tuple(c for c in recognition.concepts if not is_class(c)),
+            classes=self._classes(recognition.concepts),
+            resolved=recognition.complete,
+        )
+
+    def cross_reactivity(
+        self,
+        allergen: str,
+        drug: str,
+        allergen_codes: tuple[Coding, ...] = (),
+        drug_codes: tuple[Coding, ...] = (),
+    ) -> CrossReactivity:
+        allergy = self._recogniser.recognise(allergen, allergen_codes)
+        medicine = self._recogniser.recognise(drug, drug_codes)
+        outcome = self._outcome(allergy, medicine)
+        return CrossReactivity(
+            allergen=allergen,
+            drug=drug,
+            ingredients=medicine.concepts,
+            matched=outcome.matched,
+            level=outcome.level,
+            reason=outcome.reason,
+            source=outcome.source,
+        )
+
+    def _outcome(self, allergy: Recognition, medicine: Recognition) -> _Outcome:
+        """Strongest verdict over all (allergen concept, drug concept) pairs."""
+        failure = _unresolved(allergy, medicine)
+        if failure is not None:
+            return _Outcome(MatchLevel.UNVERIFIED, failure, UNRESOLVED_SOURCE)
+        allergens = tuple(c for c in allergy.concepts if c != NO_KNOWN_ALLERGY)
+        if not allergens:
+            reason = f"'{allergy.query}' records that there is no known allergy"
+            return _Outcome(MatchLevel.NONE, reason, STATEMENT_SOURCE)
+        verdicts = [self._strongest(allergens, concept) for concept in medicine.concepts]
+        top = max(verdicts, key=lambda verdict: verdict.rank)
+        incomplete = _incomplete(allergy, medicine)
+        if incomplete is not None and STRENGTH[top.level] < STRENGTH[MatchLevel.UNVERIFIED]:
+            reason = f"{incomplete}; the recognised part gives {top.level.value}: {top.reason}"
+            return _Outcome(MatchLevel.UNVERIFIED, reason, PARTLY_RESOLVED_SOURCE)
+        return _Outcome(top.level, top.reason, top.source, _matched(verdicts, top.level))
+
+    def _strongest(self, allergens: tuple[str, ...], drug_concept: str) -> Verdict:
+        verdicts = (self._judge.judge(allergen, drug_concept) for allergen in allergens)
+        return max(verdicts, key=lambda verdict: verdict.rank)
+
+    def _classes(self, concepts: tuple[str, ...]) -> tuple[str, ...]:
+        """Classes named directly, plus every class with a `shared_level` a concept is in."""
+        classes: set[str] = set()
+        for concept in concepts:
+            if is_class(concept):
+                classes.add(concept.removeprefix(CLASS_PREFIX))
+            for key in self._judge.keys(concept):
+                class_id = key.removeprefix(CLASS_PREFIX)
+                if is_class(key) and self._tables.classes[class_id].shared_level is not None:
+                    classes.add(class_id)
+        return tuple(sorted(classes))
+
+
+@cache
+def load_bundled_knowledge() -> BundledKnowledge:
+    """The bundled knowledge, loaded and verified once per process."""
+    return BundledKnowledge(load_tables())
+
+
+def _matched(verdicts: list[Verdict], level: MatchLevel) -> tuple[str, ...]:
+    """The drug concepts that produced the winning level (none for a `none` verdict)."""
+    if level is MatchLevel.NONE:
+        return ()
+    return tuple(sorted(verdict.drug_concept for verdict in verdicts if verdict.level is level))
+
+
+def _unresolved(allergy: Recognition, medicine: Recognition) -> str | None:
+    """Why the pair cannot be judged at all, naming the side(s) that failed."""
+    failed = [
+        f"{side} '{recognition.query}' could not be resolved{_unrecognised(recognition)}"
+        for side, recognition in (("allergen", allergy), ("drug", medicine))
+        if not recognition.concepts
+    ]
+    return "; ".join(failed) or None
+
+
+def _incomplete(allergy: Recognition, medicine: Recognition) -> str | None:
+    partial = [
+        f"{side} '{recognition.query}' was only partly recognised{_unrecognised(recognition)}"
+        for side, recognition in (("allergen", allergy), ("drug", medicine))
+        if recognition.unrecognised
+    ]
+    return "; ".join(partial) or None
+
+
+def _unrecognised(recognition: Recognition) -> str:
+    if not recognition.unrecognised:
+        return ""
+    return f" (unrecognised: {', '.join(recognition.unrecognised)})"

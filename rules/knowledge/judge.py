@@ -1,0 +1,161 @@
+"""Judges one allergen concept against one drug concept.
+
+Order of precedence:
+1. identity: the same ingredient (or the same class) on both sides;
+2. class words: an allergen recorded as a class ("penicillins") covers every member;
+3. the most specific evidence among the cited cross-reactivity rows (applied in both
+   directions) and shared classes whose `shared_level` says membership alone implies a risk.
+   Specificity: an ingredient key counts 100, a class key its depth in the class tree, so an
+   ingredient row ("amoxicillin" vs "cefadroxil": partial) beats a class row ("penicillins" vs
+   "cephalosporins": low_risk), and a subclass beats its parent. On a tie an explicit row beats
+   class membership, then the stronger level wins;
+4. otherwise no known relation (`none`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from itertools import product
+
+from rules.knowledge.model import MatchLevel
+from rules.knowledge.tables import CLASS_PREFIX, CrossReactivityRow, KnowledgeTables
+
+STRENGTH: dict[MatchLevel, int] = {
+    MatchLevel.NONE: 0,
+    MatchLevel.LOW_RISK: 1,
+    MatchLevel.UNVERIFIED: 2,
+    MatchLevel.PARTIAL: 3,
+    MatchLevel.SAME_CLASS: 4,
+    MatchLevel.SAME_INGREDIENT: 5,
+}
+INGREDIENT_SPECIFICITY = 100
+DEFINITIONAL_SPECIFICITY = 1000
+IDENTITY = "ingredient identity"
+NO_KNOWN_ALLERGY = CLASS_PREFIX + "no_known_allergy"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The judgement for one (allergen concept, drug concept) pair."""
+
+    level: MatchLevel
+    reason: str
+    source: str
+    drug_concept: str
+    explicit: bool = False
+    specificity: int = 0
+
+    @property
+    def rank(self) -> tuple[int, bool, int]:
+        return STRENGTH[self.level], self.explicit, self.specificity
+
+
+def is_class(concept: str) -> bool:
+    return concept.startswith(CLASS_PREFIX)
+
+
+class Judge:
+    """Judges concept pairs against one set of tables."""
+
+    def __init__(self, tables: KnowledgeTables) -> None:
+        self._tables = tables
+        self._rows: dict[tuple[str, str], list[CrossReactivityRow]] = {}
+        for row in tables.rows:
+            self._rows.setdefault((row.allergen, row.drug), []).append(row)
+            if row.allergen != row.drug:
+                self._rows.setdefault((row.drug, row.allergen), []).append(row)
+        self.keys: Callable[[str], frozenset[str]] = cache(self._keys)
+        self.depth: Callable[[str], int] = cache(self._depth)
+
+    def label(self, concept: str) -> str:
+        if is_class(concept):
+            return self._tables.classes[concept.removeprefix(CLASS_PREFIX)].label
+        return concept
+
+    def is_non_drug(self, concept: str) -> bool:
+        ingredient = self._tables.ingredients.get(concept)
+        return ingredient is not None and ingredient.kind == "non_drug"
+
+    def judge(self, allergen: str, drug: str) -> Verdict:
+        identity = self._identity(allergen, drug)
+        if identity is not None:
+            return identity
+        evidence = list(self._evidence(allergen, drug))
+        if not evidence:
+            return self._unrelated(allergen, drug)
+        return max(evidence, key=lambda v: (v.specificity, v.explicit, STRENGTH[v.level]))
+
+    def _identity(self, allergen: str, drug: str) -> Verdict | None:
+        if allergen == drug and not is_class(drug):
+            reason = f"{drug} is itself the recorded allergen"
+            return Verdict(
+                MatchLevel.SAME_INGREDIENT, reason, IDENTITY, drug, True, DEFINITIONAL_SPECIFICITY
+            )
+        if is_class(allergen) and allergen in self.keys(drug):
+            allergen_class = self.label(allergen)
+            reason = (
+                f"{self.label(drug)} is one of the {allergen_class}, the recorded allergen class"
+            )
+            return self._membership(allergen, drug, reason)
+        if is_class(drug) and drug in self.keys(allergen):
+            reason = f"the {self.label(drug)} include the recorded allergen {self.label(allergen)}"
+            return self._membership(drug, drug, reason)
+        return None
+
+    def _membership(self, cited_class: str, drug: str, reason: str) -> Verdict:
+        source = f"class membership: {self.label(cited_class)}"
+        return Verdict(MatchLevel.SAME_CLASS, reason, source, drug, True, DEFINITIONAL_SPECIFICITY)
+
+    def _evidence(self, allergen: str, drug: str) -> Iterator[Verdict]:
+        allergen_keys, drug_keys = self.keys(allergen), self.keys(drug)
+        for allergen_key, drug_key in product(sorted(allergen_keys), sorted(drug_keys)):
+            for row in self._rows.get((allergen_key, drug_key), ()):
+                reason = f"{self.label(allergen)} vs {self.label(drug)}: {row.reason}"
+                specificity = self._specificity(allergen_key) + self._specificity(drug_key)
+                yield Verdict(row.level, reason, row.source, drug, True, specificity)
+        for shared in sorted(allergen_keys & drug_keys):
+            yield from self._shared_class(shared, allergen, drug)
+
+    def _shared_class(self, shared: str, allergen: str, drug: str) -> Iterator[Verdict]:
+        if not is_class(shared):
+            return
+        level = self._tables.classes[shared.removeprefix(CLASS_PREFIX)].shared_level
+        if level is None:
+            return
+        label = self.label(shared)
+        both = f"{self.label(drug)} and the recorded allergen {self.label(allergen)}"
+        reason = f"{both} both belong to the {label}"
+        source = f"class membership: {label}"
+        yield Verdict(level, reason, source, drug, False, 2 * self.depth(shared))
+
+    def _unrelated(self, allergen: str, drug: str) -> Verdict:
+        if self.is_non_drug(allergen):
+            reason = f"{allergen} is a non-drug allergen with no documented cross-reactivity"
+        else:
+            reason = "no shared ingredient, class or documented cross-reactivity"
+        reason = f"{self.label(allergen)} vs {self.label(drug)}: {reason}"
+        return Verdict(MatchLevel.NONE, reason, "no cross-reactivity row or shared class", drug)
+
+    def _specificity(self, key: str) -> int:
+        return self.depth(key) if is_class(key) else INGREDIENT_SPECIFICITY
+
+    def _keys(self, concept: str) -> frozenset[str]:
+        """The concept itself and every class it belongs to, up to the roots."""
+        if is_class(concept):
+            direct: tuple[str, ...] = (concept.removeprefix(CLASS_PREFIX),)
+        else:
+            direct = self._tables.ingredients[concept].classes
+        return frozenset({concept, *(CLASS_PREFIX + c for c in self._ancestors(direct))})
+
+    def _ancestors(self, class_ids: tuple[str, ...]) -> Iterator[str]:
+        for class_id in class_ids:
+            current: str | None = class_id
+            while current is not None:
+                yield current
+                current = self._tables.classes[current].parent
+
+    def _depth(self, class_concept: str) -> int:
+        parent = self._tables.classes[class_concept.removeprefix(CLASS_PREFIX)].parent
+        return 0 if parent is None else 1 + self._depth(CLASS_PREFIX + parent)

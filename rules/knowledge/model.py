@@ -1,0 +1,81 @@
+"""The drug knowledge interface that rules depend on.
+
+Any backend (the bundled data files, or a production RxNorm/MED-RT service) implements
+`DrugKnowledge`. Rules never look at drug names themselves: they ask the knowledge layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+
+class MatchLevel(StrEnum):
+    """How an allergen and a drug relate, from strongest to none.
+
+    `unverified` means the allergen or the drug could not be resolved: it is never a silent
+    "no conflict".
+    """
+
+    SAME_INGREDIENT = "same_ingredient"
+    SAME_CLASS = "same_class"
+    PARTIAL = "partial"
+    LOW_RISK = "low_risk"
+    NONE = "none"
+    UNVERIFIED = "unverified"
+
+
+@dataclass(frozen=True, slots=True)
+class Coding:
+    """A code from a terminology (RxNorm, NDC, SNOMED CT, ATC...)."""
+
+    system: str
+    code: str
+    display: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DrugResolution:
+    """What a drug (or allergen) text/codes resolve to."""
+
+    query: str
+    ingredients: tuple[str, ...]
+    classes: tuple[str, ...]
+    resolved: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CrossReactivity:
+    """The knowledge layer's verdict for one (allergen, drug) pair."""
+
+    allergen: str
+    drug: str
+    ingredients: tuple[str, ...]
+    matched: tuple[str, ...]
+    level: MatchLevel
+    reason: str
+    source: str
+
+
+class DrugKnowledge(Protocol):
+    """Resolves drugs and allergens and judges cross-reactivity. Pure and deterministic."""
+
+    @property
+    def version(self) -> str:
+        """Identifies the data release, so an alert can say which knowledge judged it."""
+        ...
+
+    def resolve(self, text: str, codes: tuple[Coding, ...] = ()) -> DrugResolution:
+        """Normalise a drug or allergen name/brand/code to ingredients and classes."""
+        ...
+
+    def cross_reactivity(
+        self,
+        allergen: str,
+        drug: str,
+        allergen_codes: tuple[Coding, ...] = (),
+        drug_codes: tuple[Coding, ...] = (),
+    ) -> CrossReactivity:
+        """Judge whether giving `drug` to someone allergic to `allergen` is a risk."""
+        ...

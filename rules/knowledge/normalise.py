@@ -1,0 +1,46 @@
+"""Text and code normalisation shared by the bundled knowledge tables and their lookups.
+
+Case, accents, punctuation and full-width characters are folded away; Chinese characters are
+kept one token each so that multi-character names can be matched as token sequences.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_GREEK = str.maketrans(
+    {"\u03b1": " alpha ", "\u03b2": " beta ", "\u03b3": " gamma ", "\u03b4": " delta "}
+)
+_TOKEN = re.compile(r"[a-z0-9]+|[\u3400-\u4dbf\u4e00-\u9fff]")
+_QUANTITY = re.compile(r"\d+[a-z]*|(?:nda|anda|bla)\d+|q\d+h|[a-z]")
+_NDC_WIDTHS = (5, 4, 2)
+
+
+def fold(text: str) -> str:
+    """Lower-case, width-folded, accent-free text."""
+    lowered = unicodedata.normalize("NFKC", text).lower().translate(_GREEK)
+    decomposed = unicodedata.normalize("NFKD", lowered)
+    return "".join(char for char in decomposed if not unicodedata.combining(char))
+
+
+def tokens(text: str) -> tuple[str, ...]:
+    """Latin words and digits as whole tokens, each Chinese character as one token."""
+    return tuple(_TOKEN.findall(fold(text)))
+
+
+def is_quantity(token: str) -> bool:
+    """Strengths, counts, dosing intervals, application numbers and stray letters.
+
+    For example "500", "5gm", "q8h", "nda020800", "g".
+    """
+    return _QUANTITY.fullmatch(token) is not None
+
+
+def normalise_code(system: str, code: str) -> str:
+    """Codes compare on digits; hyphenated NDCs are padded to the 11-digit 5-4-2 form."""
+    stripped = code.strip()
+    if system == "ndc" and stripped.count("-") == 2:
+        parts = stripped.split("-")
+        return "".join(part.zfill(width) for part, width in zip(parts, _NDC_WIDTHS, strict=True))
+    return re.sub(r"[^0-9A-Za-z]", "", stripped).lower()

@@ -1,0 +1,107 @@
+"""Turns a drug or allergen (free text plus codings) into concept ids from the bundled tables.
+
+Text is matched greedily, longest term first, over tokens: ingredient names, synonyms, brand
+names, Chinese names and class words map to concepts; strengths, units, dose forms, routes and
+salts are noise. A term followed by "free" ("sulfite-free") is negated and dropped. Any other
+word is unrecognised, and a text with unrecognised words is not completely resolved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from rules.knowledge.model import Coding
+from rules.knowledge.normalise import fold, is_quantity, normalise_code, tokens
+from rules.knowledge.tables import SYSTEMS
+
+NEGATION = "free"
+
+
+@dataclass(frozen=True, slots=True)
+class Recognition:
+    """Concepts found for one input, and what could not be recognised."""
+
+    query: str
+    concepts: tuple[str, ...]
+    unrecognised: tuple[str, ...]
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.concepts) and not self.unrecognised
+
+
+class Recogniser:
+    """Looks up terms and codes in the tables' lexicon and code index."""
+
+    def __init__(
+        self,
+        lexicon: Mapping[tuple[str, ...], tuple[str, ...]],
+        codes: Mapping[tuple[str, str], tuple[str, ...]],
+    ) -> None:
+        self._lexicon = lexicon
+        self._codes_index = codes
+        self._longest = max(len(term) for term in lexicon)
+
+    def recognise(self, text: str, codings: Iterable[Coding]) -> Recognition:
+        """Known codes make the input resolved (text concepts are added, never removed).
+
+        Without a known code the text decides; unknown codes are reported only when the text
+        yields nothing either (codings of one concept are alternatives, not parts).
+        """
+        coded, unknown_codes = self._codes(codings)
+        found, unknown_words = self.parse(text)
+        if coded:
+            return Recognition(text, _sorted_unique(coded + found), ())
+        if found:
+            return Recognition(text, _sorted_unique(found), unknown_words)
+        return Recognition(text, (), unknown_words + unknown_codes)
+
+    def parse(self, text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(concepts, unrecognised words) of a free-text name."""
+        words = tokens(text)
+        found: list[str] = []
+        unknown: list[str] = []
+        position = 0
+        while position < len(words):
+            length, concepts = self._longest_term(words, position)
+            if length == 0:
+                if not is_quantity(words[position]):
+                    unknown.append(words[position])
+                position += 1
+                continue
+            negated = bool(concepts) and words[position + length : position + length + 1] == (
+                NEGATION,
+            )
+            if not negated:
+                found.extend(concepts)
+            position += length + int(negated)
+        return tuple(found), tuple(unknown)
+
+    def _longest_term(self, words: tuple[str, ...], start: int) -> tuple[int, tuple[str, ...]]:
+        for end in range(min(len(words), start + self._longest), start, -1):
+            concepts = self._lexicon.get(words[start:end])
+            if concepts is not None:
+                return end - start, concepts
+        return 0, ()
+
+    def _codes(self, codings: Iterable[Coding]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        found: list[str] = []
+        unknown: list[str] = []
+        for coding in codings:
+            concepts = self._code(coding)
+            if concepts:
+                found.extend(concepts)
+            else:
+                unknown.append(f"{coding.system}|{coding.code}")
+        return tuple(found), tuple(unknown)
+
+    def _code(self, coding: Coding) -> tuple[str, ...]:
+        system = SYSTEMS.get(fold(coding.system).strip())
+        if system is None:
+            return ()
+        return self._codes_index.get((system, normalise_code(system, coding.code)), ())
+
+
+def _sorted_unique(concepts: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(set(concepts)))

@@ -1,0 +1,252 @@
+"""Loads and validates the versioned data files shipped in `rules/knowledge/data/`.
+
+Concept ids are ingredient names ("amoxicillin") or class ids prefixed with `class:`
+("class:penicillins"). Every reference in the files is checked at load time, and every file
+must match the SHA-256 recorded in `manifest.json`, so an edited table cannot ship without a new
+manifest (and hence a visible version change).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from importlib.resources import files
+
+from rules.knowledge.model import MatchLevel
+from rules.knowledge.normalise import normalise_code, tokens
+
+CLASS_PREFIX = "class:"
+DATA_PACKAGE = "rules.knowledge"
+MANIFEST = "manifest.json"
+SYSTEMS: Mapping[str, str] = {
+    "http://www.nlm.nih.gov/research/umls/rxnorm": "rxnorm",
+    "urn:oid:2.16.840.1.113883.6.88": "rxnorm",
+    "rxnorm": "rxnorm",
+    "http://hl7.org/fhir/sid/ndc": "ndc",
+    "urn:oid:2.16.840.1.113883.6.69": "ndc",
+    "ndc": "ndc",
+    "http://snomed.info/sct": "snomed",
+    "urn:oid:2.16.840.1.113883.6.96": "snomed",
+    "snomed": "snomed",
+    "snomed-ct": "snomed",
+}
+SYSTEM_URIS: Mapping[str, str] = {
+    "rxnorm": "http://www.nlm.nih.gov/research/umls/rxnorm",
+    "ndc": "http://hl7.org/fhir/sid/ndc",
+    "snomed": "http://snomed.info/sct",
+}
+CROSS_REACTIVITY_LEVELS = frozenset(
+    {
+        MatchLevel.SAME_CLASS,
+        MatchLevel.PARTIAL,
+        MatchLevel.LOW_RISK,
+        MatchLevel.NONE,
+    }
+)
+
+
+class KnowledgeDataError(ValueError):
+    """A bundled data file is missing, malformed, inconsistent or not in the manifest."""
+
+
+@dataclass(frozen=True, slots=True)
+class DrugClass:
+    class_id: str
+    label: str
+    parent: str | None
+    shared_level: MatchLevel | None
+
+
+@dataclass(frozen=True, slots=True)
+class Ingredient:
+    name: str
+    kind: str
+    classes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CrossReactivityRow:
+    allergen: str
+    drug: str
+    level: MatchLevel
+    reason: str
+    source: str
+
+
+@dataclass(frozen=True)
+class KnowledgeTables:
+    version: str
+    classes: Mapping[str, DrugClass]
+    ingredients: Mapping[str, Ingredient]
+    lexicon: Mapping[tuple[str, ...], tuple[str, ...]]
+    codes: Mapping[tuple[str, str], tuple[str, ...]]
+    rows: tuple[CrossReactivityRow, ...]
+
+
+def load_tables() -> KnowledgeTables:
+    """Read, verify and index every bundled data file."""
+    version, digests = read_manifest()
+    texts = {name: _verified_text(name, digest) for name, digest in digests.items()}
+    classes, ingredients, known = core_tables(texts)
+    return KnowledgeTables(
+        version=version,
+        classes=classes,
+        ingredients=ingredients,
+        lexicon=build_lexicon(texts, ingredients, known),
+        codes=_codes(texts, known),
+        rows=_rows(_records(texts["cross_reactivity.csv"]), known),
+    )
+
+
+def core_tables(
+    texts: Mapping[str, str],
+) -> tuple[dict[str, DrugClass], dict[str, Ingredient], frozenset[str]]:
+    """Classes, ingredients and the set of every valid concept id."""
+    classes = _classes(_records(texts["classes.csv"]))
+    ingredients = _ingredients(_records(texts["ingredients.csv"]), classes)
+    known = frozenset(ingredients) | {CLASS_PREFIX + class_id for class_id in classes}
+    return classes, ingredients, known
+
+
+def file_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def data_text(name: str) -> str:
+    try:
+        return (files(DATA_PACKAGE) / "data" / name).read_text(encoding="utf-8")
+    except FileNotFoundError as missing:
+        raise KnowledgeDataError(f"bundled data file {name} is missing") from missing
+
+
+def read_manifest() -> tuple[str, dict[str, str]]:
+    """The release name ("uac-bundled-2026.11") and the SHA-256 of every data file."""
+    manifest = json.loads(data_text(MANIFEST))
+    try:
+        version = f"{manifest['name']}-{manifest['release']}"
+        digests = {str(name): str(digest) for name, digest in manifest["files"].items()}
+    except (KeyError, TypeError, AttributeError) as malformed:
+        raise KnowledgeDataError("manifest.json needs name, release and files") from malformed
+    return version, digests
+
+
+def _verified_text(name: str, digest: str) -> str:
+    text = data_text(name)
+    if file_digest(text) != digest:
+        raise KnowledgeDataError(f"{name} does not match its SHA-256 in manifest.json")
+    return text
+
+
+def _records(text: str) -> Iterator[dict[str, str]]:
+    lines = (line for line in io.StringIO(text) if not line.startswith("#"))
+    yield from csv.DictReader(lines)
+
+
+def _split(cell: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in cell.split(";") if part.strip())
+
+
+def _classes(records: Iterable[dict[str, str]]) -> dict[str, DrugClass]:
+    classes = {
+        record["class_id"]: DrugClass(
+            class_id=record["class_id"],
+            label=record["label"],
+            parent=record["parent"] or None,
+            shared_level=MatchLevel(record["shared_level"]) if record["shared_level"] else None,
+        )
+        for record in records
+    }
+    for drug_class in classes.values():
+        if drug_class.parent is not None and drug_class.parent not in classes:
+            raise KnowledgeDataError(f"class {drug_class.class_id}: unknown parent")
+    return classes
+
+
+def _ingredients(
+    records: Iterable[dict[str, str]], classes: Mapping[str, DrugClass]
+) -> dict[str, Ingredient]:
+    ingredients: dict[str, Ingredient] = {}
+    for record in records:
+        ingredient = Ingredient(record["ingredient"], record["kind"], _split(record["classes"]))
+        unknown = [c for c in ingredient.classes if c not in classes]
+        if unknown:
+            raise KnowledgeDataError(f"ingredient {ingredient.name}: unknown classes {unknown}")
+        ingredients[ingredient.name] = ingredient
+    return ingredients
+
+
+def _checked(concepts: tuple[str, ...], known: frozenset[str], where: str) -> tuple[str, ...]:
+    unknown = [concept for concept in concepts if concept not in known]
+    if unknown:
+        raise KnowledgeDataError(f"{where}: unknown concepts {unknown}")
+    return concepts
+
+
+def build_lexicon(
+    texts: Mapping[str, str],
+    ingredients: Mapping[str, Ingredient],
+    known: frozenset[str],
+    *,
+    with_derived: bool = True,
+) -> dict[tuple[str, ...], tuple[str, ...]]:
+    """Token sequence -> concepts; noise words map to no concept.
+
+    Precedence, lowest first: derived synonyms, noise words, ingredient names, curated terms.
+    """
+    lexicon: dict[tuple[str, ...], tuple[str, ...]] = {}
+    if with_derived:
+        lexicon.update(_terms(texts["derived_terms.csv"], known, "derived term"))
+    for record in _records(texts["noise_words.csv"]):
+        lexicon[tokens(record["word"])] = ()
+    for name in ingredients:
+        lexicon[tokens(name)] = (name,)
+    lexicon.update(_terms(texts["terms.csv"], known, "term"))
+    lexicon.pop((), None)
+    return lexicon
+
+
+def _terms(
+    text: str, known: frozenset[str], where: str
+) -> Iterator[tuple[tuple[str, ...], tuple[str, ...]]]:
+    for record in _records(text):
+        concepts = _checked(_split(record["concepts"]), known, f"{where} {record['term']}")
+        yield tokens(record["term"]), concepts
+
+
+def _codes(
+    texts: Mapping[str, str], known: frozenset[str]
+) -> dict[tuple[str, str], tuple[str, ...]]:
+    codes: dict[tuple[str, str], tuple[str, ...]] = {}
+    for record in _records(texts["ingredients.csv"]):
+        for rxcui in _split(record["rxnorm"]):
+            codes[("rxnorm", normalise_code("rxnorm", rxcui))] = (record["ingredient"],)
+    for record in _records(texts["codes.csv"]):
+        system = record["system"]
+        where = f"code {system}|{record['code']}"
+        codes[(system, normalise_code(system, record["code"]))] = _checked(
+            _split(record["concepts"]), known, where
+        )
+    return codes
+
+
+def _rows(
+    records: Iterable[dict[str, str]], known: frozenset[str]
+) -> tuple[CrossReactivityRow, ...]:
+    rows = []
+    for record in records:
+        row = CrossReactivityRow(
+            allergen=record["allergen"],
+            drug=record["drug"],
+            level=MatchLevel(record["level"]),
+            reason=record["reason"],
+            source=record["source"],
+        )
+        _checked((row.allergen, row.drug), known, f"cross-reactivity row {row.allergen}")
+        if row.level not in CROSS_REACTIVITY_LEVELS or not row.source:
+            raise KnowledgeDataError(f"cross-reactivity row {row.allergen}/{row.drug}: bad row")
+        rows.append(row)
+    return tuple(rows)

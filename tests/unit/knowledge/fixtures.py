@@ -1,0 +1,28 @@
+"""Paths and readers for the knowledge fixtures in tests/fixtures/knowledge/."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from rules.knowledge.evaluation import Pair, read_pairs
+from rules.knowledge.model import Coding
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "knowledge"
+PAIRS_CSV = FIXTURES / "pairs.csv"
+CODINGS_CSV = FIXTURES / "dataset_codings.csv"
+
+
+def pairs() -> tuple[Pair, ...]:
+    return read_pairs(PAIRS_CSV.read_text(encoding="utf-8"))
+
+
+def dataset_codings() -> list[dict[str, str]]:
+    text = CODINGS_CSV.read_text(encoding="utf-8")
+    lines = (line for line in io.StringIO(text) if not line.startswith("#"))
+    return list(csv.DictReader(lines))
+
+
+def codes_of(row: dict[str, str]) -> tuple[Coding, ...]:
+    return (Coding(row["system"], row["code"]),) if row["code"] else ()

@@ -1,0 +1,241 @@
+"""Table-driven cross-reactivity judgements: tests/fixtures/knowledge/pairs.csv plus key cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from rules.knowledge.bundled import BundledKnowledge
+from rules.knowledge.evaluation import Pair
+from rules.knowledge.model import Coding, MatchLevel
+from tests.unit.knowledge.fixtures import pairs
+
+RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
+NDC = "http://hl7.org/fhir/sid/ndc"
+PENICILLIN_G = (Coding(RXNORM, "7980", "Penicillin G"),)
+ZOSYN = (Coding(NDC, "0206-8862-02", "Zosyn (piperacillin/tazobactam) 4.5gm injection"),)
+SMX_TMP = (Coding(RXNORM, "10831", "Sulfamethoxazole / Trimethoprim"),)
+
+
+@pytest.mark.parametrize("pair", [pytest.param(p, id=p.description) for p in pairs()])
+def test_pair_table(knowledge: BundledKnowledge, pair: Pair) -> None:
+    verdict = knowledge.cross_reactivity(
+        pair.allergen, pair.drug, pair.allergen_codes, pair.drug_codes
+    )
+
+    assert verdict.level is pair.expected, verdict.reason
+
+
+def test_pair_table_is_broad_enough() -> None:
+    table = pairs()
+
+    assert len(table) >= 70
+    assert {p.topic for p in table} >= {
+        "penicillins",
+        "cephalosporins",
+        "carbapenems",
+        "monobactams",
+        "sulfonamides",
+        "sulfates",
+        "sulfites",
+        "nsaids",
+        "contrast",
+        "opioids",
+        "macrolides",
+        "fluoroquinolones",
+        "tetracyclines",
+        "chinese",
+        "coded",
+        "unresolvable",
+        "non_drug",
+    }
+    assert {p.expected for p in table} == set(MatchLevel)
+
+
+@pytest.mark.parametrize(
+    ("allergen", "allergen_codes", "drug", "drug_codes", "level", "matched"),
+    [
+        pytest.param(
+            "Penicillin G",
+            PENICILLIN_G,
+            "Zosyn",
+            ZOSYN,
+            MatchLevel.SAME_CLASS,
+            ("piperacillin",),
+            id="given a penicillin G allergy when Zosyn is prescribed then piperacillin matches "
+            "by class",
+        ),
+        pytest.param(
+            "Penicillin G",
+            PENICILLIN_G,
+            "ceftriaxone",
+            (),
+            MatchLevel.LOW_RISK,
+            ("ceftriaxone",),
+            id="given a penicillin G allergy when ceftriaxone is prescribed then it is low risk",
+        ),
+        pytest.param(
+            "Penicillin G",
+            PENICILLIN_G,
+            "azithromycin",
+            (),
+            MatchLevel.NONE,
+            (),
+            id="given a penicillin G allergy when azithromycin is prescribed then nothing matches",
+        ),
+        pytest.param(
+            "Sulfamethoxazole / Trimethoprim",
+            SMX_TMP,
+            "Amoxicillin 250 MG / Clavulanate 125 MG Oral Tablet",
+            (),
+            MatchLevel.NONE,
+            (),
+            id="given a co-trimoxazole allergy when amoxicillin/clavulanate is prescribed then "
+            "nothing matches",
+        ),
+        pytest.param(
+            "Sulfamethoxazole / Trimethoprim",
+            SMX_TMP,
+            "Naproxen sodium 220 MG Oral Tablet",
+            (),
+            MatchLevel.NONE,
+            (),
+            id="given a co-trimoxazole allergy when naproxen is prescribed then nothing matches",
+        ),
+        pytest.param(
+            "Sulfamethoxazole / Trimethoprim",
+            SMX_TMP,
+            "ferrous sulfate 325 MG Oral Tablet",
+            (),
+            MatchLevel.NONE,
+            (),
+            id="given a co-trimoxazole allergy when ferrous sulfate is prescribed then the "
+            "sulfa/sulfate myth does not alert",
+        ),
+        pytest.param(
+            "Aspirin",
+            (),
+            "Ibuprofen 400 MG Oral Tablet [Ibu]",
+            (),
+            MatchLevel.SAME_CLASS,
+            ("ibuprofen",),
+            id="given an aspirin allergy when ibuprofen is prescribed then the COX-1 class alerts",
+        ),
+    ],
+)
+def test_key_clinical_cases(
+    knowledge: BundledKnowledge,
+    allergen: str,
+    allergen_codes: tuple[Coding, ...],
+    drug: str,
+    drug_codes: tuple[Coding, ...],
+    level: MatchLevel,
+    matched: tuple[str, ...],
+) -> None:
+    verdict = knowledge.cross_reactivity(allergen, drug, allergen_codes, drug_codes)
+
+    assert (verdict.level, verdict.matched) == (level, matched)
+    assert verdict.reason
+    assert verdict.source
+
+
+def test_combination_product_reports_every_ingredient_and_the_strongest_match(
+    knowledge: BundledKnowledge,
+) -> None:
+    verdict = knowledge.cross_reactivity("Penicillin G", "Zosyn", PENICILLIN_G, ZOSYN)
+
+    assert verdict.ingredients == ("piperacillin", "tazobactam")
+    assert verdict.matched == ("piperacillin",)
+    assert verdict.source == "class membership: penicillins"
+
+
+@pytest.mark.parametrize(
+    ("allergen", "drug", "source_fragment"),
+    [
+        pytest.param(
+            "amoxicillin",
+            "amoxicillin",
+            "ingredient identity",
+            id="given an amoxicillin allergy when amoxicillin is prescribed then identity is cited",
+        ),
+        pytest.param(
+            "amoxicillin",
+            "cefadroxil",
+            "Romano",
+            id="given an amoxicillin allergy when cefadroxil is prescribed then Romano is cited",
+        ),
+        pytest.param(
+            "sulfa",
+            "furosemide",
+            "Strom",
+            id="given a sulfa allergy when furosemide is prescribed then Strom 2003 is cited",
+        ),
+        pytest.param(
+            "shellfish",
+            "iohexol",
+            "Schabelman",
+            id="given a shellfish allergy when iohexol is given then Schabelman 2010 is cited",
+        ),
+        pytest.param(
+            "penicillins",
+            "piperacillin",
+            "class membership: penicillins",
+            id="given a penicillin class allergy when piperacillin is prescribed then the class "
+            "is cited",
+        ),
+    ],
+)
+def test_sources_are_cited(
+    knowledge: BundledKnowledge, allergen: str, drug: str, source_fragment: str
+) -> None:
+    assert source_fragment in knowledge.cross_reactivity(allergen, drug).source
+
+
+@pytest.mark.parametrize(
+    ("allergen", "drug", "failed_side"),
+    [
+        pytest.param(
+            "xyzzy",
+            "amoxicillin",
+            "allergen 'xyzzy'",
+            id="given a gibberish allergen when checked then the allergen side is named",
+        ),
+        pytest.param(
+            "penicillin",
+            "qwertyuiop",
+            "drug 'qwertyuiop'",
+            id="given a gibberish drug when checked then the drug side is named",
+        ),
+        pytest.param(
+            "penicillin",
+            "Amoxil / frobnicillin",
+            "",
+            id="given a partly known alerting drug when checked then the alert is not weakened",
+        ),
+    ],
+)
+def test_unresolved_inputs_are_never_silent(
+    knowledge: BundledKnowledge, allergen: str, drug: str, failed_side: str
+) -> None:
+    verdict = knowledge.cross_reactivity(allergen, drug)
+
+    assert verdict.level is not MatchLevel.NONE
+    assert failed_side in verdict.reason
+
+
+def test_partly_recognised_drug_without_conflict_is_unverified(
+    knowledge: BundledKnowledge,
+) -> None:
+    verdict = knowledge.cross_reactivity("penicillin", "azithromycin / frobnicate")
+
+    assert verdict.level is MatchLevel.UNVERIFIED
+    assert "frobnicate" in verdict.reason
+    assert verdict.ingredients == ("azithromycin",)
+
+
+def test_no_known_allergy_statement_is_not_an_allergen(knowledge: BundledKnowledge) -> None:
+    nkda = (Coding("http://snomed.info/sct", "409137002"),)
+
+    verdict = knowledge.cross_reactivity("NKDA", "Zosyn", nkda, ZOSYN)
+
+    assert verdict.level is MatchLevel.NONE
+    assert "no known allergy" in verdict.reason

@@ -1,0 +1,246 @@
+"""Normalisation: names, brands, codes, salts, strengths, dose forms and Chinese names."""
+
+from __future__ import annotations
+
+import pytest
+
+from rules.knowledge.bundled import BundledKnowledge
+from rules.knowledge.model import Coding
+
+RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
+NDC = "http://hl7.org/fhir/sid/ndc"
+SNOMED = "http://snomed.info/sct"
+
+
+@pytest.mark.parametrize(
+    ("text", "ingredients"),
+    [
+        pytest.param(
+            "Amoxicillin 250 MG / Clavulanate 125 MG Oral Tablet",
+            ("amoxicillin", "clavulanate"),
+            id="given an RxNorm-style combination when resolved then both ingredients",
+        ),
+        pytest.param(
+            "PENICILLIN G", ("penicillin g",), id="given upper case when resolved then the name"
+        ),
+        pytest.param(
+            "penicillin-g", ("penicillin g",), id="given a hyphen when resolved then the name"
+        ),
+        pytest.param(
+            "  Penicillin   G!!  ",
+            ("penicillin g",),
+            id="given stray spaces and punctuation when resolved then the name",
+        ),
+        pytest.param(
+            "Zosyn 4.5 g",
+            ("piperacillin", "tazobactam"),
+            id="given a brand with a strength when resolved then its ingredients",
+        ),
+        pytest.param(
+            "Penicillin V Potassium 500 MG Oral Tablet",
+            ("penicillin v",),
+            id="given a potassium salt when resolved then the salt is dropped",
+        ),
+        pytest.param(
+            "Ceftriaxone sodium 500mg powder for injection solution vial (product)",
+            ("ceftriaxone",),
+            id="given a sodium salt, glued strength and dose form when resolved then the name",
+        ),
+        pytest.param(
+            "24 HR Metformin hydrochloride 500 MG Extended Release Oral Tablet",
+            ("metformin",),
+            id="given an extended-release hydrochloride when resolved then the name",
+        ),
+        pytest.param(
+            "ferrous sulfate 325 MG Oral Tablet",
+            ("ferrous sulfate",),
+            id="given ferrous sulfate when resolved then sulfate is part of the name, not a salt",
+        ),
+        pytest.param(
+            "Morphine sulfate 10 mg/mL injection",
+            ("morphine",),
+            id="given morphine sulfate when resolved then sulfate is a salt",
+        ),
+        pytest.param(
+            "sulfamethoxazole/trimethoprim 800/160",
+            ("sulfamethoxazole", "trimethoprim"),
+            id="given a slash combination when resolved then both ingredients",
+        ),
+        pytest.param(
+            "Bactrim DS",
+            ("sulfamethoxazole", "trimethoprim"),
+            id="given Bactrim then co-trimoxazole",
+        ),
+        pytest.param(
+            "Tylenol PM",
+            ("acetaminophen", "diphenhydramine"),
+            id="given a multi-word brand when resolved then its ingredients",
+        ),
+        pytest.param(
+            "Paracétamol", ("acetaminophen",), id="given an accented synonym then acetaminophen"
+        ),
+        pytest.param(
+            "Clinimix 4.25/10 sulfite-free (4.25% Amino Acid in 10% Dextrose) Injection, 1000ml",
+            ("amino acids", "glucose"),
+            id="given 'sulfite-free' when resolved then sulfite is negated",
+        ),
+        pytest.param(
+            "阿莫西林克拉维酸钾片",
+            ("amoxicillin", "clavulanate"),
+            id="given a Chinese combination tablet when resolved then both ingredients",
+        ),
+        pytest.param(
+            "注射用头孢曲松钠",
+            ("ceftriaxone",),
+            id="given a Chinese injection with a salt when resolved then ceftriaxone",
+        ),
+        pytest.param(
+            "\uff21\uff33\uff30\uff29\uff32\uff29\uff2e\u3000\uff18\uff11\uff4d\uff47",
+            ("aspirin",),
+            id="given full-width characters when resolved then aspirin",
+        ),
+        pytest.param(
+            "Rocephin", ("ceftriaxone",), id="given a derived brand name then its ingredient"
+        ),
+    ],
+)
+def test_text_resolves_to_ingredients(
+    knowledge: BundledKnowledge, text: str, ingredients: tuple[str, ...]
+) -> None:
+    resolution = knowledge.resolve(text)
+
+    assert resolution.ingredients == ingredients
+    assert resolution.resolved
+
+
+@pytest.mark.parametrize(
+    ("text", "classes"),
+    [
+        pytest.param("penicillins", ("penicillins",), id="given 'penicillins' then the class"),
+        pytest.param("sulfa drugs", ("sulfonamide_antibiotics",), id="given 'sulfa drugs'"),
+        pytest.param("NSAIDs", ("nsaids",), id="given 'NSAIDs' then the NSAID class"),
+        pytest.param("cephalosporins", ("cephalosporins",), id="given 'cephalosporins'"),
+        pytest.param("青霉素类", ("penicillins",), id="given 青霉素类 then the penicillin class"),
+        pytest.param("头孢类", ("cephalosporins",), id="given 头孢类 then the cephalosporin class"),
+        pytest.param("磺胺类", ("sulfonamide_antibiotics",), id="given 磺胺类 then sulfonamides"),
+        pytest.param("contrast", ("contrast_media",), id="given 'contrast' then contrast media"),
+    ],
+)
+def test_class_words_resolve_to_classes_without_ingredients(
+    knowledge: BundledKnowledge, text: str, classes: tuple[str, ...]
+) -> None:
+    resolution = knowledge.resolve(text)
+
+    assert resolution.ingredients == ()
+    assert resolution.classes == classes
+    assert resolution.resolved
+
+
+@pytest.mark.parametrize(
+    ("text", "ingredient"),
+    [
+        pytest.param("shellfish", "shellfish", id="given shellfish then a non-drug allergen"),
+        pytest.param("Peanuts", "peanut", id="given peanuts then peanut"),
+        pytest.param("Latex (substance)", "latex", id="given latex then latex"),
+        pytest.param("Grass pollen (substance)", "grass pollen", id="given grass pollen"),
+        pytest.param("cat dander", "animal dander", id="given cat dander then animal dander"),
+        pytest.param("Mould", "mold", id="given the British spelling then mold"),
+        pytest.param("Bee venom (substance)", "bee venom", id="given bee venom"),
+        pytest.param("House dust mite (organism)", "house dust mite", id="given dust mites"),
+        pytest.param("iodine", "iodine", id="given iodine then iodine"),
+    ],
+)
+def test_non_drug_allergens_resolve(
+    knowledge: BundledKnowledge, text: str, ingredient: str
+) -> None:
+    resolution = knowledge.resolve(text)
+
+    assert resolution.ingredients == (ingredient,)
+    assert resolution.resolved
+
+
+@pytest.mark.parametrize(
+    ("codes", "ingredients"),
+    [
+        pytest.param(
+            (Coding(RXNORM, "7980"),),
+            ("penicillin g",),
+            id="given RxNorm 7980 then penicillin G",
+        ),
+        pytest.param(
+            (Coding("urn:oid:2.16.840.1.113883.6.88", "7980"),),
+            ("penicillin g",),
+            id="given the RxNorm OID as system then penicillin G",
+        ),
+        pytest.param(
+            (Coding(RXNORM, "10831"),),
+            ("sulfamethoxazole", "trimethoprim"),
+            id="given the RxNorm multi-ingredient code 10831 then both ingredients",
+        ),
+        pytest.param(
+            (Coding(NDC, "0206-8862-02"),),
+            ("piperacillin", "tazobactam"),
+            id="given the Zosyn NDC then piperacillin and tazobactam",
+        ),
+        pytest.param(
+            (Coding(NDC, "00206886202"),),
+            ("piperacillin", "tazobactam"),
+            id="given the same NDC as 11 digits then the same ingredients",
+        ),
+        pytest.param(
+            (Coding(SNOMED, "735029006"),),
+            ("shellfish",),
+            id="given the SNOMED shellfish substance then shellfish",
+        ),
+        pytest.param(
+            (Coding("http://example.org/unknown", "1"), Coding(RXNORM, "1191")),
+            ("aspirin",),
+            id="given an unknown coding beside a known one then the known one wins",
+        ),
+    ],
+)
+def test_codes_resolve_without_text(
+    knowledge: BundledKnowledge, codes: tuple[Coding, ...], ingredients: tuple[str, ...]
+) -> None:
+    resolution = knowledge.resolve("", codes)
+
+    assert resolution.ingredients == ingredients
+    assert resolution.resolved
+
+
+def test_unknown_code_falls_back_to_text(knowledge: BundledKnowledge) -> None:
+    resolution = knowledge.resolve("Amoxicillin 500 MG", (Coding(RXNORM, "999999999"),))
+
+    assert resolution.ingredients == ("amoxicillin",)
+    assert resolution.resolved
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("xyzzy", id="given gibberish then unresolved"),
+        pytest.param("", id="given empty text then unresolved"),
+        pytest.param("500 mg oral tablet", id="given only a strength and form then unresolved"),
+        pytest.param("火星药", id="given unknown Chinese characters then unresolved"),
+    ],
+)
+def test_unknown_text_is_unresolved(knowledge: BundledKnowledge, text: str) -> None:
+    resolution = knowledge.resolve(text)
+
+    assert not resolution.resolved
+    assert resolution.ingredients == ()
+
+
+def test_partly_known_text_keeps_what_it_found_but_is_not_resolved(
+    knowledge: BundledKnowledge,
+) -> None:
+    resolution = knowledge.resolve("amoxicillin with frobnium")
+
+    assert resolution.ingredients == ("amoxicillin",)
+    assert not resolution.resolved
+
+
+def test_classes_hold_only_classes_that_imply_a_relation(knowledge: BundledKnowledge) -> None:
+    resolution = knowledge.resolve("Amoxicillin 500 MG Oral Tablet")
+
+    assert resolution.classes == ("aminopenicillins", "penicillins")

@@ -1,0 +1,71 @@
+"""The bundled data files: manifest integrity, version, provenance and consistency."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from rules.knowledge import tables
+from rules.knowledge.bundled import BundledKnowledge
+from rules.knowledge.tables import (
+    KnowledgeDataError,
+    data_text,
+    file_digest,
+    load_tables,
+    read_manifest,
+)
+
+DATA = Path(tables.__file__).resolve().parent / "data"
+
+
+def test_version_names_the_release(knowledge: BundledKnowledge) -> None:
+    assert re.fullmatch(r"uac-bundled-\d{4}\.\d{2}", knowledge.version)
+
+
+def test_manifest_lists_every_data_table_with_its_digest() -> None:
+    _, digests = read_manifest()
+    on_disk = {path.name for path in DATA.glob("*.csv")}
+
+    assert set(digests) == on_disk
+    for name, digest in digests.items():
+        assert file_digest(data_text(name)) == digest, f"{name}: run refresh_manifest"
+
+
+def test_every_data_file_has_a_recorded_source_and_licence() -> None:
+    sources = (DATA / "SOURCES.md").read_text(encoding="utf-8")
+
+    for path in DATA.glob("*.csv"):
+        assert f"`{path.name}`" in sources
+
+
+def test_a_table_edited_without_a_new_manifest_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    original = tables.data_text
+
+    def tampered(name: str) -> str:
+        text = original(name)
+        return text + "\n" if name == "cross_reactivity.csv" else text
+
+    monkeypatch.setattr(tables, "data_text", tampered)
+
+    with pytest.raises(KnowledgeDataError, match=r"cross_reactivity\.csv"):
+        load_tables()
+
+
+def test_every_cross_reactivity_row_cites_a_source() -> None:
+    loaded = load_tables()
+
+    assert loaded.rows
+    for row in loaded.rows:
+        assert row.source
+        assert row.reason
+
+
+def test_curated_terms_take_precedence_over_derived_ones() -> None:
+    loaded = load_tables()
+
+    assert loaded.lexicon[("augmentin",)] == ("amoxicillin", "clavulanate")
+    assert loaded.lexicon[("sodium",)] == ()

@@ -1,0 +1,203 @@
+"""Rules fire on transitions, in both directions, with ids that are facts."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from itertools import permutations
+from typing import Any
+
+import pytest
+
+from projections.state import initial_state, replay
+from projections.views import step_allergy
+from rules.base import alert_id
+from rules.drug_allergy import RULE as DRUG_ALLERGY
+from rules.drug_allergy import severity_for
+from rules.engine import default_rules, evaluate
+from rules.knowledge.model import MatchLevel
+from schemas.alerts import Alert, AlertStatus, Severity
+from tests.factories import make_event
+from tests.fakes import TableKnowledge
+
+RULES = default_rules(TableKnowledge())
+DAY = timedelta(days=1)
+
+
+def run(events: list[Any]) -> list[Alert]:
+    """Alerts from folding `events` in the given (arrival) order."""
+    state = initial_state("clinic-a", "patient-1")
+    alerts: list[Alert] = []
+    for event in events:
+        after = replay([event], state)
+        alerts += evaluate(RULES, state, after, event)
+        state = after
+    return alerts
+
+
+def allergy(
+    name: str = "allergy", substance: str = "penicillin", day: float = 0, **payload: Any
+) -> Any:
+    return make_event(
+        "AllergyRecorded", name, at=day * DAY, payload={"substance": substance, **payload}
+    )
+
+
+def rx(name: str, drug: str, day: float = 1, prescription: str | None = None) -> Any:
+    return make_event(
+        "MedicationPrescribed",
+        name,
+        at=day * DAY,
+        payload={"prescription_id": prescription or name, "drug": drug},
+    )
+
+
+def test_given_an_allergy_when_a_drug_of_its_class_is_prescribed_then_one_critical_alert() -> None:
+    (alert,) = run([allergy(), rx("rx-amox", "amoxicillin")])
+    assert (alert.status, alert.severity, alert.rule_id) == (
+        AlertStatus.RAISED,
+        Severity.CRITICAL,
+        DRUG_ALLERGY.id,
+    )
+    assert alert.drug_allergy is not None and alert.drug_allergy.level == "same_class"
+    assert alert.alert_id == alert_id(
+        "clinic-a", "patient-1", DRUG_ALLERGY, ["allergy:allergy-1", "medication:rx-amox"]
+    )
+
+
+def test_given_a_combination_product_then_the_matching_ingredient_is_named() -> None:
+    (alert,) = run([allergy(substance="amoxicillin"), rx("rx-aug", "amoxicillin/clavulanate")])
+    assert alert.drug_allergy is not None
+    assert alert.drug_allergy.level == "same_ingredient"
+    assert alert.drug_allergy.matched == ("amoxicillin",)
+
+
+def test_given_either_order_then_the_same_alert_id() -> None:
+    events = [allergy(), rx("rx-amox", "amoxicillin")]
+    ids = {tuple(a.alert_id for a in run(list(order))) for order in permutations(events)}
+    assert len(ids) == 1
+
+
+def test_given_an_unresolvable_drug_then_an_unverified_warning_not_silence() -> None:
+    (alert,) = run([allergy(), rx("rx-x", "zyxorin forte")])
+    assert alert.severity is Severity.WARNING
+    assert (
+        alert.drug_allergy is not None and alert.drug_allergy.level == MatchLevel.UNVERIFIED.value
+    )
+
+
+def test_given_an_unrelated_drug_then_no_alert() -> None:
+    assert run([allergy(), rx("rx-met", "metformin")]) == []
+
+
+def test_given_a_raised_alert_when_the_drug_is_stopped_then_it_is_resolved_with_the_same_id() -> (
+    None
+):
+    stop = make_event(
+        "MedicationStopped", "stop", at=2 * DAY, payload={"prescription_id": "rx-amox"}
+    )
+    raised, resolved = run([allergy(), rx("rx-amox", "amoxicillin"), stop])
+    assert (raised.status, resolved.status) == (AlertStatus.RAISED, AlertStatus.RESOLVED)
+    assert raised.alert_id == resolved.alert_id
+    assert resolved.trigger_event_id == stop.id
+
+
+def test_given_a_raised_alert_when_the_allergy_is_refuted_then_it_is_resolved() -> None:
+    refute = make_event(
+        "AllergyStatusChanged",
+        "refute",
+        at=2 * DAY,
+        payload={"allergy_id": "allergy-1", "verification_status": "refuted"},
+    )
+    alerts = run([allergy(), rx("rx-amox", "amoxicillin"), refute])
+    assert [a.status for a in alerts] == [AlertStatus.RAISED, AlertStatus.RESOLVED]
+
+
+def test_given_an_unchanged_conflict_when_unrelated_events_arrive_then_no_repeat_alert() -> None:
+    pref = make_event("PreferenceStated", "pref", at=3 * DAY)
+    trip = make_event("TravelRecorded", "trip", at=4 * DAY)
+    assert len(run([allergy(), rx("rx-amox", "amoxicillin"), pref, trip])) == 1
+
+
+def test_given_an_acknowledgement_then_a_lifecycle_record_with_its_reason() -> None:
+    (raised,) = run([allergy(), rx("rx-amox", "amoxicillin")])
+    ack = make_event(
+        "AlertAcknowledged",
+        "ack",
+        at=2 * DAY,
+        payload={
+            "alert_id": str(raised.alert_id),
+            "action": "overridden",
+            "reason": "desensitised in 2023",
+        },
+    )
+    alerts = run([allergy(), rx("rx-amox", "amoxicillin"), ack])
+    assert [(a.status, a.reason) for a in alerts[1:]] == [
+        (AlertStatus.OVERRIDDEN, "desensitised in 2023")
+    ]
+    assert alerts[1].alert_id == raised.alert_id
+
+
+def test_given_two_active_drugs_of_one_class_then_duplicate_therapy() -> None:
+    alerts = run([rx("rx-ibu", "ibuprofen"), rx("rx-nap", "naproxen", day=2)])
+    assert [(a.rule_id, a.severity) for a in alerts] == [("duplicate-therapy", Severity.WARNING)]
+
+
+def test_given_a_quick_explicit_reversal_then_a_needs_confirmation_alert() -> None:
+    first = make_event("PreferenceStated", "p1", payload={"value": "vegetarian"})
+    second = make_event("PreferenceStated", "p2", at=DAY, payload={"value": "omnivore"})
+    confirm = make_event("PreferenceStated", "p3", at=2 * DAY, payload={"value": "omnivore"})
+    alerts = run([first, second, confirm])
+    assert [(a.rule_id, a.status) for a in alerts] == [
+        ("claim-needs-confirmation", AlertStatus.RAISED),
+        ("claim-needs-confirmation", AlertStatus.RESOLVED),
+    ]
+
+
+def _view(**payload: Any) -> Any:
+    return step_allergy(None, allergy(**payload))
+
+
+SEVERITY_CASES = [
+    pytest.param(MatchLevel.SAME_CLASS, {}, Severity.CRITICAL, id="given same class then critical"),
+    pytest.param(
+        MatchLevel.PARTIAL, {}, Severity.WARNING, id="given partial cross-reactivity then warning"
+    ),
+    pytest.param(
+        MatchLevel.PARTIAL,
+        {"criticality": "high"},
+        Severity.CRITICAL,
+        id="given partial cross-reactivity and high criticality then critical",
+    ),
+    pytest.param(
+        MatchLevel.PARTIAL,
+        {"reactions": [{"manifestation": "anaphylaxis", "severity": "severe"}]},
+        Severity.CRITICAL,
+        id="given partial cross-reactivity and a severe past reaction then critical",
+    ),
+    pytest.param(
+        MatchLevel.LOW_RISK,
+        {"criticality": "high"},
+        Severity.INFO,
+        id="given a low-risk relation then info even with high criticality",
+    ),
+    pytest.param(
+        MatchLevel.SAME_CLASS,
+        {"allergy_type": "intolerance"},
+        Severity.WARNING,
+        id="given an intolerance then one step lower than an allergy",
+    ),
+    pytest.param(
+        MatchLevel.SAME_INGREDIENT,
+        {"verification_status": "unconfirmed", "criticality": "low"},
+        Severity.WARNING,
+        id="given an unconfirmed low-criticality record then one step lower",
+    ),
+    pytest.param(MatchLevel.NONE, {}, None, id="given no relation then no alert"),
+]
+
+
+@pytest.mark.parametrize(("level", "allergy_fields", "expected"), SEVERITY_CASES)
+def test_severity(
+    level: MatchLevel, allergy_fields: dict[str, Any], expected: Severity | None
+) -> None:
+    assert severity_for(level, _view(**allergy_fields)) is expected
