@@ -1,0 +1,742 @@
+"""Run a local single-node Apache Kafka broker without Docker.
+
+The broker is the official Apache Kafka distribution, fetched as jars from
+Maven Central with ``deploy/local/kafka/pom.xml`` and started with the
+system ``java`` as one KRaft process acting as both broker and controller,
+listening only on 127.0.0.1.
+
+Why Kafka 3.9.1 and not 4.x: Kafka 4.0 removed old protocol API versions
+(KIP-896), but the Metadata v0-v3 versions that aiokafka still used were put
+back before the 4.0 release (KAFKA-18648, apache/kafka#18716) and aiokafka
+0.14 with faust-streaming 0.15.3 also worked against a 4.0.0 broker in a
+quick check, so 3.9.1 (from 3.9, the final 3.x line; configured with log4j 1.x
+properties, and the version this launcher is tested with) is a conservative
+pin rather than a protocol requirement.
+
+Layout of a state directory (default ``$UAC_HOME/kafka``)::
+
+    server.properties   written by :func:`start` on every start
+    data/               KRaft metadata log and topic data (``log.dirs``)
+    broker.log          the JVM's stdout and stderr, appended to
+    broker.json         pid, ports and start time of the running broker
+    .lock               serialises start/stop of this state directory
+
+Ports: the first start picks two free loopback ports (client and
+controller). Later starts reuse the ports written in ``server.properties``
+when both are still free, so clients keep their bootstrap address. If one is
+taken, new ports are picked and the existing data is kept: with a static
+quorum (``controller.quorum.voters``) the KRaft storage records only the
+voter's node id, not its address, so the storage stays valid when the
+ports change.
+
+Only the PID recorded in ``broker.json`` is ever signalled, and only after
+``/proc/<pid>/cmdline`` shows a java ``kafka.Kafka`` process using this state
+directory's ``server.properties``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import concurrent.futures
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+KAFKA_VERSION = "3.9.1"
+
+POM_PATH = Path(__file__).resolve().parents[1] / "deploy/local/kafka/pom.xml"
+LOG4J_PATH = POM_PATH.with_name("log4j.properties")
+
+NODE_ID = 1
+HOST = "127.0.0.1"
+
+# Modest heap; SerialGC and C1-only JIT start faster and use fewer threads on
+# small (2-core) machines, which matters more here than peak throughput.
+JVM_OPTIONS: tuple[str, ...] = (
+    "-Xms256m",
+    "-Xmx768m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Djava.awt.headless=true",
+)
+
+MAVEN_TIMEOUT_S = 900.0
+FORMAT_TIMEOUT_S = 120.0
+PROBE_TIMEOUT_S = 5.0
+POLL_INTERVAL_S = 0.25
+KILL_WAIT_S = 10.0
+LOG_TAIL_LINES = 40
+
+_COMPLETE_MARKER = ".complete"
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+# Brokers launched by this Python process, kept so that stop() can reap them
+# (and Popen does not warn that they are "still running" when collected).
+_STARTED_HERE: dict[int, subprocess.Popen[bytes]] = {}
+
+
+class KafkaLauncherError(RuntimeError):
+    """The local Kafka broker could not be fetched, started or stopped."""
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """A running local broker, as recorded in ``broker.json``."""
+
+    pid: int
+    port: int
+    controller_port: int
+    bootstrap: str
+    state_dir: Path
+    log_file: Path
+
+
+# --------------------------------------------------------------------------
+# Default locations
+# --------------------------------------------------------------------------
+
+
+def default_cache_dir() -> Path:
+    """Where downloaded jars are kept: ``$UAC_CACHE_DIR`` or ``~/.cache/uac``."""
+    configured = os.environ.get("UAC_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".cache" / "uac"
+
+
+def default_state_dir() -> Path:
+    """The CLI's broker state directory: ``$UAC_HOME/kafka`` (``./.uac/kafka``)."""
+    return Path(os.environ.get("UAC_HOME", ".uac")).expanduser() / "kafka"
+
+
+def _server_properties_path(state_dir: Path) -> Path:
+    return state_dir / "server.properties"
+
+
+def _record_path(state_dir: Path) -> Path:
+    return state_dir / "broker.json"
+
+
+def _log_path(state_dir: Path) -> Path:
+    return state_dir / "broker.log"
+
+
+def _data_dir(state_dir: Path) -> Path:
+    return state_dir / "data"
+
+
+# --------------------------------------------------------------------------
+# Small helpers
+# --------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _exclusive_lock(lock_file: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_file`` (created if missing)."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with lock_file.open("a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` lines of ``text``, without terminal colour codes."""
+    return "\n".join(_ANSI_ESCAPE.sub("", text).splitlines()[-lines:])
+
+
+def _read_log_tail(log_file: Path, offset: int = 0) -> str:
+    try:
+        with log_file.open("rb") as handle:
+            handle.seek(offset)
+            data = handle.read()
+    except OSError:
+        return "(no broker log)"
+    return _tail(data.decode("utf-8", errors="replace")) or "(broker log is empty)"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def _require_executable(name: str, purpose: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise KafkaLauncherError(f"`{name}` was not found on PATH; it is needed {purpose}")
+    return found
+
+
+def _file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# --------------------------------------------------------------------------
+# Jars
+# --------------------------------------------------------------------------
+
+
+def _kafka_cache_dir(cache_dir: Path) -> Path:
+    return cache_dir / f"kafka-{KAFKA_VERSION}"
+
+
+def _jars_are_complete(kafka_dir: Path) -> bool:
+    marker = kafka_dir / _COMPLETE_MARKER
+    if not marker.is_file() or not (kafka_dir / "libs").is_dir():
+        return False
+    if not POM_PATH.is_file():
+        return True
+    return marker.read_text(encoding="utf-8").strip() == _file_sha256(POM_PATH)
+
+
+def _copy_jars_with_maven(libs_dir: Path) -> None:
+    mvn = _require_executable("mvn", "to download the Kafka jars (install Maven 3)")
+    _require_executable("java", "to run Maven and the Kafka broker (install JDK 17+)")
+    if not POM_PATH.is_file():
+        raise KafkaLauncherError(f"Kafka pom not found at {POM_PATH}")
+    command = [
+        mvn,
+        "-q",
+        "-B",
+        "-f",
+        str(POM_PATH),
+        "dependency:copy-dependencies",
+        f"-DoutputDirectory={libs_dir}",
+    ]
+    try:
+        result = subprocess.run(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=MAVEN_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        output = exc.output if isinstance(exc.output, str) else ""
+        raise KafkaLauncherError(
+            f"Maven did not finish within {MAVEN_TIMEOUT_S:.0f}s:\n{_tail(output)}"
+        ) from exc
+    if result.returncode != 0 or not any(libs_dir.glob("kafka_2.13-*.jar")):
+        raise KafkaLauncherError(
+            f"Maven failed to fetch Kafka {KAFKA_VERSION} jars "
+            f"(exit {result.returncode}):\n{_tail(result.stdout)}"
+        )
+
+
+def ensure_jars(cache_dir: Path) -> Path:
+    """Return ``<cache_dir>/kafka-3.9.1/libs``, fetching the jars with Maven if needed.
+
+    A marker file (holding the pom's SHA-256) is written only after a
+    successful copy, so an interrupted download, or a changed pom, is redone
+    from scratch.
+    """
+    kafka_dir = _kafka_cache_dir(cache_dir)
+    libs_dir = kafka_dir / "libs"
+    with _exclusive_lock(cache_dir / f"kafka-{KAFKA_VERSION}.lock"):
+        if _jars_are_complete(kafka_dir):
+            return libs_dir
+        (kafka_dir / _COMPLETE_MARKER).unlink(missing_ok=True)
+        shutil.rmtree(libs_dir, ignore_errors=True)
+        libs_dir.mkdir(parents=True)
+        _copy_jars_with_maven(libs_dir)
+        (kafka_dir / _COMPLETE_MARKER).write_text(_file_sha256(POM_PATH) + "\n", encoding="utf-8")
+    return libs_dir
+
+
+# --------------------------------------------------------------------------
+# Processes
+# --------------------------------------------------------------------------
+
+
+def _read_cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode("utf-8", errors="replace") for part in raw.split(b"\0") if part]
+
+
+def _is_our_broker(pid: int, state_dir: Path) -> bool:
+    """True if ``pid`` is a live java ``kafka.Kafka`` using this state dir's properties.
+
+    Zombies have an empty cmdline, so an exited but unreaped broker is not ours.
+    """
+    argv = _read_cmdline(pid)
+    if not argv or Path(argv[0]).name != "java":
+        return False
+    properties = str(_server_properties_path(state_dir))
+    return "kafka.Kafka" in argv and properties in argv
+
+
+def _reap_if_child(pid: int, timeout: float = 2.0) -> None:
+    """Collect the exit status of an exiting broker started by this process.
+
+    Only matters when one process both starts and stops the broker (tests):
+    the child would otherwise linger as a zombie. Other PIDs: no-op.
+    """
+    process = _STARTED_HERE.pop(pid, None)
+    if process is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout)
+
+
+def _wait_until_gone(pid: int, state_dir: Path, timeout: float) -> bool:
+    """Wait for the broker to exit; reap it if it is our child (no zombie left)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not _is_our_broker(pid, state_dir):
+            _reap_if_child(pid)
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+def _terminate(pid: int, state_dir: Path, timeout: float) -> None:
+    """SIGTERM the broker, then SIGKILL it if it is still running after ``timeout``."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    if _wait_until_gone(pid, state_dir, timeout):
+        return
+    if _is_our_broker(pid, state_dir):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    if not _wait_until_gone(pid, state_dir, KILL_WAIT_S):
+        raise KafkaLauncherError(f"Kafka broker pid {pid} survived SIGKILL")
+
+
+# --------------------------------------------------------------------------
+# broker.json
+# --------------------------------------------------------------------------
+
+
+def _read_record(state_dir: Path) -> BrokerInfo | None:
+    try:
+        data = json.loads(_record_path(state_dir).read_text(encoding="utf-8"))
+        return BrokerInfo(
+            pid=int(data["pid"]),
+            port=int(data["port"]),
+            controller_port=int(data["controller_port"]),
+            bootstrap=str(data["bootstrap"]),
+            state_dir=state_dir,
+            log_file=_log_path(state_dir),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_record(info: BrokerInfo) -> None:
+    record = {
+        "pid": info.pid,
+        "port": info.port,
+        "controller_port": info.controller_port,
+        "bootstrap": info.bootstrap,
+        "kafka_version": KAFKA_VERSION,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "server_properties": str(_server_properties_path(info.state_dir)),
+    }
+    _write_atomically(_record_path(info.state_dir), json.dumps(record, indent=2) + "\n")
+
+
+def _remove_record(state_dir: Path) -> None:
+    _record_path(state_dir).unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------
+# Ports and configuration
+# --------------------------------------------------------------------------
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Java sets SO_REUSEADDR on its server sockets, so TIME_WAIT is no obstacle.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def _pick_free_ports() -> tuple[int, int]:
+    """Two distinct free loopback ports (both held open while choosing)."""
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM) as first,
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM) as second,
+    ):
+        first.bind((HOST, 0))
+        second.bind((HOST, 0))
+        return int(first.getsockname()[1]), int(second.getsockname()[1])
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    properties: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return properties
+    for raw_line in text.splitlines():
+        line = raw_line.strip()
+        if not line or line.startswith(("#", "!")) or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        properties[key.strip()] = value.strip()
+    return properties
+
+
+def _configured_ports(state_dir: Path) -> tuple[int, int] | None:
+    """The (client, controller) ports of an earlier ``server.properties``, if any."""
+    properties = _read_properties(_server_properties_path(state_dir))
+    try:
+        port = int(properties["advertised.listeners"].rsplit(":", 1)[1])
+        controller_port = int(properties["controller.quorum.voters"].rsplit(":", 1)[1])
+    except (KeyError, IndexError, ValueError):
+        return None
+    return port, controller_port
+
+
+def _choose_ports(state_dir: Path) -> tuple[int, int]:
+    previous = _configured_ports(state_dir)
+    if previous is not None and all(_port_is_free(port) for port in previous):
+        return previous
+    return _pick_free_ports()
+
+
+def _server_properties(state_dir: Path, port: int, controller_port: int) -> str:
+    settings: dict[str, str | int] = {
+        # KRaft, one process acting as broker and controller.
+        "process.roles": "broker,controller",
+        "node.id": NODE_ID,
+        "controller.quorum.voters": f"{NODE_ID}@{HOST}:{controller_port}",
+        "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "log.dirs": str(_data_dir(state_dir)),
+        # Single node: every replication factor is 1.
+        "num.partitions": 1,
+        "default.replication.factor": 1,
+        "min.insync.replicas": 1,
+        "offsets.topic.replication.factor": 1,
+        "offsets.topic.num.partitions": 8,
+        "transaction.state.log.replication.factor": 1,
+        "transaction.state.log.min.isr": 1,
+        "transaction.state.log.num.partitions": 4,
+        # Topics are created explicitly (faust and tests use the admin API).
+        "auto.create.topics.enable": "false",
+        "delete.topic.enable": "true",
+        "group.initial.rebalance.delay.ms": 0,
+        # Small machine: fewer threads, smaller segments and cleaner buffer.
+        "num.network.threads": 2,
+        "num.io.threads": 4,
+        "num.recovery.threads.per.data.dir": 1,
+        "log.segment.bytes": 16 * 1024 * 1024,
+        "log.cleaner.dedupe.buffer.size": 16 * 1024 * 1024,
+        # Compaction reacts quickly; it still never removes a key's latest value.
+        "log.cleaner.backoff.ms": 1000,
+        # Local data is kept until deleted explicitly (topics may override).
+        "log.retention.ms": -1,
+    }
+    lines = [f"# Written by streams/local_kafka.py (Kafka {KAFKA_VERSION}); rewritten on start."]
+    lines += [f"{key}={value}" for key, value in settings.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _write_server_properties(state_dir: Path, port: int, controller_port: int) -> Path:
+    path = _server_properties_path(state_dir)
+    _write_atomically(path, _server_properties(state_dir, port, controller_port))
+    return path
+
+
+# --------------------------------------------------------------------------
+# Java commands
+# --------------------------------------------------------------------------
+
+
+def _java_command(libs_dir: Path, main_class: str, *args: str) -> list[str]:
+    java = _require_executable("java", "to run the Kafka broker (install JDK 17+)")
+    return [
+        java,
+        *JVM_OPTIONS,
+        f"-Dlog4j.configuration={LOG4J_PATH.as_uri()}",
+        "-cp",
+        str(libs_dir / "*"),
+        main_class,
+        *args,
+    ]
+
+
+def _random_cluster_id() -> str:
+    """A Kafka ``Uuid`` string: URL-safe base64 of 16 random bytes, no padding."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+def _is_formatted(state_dir: Path) -> bool:
+    return (_data_dir(state_dir) / "meta.properties").is_file()
+
+
+def _format_storage(libs_dir: Path, properties: Path) -> None:
+    command = _java_command(
+        libs_dir,
+        "kafka.tools.StorageTool",
+        "format",
+        "--ignore-formatted",
+        "-t",
+        _random_cluster_id(),
+        "-c",
+        str(properties),
+    )
+    try:
+        result = subprocess.run(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=FORMAT_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise KafkaLauncherError("formatting KRaft storage timed out") from exc
+    if result.returncode != 0:
+        raise KafkaLauncherError(
+            f"formatting KRaft storage failed (exit {result.returncode}):\n{_tail(result.stdout)}"
+        )
+
+
+def _launch_broker(libs_dir: Path, properties: Path, log_file: Path) -> subprocess.Popen[bytes]:
+    command = _java_command(libs_dir, "kafka.Kafka", str(properties))
+    with log_file.open("ab") as log:
+        log.write(f"\n==== {datetime.now(UTC).isoformat()} starting Kafka broker\n".encode())
+        log.flush()
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=properties.parent,
+            start_new_session=True,
+        )
+
+
+# --------------------------------------------------------------------------
+# Readiness
+# --------------------------------------------------------------------------
+
+
+def _port_accepts(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+async def _broker_ids(bootstrap: str) -> list[int]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap,
+        client_id="uac-local-kafka-probe",
+        request_timeout_ms=int(PROBE_TIMEOUT_S * 1000),
+    )
+    try:
+        await admin.start()
+        cluster = await admin.describe_cluster()
+    finally:
+        await admin.close()
+    return [int(broker["node_id"]) for broker in cluster["brokers"]]
+
+
+def _answers_metadata(bootstrap: str) -> bool:
+    """True if the broker answers a Metadata request listing itself.
+
+    Runs the aiokafka client on its own event loop in a worker thread, so
+    this works whether or not the caller already runs an event loop.
+    """
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(asyncio.run, _broker_ids(bootstrap))
+        try:
+            return NODE_ID in future.result(timeout=PROBE_TIMEOUT_S * 3)
+        except Exception:  # any failure just means "not ready yet"
+            return False
+
+
+def _is_ready(port: int, bootstrap: str) -> bool:
+    return _port_accepts(port) and _answers_metadata(bootstrap)
+
+
+def _wait_ready(
+    process: subprocess.Popen[bytes], info: BrokerInfo, timeout: float, log_offset: int
+) -> None:
+    """Wait for the broker just launched to answer.
+
+    Raises with the log tail if the process exits or does not answer in time.
+    Liveness comes from ``process.poll()``: right after ``exec`` the child's
+    ``/proc/<pid>/cmdline`` can briefly be empty.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise KafkaLauncherError(
+                f"Kafka broker pid {info.pid} exited with status {process.returncode} "
+                f"during start-up; tail of {info.log_file}:\n"
+                f"{_read_log_tail(info.log_file, log_offset)}"
+            )
+        if _is_ready(info.port, info.bootstrap):
+            return
+        time.sleep(POLL_INTERVAL_S)
+    raise KafkaLauncherError(
+        f"Kafka broker pid {info.pid} did not answer on {info.bootstrap} within "
+        f"{timeout:.0f}s; tail of {info.log_file}:\n"
+        f"{_read_log_tail(info.log_file, log_offset)}"
+    )
+
+
+# --------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------
+
+
+def status(state_dir: Path) -> BrokerInfo | None:
+    """The broker recorded in ``state_dir``, if its process is still running.
+
+    Checks the process (PID and cmdline), not the network; read-only.
+    """
+    state_dir = state_dir.resolve()
+    info = _read_record(state_dir)
+    if info is None or not _is_our_broker(info.pid, state_dir):
+        return None
+    return info
+
+
+def _existing_broker(state_dir: Path, timeout: float) -> BrokerInfo | None:
+    """The recorded broker if it is alive (waiting for it to answer); clears a stale record."""
+    info = _read_record(state_dir)
+    if info is None:
+        return None
+    if not _is_our_broker(info.pid, state_dir):
+        _reap_if_child(info.pid)
+        _remove_record(state_dir)
+        return None
+    deadline = time.monotonic() + timeout
+    while not _is_ready(info.port, info.bootstrap):
+        if not _is_our_broker(info.pid, state_dir) or time.monotonic() >= deadline:
+            raise KafkaLauncherError(
+                f"Kafka broker pid {info.pid} is recorded in {state_dir} but does not "
+                f"answer on {info.bootstrap}; stop it and start again. Tail of "
+                f"{info.log_file}:\n{_read_log_tail(info.log_file)}"
+            )
+        time.sleep(POLL_INTERVAL_S)
+    return info
+
+
+def _start_new_broker(state_dir: Path, libs_dir: Path, timeout: float) -> BrokerInfo:
+    port, controller_port = _choose_ports(state_dir)
+    properties = _write_server_properties(state_dir, port, controller_port)
+    if not _is_formatted(state_dir):
+        _format_storage(libs_dir, properties)
+    log_file = _log_path(state_dir)
+    log_offset = log_file.stat().st_size if log_file.exists() else 0
+    process = _launch_broker(libs_dir, properties, log_file)
+    info = BrokerInfo(
+        pid=process.pid,
+        port=port,
+        controller_port=controller_port,
+        bootstrap=f"{HOST}:{port}",
+        state_dir=state_dir,
+        log_file=log_file,
+    )
+    _write_record(info)
+    try:
+        _wait_ready(process, info, timeout, log_offset)
+    except BaseException:
+        process.kill()
+        process.wait()
+        _remove_record(state_dir)
+        raise
+    _STARTED_HERE[process.pid] = process
+    return info
+
+
+def start(
+    state_dir: Path, *, cache_dir: Path | None = None, timeout: float = 90.0
+) -> tuple[BrokerInfo, bool]:
+    """Start the broker for ``state_dir`` unless it already runs.
+
+    Returns ``(info, True)`` if a broker was started now and ``(info, False)``
+    if the recorded broker was already running and answering. Raises
+    :class:`KafkaLauncherError` (with the broker log tail) if the broker
+    exits or does not answer a Metadata request within ``timeout`` seconds;
+    the process started by this call is then killed.
+    """
+    state_dir = state_dir.resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with _exclusive_lock(state_dir / ".lock"):
+        existing = _existing_broker(state_dir, timeout)
+        if existing is not None:
+            return existing, False
+        libs_dir = ensure_jars(cache_dir if cache_dir is not None else default_cache_dir())
+        return _start_new_broker(state_dir, libs_dir, timeout), True
+
+
+def stop(state_dir: Path, timeout: float = 30.0) -> bool:
+    """Stop the broker recorded in ``state_dir``; True if one was running.
+
+    Signals only the recorded PID, and only if its cmdline shows this state
+    directory's broker: SIGTERM (controlled shutdown), then SIGKILL after
+    ``timeout`` seconds. A record whose PID is gone or now belongs to another
+    process is stale: it is removed, nothing is signalled, and False is
+    returned.
+    """
+    state_dir = state_dir.resolve()
+    if not _record_path(state_dir).exists():
+        return False
+    with _exclusive_lock(state_dir / ".lock"):
+        info = _read_record(state_dir)
+        if info is None or not _is_our_broker(info.pid, state_dir):
+            if info is not None:
+                _reap_if_child(info.pid)
+            _remove_record(state_dir)
+            return False
+        _terminate(info.pid, state_dir, timeout)
+        _remove_record(state_dir)
+        return True
+
+
+@contextlib.contextmanager
+def running_broker(state_dir: Path, cache_dir: Path | None = None) -> Iterator[BrokerInfo]:
+    """Run a broker for the duration of the block (e.g. a pytest session fixture).
+
+    Stops the broker on exit, even on exceptions, but only if this call
+    started it; a broker that was already running is left running.
+    """
+    info, started = start(state_dir, cache_dir=cache_dir)
+    try:
+        yield info
+    finally:
+        if started:
+            stop(state_dir)

@@ -1,0 +1,97 @@
+"""`uac replay --file`: results per subject, printed for people (rich) or tools (JSON lines).
+
+The JSON shape is a public contract: one object per subject per line with the keys
+`tenant_id`, `subject_id`, `state`, `state_hash`, `alerts` (each alert with its `alert_id`),
+and `rejected` (gate rejections of that subject's events).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from projections.document import plain, state_document, state_hash
+from rules.batch import SubjectResult
+from schemas.alerts import Alert
+from streams.event_files import LineError
+
+
+def subject_json(result: SubjectResult) -> dict[str, Any]:
+    state = result.state
+    return {
+        "tenant_id": state.tenant_id,
+        "subject_id": state.subject_id,
+        "state": state_document(state),
+        "state_hash": state_hash(state),
+        "alerts": [plain(alert) for alert in result.alerts],
+        "rejected": [
+            {
+                "origin": submitted.origin,
+                "event_id": submitted.event.id,
+                "reasons": [reason.value for reason in rejection.reasons],
+                "detail": rejection.detail,
+            }
+            for submitted, rejection in result.rejections
+        ],
+    }
+
+
+def print_json(results: Mapping[str, SubjectResult], console: Console) -> None:
+    for result in results.values():
+        console.out(
+            json.dumps(subject_json(result), ensure_ascii=False, sort_keys=True), highlight=False
+        )
+
+
+def alert_table(alerts: list[Alert], title: str = "Alerts") -> Table:
+    table = Table(title=title, show_lines=False)
+    for column in ("status", "severity", "alert", "title", "alert_id"):
+        table.add_column(column, overflow="fold")
+    for alert in alerts:
+        table.add_row(
+            alert.status.value,
+            alert.severity.value,
+            alert.rule_id,
+            alert.title,
+            str(alert.alert_id),
+        )
+    return table
+
+
+def print_human(results: Mapping[str, SubjectResult], console: Console) -> None:
+    for key, result in results.items():
+        document = state_document(result.state)
+        console.rule(f"[bold]{key}[/bold]  version {document['version']}")
+        console.print(f"state_hash {state_hash(result.state)}")
+        console.print(_summary(document))
+        if result.alerts:
+            console.print(alert_table(result.alerts))
+        for submitted, rejection in result.rejections:
+            console.print(f"[yellow]rejected[/yellow] {submitted.origin}: {rejection.detail}")
+
+
+def _summary(document: Mapping[str, Any]) -> str:
+    allergies = [a["substance"] for a in document["allergies"] if a["active"]]
+    medications = [m["drug"] for m in document["medications"]["active"]]
+    trips = document["trips"]
+    international = sum(1 for trip in trips if trip["international"])
+    preferences = {key: value["value"] for key, value in document["preferences"].items()}
+    lines = [
+        f"active allergies: {', '.join(allergies) or '-'}",
+        f"active medications: {', '.join(medications) or '-'}",
+        f"trips: {len(trips)} ({international} international)",
+        f"preferences: {preferences or '-'}",
+        f"open conflicts: {len(document['conflicts'])}",
+    ]
+    return "\n".join(lines)
+
+
+def print_line_errors(errors: list[LineError], console: Console) -> None:
+    for error in errors:
+        console.print(
+            f"[red]error[/red] {error.origin}: {error.reason}: {error.message}", highlight=False
+        )

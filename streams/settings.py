@@ -1,0 +1,48 @@
+"""Configuration from environment variables (prefix `UAC_`). Defaults give the embedded setup:
+a local Kafka started by `uac kafka start`, in-process ClickHouse (chDB) under `UAC_HOME`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="UAC_", frozen=True)
+
+    home: Path = Field(default=Path(".uac"), description="Where local state lives (Kafka, chDB).")
+    kafka_bootstrap: str | None = Field(
+        default=None, description="host:port of Kafka; unset = the local broker under UAC_HOME."
+    )
+    clickhouse_url: str | None = Field(
+        default=None, description="http(s)://user:password@host:port of a ClickHouse server."
+    )
+    clickhouse_path: Path | None = Field(
+        default=None, description="chDB data path when no URL is set (default UAC_HOME/chdb)."
+    )
+    clickhouse_database: str = "uac"
+    schema_registry_url: str | None = Field(
+        default=None, description="Confluent-compatible registry; unset = the committed manifest."
+    )
+    tenants_file: Path = REPOSITORY / "deploy" / "config" / "tenants.json"
+    topic_prefix: str = "uac."
+    partitions: int = Field(default=4, ge=1)
+    app_id: str = "uac"
+    batch_size: int = Field(default=500, ge=1)
+    batch_seconds: float = Field(default=0.2, gt=0)
+    sink_batch_rows: int = Field(default=10_000, ge=1)
+    sink_batch_seconds: float = Field(default=1.0, gt=0)
+    max_future_skew_seconds: int = 300
+    max_event_bytes: int = 64 * 1024
+
+    @property
+    def chdb_path(self) -> Path:
+        return self.clickhouse_path or self.home / "chdb"
+
+    @property
+    def kafka_state_dir(self) -> Path:
+        return self.home / "kafka"

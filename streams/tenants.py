@@ -1,0 +1,37 @@
+"""Loads the tenant policy file (actor allow-lists, consent-exempt purposes) into a GatePolicy."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from projections.gate import GatePolicy, TenantPolicy
+
+
+class _Tenant(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    actors: list[str]
+    consent_exempt_purposes: list[str] = ["care"]
+
+
+class _TenantsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    doc: str = ""
+    tenants: dict[str, _Tenant]
+
+
+def load_gate_policy(
+    path: Path, *, max_future_skew_seconds: int = 300, max_event_bytes: int = 64 * 1024
+) -> GatePolicy:
+    parsed = _TenantsFile.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    return GatePolicy(
+        tenants={
+            name: TenantPolicy(frozenset(t.actors), frozenset(t.consent_exempt_purposes))
+            for name, t in parsed.tenants.items()
+        },
+        max_future_skew=timedelta(seconds=max_future_skew_seconds),
+        max_event_bytes=max_event_bytes,
+    )

@@ -1,0 +1,86 @@
+"""`uac replay --file`: the batch entry point producers and tools run on event files."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from streams.cli import app
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "events.ndjson"
+runner = CliRunner()
+
+
+def _replay_json(path: Path) -> tuple[int, list[dict], str]:
+    result = runner.invoke(app, ["replay", "--file", str(path), "--json"])
+    return result.exit_code, [json.loads(line) for line in result.stdout.splitlines() if line], result.stderr
+
+
+def test_given_the_sample_when_replayed_as_json_then_one_object_per_subject_with_the_contract_keys() -> None:
+    code, subjects, _ = _replay_json(SAMPLE)
+    assert code == 0
+    assert [(s["tenant_id"], s["subject_id"]) for s in subjects] == [
+        ("clinic-a", "p-1001"),
+        ("clinic-a", "p-1002"),
+        ("clinic-b", "p-1001"),
+        ("travel-assistant", "u-42"),
+    ]
+    for subject in subjects:
+        assert {"tenant_id", "subject_id", "state", "state_hash", "alerts"} <= subject.keys()
+        assert all("alert_id" in alert for alert in subject["alerts"])
+
+
+def test_given_the_sample_then_the_penicillin_patient_gets_a_critical_amoxicillin_alert() -> None:
+    _, subjects, _ = _replay_json(SAMPLE)
+    alerts = subjects[0]["alerts"]
+    critical = [a for a in alerts if a["severity"] == "critical" and a["status"] == "raised"]
+    assert [a["drug_allergy"]["matched"] for a in critical] == [["amoxicillin"]]
+
+
+def test_given_the_same_subject_id_in_two_tenants_then_two_separate_people() -> None:
+    _, subjects, _ = _replay_json(SAMPLE)
+    clinic_a, clinic_b = subjects[0], subjects[2]
+    assert clinic_a["subject_id"] == clinic_b["subject_id"]
+    assert clinic_a["state_hash"] != clinic_b["state_hash"]
+    assert [a["substance"] for a in clinic_b["state"]["allergies"]] == ["amoxicillin"]
+
+
+def test_given_the_lines_in_another_order_then_the_same_output(tmp_path: Path) -> None:
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines()
+    random.Random(3).shuffle(lines)
+    shuffled = tmp_path / "shuffled.ndjson"
+    shuffled.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert _replay_json(shuffled)[1] == _replay_json(SAMPLE)[1]
+
+
+def test_given_bad_lines_then_each_is_reported_with_its_line_number_and_the_rest_is_processed(
+    tmp_path: Path,
+) -> None:
+    good = SAMPLE.read_text(encoding="utf-8").splitlines()[:3]
+    unknown_type = json.loads(good[0]) | {"type": "TeleportRecorded"}
+    missing_field = json.loads(good[1])
+    del missing_field["payload"][next(iter(missing_field["payload"]))]
+    path = tmp_path / "mixed.ndjson"
+    path.write_text(
+        "\n".join([good[0], "{not json", json.dumps(unknown_type), json.dumps(missing_field), good[2]]) + "\n",
+        encoding="utf-8",
+    )
+    code, subjects, stderr = _replay_json(path)
+    assert code == 1
+    assert "mixed.ndjson:2: malformed_json" in stderr
+    assert "mixed.ndjson:3: invalid_record" in stderr
+    assert "TeleportRecorded" in stderr
+    assert "mixed.ndjson:4: invalid_record" in stderr
+    assert sum(s["state"]["version"] for s in subjects) == 2
+
+
+def test_given_a_rejected_event_then_the_exit_code_says_so_and_the_reason_is_shown(tmp_path: Path) -> None:
+    line = json.loads(SAMPLE.read_text(encoding="utf-8").splitlines()[0]) | {"actor": "intruder"}
+    path = tmp_path / "rejected.ndjson"
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    code, subjects, _ = _replay_json(path)
+    assert code == 1
+    assert subjects[0]["rejected"][0]["reasons"] == ["actor_not_allowed"]
