@@ -29,6 +29,7 @@ from projections.views import (
     MedicationView,
     claim_value,
 )
+from schemas.checkpoint import StateCheckpoint
 from schemas.events import Event
 
 DOCUMENT_VERSION = 1
@@ -226,3 +227,25 @@ def _conflict(conflict: Conflict) -> dict[str, Any]:
             for event in (conflict.held, conflict.challenger)
         ],
     }
+
+
+def checkpoint_of(state: UserState, policy: FoldPolicy = DEFAULT_POLICY) -> StateCheckpoint:
+    """The checkpoint record of a state: what the compacted state topic and the table keep."""
+    document = state_document(state, include_events=True, policy=policy)
+    encoded = canonical_json(document)
+    return StateCheckpoint(
+        tenant_id=state.tenant_id,
+        subject_id=state.subject_id,
+        version=state.version,
+        state_hash=hashlib.sha256(encoded).hexdigest(),
+        last_event_id=state.last_event_id,
+        as_of=state.as_of,
+        erased=state.erased,
+        state_json=encoded.decode("utf-8"),
+    )
+
+
+def state_from_checkpoint(checkpoint: StateCheckpoint, policy: FoldPolicy = DEFAULT_POLICY) -> UserState:
+    """The exact state a checkpoint was taken from; refuses one that does not match its hash."""
+    document = json.loads(checkpoint.state_json)
+    return state_from_document(document, expected_hash=checkpoint.state_hash, policy=policy)

@@ -224,33 +224,33 @@ def evolve(state: UserState, event: Event, policy: FoldPolicy = DEFAULT_POLICY) 
     """Return the state after `event`. Pure: no clock, no randomness, no I/O."""
     if event.subject_id != state.subject_id or event.tenant_id != state.tenant_id:
         raise ValueError(f"event for {event.key} folded into the state of {state.key}")
+    event_id, payload = event.event_id, event.payload
     if state.erased:
-        return _erased(state, event) if isinstance(event.payload, ErasureRequested) else state
-    if event.id in state.events:
+        return _erased(state, event) if isinstance(payload, ErasureRequested) else state
+    if event_id in state.events:
         return state
-    key = sort_key(event)
-    recorded: dict[str, Any] = {
-        "events": state.events.set(event.id, event),
-        "last_key": key if state.last_key is None or key > state.last_key else state.last_key,
-    }
-    if isinstance(event.payload, ErasureRequested):
+    if isinstance(payload, ErasureRequested):
         return _erased(state, event)
+    key, last = sort_key(event), state.last_key
+    update: dict[str, Any] = {
+        "events": state.events.set(event_id, event),
+        "last_key": key if last is None or key > last else last,
+    }
     pending = state.pending_retractions
-    retracted = event.id in pending
+    retracted = event_id in pending
     if retracted:
-        pending = recorded["pending_retractions"] = pending.delete(event.id)
-    if isinstance(event.payload, ClaimRetracted):
-        claim_id = event.payload.claim_id
-        return _next(state, recorded | _retraction(state, pending, event, claim_id, policy))
+        update["pending_retractions"] = pending = pending.delete(event_id)
+    if isinstance(payload, ClaimRetracted):
+        update.update(_retraction(state, pending, event, payload.claim_id, policy))
+        return _next(state, update)
     address = claim_address(event)
-    if address is None:
-        return _next(state, recorded)
-    kind, claim_key = address
-    timelines = state.timelines(kind)
-    timeline = with_member(
-        timelines.get(claim_key), event, step_for(kind, policy), retracted=retracted
-    )
-    return _next(state, {**recorded, _FIELDS[kind]: timelines.set(claim_key, timeline)})
+    if address is not None:
+        kind, claim_key = address
+        field = _FIELDS[kind]
+        timelines: Timelines = getattr(state, field)
+        timeline = with_member(timelines.get(claim_key), event, step_for(kind, policy), retracted=retracted)
+        update[field] = timelines.set(claim_key, timeline)
+    return _next(state, update)
 
 
 def _retraction(

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from datetime import date
 from enum import StrEnum
-from functools import cached_property
-from typing import Any, Final
+from typing import Annotated, Any, Final
 from uuid import UUID
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from schemas.base import UtcMillis, WireModel
 
@@ -234,10 +233,23 @@ PAYLOAD_MODELS: Final[dict[str, type[WireModel]]] = {
 }
 
 
+def canonical_uuid(value: object) -> str:
+    """A UUID in its canonical lowercase hyphenated text form."""
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, str):
+        return str(UUID(value))
+    raise ValueError("expected a UUID")
+
+
+EventId = Annotated[str, BeforeValidator(canonical_uuid)]
+"""A producer-chosen UUID, kept as its canonical text (the dedup key and claim id)."""
+
+
 class Event(WireModel):
     """The envelope every producer sends. `type` names the payload record."""
 
-    event_id: UUID
+    event_id: EventId
     tenant_id: str = Field(min_length=1, pattern=r"^[^:\s]+$")
     subject_id: str = Field(min_length=1, pattern=r"^[^:\s]+$")
     actor: str = Field(min_length=1)
@@ -275,15 +287,15 @@ class Event(WireModel):
             raise ValueError("valid_until must be after valid_from")
         return self
 
-    @cached_property
+    @property
     def key(self) -> str:
         """The Kafka message key and table key: `tenant_id:subject_id`."""
         return subject_key(self.tenant_id, self.subject_id)
 
-    @cached_property
+    @property
     def id(self) -> str:
-        """The event id as a string (the claim id other events refer to)."""
-        return str(self.event_id)
+        """The event id (the claim id other events refer to)."""
+        return self.event_id
 
 
 def subject_key(tenant_id: str, subject_id: str) -> str:

@@ -12,11 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from projections.document import plain, state_document, state_hash
 from rules.batch import SubjectResult
-from schemas.alerts import Alert
+from streams.alert_output import alert_table
 from streams.event_files import LineError
 
 
@@ -45,21 +44,6 @@ def print_json(results: Mapping[str, SubjectResult], console: Console) -> None:
         console.out(
             json.dumps(subject_json(result), ensure_ascii=False, sort_keys=True), highlight=False
         )
-
-
-def alert_table(alerts: list[Alert], title: str = "Alerts") -> Table:
-    table = Table(title=title, show_lines=False)
-    for column in ("status", "severity", "alert", "title", "alert_id"):
-        table.add_column(column, overflow="fold")
-    for alert in alerts:
-        table.add_row(
-            alert.status.value,
-            alert.severity.value,
-            alert.rule_id,
-            alert.title,
-            str(alert.alert_id),
-        )
-    return table
 
 
 def print_human(results: Mapping[str, SubjectResult], console: Console) -> None:

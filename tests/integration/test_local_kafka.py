@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,11 +21,6 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from streams import local_kafka
 
 pytestmark = pytest.mark.integration
-
-needs_java = pytest.mark.skipif(
-    shutil.which("java") is None or shutil.which("mvn") is None,
-    reason="needs java and mvn on PATH",
-)
 
 
 async def _round_trip(bootstrap: str, topic: str, value: bytes) -> bytes:
@@ -74,7 +68,6 @@ def _write_fake_record(state_dir: Path, pid: int) -> None:
     (state_dir / "broker.json").write_text(json.dumps(record), encoding="utf-8")
 
 
-@needs_java
 @pytest.mark.timeout(300)
 def test_start_status_round_trip_stop(tmp_path: Path) -> None:
     state_dir = tmp_path / "kafka"
@@ -111,7 +104,6 @@ def _fail_inside_running_broker(state_dir: Path, seen: list[local_kafka.BrokerIn
         raise RuntimeError("boom")
 
 
-@needs_java
 @pytest.mark.timeout(300)
 def test_running_broker_stops_on_exception(tmp_path: Path) -> None:
     state_dir = tmp_path / "kafka"

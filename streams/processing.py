@@ -1,0 +1,179 @@
+"""One batch of raw messages from the events topic through decode, gate, fold and rules.
+
+Kafka-free and Faust-free so it can be tested directly; the agent only moves bytes in and out.
+Nothing raises out of `process_batch`: a message that fails in any way becomes a quarantine
+decision with a reason code, and the rest of the batch goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from projections.gate import GateContext, GatePolicy, Rejected
+from projections.state import UserState, initial_state
+from projections.views import DEFAULT_POLICY, FoldPolicy
+from rules.base import Rule
+from rules.engine import process
+from schemas.alerts import Alert
+from schemas.codec import AvroCodec
+from schemas.decisions import GateDecision, GateOutcome
+from schemas.errors import DecodeError
+from schemas.events import Event
+from schemas.reasons import ReasonCode
+
+DECISION_NAMESPACE = uuid5(NAMESPACE_URL, "https://uac.example/gate-decision")
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """A message as read from the events topic, with where it sits in the log."""
+
+    key: bytes | None
+    value: bytes | None
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class AcceptedEvent:
+    key: str
+    value: bytes
+    event: Event
+    decision_id: UUID
+    source: Incoming
+
+
+@dataclass
+class BatchOutput:
+    accepted: list[AcceptedEvent] = field(default_factory=list)
+    quarantined: list[GateDecision] = field(default_factory=list)
+    alerts: list[Alert] = field(default_factory=list)
+    states: dict[str, UserState] = field(default_factory=dict)
+
+
+def decision_id(message: Incoming) -> UUID:
+    """The same message (topic, partition, offset) always gets the same decision id."""
+    return uuid5(DECISION_NAMESPACE, f"{message.topic}/{message.partition}/{message.offset}")
+
+
+def message_sha256(message: Incoming) -> str:
+    return hashlib.sha256(message.value or b"").hexdigest()
+
+
+def _key_text(message: Incoming) -> str | None:
+    try:
+        return None if message.key is None else message.key.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def rejection(
+    message: Incoming,
+    reasons: Sequence[ReasonCode],
+    detail: str,
+    now: datetime,
+    event: Event | None = None,
+) -> GateDecision:
+    tenant, subject = (event.tenant_id, event.subject_id) if event else _split_key(message)
+    return GateDecision(
+        decision_id=decision_id(message),
+        outcome=GateOutcome.REJECTED,
+        reasons=tuple(reason.value for reason in reasons),
+        detail=detail,
+        event_id=event.id if event else None,
+        tenant_id=tenant,
+        subject_id=subject,
+        actor=event.actor if event else None,
+        event_type=event.type.value if event else None,
+        message_sha256=message_sha256(message),
+        source_topic=message.topic,
+        source_partition=message.partition,
+        source_offset=message.offset,
+        decided_at=now,
+    )
+
+
+def _split_key(message: Incoming) -> tuple[str | None, str | None]:
+    text = _key_text(message)
+    if text is None or text.count(":") != 1:
+        return None, None
+    tenant, subject = text.split(":")
+    return tenant, subject
+
+
+@dataclass
+class BatchProcessor:
+    codec: AvroCodec[Event]
+    rules: Sequence[Rule]
+    gate_policy: GatePolicy
+    fold_policy: FoldPolicy = DEFAULT_POLICY
+
+    def process_batch(
+        self,
+        messages: Sequence[Incoming],
+        load_state: Callable[[str], UserState | None],
+        now: datetime,
+        is_erased: Callable[[str], bool] = lambda _key: False,
+    ) -> BatchOutput:
+        output = BatchOutput()
+        for message in messages:
+            try:
+                self._process_one(message, load_state, now, is_erased, output)
+            except Exception as error:
+                detail = (
+                    f"processing failed with {type(error).__name__}; the message is kept in the log"
+                )
+                output.quarantined.append(
+                    rejection(message, [ReasonCode.PROCESSING_ERROR], detail, now)
+                )
+        return output
+
+    def _process_one(
+        self,
+        message: Incoming,
+        load_state: Callable[[str], UserState | None],
+        now: datetime,
+        is_erased: Callable[[str], bool],
+        output: BatchOutput,
+    ) -> None:
+        if message.value is None:
+            output.quarantined.append(
+                rejection(message, [ReasonCode.BAD_FRAMING], "empty message", now)
+            )
+            return
+        try:
+            event = self.codec.decode(message.value)
+        except DecodeError as error:
+            output.quarantined.append(rejection(message, [error.reason], str(error), now))
+            return
+        if _key_text(message) != event.key:
+            detail = "the message key must be tenant_id:subject_id of the event"
+            output.quarantined.append(
+                rejection(message, [ReasonCode.KEY_MISMATCH], detail, now, event)
+            )
+            return
+        state = output.states.get(event.key) or load_state(event.key)
+        state = state or initial_state(event.tenant_id, event.subject_id)
+        context = GateContext(
+            now=now,
+            policy=self.gate_policy,
+            encoded_size=len(message.value),
+            erased=is_erased(event.key),
+        )
+        outcome = process(state, event, context, self.rules, self.fold_policy)
+        if isinstance(outcome.decision, Rejected):
+            decision = outcome.decision
+            output.quarantined.append(
+                rejection(message, decision.reasons, decision.detail, now, event)
+            )
+            return
+        output.states[event.key] = outcome.after
+        output.accepted.append(
+            AcceptedEvent(event.key, message.value, event, decision_id(message), message)
+        )
+        output.alerts.extend(outcome.alerts)

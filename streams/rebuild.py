@@ -1,0 +1,78 @@
+"""Rebuilding state from the log and comparing it with what the pipeline holds.
+
+`uac replay --from-kafka` folds the accepted-events topic from its beginning in a fresh
+consumer (the pure fold, never Faust's per-event path) and compares every subject's
+`state_hash` with the latest checkpoint the worker published for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiokafka.partitioner import DefaultPartitioner
+
+from projections.document import state_hash
+from projections.state import UserState, replay_all
+from schemas.checkpoint import StateCheckpoint
+from schemas.codec import checkpoint_codec, event_codec
+from streams.topic_reader import read_topic
+
+
+@dataclass(frozen=True)
+class Difference:
+    key: str
+    live_hash: str | None
+    rebuilt_hash: str | None
+    live_version: int | None
+    rebuilt_version: int | None
+
+
+async def latest_checkpoints(bootstrap: str, topic: str) -> dict[str, StateCheckpoint]:
+    codec = checkpoint_codec()
+    latest: dict[str, StateCheckpoint] = {}
+    for record in await read_topic(bootstrap, topic):
+        latest[record.key.decode("utf-8")] = codec.decode(record.value)
+    return latest
+
+
+async def checkpoint_of_subject(
+    bootstrap: str, topic: str, partitions: int, key: str
+) -> StateCheckpoint | None:
+    """The latest checkpoint of one subject, reading only the partition its key maps to."""
+    partition = DefaultPartitioner()(
+        key.encode("utf-8"), list(range(partitions)), list(range(partitions))
+    )
+    codec = checkpoint_codec()
+    found = None
+    for record in await read_topic(bootstrap, topic, [partition]):
+        if record.key.decode("utf-8") == key:
+            found = codec.decode(record.value)
+    return found
+
+
+async def rebuild_states(bootstrap: str, accepted_topic: str) -> dict[str, UserState]:
+    codec = event_codec()
+    return replay_all(
+        codec.decode(record.value) for record in await read_topic(bootstrap, accepted_topic)
+    )
+
+
+def differences(
+    live: dict[str, StateCheckpoint], rebuilt: dict[str, UserState]
+) -> list[Difference]:
+    found = []
+    for key in sorted(live.keys() | rebuilt.keys()):
+        checkpoint, state = live.get(key), rebuilt.get(key)
+        live_hash = checkpoint.state_hash if checkpoint else None
+        rebuilt_hash = state_hash(state) if state else None
+        if live_hash != rebuilt_hash:
+            found.append(
+                Difference(
+                    key,
+                    live_hash,
+                    rebuilt_hash,
+                    checkpoint.version if checkpoint else None,
+                    state.version if state else None,
+                )
+            )
+    return found

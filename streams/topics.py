@@ -1,0 +1,116 @@
+"""The topics UaC owns: names under a prefix, explicit partitions and configs, created at
+start-up and checked so a mismatch fails fast with a message instead of a crash loop."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import TopicAlreadyExistsError
+
+FOREVER = "-1"
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def cleanup_policy(self) -> str:
+        return self.configs.get("cleanup.policy", "delete")
+
+
+@dataclass(frozen=True)
+class Topics:
+    """Names of the pipeline's topics (all keyed by `tenant:subject`)."""
+
+    prefix: str
+    partitions: int
+
+    @property
+    def events(self) -> str:
+        return f"{self.prefix}events"
+
+    @property
+    def accepted(self) -> str:
+        return f"{self.prefix}events.accepted"
+
+    @property
+    def quarantine(self) -> str:
+        return f"{self.prefix}events.quarantine"
+
+    @property
+    def alerts(self) -> str:
+        return f"{self.prefix}alerts"
+
+    @property
+    def state(self) -> str:
+        return f"{self.prefix}state"
+
+    def specs(self) -> tuple[TopicSpec, ...]:
+        """Every topic with its settings. The log of events is kept forever; state is compacted."""
+        keep = {"cleanup.policy": "delete", "retention.ms": FOREVER, "retention.bytes": FOREVER}
+        return (
+            TopicSpec(self.events, self.partitions, keep),
+            TopicSpec(self.accepted, self.partitions, keep),
+            TopicSpec(self.quarantine, self.partitions, keep),
+            TopicSpec(self.alerts, self.partitions, keep),
+            TopicSpec(self.state, self.partitions, {"cleanup.policy": "compact"}),
+        )
+
+
+class TopicMismatch(RuntimeError):
+    """An existing topic does not have the partitions or cleanup policy UaC needs."""
+
+
+async def ensure_topics(bootstrap: str, specs: tuple[TopicSpec, ...]) -> list[str]:
+    """Create missing topics; raise TopicMismatch if an existing one differs. Returns created."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="uac-topics")
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [spec for spec in specs if spec.name not in existing]
+        if missing:
+            new = [NewTopic(s.name, s.partitions, 1, topic_configs=s.configs) for s in missing]
+            with contextlib.suppress(TopicAlreadyExistsError):
+                await admin.create_topics(new)
+        await _check(admin, specs)
+        return [spec.name for spec in missing]
+    finally:
+        await admin.close()
+
+
+async def _check(admin: AIOKafkaAdminClient, specs: tuple[TopicSpec, ...]) -> None:
+    described = {d["topic"]: d for d in await admin.describe_topics([s.name for s in specs])}
+    resources = [ConfigResource(ConfigResourceType.TOPIC, s.name) for s in specs]
+    policies = _cleanup_policies(await admin.describe_configs(resources))
+    problems = []
+    for spec in specs:
+        partitions = len(described[spec.name]["partitions"])
+        if partitions != spec.partitions:
+            problems.append(f"{spec.name} has {partitions} partitions, UaC needs {spec.partitions}")
+        policy = policies.get(spec.name)
+        if policy != spec.cleanup_policy:
+            problems.append(
+                f"{spec.name} has cleanup.policy={policy}, UaC needs {spec.cleanup_policy}"
+            )
+    if problems:
+        raise TopicMismatch(
+            "existing topics do not match this configuration (set UAC_PARTITIONS / "
+            "UAC_TOPIC_PREFIX to match, or recreate them): " + "; ".join(problems)
+        )
+
+
+def _cleanup_policies(responses: list[object]) -> dict[str, str]:
+    policies: dict[str, str] = {}
+    for response in responses:
+        for resource in getattr(response, "resources", []):
+            _error, _error_message, _kind, name, entries = resource[:5]
+            for entry in entries:
+                if entry[0] == "cleanup.policy":
+                    policies[name] = entry[1]
+    return policies

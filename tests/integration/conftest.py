@@ -1,0 +1,23 @@
+"""One real Apache Kafka broker for the whole test session (started and stopped here)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from streams import local_kafka
+from tests.integration.harness import Pipeline, new_pipeline, running
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_kafka.BrokerInfo]:
+    with local_kafka.running_broker(tmp_path_factory.mktemp("kafka")) as info:
+        yield info
+
+
+@pytest.fixture
+def pipeline(broker: local_kafka.BrokerInfo, tmp_path: Path) -> Iterator[Pipeline]:
+    with running(new_pipeline(broker.bootstrap, tmp_path)) as started:
+        yield started

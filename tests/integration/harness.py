@@ -1,0 +1,172 @@
+"""Running the real pipeline in tests: `uac` worker/sink processes against the session's broker,
+each test with its own topic prefix, app id and home so tests never see each other's data."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from schemas.alerts import Alert
+from schemas.codec import alert_codec, decision_codec, event_codec
+from schemas.decisions import GateDecision
+from schemas.events import Event
+from streams.publisher import EventPublisher
+from streams.topic_reader import read_topic
+from streams.topics import Topics
+
+T = TypeVar("T")
+_names = itertools.count()
+
+
+@dataclass
+class Service:
+    """A `uac` subprocess this test started; stopped by its PID only."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        return self.process.returncode
+
+    def log_tail(self, lines: int = 40) -> str:
+        text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class Pipeline:
+    bootstrap: str
+    home: Path
+    prefix: str
+    app_id: str
+    partitions: int = 4
+    services: list[Service] = field(default_factory=list)
+
+    @property
+    def topics(self) -> Topics:
+        return Topics(self.prefix, self.partitions)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return os.environ | {
+            "UAC_HOME": str(self.home),
+            "UAC_KAFKA_BOOTSTRAP": self.bootstrap,
+            "UAC_TOPIC_PREFIX": self.prefix,
+            "UAC_APP_ID": self.app_id,
+            "UAC_PARTITIONS": str(self.partitions),
+            "UAC_BATCH_SECONDS": "0.05",
+            "UAC_SINK_BATCH_SECONDS": "0.2",
+        }
+
+    def start(self, *command: str) -> Service:
+        log = self.home / f"{command[0]}-{len(self.services)}.log"
+        self.home.mkdir(parents=True, exist_ok=True)
+        with log.open("wb") as output:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "streams.cli", *command],
+                env=self.env,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        service = Service(command[0], process, log)
+        self.services.append(service)
+        return service
+
+    def uac(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "streams.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def stop_all(self) -> None:
+        for service in reversed(self.services):
+            service.stop()
+
+    def publish(self, events: list[Event]) -> None:
+        async def send() -> None:
+            async with EventPublisher(self.bootstrap, self.topics.events) as publisher:
+                for event in events:
+                    await publisher.publish(event)
+
+        asyncio.run(send())
+
+    def publish_raw(self, messages: list[tuple[bytes | None, bytes]]) -> None:
+        async def send() -> None:
+            async with EventPublisher(self.bootstrap, self.topics.events) as publisher:
+                for key, value in messages:
+                    await publisher.send_raw(key, value)
+
+        asyncio.run(send())
+
+    def read(self, topic: str) -> list[Any]:
+        return asyncio.run(read_topic(self.bootstrap, topic))
+
+    def accepted(self) -> list[Event]:
+        codec = event_codec()
+        return [codec.decode(r.value) for r in self.read(self.topics.accepted)]
+
+    def quarantined(self) -> list[GateDecision]:
+        codec = decision_codec()
+        return [codec.decode(r.value) for r in self.read(self.topics.quarantine)]
+
+    def alerts(self) -> list[Alert]:
+        codec = alert_codec()
+        return [codec.decode(r.value) for r in self.read(self.topics.alerts)]
+
+
+def new_pipeline(bootstrap: str, root: Path) -> Pipeline:
+    number = next(_names)
+    name = f"t{os.getpid()}x{number}"
+    return Pipeline(bootstrap=bootstrap, home=root / name, prefix=f"{name}.", app_id=f"uac-{name}")
+
+
+@contextmanager
+def running(pipeline: Pipeline) -> Iterator[Pipeline]:
+    """Stops every service afterwards and prints their log tails (pytest shows them on failure)."""
+    try:
+        yield pipeline
+    finally:
+        pipeline.stop_all()
+        for service in pipeline.services:
+            print(
+                f"--- {service.name} (exit {service.process.returncode}) ---\n{service.log_tail()}"
+            )
+
+
+def wait_for(
+    probe: Callable[[], T], done: Callable[[T], bool], timeout: float = 90.0, what: str = ""
+) -> T:
+    """Poll `probe` until `done(result)`; fail with the last result after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    result = probe()
+    while not done(result):
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"timed out waiting for {what or 'condition'}; last: {result!r}"[:2000]
+            )
+        time.sleep(0.5)
+        result = probe()
+    return result
