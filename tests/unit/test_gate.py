@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from projections.gate import Admitted, GateContext, GatePolicy, Rejected, TenantPolicy, admit
 from projections.state import UserState, initial_state, replay
@@ -310,3 +313,16 @@ def test_given_consent_withdrawn_when_health_data_arrives_then_rejected() -> Non
     assert _reasons(_decide(allergy, replay([granted, withdrawn]))) == (
         "special_category_without_consent",
     )
+
+
+@given(st.uuids())
+def test_given_any_uuid_in_an_id_field_then_it_is_never_mistaken_for_a_card_number(
+    value: UUID,
+) -> None:
+    event = make_event(
+        "MedicationPrescribed",
+        "uuid-id",
+        payload={"prescription_id": str(value)},
+        source_ref=f"x/{value}",
+    )
+    assert isinstance(_decide(event), Admitted)

@@ -1,0 +1,409 @@
+"""Clinical scenarios end to end, without a broker: FHIR files -> adapter -> gate + fold + rules.
+
+Tenant `clinic-a`, actor `fhir-import`, the gate policy of `deploy/config/tenants.json`, the
+bundled drug knowledge. The data is the CC0 Synthea 10-patient set and the official FHIR R4
+examples (see tests/fixtures/fhir/SOURCE.md).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from projections.gate import GateContext
+from projections.queries import active_allergies
+from rules.batch import SubjectResult, Submitted, replay_batch
+from rules.engine import default_rules
+from rules.knowledge.bundled import load_bundled_knowledge
+from schemas.alerts import Alert, AlertStatus, Severity
+from schemas.codec import event_codec
+from schemas.events import Event, EventType
+from schemas.fhir.mapping import ImportContext, combine, import_fhir, unpack
+from streams.fhir_files import read_fhir_files
+from streams.tenants import load_gate_policy
+from tests.factories import make_event
+
+ROOT = Path(__file__).resolve().parents[3]
+FIXTURES = ROOT / "tests" / "fixtures" / "fhir"
+EXAMPLES = FIXTURES / "fhir-r4-examples"
+SYNTHEA = FIXTURES / "synthea-10-patients"
+TENANT, ACTOR = "clinic-a", "fhir-import"
+FALLBACK = datetime(2025, 9, 17, tzinfo=UTC)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+POLICY = load_gate_policy(ROOT / "deploy" / "config" / "tenants.json")
+RULES = default_rules(load_bundled_knowledge())
+DRUG_ALLERGY = "drug-allergy-conflict"
+
+ASPIRIN_PATIENT = "cbc86e51-9eca-3855-76ec-c058f72c5761"
+IBUPROFEN_ORDER = "f6c2ca05-8fb0-afd9-b3dd-c00a74dce8b9"
+SULFA_PATIENT = "a5cb8ce9-cec6-6b23-0990-cbaf753578a4"
+SULFA_PATIENT_DRUGS = {
+    "fcf60b66-797b-90bb-0542-310a54fb521b": "Amoxicillin 250 MG / Clavulanate 125 MG Oral Tablet",
+    "c170b109-9153-50f9-c2ec-198b09534c2e": "Naproxen sodium 220 MG Oral Tablet",
+    "b51efbe9-4db5-fc00-3a9e-20e0d55c15ae": "ferrous sulfate 325 MG Oral Tablet",
+}
+
+
+def context_for(item: Submitted, owners: dict[str, str]) -> GateContext:
+    return GateContext(now=NOW, policy=POLICY, encoded_size=item.encoded_size, claim_owners=owners)
+
+
+def fold(submitted: Sequence[Submitted]) -> dict[str, SubjectResult]:
+    results = replay_batch(submitted, context_for, RULES)
+    rejected = [
+        (item.origin, r.detail) for result in results.values() for item, r in result.rejections
+    ]
+    assert rejected == []
+    return results
+
+
+def submitted_from(
+    resources: Sequence[dict[str, Any]], extra: Sequence[Event] = ()
+) -> list[Submitted]:
+    """Import resources (origins `scenario#<n>`) and append hand-made events."""
+    context = ImportContext(tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK)
+    imported = import_fhir(
+        combine(unpack(r, f"scenario#{n}") for n, r in enumerate(resources)), context
+    )
+    assert imported.errors == []
+    codec = event_codec()
+    pairs = [*imported.events, *((f"extra#{n}", e) for n, e in enumerate(extra))]
+    return [Submitted(origin, event, len(codec.encode(event))) for origin, event in pairs]
+
+
+def synthea_submitted() -> list[Submitted]:
+    submitted, errors, _ = read_fhir_files(
+        sorted(SYNTHEA.glob("*.ndjson")), tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK
+    )
+    assert errors == []
+    return submitted
+
+
+def example(name: str) -> dict[str, Any]:
+    resource: dict[str, Any] = json.loads((EXAMPLES / f"{name}.json").read_text(encoding="utf-8"))
+    return resource
+
+
+def for_patient(resource: dict[str, Any], patient: str, **fields: Any) -> dict[str, Any]:
+    """The resource re-pointed at `Patient/<patient>`, with top-level fields replaced."""
+    result = copy.deepcopy(resource) | fields
+    field = "patient" if result["resourceType"] == "AllergyIntolerance" else "subject"
+    result[field] = {"reference": f"Patient/{patient}"}
+    return result
+
+
+def drug_allergy_alerts(result: SubjectResult, prescription_id: str | None = None) -> list[Alert]:
+    return [
+        alert
+        for alert in result.alerts
+        if alert.rule_id == DRUG_ALLERGY
+        and alert.drug_allergy is not None
+        and (prescription_id is None or alert.drug_allergy.prescription_id == prescription_id)
+    ]
+
+
+def subject(results: dict[str, SubjectResult], patient: str) -> SubjectResult:
+    return results[f"{TENANT}:{patient}"]
+
+
+@pytest.fixture(scope="module")
+def synthea_results() -> dict[str, SubjectResult]:
+    """The folded Synthea set."""
+    return replay_batch(synthea_submitted(), context_for, RULES)
+
+
+# a. NSAID cross-reactivity in Synthea
+
+
+def test_given_the_synthea_aspirin_allergy_when_ibuprofen_is_prescribed_then_a_critical_nsaid_alert(
+    synthea_results: dict[str, SubjectResult],
+) -> None:
+    result = subject(synthea_results, ASPIRIN_PATIENT)
+    assert "Aspirin" in [view.substance for view in active_allergies(result.state)]
+    raised = [
+        a for a in drug_allergy_alerts(result, IBUPROFEN_ORDER) if a.status is AlertStatus.RAISED
+    ]
+    assert len(raised) == 1
+    (alert,) = raised
+    assert alert.drug_allergy is not None
+    assert (alert.severity, alert.drug_allergy.allergen, alert.drug_allergy.level) == (
+        Severity.CRITICAL,
+        "Aspirin",
+        "same_class",
+    )
+    assert alert.drug_allergy.matched == ("ibuprofen",)
+    assert "NSAID" in alert.drug_allergy.reason
+    assert alert.occurred_at.year == 2018
+
+
+# b. "sulfa" is not every S
+
+
+def test_given_the_synthea_sulfamethoxazole_allergy_then_no_alert_for_amoxicillin_naproxen_or_iron(
+    synthea_results: dict[str, SubjectResult],
+) -> None:
+    result = subject(synthea_results, SULFA_PATIENT)
+    allergies = [view.substance for view in active_allergies(result.state)]
+    assert "Sulfamethoxazole / Trimethoprim" in allergies
+    prescribed = {view.prescription_id: view.drug for view in result.state.medication_views()}
+    assert {rx: prescribed[rx] for rx in SULFA_PATIENT_DRUGS} == SULFA_PATIENT_DRUGS
+    assert drug_allergy_alerts(result) == []
+
+
+# c. The official penicillin allergy against three antibiotic orders
+
+
+PENICILLIN = for_patient(example("AllergyIntolerance-medication"), "pat1")
+ZOSYN = example("MedicationRequest-medrx0319")
+CEFTRIAXONE = for_patient(example("MedicationRequest-medrx0332"), "pat1")
+AZITHROMYCIN = example("MedicationRequest-medrx0302")
+
+
+@pytest.fixture(scope="module")
+def penicillin_results() -> SubjectResult:
+    results = fold(submitted_from([PENICILLIN, ZOSYN, CEFTRIAXONE, AZITHROMYCIN]))
+    return subject(results, "pat1")
+
+
+def test_given_a_penicillin_g_allergy_then_the_zosyn_order_raises_a_critical_alert(
+    penicillin_results: SubjectResult,
+) -> None:
+    raised = [
+        a
+        for a in drug_allergy_alerts(penicillin_results, "medrx0319")
+        if a.status is AlertStatus.RAISED
+    ]
+    assert [(a.severity, a.drug_allergy.level if a.drug_allergy else None) for a in raised] == [
+        (Severity.CRITICAL, "same_class")
+    ]
+    assert raised[0].drug_allergy is not None
+    assert raised[0].drug_allergy.matched == ("piperacillin",)
+
+
+def test_given_the_completed_zosyn_order_then_its_alert_is_raised_once_and_resolved(
+    penicillin_results: SubjectResult,
+) -> None:
+    records = drug_allergy_alerts(penicillin_results, "medrx0319")
+    assert [a.status for a in records] == [AlertStatus.RAISED, AlertStatus.RESOLVED]
+    assert len({a.alert_id for a in records}) == 1
+
+
+def test_given_a_penicillin_g_allergy_then_ceftriaxone_is_at_most_info(
+    penicillin_results: SubjectResult,
+) -> None:
+    records = drug_allergy_alerts(penicillin_results, "medrx0332")
+    assert records
+    assert {a.severity for a in records} == {Severity.INFO}
+    assert {a.drug_allergy.level for a in records if a.drug_allergy} == {"low_risk"}
+
+
+def test_given_a_penicillin_g_allergy_then_azithromycin_raises_nothing(
+    penicillin_results: SubjectResult,
+) -> None:
+    assert drug_allergy_alerts(penicillin_results, "medrx0302") == []
+    assert "medrx0302" in {v.prescription_id for v in penicillin_results.state.medication_views()}
+
+
+# d. "No known allergy" is not an allergy
+
+
+@pytest.mark.parametrize(
+    ("statement", "patient"),
+    [
+        pytest.param(
+            "AllergyIntolerance-nka",
+            "mom",
+            id="given NKA and a Zosyn order then no allergy, no alert",
+        ),
+        pytest.param(
+            "AllergyIntolerance-nkda",
+            "mom",
+            id="given NKDA and a Zosyn order then no allergy, no alert",
+        ),
+        pytest.param(
+            "AllergyIntolerance-nkla",
+            "example",
+            id="given NKLA and a Zosyn order then no allergy, no alert",
+        ),
+    ],
+)
+def test_no_known_allergy_statements_raise_nothing(statement: str, patient: str) -> None:
+    orders = [for_patient(ZOSYN, patient, status="active"), for_patient(AZITHROMYCIN, patient)]
+    results = fold(submitted_from([example(statement), *orders]))
+    result = subject(results, patient)
+    assert [view.negated for view in result.state.allergy_views()] == [True]
+    assert active_allergies(result.state) == []
+    assert result.alerts == []
+
+
+# e. A later refutation resolves the alert
+
+
+ACTIVE_ZOSYN = for_patient(ZOSYN, "pat1", status="active")
+REFUTED_AT = "2016-01-01T00:00:00Z"
+
+
+def _refuted_reimport() -> list[dict[str, Any]]:
+    refuted = copy.deepcopy(PENICILLIN) | {
+        "verificationStatus": {"coding": [{"code": "refuted"}]},
+        "meta": {"lastUpdated": REFUTED_AT},
+    }
+    return [refuted]
+
+
+def _status_change() -> list[Event]:
+    return [
+        make_event(
+            "AllergyStatusChanged",
+            "penicillin-refuted",
+            at=datetime(2016, 1, 1, tzinfo=UTC),
+            subject="pat1",
+            payload={"allergy_id": "medication", "verification_status": "refuted"},
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("resources", "extra"),
+    [
+        pytest.param(
+            _refuted_reimport(),
+            [],
+            id="given a re-import with verificationStatus refuted and a later lastUpdated "
+            "then the critical alert is resolved",
+        ),
+        pytest.param(
+            [],
+            _status_change(),
+            id="given an AllergyStatusChanged to refuted then the critical alert is resolved",
+        ),
+    ],
+)
+def test_a_later_refutation_resolves_the_alert(
+    resources: list[dict[str, Any]], extra: list[Event]
+) -> None:
+    result = subject(fold(submitted_from([PENICILLIN, ACTIVE_ZOSYN, *resources], extra)), "pat1")
+    records = drug_allergy_alerts(result, "medrx0319")
+    assert [(a.status, a.severity) for a in records] == [
+        (AlertStatus.RAISED, Severity.CRITICAL),
+        (AlertStatus.RESOLVED, Severity.CRITICAL),
+    ]
+    raised, resolved = records
+    assert resolved.alert_id == raised.alert_id
+    assert resolved.occurred_at == datetime(2016, 1, 1, tzinfo=UTC)
+    assert active_allergies(result.state) == []
+
+
+def test_given_the_same_files_imported_twice_then_the_gate_drops_every_repeat() -> None:
+    once = submitted_from([PENICILLIN, ZOSYN])
+    results = replay_batch([*once, *submitted_from([PENICILLIN, ZOSYN])], context_for, RULES)
+    result = subject(results, "pat1")
+    assert len(result.rejections) == len(once)
+    assert {r.reasons[0].value for _, r in result.rejections} == {"duplicate_event_id"}
+    assert len(drug_allergy_alerts(result, "medrx0319")) == 2
+
+
+# Files read together form one input set
+
+
+@pytest.mark.parametrize(
+    ("names", "errors", "drugs"),
+    [
+        pytest.param(
+            ["MedicationRequest-medrx002.json", "Medication-med0316.json"],
+            [],
+            ["Chlorthalidone 50mg tablet (product)"],
+            id="given a request and its Medication in two files when read together then resolved",
+        ),
+        pytest.param(
+            ["MedicationRequest-medrx002.json"],
+            [("MedicationRequest-medrx002.json", "unresolved_reference")],
+            [],
+            id="given the request alone then an error with the file as origin, no prescription",
+        ),
+    ],
+)
+def test_fhir_files_resolve_references_across_files(
+    names: list[str], errors: list[tuple[str, str]], drugs: list[str]
+) -> None:
+    submitted, line_errors, _ = read_fhir_files(
+        [EXAMPLES / name for name in names], tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK
+    )
+    assert [(e.origin, e.reason) for e in line_errors] == errors
+    assert [getattr(item.event.payload, "drug", None) for item in submitted] == drugs
+    assert all(item.encoded_size > 0 for item in submitted)
+
+
+def test_given_a_file_that_is_not_utf8_when_read_then_an_error_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "export.ndjson"
+    path.write_bytes(b'{"resourceType": "Patient", "id": "p\xff"}\n')
+    submitted, errors, skipped = read_fhir_files(
+        [path], tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK
+    )
+    assert (submitted, skipped) == ([], [])
+    assert [(e.origin, e.reason) for e in errors] == [("export.ndjson", "malformed_json")]
+
+
+# f. The whole Synthea set
+
+
+def test_given_the_whole_synthea_set_when_imported_then_no_errors_and_every_skip_explained() -> (
+    None
+):
+    submitted, errors, skipped = read_fhir_files(
+        sorted(SYNTHEA.glob("*.ndjson")), tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK
+    )
+    assert errors == []
+    counts: dict[str, int] = {}
+    for skip in skipped:
+        assert skip.origin
+        assert skip.resource_id
+        counts[skip.reason] = counts.get(skip.reason, 0) + 1
+    assert counts == {
+        "unsupported resource type Encounter": 1215,
+        "unsupported resource type Condition": 555,
+        "unsupported resource type Immunization": 161,
+    }
+    by_type: dict[EventType, int] = {}
+    for item in submitted:
+        by_type[item.event.type] = by_type.get(item.event.type, 0) + 1
+    assert by_type == {
+        EventType.ALLERGY_RECORDED: 11,
+        EventType.MEDICATION_PRESCRIBED: 1745,
+        EventType.MEDICATION_STOPPED: 1722,
+        EventType.FACT_ASSERTED: 13,
+    }
+    assert len({item.event.event_id for item in submitted}) == len(submitted)
+
+
+def test_given_the_whole_synthea_set_when_folded_then_the_gate_rejects_nothing(
+    synthea_results: dict[str, SubjectResult],
+) -> None:
+    rejected = [item.origin for result in synthea_results.values() for item, _ in result.rejections]
+    assert rejected == []
+
+
+def test_given_the_whole_synthea_set_then_the_only_drug_allergy_alerts_are_the_aspirin_patients(
+    synthea_results: dict[str, SubjectResult],
+) -> None:
+    alerting = {
+        (key, a.drug_allergy.drug, a.severity, a.status)
+        for key, result in synthea_results.items()
+        for a in drug_allergy_alerts(result)
+        if a.drug_allergy is not None
+    }
+    key = f"{TENANT}:{ASPIRIN_PATIENT}"
+    assert alerting == {
+        (key, "Ibuprofen 200 MG Oral Tablet", Severity.CRITICAL, AlertStatus.RAISED),
+        (key, "Ibuprofen 200 MG Oral Tablet", Severity.CRITICAL, AlertStatus.RESOLVED),
+        (key, "Acetaminophen 325 MG Oral Tablet", Severity.INFO, AlertStatus.RAISED),
+        (key, "Acetaminophen 325 MG Oral Tablet", Severity.INFO, AlertStatus.RESOLVED),
+    }

@@ -1,0 +1,314 @@
+"""Alerts rendered as FHIR R4 DetectedIssue resources, checked against the official examples."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid5
+
+import pytest
+
+from schemas.alerts import Alert, AlertStatus, DrugAllergyFinding, Evidence, Severity
+from schemas.fhir.detected_issue import detected_issue
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "fhir" / "fhir-r4-examples"
+ACT_CODE = "http://terminology.hl7.org/CodeSystem/v3-ActCode"
+RAISED_AT = datetime(2015, 1, 15, tzinfo=UTC)
+LATER = datetime(2015, 1, 16, 8, 30, 0, 123000, tzinfo=UTC)
+ALERT_ID = UUID("8a4e7a62-0f8b-5d4a-9f0e-2f4f5d6c7b8a")
+FHIR_DATE_TIME = re.compile(
+    r"\d{4}(-\d{2}(-\d{2}(T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2}))?)?)?"
+)
+
+
+def example(name: str) -> dict[str, Any]:
+    resource: dict[str, Any] = json.loads((EXAMPLES / f"{name}.json").read_text(encoding="utf-8"))
+    return resource
+
+
+def penicillin_alert(**fields: Any) -> Alert:
+    """The Zosyn-against-penicillin alert, as the drug-allergy rule raises it."""
+    values: dict[str, Any] = {
+        "lifecycle_id": uuid5(ALERT_ID, "raised"),
+        "alert_id": ALERT_ID,
+        "tenant_id": "clinic-a",
+        "subject_id": "pat1",
+        "rule_id": "drug-allergy-conflict",
+        "rule_version": 1,
+        "status": AlertStatus.RAISED,
+        "severity": Severity.CRITICAL,
+        "title": "Zosyn (piperacillin/tazobactam) 4.5gm injection conflicts with the recorded "
+        "Penicillin G allergy",
+        "detail": "same_class: piperacillin and the recorded allergen penicillin g both belong "
+        "to the penicillins (source: class membership: penicillins)",
+        "cause": ("allergy:medication", "medication:medrx0319"),
+        "evidence": (
+            Evidence(
+                event_id="4f6f6c4e-1b1a-5c1e-9a55-0c1d8e3f0a01",
+                claim_id="medication",
+                role="allergy",
+                description="allergy to Penicillin G",
+            ),
+            Evidence(
+                event_id="4f6f6c4e-1b1a-5c1e-9a55-0c1d8e3f0a02",
+                claim_id="medrx0319",
+                role="medication",
+                description="prescribed Zosyn (piperacillin/tazobactam) 4.5gm injection",
+            ),
+        ),
+        "drug_allergy": DrugAllergyFinding(
+            allergy_id="medication",
+            allergen="Penicillin G",
+            prescription_id="medrx0319",
+            drug="Zosyn (piperacillin/tazobactam) 4.5gm injection",
+            ingredients=("piperacillin", "tazobactam"),
+            matched=("piperacillin",),
+            level="same_class",
+            reason="piperacillin and the recorded allergen penicillin g both belong to the "
+            "penicillins",
+            source="class membership: penicillins",
+            knowledge_version="uac-bundled-2026.11",
+        ),
+        "trigger_event_id": "4f6f6c4e-1b1a-5c1e-9a55-0c1d8e3f0a02",
+        "occurred_at": RAISED_AT,
+    }
+    return Alert(**(values | fields))
+
+
+def duplicate_therapy_alert() -> Alert:
+    return penicillin_alert(
+        rule_id="duplicate-therapy",
+        severity=Severity.WARNING,
+        title="Duplicate therapy: lisinopril 10 MG Oral Tablet and lisinopril 10 MG Oral Tablet",
+        detail="both active prescriptions share the ingredient lisinopril",
+        cause=("medication:rx-1", "medication:rx-2"),
+        evidence=(
+            Evidence(event_id="e1", claim_id="rx-1", role="medication", description="prescribed a"),
+            Evidence(event_id="e2", claim_id="rx-2", role="medication", description="prescribed b"),
+        ),
+        drug_allergy=None,
+    )
+
+
+RAISED = penicillin_alert()
+RESOLVED = penicillin_alert(
+    status=AlertStatus.RESOLVED,
+    occurred_at=LATER,
+    reason="AllergyStatusChanged 0b0e9a7e removed the cause",
+)
+OVERRIDDEN = penicillin_alert(
+    status=AlertStatus.OVERRIDDEN,
+    occurred_at=LATER,
+    reason="tolerated piperacillin in 2014 under observation",
+)
+ACKNOWLEDGED = penicillin_alert(status=AlertStatus.ACKNOWLEDGED, occurred_at=LATER)
+
+
+@pytest.mark.parametrize(
+    ("alert", "status", "severity", "identified"),
+    [
+        pytest.param(
+            RAISED,
+            "final",
+            "high",
+            "2015-01-15T00:00:00.000Z",
+            id="given a raised critical alert then a final high-severity issue",
+        ),
+        pytest.param(
+            RESOLVED,
+            "cancelled",
+            "high",
+            "2015-01-16T08:30:00.123Z",
+            id="given a resolved alert then a cancelled issue",
+        ),
+        pytest.param(
+            OVERRIDDEN,
+            "amended",
+            "high",
+            "2015-01-16T08:30:00.123Z",
+            id="given an overridden alert then an amended issue",
+        ),
+        pytest.param(
+            ACKNOWLEDGED,
+            "amended",
+            "high",
+            "2015-01-16T08:30:00.123Z",
+            id="given an acknowledged alert then an amended issue",
+        ),
+        pytest.param(
+            penicillin_alert(severity=Severity.WARNING),
+            "final",
+            "moderate",
+            "2015-01-15T00:00:00.000Z",
+            id="given a warning then moderate severity",
+        ),
+        pytest.param(
+            penicillin_alert(severity=Severity.INFO),
+            "final",
+            "low",
+            "2015-01-15T00:00:00.000Z",
+            id="given info then low severity",
+        ),
+    ],
+)
+def test_status_severity_and_time(
+    alert: Alert, status: str, severity: str, identified: str
+) -> None:
+    issue = detected_issue(alert)
+    assert (issue["status"], issue["severity"], issue["identifiedDateTime"]) == (
+        status,
+        severity,
+        identified,
+    )
+
+
+def test_given_a_raised_drug_allergy_alert_then_the_issue_names_patient_code_and_implicated() -> (
+    None
+):
+    issue = detected_issue(RAISED)
+    assert issue["resourceType"] == "DetectedIssue"
+    assert issue["id"] == str(ALERT_ID)
+    assert issue["identifier"] == [{"system": "urn:ietf:rfc:3986", "value": f"urn:uuid:{ALERT_ID}"}]
+    assert issue["patient"] == {"reference": "Patient/pat1"}
+    assert issue["code"]["coding"] == [
+        {"system": ACT_CODE, "code": "ALGY", "display": "Allergy Alert"}
+    ]
+    assert issue["code"]["text"] == RAISED.title
+    assert issue["implicated"] == [
+        {"reference": "AllergyIntolerance/medication", "display": "Penicillin G"},
+        {
+            "reference": "MedicationRequest/medrx0319",
+            "display": "Zosyn (piperacillin/tazobactam) 4.5gm injection",
+        },
+    ]
+    assert issue["author"] == {"display": "UaC rule drug-allergy-conflict v1"}
+    assert RAISED.detail in issue["detail"]
+    assert "mitigation" not in issue
+
+
+def test_given_evidence_then_each_item_references_its_resource_and_names_the_uac_event() -> None:
+    evidence = detected_issue(RAISED)["evidence"]
+    assert evidence == [
+        {
+            "code": [{"text": "allergy"}],
+            "detail": [
+                {
+                    "reference": "AllergyIntolerance/medication",
+                    "display": "allergy to Penicillin G "
+                    "(UaC event 4f6f6c4e-1b1a-5c1e-9a55-0c1d8e3f0a01)",
+                }
+            ],
+        },
+        {
+            "code": [{"text": "medication"}],
+            "detail": [
+                {
+                    "reference": "MedicationRequest/medrx0319",
+                    "display": "prescribed Zosyn (piperacillin/tazobactam) 4.5gm injection "
+                    "(UaC event 4f6f6c4e-1b1a-5c1e-9a55-0c1d8e3f0a02)",
+                }
+            ],
+        },
+    ]
+
+
+def test_given_an_overridden_alert_then_a_therapy_appropriate_mitigation_with_the_reason() -> None:
+    assert detected_issue(OVERRIDDEN)["mitigation"] == [
+        {
+            "action": {
+                "text": "overridden: tolerated piperacillin in 2014 under observation",
+                "coding": [{"system": ACT_CODE, "code": "1", "display": "Therapy Appropriate"}],
+            },
+            "date": "2015-01-16T08:30:00.123Z",
+        }
+    ]
+
+
+def test_given_an_acknowledged_alert_without_reason_then_a_text_only_mitigation() -> None:
+    assert detected_issue(ACKNOWLEDGED)["mitigation"] == [
+        {"action": {"text": "acknowledged: no reason given"}, "date": "2015-01-16T08:30:00.123Z"}
+    ]
+
+
+def test_given_a_resolved_alert_then_the_detail_says_why_and_there_is_no_mitigation() -> None:
+    issue = detected_issue(RESOLVED)
+    assert issue["detail"].endswith("Resolved: AllergyStatusChanged 0b0e9a7e removed the cause")
+    assert "mitigation" not in issue
+
+
+def test_given_the_time_it_was_raised_then_a_lifecycle_record_keeps_that_identified_time() -> None:
+    issue = detected_issue(OVERRIDDEN, identified_at=RAISED_AT)
+    assert issue["identifiedDateTime"] == "2015-01-15T00:00:00.000Z"
+    assert issue["mitigation"][0]["date"] == "2015-01-16T08:30:00.123Z"
+
+
+def test_given_a_duplicate_therapy_alert_then_dupthpy_and_both_requests_implicated() -> None:
+    issue = detected_issue(duplicate_therapy_alert())
+    assert issue["code"]["coding"] == [
+        {"system": ACT_CODE, "code": "DUPTHPY", "display": "Duplicate Therapy Alert"}
+    ]
+    assert issue["severity"] == "moderate"
+    assert issue["implicated"] == [
+        {"reference": "MedicationRequest/rx-1", "display": "prescribed a"},
+        {"reference": "MedicationRequest/rx-2", "display": "prescribed b"},
+    ]
+
+
+def test_given_a_rule_without_an_act_code_then_the_code_is_text_only() -> None:
+    alert = penicillin_alert(
+        rule_id="claim-needs-confirmation",
+        cause=("fact:e1", "fact:e2"),
+        evidence=(),
+        drug_allergy=None,
+    )
+    issue = detected_issue(alert)
+    assert issue["code"] == {"text": alert.title}
+    assert "implicated" not in issue
+    assert "evidence" not in issue
+
+
+def test_given_a_raised_allergy_alert_then_the_status_of_the_official_allergy_example() -> None:
+    assert detected_issue(RAISED)["status"] == example("DetectedIssue-allergy")["status"]
+
+
+def _shape(value: Any) -> Any:
+    """The structure of a JSON value: keys and value kinds, not the values."""
+    if isinstance(value, dict):
+        return {key: _shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shape(value[0])] if value else []
+    return type(value).__name__
+
+
+@pytest.mark.parametrize(
+    "alert",
+    [
+        pytest.param(RAISED, id="given a raised alert then the official example's shape"),
+        pytest.param(RESOLVED, id="given a resolved alert then the official example's shape"),
+        pytest.param(OVERRIDDEN, id="given an overridden alert then the official example's shape"),
+    ],
+)
+def test_shape_matches_the_official_examples(alert: Alert) -> None:
+    issue = detected_issue(alert)
+    ddi, duplicate = example("DetectedIssue-ddi"), example("DetectedIssue-duplicate")
+    shared = {"resourceType", "id", "status", "code", "severity", "identifiedDateTime"}
+    shared |= {"author", "implicated", "detail", "patient"}
+    assert shared <= ddi.keys() | duplicate.keys()
+    assert shared <= issue.keys()
+    assert _shape(issue["code"]["coding"]) == _shape(ddi["code"]["coding"])
+    assert issue["code"]["coding"][0]["system"] == ddi["code"]["coding"][0]["system"]
+    assert issue["severity"] in {"high", "moderate", "low"}
+    assert _shape(issue["patient"]) == _shape(duplicate["patient"])
+    assert _shape(issue["implicated"]) == _shape(ddi["implicated"])
+    assert FHIR_DATE_TIME.fullmatch(issue["identifiedDateTime"])
+    assert isinstance(issue["detail"], str)
+    if "mitigation" in issue:
+        (mitigation,) = issue["mitigation"]
+        official = ddi["mitigation"][0]
+        assert mitigation.keys() <= official.keys()
+        assert _shape(mitigation["action"]) == _shape(official["action"])
+        assert FHIR_DATE_TIME.fullmatch(mitigation["date"])
+    json.dumps(issue, allow_nan=False)

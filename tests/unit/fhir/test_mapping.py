@@ -1,0 +1,1060 @@
+"""FHIR R4 resources -> UaC events: every mapping rule, and every input accounted for."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schemas.events import (
+    AllergyCategory,
+    AllergyRecorded,
+    AllergyType,
+    ClinicalStatus,
+    Coding,
+    Criticality,
+    Event,
+    EventType,
+    FactAsserted,
+    MedicationPrescribed,
+    MedicationStopped,
+    Origin,
+    Reaction,
+    ReactionSeverity,
+    Sensitivity,
+    VerificationStatus,
+)
+from schemas.fhir.mapping import (
+    FhirImport,
+    ImportContext,
+    combine,
+    country_code,
+    import_fhir,
+    parse_fhir_datetime,
+    parse_json_document,
+    parse_ndjson,
+    unpack,
+)
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "fhir"
+EXAMPLES = FIXTURES / "fhir-r4-examples"
+SYNTHEA = FIXTURES / "synthea-10-patients"
+FALLBACK = datetime(2025, 9, 17, tzinfo=UTC)
+CONTEXT = ImportContext(tenant_id="clinic-a", actor="fhir-import", fallback_time=FALLBACK)
+RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
+SNOMED = "http://snomed.info/sct"
+NDC = "http://hl7.org/fhir/sid/ndc"
+
+
+def example(name: str) -> dict[str, Any]:
+    resource: dict[str, Any] = json.loads((EXAMPLES / f"{name}.json").read_text(encoding="utf-8"))
+    return resource
+
+
+def synthea(resource_type: str, resource_id: str) -> dict[str, Any]:
+    with (SYNTHEA / f"{resource_type}.000.ndjson").open(encoding="utf-8") as lines:
+        for line in lines:
+            resource: dict[str, Any] = json.loads(line)
+            if resource["id"] == resource_id:
+                return resource
+    raise LookupError(resource_id)
+
+
+def changed(resource: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A deep copy with top-level fields replaced (None removes the field)."""
+    result = copy.deepcopy(resource)
+    for name, value in fields.items():
+        if value is None:
+            result.pop(name, None)
+        else:
+            result[name] = value
+    return result
+
+
+def run(*resources: Any, context: ImportContext = CONTEXT) -> FhirImport:
+    """Import resources as one input set; origins are `test#<n>`."""
+    return import_fhir(combine(unpack(r, f"test#{n}") for n, r in enumerate(resources)), context)
+
+
+def events_of(*resources: Any) -> list[Event]:
+    result = run(*resources)
+    assert result.errors == []
+    return [event for _, event in result.events]
+
+
+def only_payload(*resources: Any) -> Any:
+    (event,) = events_of(*resources)
+    return event.payload
+
+
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+
+
+def status(code: str) -> dict[str, Any]:
+    return {"coding": [{"code": code}]}
+
+
+# AllergyIntolerance
+
+
+def test_given_the_official_penicillin_allergy_when_imported_then_every_field_is_mapped() -> None:
+    (event,) = events_of(example("AllergyIntolerance-medication"))
+    assert event.payload == AllergyRecorded(
+        allergy_id="medication",
+        substance="Penicillin G",
+        codes=(Coding(system=RXNORM, code="7980", display="Penicillin G"),),
+        categories=(AllergyCategory.MEDICATION,),
+        criticality=Criticality.HIGH,
+        verification_status=VerificationStatus.UNCONFIRMED,
+        clinical_status=ClinicalStatus.ACTIVE,
+        reactions=(Reaction(manifestation="Hives"),),
+    )
+    assert (event.tenant_id, event.subject_id, event.actor) == (
+        "clinic-a",
+        "example",
+        "fhir-import",
+    )
+    assert (event.type, event.origin, event.source_ref) == (
+        EventType.ALLERGY_RECORDED,
+        Origin.IMPORTED,
+        "AllergyIntolerance/medication",
+    )
+    assert (event.confidence, event.sensitivity, event.purpose, event.scope) == (
+        1.0,
+        Sensitivity.SPECIAL_CATEGORY,
+        "care",
+        "subject",
+    )
+    assert event.occurred_at == event.recorded_at == utc(2010, 3, 1)
+
+
+def test_given_reactions_and_notes_when_imported_then_manifestations_severities_and_notes_kept() -> (
+    None
+):
+    payload = only_payload(example("AllergyIntolerance-example"))
+    assert payload.allergy_type is AllergyType.ALLERGY
+    assert payload.reactions == (
+        Reaction(manifestation="Anaphylactic reaction", severity=ReactionSeverity.SEVERE),
+        Reaction(manifestation="Urticaria", severity=ReactionSeverity.MODERATE),
+    )
+    assert payload.note is not None
+    assert payload.note.startswith("The criticality is high")
+
+
+PENICILLIN = example("AllergyIntolerance-medication")
+
+
+@pytest.mark.parametrize(
+    ("fields", "attribute", "expected"),
+    [
+        pytest.param(
+            {"criticality": "unable-to-assess"},
+            "criticality",
+            Criticality.UNABLE_TO_ASSESS,
+            id="given criticality unable-to-assess when imported then the enum value",
+        ),
+        pytest.param(
+            {"criticality": None},
+            "criticality",
+            None,
+            id="given no criticality when imported then none",
+        ),
+        pytest.param(
+            {"verificationStatus": None},
+            "verification_status",
+            VerificationStatus.UNCONFIRMED,
+            id="given no verificationStatus when imported then unconfirmed, never confirmed",
+        ),
+        pytest.param(
+            {"verificationStatus": status("presumed")},
+            "verification_status",
+            VerificationStatus.UNCONFIRMED,
+            id="given the R5 code presumed when imported then unconfirmed",
+        ),
+        pytest.param(
+            {"verificationStatus": status("confirmed")},
+            "verification_status",
+            VerificationStatus.CONFIRMED,
+            id="given confirmed when imported then confirmed",
+        ),
+        pytest.param(
+            {"verificationStatus": status("refuted")},
+            "verification_status",
+            VerificationStatus.REFUTED,
+            id="given refuted when imported then refuted",
+        ),
+        pytest.param(
+            {"verificationStatus": status("entered-in-error")},
+            "verification_status",
+            VerificationStatus.ENTERED_IN_ERROR,
+            id="given entered-in-error when imported then entered in error",
+        ),
+        pytest.param(
+            {"clinicalStatus": status("resolved")},
+            "clinical_status",
+            ClinicalStatus.RESOLVED,
+            id="given clinicalStatus resolved when imported then resolved",
+        ),
+        pytest.param(
+            {"clinicalStatus": None},
+            "clinical_status",
+            None,
+            id="given no clinicalStatus when imported then none",
+        ),
+        pytest.param(
+            {"type": "intolerance"},
+            "allergy_type",
+            AllergyType.INTOLERANCE,
+            id="given type intolerance when imported then an intolerance",
+        ),
+        pytest.param(
+            {"category": ["food", "biologic"]},
+            "categories",
+            (AllergyCategory.FOOD, AllergyCategory.BIOLOGIC),
+            id="given two categories when imported then both, in order",
+        ),
+        pytest.param(
+            {"code": {"coding": [{"system": RXNORM, "code": "7980"}]}},
+            "substance",
+            "7980",
+            id="given a code without text or display when imported then the code is the substance",
+        ),
+        pytest.param(
+            {"code": {"text": "penicillin", "coding": [{"code": "7980"}]}},
+            "codes",
+            (),
+            id="given a coding without a system when imported then it is not kept as a code",
+        ),
+    ],
+)
+def test_allergy_fields(fields: dict[str, Any], attribute: str, expected: Any) -> None:
+    assert getattr(only_payload(changed(PENICILLIN, **fields)), attribute) == expected
+
+
+NO_KNOWN = example("AllergyIntolerance-nkda")
+ALL_CATEGORIES = tuple(AllergyCategory)
+
+
+def _coded(code: str) -> dict[str, Any]:
+    return {"coding": [{"system": SNOMED, "code": code}]}
+
+
+@pytest.mark.parametrize(
+    ("resource", "categories"),
+    [
+        pytest.param(
+            example("AllergyIntolerance-nka"),
+            ALL_CATEGORIES,
+            id="given the official NKA (716186003) when imported then negated for every category",
+        ),
+        pytest.param(
+            example("AllergyIntolerance-nkda"),
+            (AllergyCategory.MEDICATION,),
+            id="given the official NKDA (409137002) when imported then a negated medication allergy",
+        ),
+        pytest.param(
+            example("AllergyIntolerance-nkla"),
+            (AllergyCategory.ENVIRONMENT,),
+            id="given the official NKLA (716184000) when imported then a negated environment allergy",
+        ),
+        pytest.param(
+            changed(NO_KNOWN, code=_coded("429625007")),
+            (AllergyCategory.FOOD,),
+            id="given SNOMED no known food allergy when imported then negated food",
+        ),
+        pytest.param(
+            changed(NO_KNOWN, code=_coded("428607008")),
+            (AllergyCategory.ENVIRONMENT,),
+            id="given SNOMED no known environmental allergy when imported then negated environment",
+        ),
+        pytest.param(
+            changed(
+                NO_KNOWN,
+                code={
+                    "coding": [{"system": "urn:oid:2.16.840.1.113883.6.96", "code": "409137002"}]
+                },
+            ),
+            (AllergyCategory.MEDICATION,),
+            id="given NKDA with SNOMED named by its OID when imported then a negation",
+        ),
+        pytest.param(
+            changed(NO_KNOWN, code={"text": "NKDA"}),
+            (AllergyCategory.MEDICATION,),
+            id="given a text-only NKDA when imported then a negated medication allergy",
+        ),
+        pytest.param(
+            changed(NO_KNOWN, code={"text": "No known  allergies"}),
+            ALL_CATEGORIES,
+            id="given text-only no known allergies when imported then negated for every category",
+        ),
+        pytest.param(
+            changed(NO_KNOWN, verificationStatus=status("refuted")),
+            (AllergyCategory.MEDICATION,),
+            id="given a refuted NKDA when imported then still a negation, never an allergy",
+        ),
+        pytest.param(
+            changed(
+                NO_KNOWN,
+                code={
+                    "coding": [
+                        {
+                            "system": "http://hl7.org/fhir/uv/ips/CodeSystem/absent-unknown-uv-ips",
+                            "code": "no-known-medication-allergies",
+                        }
+                    ]
+                },
+            ),
+            (AllergyCategory.MEDICATION,),
+            id="given the IPS no-known-medication-allergies code when imported then negated",
+        ),
+    ],
+)
+def test_no_known_allergy_statements_are_negations(
+    resource: dict[str, Any], categories: tuple[AllergyCategory, ...]
+) -> None:
+    payload = only_payload(resource)
+    assert payload.negated is True
+    assert payload.categories == categories
+
+
+def test_given_a_substance_named_like_a_negation_but_coded_when_imported_then_not_negated() -> None:
+    coded = {
+        "text": "NKA",
+        "coding": [{"system": RXNORM, "code": "7980", "display": "Penicillin G"}],
+    }
+    assert only_payload(changed(PENICILLIN, code=coded)).negated is False
+
+
+def test_given_ips_no_allergy_info_when_imported_then_skipped_as_neither_allergy_nor_negation() -> (
+    None
+):
+    unknown = {
+        "coding": [
+            {
+                "system": "http://hl7.org/fhir/uv/ips/CodeSystem/absent-unknown-uv-ips",
+                "code": "no-allergy-info",
+            }
+        ]
+    }
+    result = run(changed(NO_KNOWN, code=unknown))
+    assert (result.events, result.errors) == ([], [])
+    assert [s.reason for s in result.skipped] == [
+        "allergy status unknown (no information): neither allergy nor negation"
+    ]
+
+
+# Times
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("2015", utc(2015, 1, 1), id="given a year when parsed then 1 January, UTC"),
+        pytest.param("2015-02", utc(2015, 2, 1), id="given a month when parsed then its 1st, UTC"),
+        pytest.param(
+            "2015-01-15", utc(2015, 1, 15), id="given a date when parsed then midnight UTC"
+        ),
+        pytest.param(
+            "2015-08-06T15:37:31-06:00",
+            datetime(2015, 8, 6, 15, 37, 31, tzinfo=timezone(timedelta(hours=-6))),
+            id="given an offset when parsed then the same instant",
+        ),
+        pytest.param(
+            "2015-08-06T15:37:31.123456789Z",
+            datetime(2015, 8, 6, 15, 37, 31, 123456, tzinfo=UTC),
+            id="given nanoseconds when parsed then truncated to microseconds",
+        ),
+        pytest.param(
+            "2016-12-31T23:59:60Z",
+            utc(2016, 12, 31, 23, 59, 59),
+            id="given a leap second when parsed then the second before",
+        ),
+    ],
+)
+def test_fhir_dates(text: str, expected: datetime) -> None:
+    assert parse_fhir_datetime(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("2015-08-06T15:37:31", id="given a time without a zone then refused"),
+        pytest.param("15/01/2015", id="given a non-FHIR date then refused"),
+        pytest.param("2015-13-01", id="given month 13 then refused"),
+    ],
+)
+def test_invalid_fhir_dates(text: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(repr(text))):
+        parse_fhir_datetime(text)
+
+
+@pytest.mark.parametrize(
+    ("fields", "occurred", "recorded"),
+    [
+        pytest.param(
+            {
+                "recordedDate": "2010-03-01",
+                "onsetDateTime": "2004",
+                "meta": {"lastUpdated": "2016-05-01T10:00:00Z"},
+            },
+            utc(2010, 3, 1),
+            utc(2016, 5, 1, 10),
+            id="given recordedDate, onset and lastUpdated then recordedDate and lastUpdated",
+        ),
+        pytest.param(
+            {"recordedDate": None, "onsetDateTime": "2004"},
+            utc(2004, 1, 1),
+            utc(2004, 1, 1),
+            id="given only an onset then the onset for both times",
+        ),
+        pytest.param(
+            {"recordedDate": None, "onsetPeriod": {"start": "2003-07"}},
+            utc(2003, 7, 1),
+            utc(2003, 7, 1),
+            id="given only an onset period then its start",
+        ),
+        pytest.param(
+            {"recordedDate": None, "meta": {"lastUpdated": "2016-05-01T10:00:00+02:00"}},
+            utc(2016, 5, 1, 8),
+            utc(2016, 5, 1, 8),
+            id="given only meta.lastUpdated then lastUpdated",
+        ),
+        pytest.param(
+            {"recordedDate": None},
+            FALLBACK,
+            FALLBACK,
+            id="given no time at all then the caller's fallback time",
+        ),
+        pytest.param(
+            {
+                "verificationStatus": status("refuted"),
+                "meta": {"lastUpdated": "2016-05-01T10:00:00Z"},
+            },
+            utc(2016, 5, 1, 10),
+            utc(2016, 5, 1, 10),
+            id="given a refuted record then lastUpdated, the time of the refutation, comes first",
+        ),
+        pytest.param(
+            {"clinicalStatus": status("resolved")},
+            utc(2010, 3, 1),
+            utc(2010, 3, 1),
+            id="given a resolved record without lastUpdated then recordedDate",
+        ),
+    ],
+)
+def test_allergy_times(fields: dict[str, Any], occurred: datetime, recorded: datetime) -> None:
+    (event,) = events_of(changed(PENICILLIN, **fields))
+    assert (event.occurred_at, event.recorded_at) == (occurred, recorded)
+
+
+# MedicationRequest
+
+
+def test_given_a_contained_medication_when_imported_then_its_code_and_the_dosage_text() -> None:
+    payload = only_payload(example("MedicationRequest-medrx0302"))
+    assert payload == MedicationPrescribed(
+        prescription_id="medrx0302",
+        drug="Azithromycin 250mg capsule (product)",
+        codes=(
+            Coding(system=SNOMED, code="324252006", display="Azithromycin 250mg capsule (product)"),
+        ),
+        dose="Two tablets at once",
+        route="Oral Route",
+        note="Patient told to take with food",
+    )
+
+
+@pytest.mark.parametrize(
+    ("resources", "drug", "codes"),
+    [
+        pytest.param(
+            [example("MedicationRequest-medrx0319")],
+            "Zosyn (piperacillin/tazobactam) 4.5gm injection",
+            ((NDC, "0206-8862-02"),),
+            id="given a contained NDC-coded Medication when imported then its display and NDC code",
+        ),
+        pytest.param(
+            [example("MedicationRequest-medrx002"), example("Medication-med0316")],
+            "Chlorthalidone 50mg tablet (product)",
+            ((SNOMED, "317935006"),),
+            id="given Medication/id found in the input set when imported then that Medication",
+        ),
+        pytest.param(
+            [example("MedicationRequest-medrx0308")],
+            "Vicodin 5/500 Oral Tablet",
+            ((RXNORM, "856907"),),
+            id="given an RxNorm medicationCodeableConcept when imported then its display and code",
+        ),
+        pytest.param(
+            [example("MedicationRequest-medrx0322")],
+            "Potassium Chloride / Sodium Chloride 0.9% injectable solution",
+            (),
+            id="given a Medication with ingredients but no code when imported then their names",
+        ),
+        pytest.param(
+            [
+                changed(
+                    example("MedicationRequest-medrx0302"),
+                    medicationReference=None,
+                    medicationCodeableConcept={"text": "amoxicillin 500 mg"},
+                )
+            ],
+            "amoxicillin 500 mg",
+            (),
+            id="given a text-only medication when imported then the text and no codes",
+        ),
+        pytest.param(
+            [
+                {
+                    "resourceType": "Bundle",
+                    "type": "transaction",
+                    "entry": [
+                        {
+                            "fullUrl": "urn:uuid:6b1c0c3a-0000-4000-8000-000000000001",
+                            "resource": changed(
+                                example("Medication-med0316"), id="local-chlorthalidone"
+                            ),
+                        },
+                        {
+                            "fullUrl": "urn:uuid:6b1c0c3a-0000-4000-8000-000000000002",
+                            "resource": changed(
+                                example("MedicationRequest-medrx002"),
+                                medicationReference={
+                                    "reference": "urn:uuid:6b1c0c3a-0000-4000-8000-000000000001"
+                                },
+                            ),
+                        },
+                    ],
+                }
+            ],
+            "Chlorthalidone 50mg tablet (product)",
+            ((SNOMED, "317935006"),),
+            id="given a urn:uuid reference to a bundle entry when imported then that Medication",
+        ),
+    ],
+)
+def test_medication_sources(
+    resources: list[dict[str, Any]], drug: str, codes: tuple[tuple[str, str], ...]
+) -> None:
+    prescribed = [
+        e.payload for e in events_of(*resources) if isinstance(e.payload, MedicationPrescribed)
+    ]
+    assert [(p.drug, tuple((c.system, c.code) for c in p.codes)) for p in prescribed] == [
+        (drug, codes)
+    ]
+
+
+ACTIVE_ORDER = example("MedicationRequest-medrx0332")
+ORDERED = utc(2015, 1, 15)
+
+
+@pytest.mark.parametrize(
+    ("fields", "stop"),
+    [
+        pytest.param({"status": "active"}, None, id="given an active order then no stop"),
+        pytest.param({"status": "on-hold"}, None, id="given an on-hold order then no stop"),
+        pytest.param({"status": "unknown"}, None, id="given status unknown then no stop"),
+        pytest.param(
+            {"status": "stopped"},
+            ("stopped", ORDERED + timedelta(milliseconds=1)),
+            id="given stopped with no end time then a stop 1 ms after the order",
+        ),
+        pytest.param(
+            {"status": "cancelled"},
+            ("cancelled", ORDERED + timedelta(milliseconds=1)),
+            id="given cancelled then a stop with reason cancelled",
+        ),
+        pytest.param(
+            {"status": "entered-in-error"},
+            ("entered-in-error", ORDERED + timedelta(milliseconds=1)),
+            id="given entered-in-error then a stop with reason entered-in-error",
+        ),
+        pytest.param(
+            {"status": "completed", "meta": {"lastUpdated": "2015-02-01T00:00:00Z"}},
+            ("completed", utc(2015, 2, 1)),
+            id="given completed and lastUpdated then stopped at lastUpdated",
+        ),
+        pytest.param(
+            {
+                "status": "completed",
+                "dispenseRequest": {"validityPeriod": {"start": "2015-01-15", "end": "2016-01-15"}},
+            },
+            ("completed", utc(2016, 1, 15)),
+            id="given completed and a validity period then stopped at its end",
+        ),
+        pytest.param(
+            {
+                "status": "completed",
+                "dispenseRequest": {"validityPeriod": {"end": "2016-01-15"}},
+                "meta": {"lastUpdated": "2015-03-01T00:00:00Z"},
+            },
+            ("completed", utc(2015, 3, 1)),
+            id="given a validity end after lastUpdated then capped at lastUpdated",
+        ),
+        pytest.param(
+            {
+                "status": "completed",
+                "dispenseRequest": {"validityPeriod": {"end": "2016-01-15"}},
+                "dosageInstruction": [
+                    {"timing": {"repeat": {"boundsPeriod": {"end": "2015-01-20"}}}},
+                    {"timing": {"repeat": {"boundsPeriod": {"end": "2015-01-25"}}}},
+                ],
+            },
+            ("completed", utc(2015, 1, 25)),
+            id="given dosage bounds then the latest therapy end wins over the validity end",
+        ),
+        pytest.param(
+            {"status": "completed", "dispenseRequest": {"validityPeriod": {"end": "2027-01-01"}}},
+            ("completed", FALLBACK),
+            id="given a validity end after the import and no lastUpdated then the fallback time",
+        ),
+        pytest.param(
+            {"status": "stopped", "meta": {"lastUpdated": "2014-01-01T00:00:00Z"}},
+            ("stopped", ORDERED + timedelta(milliseconds=1)),
+            id="given a lastUpdated before the order then it is not a stop time",
+        ),
+        pytest.param(
+            {"status": "stopped", "statusReason": {"text": "rash"}},
+            ("stopped: rash", ORDERED + timedelta(milliseconds=1)),
+            id="given a status reason then it is part of the stop reason",
+        ),
+    ],
+)
+def test_ended_requests_are_stopped_after_the_order(
+    fields: dict[str, Any], stop: tuple[str, datetime] | None
+) -> None:
+    events = events_of(changed(ACTIVE_ORDER, **fields))
+    assert isinstance(events[0].payload, MedicationPrescribed)
+    assert events[0].payload.prescription_id == "medrx0332"
+    assert events[0].occurred_at == ORDERED
+    if stop is None:
+        assert [e.type for e in events] == [EventType.MEDICATION_PRESCRIBED]
+        return
+    prescribed, stopped = events
+    assert stopped.payload == MedicationStopped(prescription_id="medrx0332", reason=stop[0])
+    assert stopped.occurred_at == stop[1]
+    assert stopped.recorded_at >= prescribed.recorded_at
+    assert (stopped.occurred_at, stopped.recorded_at) > (
+        prescribed.occurred_at,
+        prescribed.recorded_at,
+    )
+    assert stopped.source_ref == prescribed.source_ref == "MedicationRequest/medrx0332"
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        pytest.param(
+            {"intent": "proposal"},
+            "MedicationRequest intent proposal is not a prescription",
+            id="given intent proposal then skipped as not a prescription",
+        ),
+        pytest.param(
+            {"intent": "option"},
+            "MedicationRequest intent option is not a prescription",
+            id="given intent option then skipped as not a prescription",
+        ),
+        pytest.param(
+            {"status": "draft"},
+            "MedicationRequest status draft is not yet a prescription",
+            id="given a draft then skipped as not yet a prescription",
+        ),
+        pytest.param(
+            {"doNotPerform": True},
+            "MedicationRequest doNotPerform: an instruction not to give the drug",
+            id="given doNotPerform then skipped: it forbids the drug",
+        ),
+        pytest.param(
+            {"subject": {"reference": "Group/ward-3"}},
+            "the subject is a Group, not a Patient",
+            id="given a Group subject then skipped",
+        ),
+    ],
+)
+def test_requests_that_are_not_prescriptions_are_skipped_with_a_reason(
+    fields: dict[str, Any], reason: str
+) -> None:
+    result = run(changed(ACTIVE_ORDER, **fields))
+    assert (result.events, result.errors) == ([], [])
+    assert [(s.origin, s.resource_type, s.resource_id, s.reason) for s in result.skipped] == [
+        ("test#0", "MedicationRequest", "medrx0332", reason)
+    ]
+
+
+@pytest.mark.parametrize(
+    "intent",
+    ["order", "original-order", "reflex-order", "filler-order", "instance-order", "plan"],
+)
+def test_given_a_prescribing_intent_when_imported_then_a_prescription(intent: str) -> None:
+    assert [e.type for e in events_of(changed(ACTIVE_ORDER, intent=intent))] == [
+        EventType.MEDICATION_PRESCRIBED
+    ]
+
+
+# Subjects
+
+
+@pytest.mark.parametrize(
+    ("reference", "subject"),
+    [
+        pytest.param("Patient/pat1", "pat1", id="given Patient/id then the id"),
+        pytest.param(
+            "https://ehr.example/fhir/Patient/pat1/_history/3",
+            "pat1",
+            id="given an absolute versioned URL then the id",
+        ),
+        pytest.param(
+            "urn:uuid:0f7a7a4e-1111-4222-8333-944444444444",
+            "0f7a7a4e-1111-4222-8333-944444444444",
+            id="given an unmatched urn:uuid then the uuid",
+        ),
+    ],
+)
+def test_subject_references(reference: str, subject: str) -> None:
+    (event,) = events_of(changed(ACTIVE_ORDER, subject={"reference": reference}))
+    assert event.subject_id == subject
+
+
+def test_given_a_urn_uuid_matching_a_patient_entry_when_imported_then_that_patients_id() -> None:
+    bundle = {
+        "resourceType": "Bundle",
+        "type": "collection",
+        "entry": [
+            {
+                "fullUrl": "urn:uuid:0f7a7a4e-1111-4222-8333-944444444444",
+                "resource": {"resourceType": "Patient", "id": "pat-42"},
+            },
+            {
+                "fullUrl": "urn:uuid:0f7a7a4e-1111-4222-8333-955555555555",
+                "resource": changed(
+                    PENICILLIN,
+                    patient={"reference": "urn:uuid:0f7a7a4e-1111-4222-8333-944444444444"},
+                ),
+            },
+        ],
+    }
+    result = run(bundle)
+    assert [(origin, event.subject_id) for origin, event in result.events] == [
+        ("test#0#entry[1]", "pat-42")
+    ]
+
+
+# Patient -> home country
+
+
+PATIENT = synthea("Patient", "cbc86e51-9eca-3855-76ec-c058f72c5761")
+ASPIRIN_ALLERGY = "AllergyIntolerance/1b2ce4a9-9773-f40f-6692-cb4d1283a9ca"
+
+
+@pytest.mark.parametrize(
+    ("country", "code"),
+    [
+        pytest.param("US", "US", id="given an alpha-2 code then the code"),
+        pytest.param("nl", "NL", id="given a lower-case alpha-2 code then upper case"),
+        pytest.param("USA", "US", id="given an alpha-3 code then alpha-2"),
+        pytest.param("U.S.A.", "US", id="given an abbreviation with dots then alpha-2"),
+        pytest.param("United Kingdom", "GB", id="given an English name then alpha-2"),
+        pytest.param("Atlantis", None, id="given an unknown name then no guess"),
+        pytest.param("XK", None, id="given a code that is not ISO-assigned then no guess"),
+    ],
+)
+def test_country_codes(country: str, code: str | None) -> None:
+    assert country_code(country) == code
+
+
+def test_given_a_synthea_patient_when_imported_then_a_home_country_fact_at_the_fallback_time() -> (
+    None
+):
+    (event,) = events_of(PATIENT)
+    assert event.payload == FactAsserted(key="home_country", value="US")
+    assert (event.subject_id, event.source_ref) == (
+        "cbc86e51-9eca-3855-76ec-c058f72c5761",
+        "Patient/cbc86e51-9eca-3855-76ec-c058f72c5761",
+    )
+    assert (event.sensitivity, event.occurred_at) == (Sensitivity.NORMAL, FALLBACK)
+
+
+def test_given_a_home_address_with_a_period_when_imported_then_the_fact_dates_from_its_start() -> (
+    None
+):
+    addresses = [
+        {"use": "work", "country": "DE"},
+        {"use": "home", "country": "NL", "period": {"start": "2001-04-01"}},
+    ]
+    (event,) = events_of(changed(PATIENT, address=addresses))
+    assert (event.payload, event.occurred_at) == (
+        FactAsserted(key="home_country", value="NL"),
+        utc(2001, 4, 1),
+    )
+
+
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        pytest.param(
+            None,
+            "Patient without an address country: no home_country fact",
+            id="given no address then skipped with a reason",
+        ),
+        pytest.param(
+            [{"city": "Olathe"}],
+            "Patient without an address country: no home_country fact",
+            id="given an address without a country then skipped with a reason",
+        ),
+        pytest.param(
+            [{"country": "Atlantis"}],
+            "Patient address country 'Atlantis' is not an ISO 3166-1 code or name",
+            id="given an unknown country then skipped with the value, never guessed",
+        ),
+    ],
+)
+def test_patients_without_a_usable_country(address: Any, reason: str) -> None:
+    result = run(changed(PATIENT, address=address))
+    assert (result.events, result.errors) == ([], [])
+    assert [s.reason for s in result.skipped] == [reason]
+
+
+# Deterministic ids
+
+
+def test_given_the_same_input_twice_when_imported_then_the_same_event_ids() -> None:
+    resources = [PENICILLIN, example("MedicationRequest-medrx0319"), PATIENT]
+    first, second = events_of(*resources), events_of(*copy.deepcopy(resources))
+    assert [e.event_id for e in first] == [e.event_id for e in second]
+    assert first == second
+    assert len({e.event_id for e in first}) == len(first) == 4
+
+
+@pytest.mark.parametrize(
+    ("variant", "context"),
+    [
+        pytest.param(
+            changed(PENICILLIN, meta={"versionId": "2"}),
+            CONTEXT,
+            id="given a new versionId then new ids",
+        ),
+        pytest.param(
+            changed(PENICILLIN, meta={"lastUpdated": "2016-01-01T00:00:00Z"}),
+            CONTEXT,
+            id="given a new lastUpdated then new ids",
+        ),
+        pytest.param(
+            PENICILLIN,
+            ImportContext(tenant_id="clinic-b", actor="fhir-import", fallback_time=FALLBACK),
+            id="given another tenant then new ids",
+        ),
+    ],
+)
+def test_event_ids_change_with_version_and_tenant(
+    variant: dict[str, Any], context: ImportContext
+) -> None:
+    (original,) = events_of(PENICILLIN)
+    ((_, changed_event),) = run(variant, context=context).events
+    assert changed_event.event_id != original.event_id
+
+
+def test_given_different_fallback_times_when_a_timeless_resource_is_imported_then_new_ids() -> None:
+    later = ImportContext(
+        tenant_id="clinic-a", actor="fhir-import", fallback_time=FALLBACK + timedelta(days=1)
+    )
+    ((_, first),), ((_, second),) = run(PATIENT).events, run(PATIENT, context=later).events
+    assert first.event_id != second.event_id
+
+
+# Unsupported and malformed input
+
+
+def test_given_synthea_resources_of_other_types_when_imported_then_each_is_skipped_with_its_type() -> (
+    None
+):
+    lines = []
+    for resource_type in ("Encounter", "Condition", "Immunization"):
+        with (SYNTHEA / f"{resource_type}.000.ndjson").open(encoding="utf-8") as source:
+            lines.append(source.readline())
+    result = import_fhir(parse_ndjson(lines, "mixed.ndjson"), CONTEXT)
+    assert (result.events, result.errors) == ([], [])
+    assert [(s.origin, s.resource_type, s.reason) for s in result.skipped] == [
+        ("mixed.ndjson:1", "Encounter", "unsupported resource type Encounter"),
+        ("mixed.ndjson:2", "Condition", "unsupported resource type Condition"),
+        ("mixed.ndjson:3", "Immunization", "unsupported resource type Immunization"),
+    ]
+    assert all(s.resource_id for s in result.skipped)
+
+
+@pytest.mark.parametrize(
+    ("name", "reasons"),
+    [
+        pytest.param(
+            "DetectedIssue-ddi",
+            ["unsupported resource type DetectedIssue"],
+            id="given a DetectedIssue then skipped as unsupported",
+        ),
+        pytest.param(
+            "List-current-allergies",
+            ["unsupported resource type List"],
+            id="given a List then skipped as unsupported",
+        ),
+        pytest.param(
+            "Medication-med0316",
+            ["Medication: no event of its own (it resolves MedicationRequest references)"],
+            id="given a Medication then skipped: it only resolves references",
+        ),
+        pytest.param(
+            "Patient-example",
+            ["Patient without an address country: no home_country fact"],
+            id="given a Patient without a country then skipped with a reason",
+        ),
+        pytest.param(
+            "Bundle-bundle-request-medsallergies",
+            ["bundle entry without a resource (request or response only)"] * 5,
+            id="given a batch Bundle of requests only then each entry is skipped",
+        ),
+    ],
+)
+def test_official_examples_without_events_are_skipped_with_reasons(
+    name: str, reasons: list[str]
+) -> None:
+    text = (EXAMPLES / f"{name}.json").read_text(encoding="utf-8")
+    result = import_fhir(parse_json_document(text, f"{name}.json"), CONTEXT)
+    assert (result.events, result.errors) == ([], [])
+    assert [s.reason for s in result.skipped] == reasons
+
+
+def test_given_a_bundle_when_skipped_then_origins_name_the_entry() -> None:
+    text = (EXAMPLES / "Bundle-bundle-request-medsallergies.json").read_text(encoding="utf-8")
+    result = import_fhir(parse_json_document(text, "b.json"), CONTEXT)
+    assert [s.origin for s in result.skipped] == [f"b.json#entry[{n}]" for n in range(5)]
+
+
+def test_given_a_missing_medication_reference_when_imported_then_an_error_not_a_prescription() -> (
+    None
+):
+    result = import_fhir(
+        parse_json_document(
+            (EXAMPLES / "MedicationRequest-medrx002.json").read_text(encoding="utf-8"), "rx.json"
+        ),
+        CONTEXT,
+    )
+    assert (result.events, result.skipped) == ([], [])
+    assert [(e.origin, e.reason, e.message) for e in result.errors] == [
+        (
+            "rx.json",
+            "unresolved_reference",
+            "MedicationRequest/medrx002: Medication/med0316 is not among the imported resources",
+        )
+    ]
+
+
+def _without(resource: dict[str, Any], *path: str) -> dict[str, Any]:
+    result = copy.deepcopy(resource)
+    holder = result
+    for key in path[:-1]:
+        holder = holder[key]
+    del holder[path[-1]]
+    return result
+
+
+@pytest.mark.parametrize(
+    ("line", "reason", "message"),
+    [
+        pytest.param(
+            "{not json", "malformed_json", "not JSON", id="given broken JSON then an error"
+        ),
+        pytest.param(
+            "[1, 2]", "not_a_resource", "resourceType", id="given a JSON array then not a resource"
+        ),
+        pytest.param(
+            json.dumps({"id": "x"}),
+            "not_a_resource",
+            "resourceType",
+            id="given an object without resourceType then not a resource",
+        ),
+        pytest.param(
+            json.dumps(_without(PENICILLIN, "id")),
+            "missing_field",
+            "id is missing",
+            id="given an allergy without an id then missing field",
+        ),
+        pytest.param(
+            json.dumps(_without(PENICILLIN, "patient")),
+            "missing_field",
+            "AllergyIntolerance/medication: patient",
+            id="given an allergy without a patient then missing field",
+        ),
+        pytest.param(
+            json.dumps(_without(PENICILLIN, "code")),
+            "missing_field",
+            "AllergyIntolerance/medication: code",
+            id="given an allergy without a substance code then missing field",
+        ),
+        pytest.param(
+            json.dumps(changed(PENICILLIN, criticality="medium")),
+            "invalid_value",
+            "criticality 'medium' is not one of high, low, unable-to-assess",
+            id="given an unknown criticality then invalid value",
+        ),
+        pytest.param(
+            json.dumps(changed(PENICILLIN, recordedDate="2010-03-01T10:00:00")),
+            "invalid_value",
+            "recordedDate",
+            id="given a time without a zone then invalid value",
+        ),
+        pytest.param(
+            json.dumps(_without(ACTIVE_ORDER, "medicationReference")),
+            "missing_field",
+            "medication[x]",
+            id="given a request without a medication then missing field",
+        ),
+        pytest.param(
+            json.dumps(changed(ACTIVE_ORDER, medicationReference={"reference": "#nowhere"})),
+            "unresolved_reference",
+            "contained Medication #nowhere not found",
+            id="given a missing contained medication then unresolved reference",
+        ),
+        pytest.param(
+            json.dumps(changed(ACTIVE_ORDER, status="paused")),
+            "invalid_value",
+            "status 'paused'",
+            id="given an unknown request status then invalid value",
+        ),
+        pytest.param(
+            json.dumps({"resourceType": "Bundle", "entry": {"resource": PENICILLIN}}),
+            "invalid_value",
+            "Bundle.entry is not a list",
+            id="given a Bundle whose entry is not a list then invalid value",
+        ),
+        pytest.param(
+            json.dumps(changed(PENICILLIN, patient={"reference": "Patient/ "})),
+            "invalid_value",
+            "patient.reference",
+            id="given a reference without an id then invalid value",
+        ),
+    ],
+)
+def test_malformed_input_is_an_error_with_its_origin(line: str, reason: str, message: str) -> None:
+    good = json.dumps(PENICILLIN)
+    result = import_fhir(parse_ndjson([good, "", line, good], "file.ndjson"), CONTEXT)
+    assert [(e.origin, e.reason) for e in result.errors] == [("file.ndjson:3", reason)]
+    assert message in result.errors[0].message
+    assert [origin for origin, _ in result.events] == ["file.ndjson:1", "file.ndjson:4"]
+
+
+def test_given_a_whole_synthea_file_when_imported_then_every_line_is_accounted_for() -> None:
+    with (SYNTHEA / "AllergyIntolerance.000.ndjson").open(encoding="utf-8") as lines:
+        result = import_fhir(parse_ndjson(lines, "AllergyIntolerance.000.ndjson"), CONTEXT)
+    assert (result.skipped, result.errors) == ([], [])
+    assert [origin for origin, _ in result.events] == [
+        f"AllergyIntolerance.000.ndjson:{n}" for n in range(1, 12)
+    ]
+    aspirin = next(e for _, e in result.events if e.source_ref == ASPIRIN_ALLERGY)
+    assert isinstance(aspirin.payload, AllergyRecorded)
+    assert aspirin.payload.substance == "Aspirin"
+    assert aspirin.occurred_at == utc(1996, 12, 27, 9, 21, 52)
