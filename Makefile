@@ -27,7 +27,7 @@ format: setup ## Apply ruff fixes and formatting
 	$(BIN)/ruff format .
 
 typecheck: setup ## mypy --strict
-	$(BIN)/mypy schemas projections rules streams
+	$(BIN)/mypy schemas projections rules streams benchmarks scripts
 
 test: lint typecheck ## Everything CI runs: static checks, unit, contract, component and integration tests (starts its own Kafka)
 	$(BIN)/pytest
@@ -39,7 +39,7 @@ bench: setup ## Benchmarks (print figures; not tests)
 	$(BIN)/python -m benchmarks.replay_throughput
 
 demo: setup ## The main job on embedded defaults (sample events, state, alerts)
-	$(BIN)/uac replay --file examples/events.ndjson
+	$(BIN)/uac demo
 
 clean: ## Remove local state (.uac) and caches
 	rm -rf .uac .mypy_cache .ruff_cache .hypothesis

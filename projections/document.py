@@ -245,7 +245,9 @@ def checkpoint_of(state: UserState, policy: FoldPolicy = DEFAULT_POLICY) -> Stat
     )
 
 
-def state_from_checkpoint(checkpoint: StateCheckpoint, policy: FoldPolicy = DEFAULT_POLICY) -> UserState:
+def state_from_checkpoint(
+    checkpoint: StateCheckpoint, policy: FoldPolicy = DEFAULT_POLICY
+) -> UserState:
     """The exact state a checkpoint was taken from; refuses one that does not match its hash."""
     document = json.loads(checkpoint.state_json)
     return state_from_document(document, expected_hash=checkpoint.state_hash, policy=policy)

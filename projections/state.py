@@ -248,7 +248,9 @@ def evolve(state: UserState, event: Event, policy: FoldPolicy = DEFAULT_POLICY) 
         kind, claim_key = address
         field = _FIELDS[kind]
         timelines: Timelines = getattr(state, field)
-        timeline = with_member(timelines.get(claim_key), event, step_for(kind, policy), retracted=retracted)
+        timeline = with_member(
+            timelines.get(claim_key), event, step_for(kind, policy), retracted=retracted
+        )
         update[field] = timelines.set(claim_key, timeline)
     return _next(state, update)
 

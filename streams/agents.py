@@ -96,5 +96,5 @@ async def handle_batch(pipeline: Pipeline, processor: BatchProcessor, batch: Seq
     try:
         await publish(pipeline, output, now)
         await store(pipeline, output)
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 (any failure must stop before a commit)
         fail_stop(error)

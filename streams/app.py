@@ -42,6 +42,8 @@ def create_app(settings: Settings, bootstrap: str) -> Pipeline:
         consumer_auto_offset_reset="earliest",
         producer_linger=0.005,
         broker_commit_interval=1.0,
+        broker_session_timeout=settings.session_timeout_seconds,
+        broker_heartbeat_interval=settings.session_timeout_seconds / 4,
         web_enabled=False,
         processing_guarantee="at_least_once",
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+from collections import Counter
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from projections.document import state_document, state_from_checkpoint
 from projections.gate import GateContext
@@ -21,12 +24,16 @@ from rules.knowledge.report import check_drug as judge_drug
 from schemas.codec import alert_codec
 from streams import local_kafka
 from streams.alert_output import alert_json, print_alerts
-from streams.event_files import read_ndjson_file
+from streams.analytics import QueryFailed, QueryRefused, TenantRequired, open_query_client
+from streams.demo import run_demo
+from streams.event_files import LineError, read_ndjson_file
+from streams.fhir_files import read_fhir_files
 from streams.kafka_address import bootstrap_servers
 from streams.publisher import EventPublisher, NotSent, Published
 from streams.rebuild import checkpoint_of_subject, differences, latest_checkpoints, rebuild_states
 from streams.replay_report import print_human, print_json, print_line_errors
 from streams.settings import Settings
+from streams.sink import serve_sink
 from streams.tenants import load_gate_policy
 from streams.topic_reader import follow_topic, read_topic
 from streams.topics import Topics
@@ -43,9 +50,45 @@ err = Console(stderr=True, soft_wrap=True)
 
 class InputFormat(StrEnum):
     NDJSON = "ndjson"
+    FHIR = "fhir"
 
 
-READERS = {InputFormat.NDJSON: read_ndjson_file}
+class AlertFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    FHIR = "fhir"
+
+
+FormatOption = Annotated[
+    InputFormat,
+    typer.Option(
+        "--format", help="ndjson: UaC events; fhir: FHIR R4 Bundles/resources/bulk NDJSON."
+    ),
+]
+TenantOption = Annotated[
+    str, typer.Option("--tenant", help="Tenant of FHIR input (events carry their own).")
+]
+ActorOption = Annotated[str, typer.Option("--actor", help="Actor that FHIR input is published as.")]
+
+
+def read_events(
+    paths: list[Path], input_format: InputFormat, tenant: str, actor: str
+) -> tuple[list[Submitted], list[LineError]]:
+    """Events and per-record errors from files; FHIR skips are reported, never silent."""
+    if input_format is InputFormat.NDJSON:
+        submitted: list[Submitted] = []
+        errors: list[LineError] = []
+        for path in paths:
+            found, problems = read_ndjson_file(path)
+            submitted.extend(found)
+            errors.extend(problems)
+        return submitted, errors
+    submitted, errors, skipped = read_fhir_files(
+        paths, tenant_id=tenant, actor=actor, fallback_time=datetime.now(UTC)
+    )
+    for reason, count in sorted(Counter(skip.reason for skip in skipped).items()):
+        err.print(f"skipped {count} resource(s): {reason}")
+    return submitted, errors
 
 
 @app.callback()
@@ -92,21 +135,60 @@ def worker(
 
 
 @app.command()
+def sink(
+    port: Annotated[
+        int, typer.Option(help="HTTP port for /query, /health, /metrics (0 = any free).")
+    ] = 0,
+) -> None:
+    """Run the ClickHouse sink: accepted events, decisions, alerts, checkpoints -> ClickHouse."""
+    serve_sink(Settings(), http_port=port)
+
+
+@app.command()
+def query(
+    sql: Annotated[
+        str, typer.Argument(help="ClickHouse SQL over the analyst relations (see docs/analyst.md).")
+    ],
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant whose data the query may see.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print {columns, rows} as JSON.")] = False,
+) -> None:
+    """Run an analyst query scoped to one tenant (works while the pipeline runs or is stopped)."""
+    try:
+        with open_query_client(Settings()) as client:
+            result = client.query(sql, tenant)
+    except (QueryRefused, TenantRequired, QueryFailed) as error:
+        err.print(f"[red]refused[/red]: {error}")
+        raise typer.Exit(code=2) from None
+    if as_json:
+        out.out(json.dumps(result.to_json(), ensure_ascii=False), highlight=False)
+        return
+    table = Table()
+    for column in result.columns:
+        table.add_column(column)
+    for row in result.rows:
+        table.add_row(*(str(value) for value in row))
+    out.print(table)
+
+
+@app.command()
+def demo() -> None:
+    """The main job on embedded defaults: local Kafka, worker and sink, the sample events,
+    alerts and analyst answers; stops everything it started."""
+    run_demo(out)
+
+
+@app.command()
 def publish(
     files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, help="Event files.")],
-    input_format: Annotated[
-        InputFormat, typer.Option("--format", help="Input format.")
-    ] = InputFormat.NDJSON,
+    input_format: FormatOption = InputFormat.NDJSON,
+    tenant: TenantOption = "clinic-a",
+    actor: ActorOption = "fhir-import",
 ) -> None:
     """Validate events against the registered Avro schema and publish them (one result each)."""
     settings = Settings()
-    batch: list[Submitted] = []
-    failed = 0
-    for path in files:
-        submitted, errors = READERS[input_format](path)
-        print_line_errors(errors, err)
-        failed += len(errors)
-        batch.extend(submitted)
+    batch, errors = read_events(files, input_format, tenant, actor)
+    print_line_errors(errors, err)
+    failed = len(errors)
 
     async def send() -> list[Published | NotSent]:
         async with EventPublisher(
@@ -188,10 +270,15 @@ def state(
 
 @app.command()
 def replay(
-    file: Annotated[
-        Path | None,
-        typer.Option("--file", exists=True, dir_okay=False, help="Events, one JSON per line."),
+    files: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--file", exists=True, dir_okay=False, help="Event file(s); repeat for several."
+        ),
     ] = None,
+    input_format: FormatOption = InputFormat.NDJSON,
+    tenant: TenantOption = "clinic-a",
+    actor: ActorOption = "fhir-import",
     from_kafka: Annotated[
         bool,
         typer.Option("--from-kafka", help="Rebuild from the accepted-events topic and compare."),
@@ -200,16 +287,17 @@ def replay(
 ) -> None:
     """Fold events through gate + fold + rules (--file), or rebuild every subject from Kafka and
     compare its state_hash with the live state (--from-kafka)."""
-    if (file is None) == (not from_kafka):
+    if bool(files) == from_kafka:
         err.print("give exactly one of --file FILE or --from-kafka")
         raise typer.Exit(code=2)
-    if file is not None:
-        _replay_file(file, as_json)
+    if files:
+        submitted, errors = read_events(files, input_format, tenant, actor)
+        _replay_events(submitted, errors, as_json)
     else:
         _replay_from_kafka(as_json)
 
 
-def _replay_file(file: Path, as_json: bool) -> None:
+def _replay_events(submitted: list[Submitted], errors: list[LineError], as_json: bool) -> None:
     settings = Settings()
     policy = load_gate_policy(
         settings.tenants_file,
@@ -223,7 +311,6 @@ def _replay_file(file: Path, as_json: bool) -> None:
             now=now, policy=policy, encoded_size=item.encoded_size, claim_owners=owners
         )
 
-    submitted, errors = read_ndjson_file(file)
     results = replay_batch(submitted, context_for, default_rules(load_bundled_knowledge()))
     print_line_errors(errors, err)
     (print_json if as_json else print_human)(results, out)
@@ -278,6 +365,7 @@ def check_drug(
 
 
 def main() -> None:
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)
     app()
 
 

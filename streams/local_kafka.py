@@ -555,6 +555,11 @@ def _port_accepts(port: int) -> bool:
         return False
 
 
+READINESS_GROUP = "uac-local-kafka-readiness"
+"""Describing a consumer group needs the group coordinator, whose __consumer_offsets topic a
+fresh broker creates on first use: a broker is ready only once groups can work."""
+
+
 async def _broker_ids(bootstrap: str) -> list[int]:
     from aiokafka.admin import AIOKafkaAdminClient
 
@@ -566,6 +571,7 @@ async def _broker_ids(bootstrap: str) -> list[int]:
     try:
         await admin.start()
         cluster = await admin.describe_cluster()
+        await admin.describe_consumer_groups([READINESS_GROUP])
     finally:
         await admin.close()
     return [int(broker["node_id"]) for broker in cluster["brokers"]]
@@ -581,7 +587,7 @@ def _answers_metadata(bootstrap: str) -> bool:
         future = pool.submit(asyncio.run, _broker_ids(bootstrap))
         try:
             return NODE_ID in future.result(timeout=PROBE_TIMEOUT_S * 3)
-        except Exception:  # any failure just means "not ready yet"
+        except Exception:  # noqa: BLE001 (any failure just means "not ready yet")
             return False
 
 

@@ -56,9 +56,12 @@ class BatchOutput:
     states: dict[str, UserState] = field(default_factory=dict)
 
 
-def decision_id(message: Incoming) -> UUID:
-    """The same message (topic, partition, offset) always gets the same decision id."""
-    return uuid5(DECISION_NAMESPACE, f"{message.topic}/{message.partition}/{message.offset}")
+def decision_id(message: Incoming, outcome: GateOutcome, reasons: Sequence[str] = ()) -> UUID:
+    """Deciding the same message (topic, partition, offset) the same way gives the same id, so a
+    redelivery is idempotent; a different decision about it (the duplicate_event_id rejection of
+    an accepted event that is redelivered after a crash) is a decision of its own."""
+    where = f"{message.topic}/{message.partition}/{message.offset}"
+    return uuid5(DECISION_NAMESPACE, f"{where}/{outcome.value}/{','.join(reasons)}")
 
 
 def message_sha256(message: Incoming) -> str:
@@ -80,10 +83,11 @@ def rejection(
     event: Event | None = None,
 ) -> GateDecision:
     tenant, subject = (event.tenant_id, event.subject_id) if event else _split_key(message)
+    codes = tuple(reason.value for reason in reasons)
     return GateDecision(
-        decision_id=decision_id(message),
+        decision_id=decision_id(message, GateOutcome.REJECTED, codes),
         outcome=GateOutcome.REJECTED,
-        reasons=tuple(reason.value for reason in reasons),
+        reasons=codes,
         detail=detail,
         event_id=event.id if event else None,
         tenant_id=tenant,
@@ -124,7 +128,7 @@ class BatchProcessor:
         for message in messages:
             try:
                 self._process_one(message, load_state, now, is_erased, output)
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 (a bug must quarantine, never lose)
                 detail = (
                     f"processing failed with {type(error).__name__}; the message is kept in the log"
                 )
@@ -174,6 +178,8 @@ class BatchProcessor:
             return
         output.states[event.key] = outcome.after
         output.accepted.append(
-            AcceptedEvent(event.key, message.value, event, decision_id(message), message)
+            AcceptedEvent(
+                event.key, message.value, event, decision_id(message, GateOutcome.ACCEPTED), message
+            )
         )
         output.alerts.extend(outcome.alerts)

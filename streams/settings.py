@@ -36,6 +36,9 @@ class Settings(BaseSettings):
     batch_seconds: float = Field(default=0.2, gt=0)
     sink_batch_rows: int = Field(default=10_000, ge=1)
     sink_batch_seconds: float = Field(default=1.0, gt=0)
+    session_timeout_seconds: float = Field(
+        default=10.0, gt=1, description="How soon a dead worker's partitions move to another."
+    )
     max_future_skew_seconds: int = 300
     max_event_bytes: int = 64 * 1024
 

@@ -20,6 +20,7 @@ from schemas.alerts import Alert
 from schemas.codec import alert_codec, decision_codec, event_codec
 from schemas.decisions import GateDecision
 from schemas.events import Event
+from streams.analytics import SinkUnavailable, query_via_sink
 from streams.publisher import EventPublisher
 from streams.topic_reader import read_topic
 from streams.topics import Topics
@@ -131,6 +132,13 @@ class Pipeline:
     def quarantined(self) -> list[GateDecision]:
         codec = decision_codec()
         return [codec.decode(r.value) for r in self.read(self.topics.quarantine)]
+
+    def clickhouse(self, sql: str, tenant: str) -> list[list[Any]]:
+        """Rows of an analyst query, through the running sink (0 rows while it starts)."""
+        try:
+            return query_via_sink(self.home, sql, tenant).rows
+        except SinkUnavailable:
+            return []
 
     def alerts(self) -> list[Alert]:
         codec = alert_codec()

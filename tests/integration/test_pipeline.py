@@ -52,19 +52,50 @@ def alert_pairs(alerts: list[Alert]) -> list[tuple[str, str]]:
     return sorted({(str(a.alert_id), a.status.value) for a in alerts})
 
 
-def test_given_events_of_several_tenants_then_every_expected_alert_with_the_expected_ids(
+def history(pipeline: Pipeline, tenant: str) -> tuple[int, int, int]:
+    """(event rows, distinct event ids, accepted decisions) in ClickHouse for a tenant."""
+    rows = pipeline.clickhouse(
+        "SELECT (SELECT count() FROM events), (SELECT uniqExact(event_id) FROM events),"
+        " (SELECT countIf(outcome = 'accepted') FROM gate_decisions)",
+        tenant,
+    )
+    return (int(rows[0][0]), int(rows[0][1]), int(rows[0][2])) if rows else (0, 0, 0)
+
+
+def per_tenant(events: list[Event]) -> Counter[str]:
+    return Counter(event.tenant_id for event in events)
+
+
+def wait_for_history(pipeline: Pipeline, events: list[Event]) -> None:
+    """Every event exactly once in ClickHouse, with its accepted decision, per tenant."""
+    for tenant, count in per_tenant(events).items():
+        found = wait_for(
+            lambda t=tenant: history(pipeline, t),
+            lambda h, c=count: h[2] >= c,
+            what=f"{tenant} rows",
+        )
+        assert found == (count, count, count), tenant
+
+
+def test_given_events_of_several_tenants_then_every_expected_alert_and_every_event_once_in_clickhouse(
     pipeline: Pipeline,
 ) -> None:
     events = sample_events()
     expected = expected_alerts(events)
     assert len(expected) >= 5
-    pipeline.start("worker")
+    assert len(per_tenant(events)) == 3
+    pipeline.start("worker", "--loglevel", "info")
+    pipeline.start("sink")
     pipeline.publish(events)
     alerts = wait_for(pipeline.alerts, lambda found: len(found) >= len(expected), what="alerts")
     assert alert_pairs(alerts) == expected
     assert len({a.lifecycle_id for a in alerts}) == len(alerts)
     accepted = wait_for(pipeline.accepted, lambda found: len(found) == len(events), what="accepted")
     assert sorted(e.id for e in accepted) == sorted(e.id for e in events)
+    wait_for_history(pipeline, events)
+    clinic_a = [a for a in alerts if a.tenant_id == "clinic-a"]
+    rows = pipeline.clickhouse("SELECT count(), uniqExact(lifecycle_id) FROM alerts", "clinic-a")
+    assert [int(v) for v in rows[0]] == [len(clinic_a), len(clinic_a)]
 
 
 def _invalid_record_bytes(event: Event) -> bytes:
@@ -88,7 +119,7 @@ def test_given_bad_messages_then_quarantine_records_with_reasons_while_valid_eve
     wrong_key = make_event("PreferenceStated", "wrong-key")
     codec = event_codec()
     key = good.key.encode()
-    pipeline.start("worker")
+    pipeline.start("worker", "--loglevel", "info")
     pipeline.publish_raw(
         [
             (key, b"not avro at all"),
@@ -99,6 +130,7 @@ def test_given_bad_messages_then_quarantine_records_with_reasons_while_valid_eve
             (key, codec.encode(good)),
         ]
     )
+    pipeline.start("sink")
     decisions = wait_for(pipeline.quarantined, lambda found: len(found) >= 5, what="quarantine")
     reasons = Counter(reason for decision in decisions for reason in decision.reasons)
     assert reasons == Counter(
@@ -114,21 +146,29 @@ def test_given_bad_messages_then_quarantine_records_with_reasons_while_valid_eve
     assert all("7.5" not in d.detail for d in decisions)
     accepted = wait_for(pipeline.accepted, lambda found: len(found) == 1, what="the valid event")
     assert [e.id for e in accepted] == [good.id]
+    recorded = wait_for(
+        lambda: pipeline.clickhouse(
+            "SELECT outcome, reasons FROM gate_decisions ORDER BY outcome", "clinic-a"
+        ),
+        lambda rows: len(rows) >= 6,
+        what="decisions in ClickHouse",
+    )
+    assert sorted(r[1][0] for r in recorded if r[0] == "rejected") == sorted(reasons)
+    assert [r for r in recorded if r[0] == "accepted"] == [["accepted", []]]
 
 
 def test_given_the_same_events_published_twice_then_no_duplicates_anywhere(
     pipeline: Pipeline,
 ) -> None:
     events = sample_events()
-    pipeline.start("worker")
+    pipeline.start("worker", "--loglevel", "info")
+    pipeline.start("sink")
     pipeline.publish(events)
-    first_alerts = wait_for(
-        pipeline.alerts, lambda f: len(f) >= len(expected_alerts(events)), what="alerts"
-    )
+    expected = expected_alerts(events)
+    first_alerts = wait_for(pipeline.alerts, lambda f: len(f) >= len(expected), what="alerts")
+    wait_for_history(pipeline, events)
     pipeline.publish(events)
-    duplicates = wait_for(
-        pipeline.quarantined, lambda f: len(f) >= len(events), what="duplicate decisions"
-    )
+    duplicates = wait_for(pipeline.quarantined, lambda f: len(f) >= len(events), what="duplicates")
     assert Counter(r for d in duplicates for r in d.reasons) == Counter(
         {"duplicate_event_id": len(events)}
     )
@@ -136,6 +176,15 @@ def test_given_the_same_events_published_twice_then_no_duplicates_anywhere(
     assert sorted(a.lifecycle_id for a in pipeline.alerts()) == sorted(
         a.lifecycle_id for a in first_alerts
     )
+    clinic_a = per_tenant(events)["clinic-a"]
+    wait_for(
+        lambda: pipeline.clickhouse(
+            "SELECT count() FROM gate_decisions WHERE outcome = 'rejected'", "clinic-a"
+        ),
+        lambda rows: bool(rows) and int(rows[0][0]) == clinic_a,
+        what="the duplicate decisions in ClickHouse",
+    )
+    wait_for_history(pipeline, events)
 
 
 def _allergy_then_drugs(count: int) -> tuple[list[Event], list[Event]]:
@@ -169,7 +218,8 @@ def test_given_a_worker_restart_mid_stream_then_state_is_recovered_and_nothing_i
     pipeline: Pipeline, stop_signal: int
 ) -> None:
     allergies, drugs = _allergy_then_drugs(40)
-    worker = pipeline.start("worker")
+    pipeline.start("sink")
+    worker = pipeline.start("worker", "--loglevel", "info")
     pipeline.publish(allergies)
     wait_for(
         pipeline.accepted,
@@ -178,7 +228,7 @@ def test_given_a_worker_restart_mid_stream_then_state_is_recovered_and_nothing_i
     )
     worker.stop(stop_signal)
     pipeline.publish(drugs)
-    pipeline.start("worker")
+    pipeline.start("worker", "--loglevel", "info")
     alerts = wait_for(
         pipeline.alerts, lambda found: len({a.alert_id for a in found}) >= len(drugs), what="alerts"
     )
@@ -192,3 +242,4 @@ def test_given_a_worker_restart_mid_stream_then_state_is_recovered_and_nothing_i
     result = pipeline.uac("replay", "--from-kafka", "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout) == {"subjects": 40, "differences": []}
+    wait_for_history(pipeline, allergies + drugs)

@@ -16,10 +16,16 @@ runner = CliRunner()
 
 def _replay_json(path: Path) -> tuple[int, list[dict], str]:
     result = runner.invoke(app, ["replay", "--file", str(path), "--json"])
-    return result.exit_code, [json.loads(line) for line in result.stdout.splitlines() if line], result.stderr
+    return (
+        result.exit_code,
+        [json.loads(line) for line in result.stdout.splitlines() if line],
+        result.stderr,
+    )
 
 
-def test_given_the_sample_when_replayed_as_json_then_one_object_per_subject_with_the_contract_keys() -> None:
+def test_given_the_sample_when_replayed_as_json_then_one_object_per_subject_with_the_contract_keys() -> (
+    None
+):
     code, subjects, _ = _replay_json(SAMPLE)
     assert code == 0
     assert [(s["tenant_id"], s["subject_id"]) for s in subjects] == [
@@ -65,7 +71,10 @@ def test_given_bad_lines_then_each_is_reported_with_its_line_number_and_the_rest
     del missing_field["payload"][next(iter(missing_field["payload"]))]
     path = tmp_path / "mixed.ndjson"
     path.write_text(
-        "\n".join([good[0], "{not json", json.dumps(unknown_type), json.dumps(missing_field), good[2]]) + "\n",
+        "\n".join(
+            [good[0], "{not json", json.dumps(unknown_type), json.dumps(missing_field), good[2]]
+        )
+        + "\n",
         encoding="utf-8",
     )
     code, subjects, stderr = _replay_json(path)
@@ -77,7 +86,9 @@ def test_given_bad_lines_then_each_is_reported_with_its_line_number_and_the_rest
     assert sum(s["state"]["version"] for s in subjects) == 2
 
 
-def test_given_a_rejected_event_then_the_exit_code_says_so_and_the_reason_is_shown(tmp_path: Path) -> None:
+def test_given_a_rejected_event_then_the_exit_code_says_so_and_the_reason_is_shown(
+    tmp_path: Path,
+) -> None:
     line = json.loads(SAMPLE.read_text(encoding="utf-8").splitlines()[0]) | {"actor": "intruder"}
     path = tmp_path / "rejected.ndjson"
     path.write_text(json.dumps(line) + "\n", encoding="utf-8")

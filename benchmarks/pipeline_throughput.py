@@ -1,0 +1,276 @@
+"""End-to-end figures for the streaming pipeline, in one run, on a broker this script starts:
+
+1. sustained events/s end to end (publish -> gate -> fold/rules -> alerts + ClickHouse rows) for
+   one worker and one sink, from pre-published events;
+2. the same for a naive Faust agent that only updates a table per event (the baseline);
+3. p50/p99 publish -> alert latency while events arrive at 1,000 events/s.
+
+Timestamps are Kafka record timestamps (set by the producing process on this machine) and the
+sink's `ingested_at`; nothing here is a test. Run: `python -m benchmarks.pipeline_throughput`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from benchmarks.synthetic import subject_events
+from schemas.codec import alert_codec, event_codec
+from schemas.events import Event
+from streams import local_kafka
+from streams.analytics import query_via_sink
+from streams.topic_reader import read_topic
+from streams.topics import Topics, TopicSpec, ensure_topics
+
+PARTITIONS = 4
+EVENTS = int(os.environ.get("UAC_BENCH_EVENTS", "20000"))
+RATE = 1000
+LATENCY_SECONDS = 15
+
+
+def workload(count: int) -> list[Event]:
+    rng = random.Random(11)
+    per_subject = 10
+    streams = [
+        list(
+            subject_events(
+                rng, "clinic-a", f"bench-{n}", per_subject, n * per_subject, late_share=0.0
+            )
+        )
+        for n in range(count // per_subject)
+    ]
+    return [
+        event.model_copy(update={"actor": "ehr-adapter"})
+        for index in range(per_subject)
+        for stream in streams
+        for event in [stream[index]]
+    ]
+
+
+async def publish(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]]) -> list[int]:
+    """Send everything; return each record's timestamp (ms)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value=value, key=key) for key, value in messages]
+        return [(await future).timestamp for future in futures]
+    finally:
+        await producer.stop()
+
+
+def spawn(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as output:
+        return subprocess.Popen(
+            command, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def wait_until(measure: Callable[[], int], target: int, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while measure() < target:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only {measure()} of {target} after {timeout} s")
+        time.sleep(1)
+
+
+def records(bootstrap: str, topic: str) -> list[Any]:
+    return asyncio.run(read_topic(bootstrap, topic))
+
+
+def baseline(bootstrap: str, workdir: Path, messages: list[tuple[bytes, bytes]]) -> float:
+    topic = "naive.events"
+    asyncio.run(ensure_topics(bootstrap, (TopicSpec(topic, PARTITIONS),)))
+    asyncio.run(publish(bootstrap, topic, messages))
+    process = spawn(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.naive_agent",
+            bootstrap,
+            topic,
+            "naive",
+            str(PARTITIONS),
+        ],
+        os.environ.copy(),
+        workdir / "naive.log",
+    )
+    try:
+        changelog = "naive-counts-changelog"
+        wait_until(
+            lambda: len(records(bootstrap, changelog)) if _exists(bootstrap, changelog) else 0,
+            len(messages),
+        )
+        stamps: list[int] = [r.timestamp for r in records(bootstrap, changelog)]
+    finally:
+        stop(process)
+    return len(messages) / ((max(stamps) - min(stamps)) / 1000)
+
+
+def _exists(bootstrap: str, topic: str) -> bool:
+    try:
+        records(bootstrap, topic)
+    except LookupError:
+        return False
+    return True
+
+
+def pipeline_env(bootstrap: str, home: Path, prefix: str) -> dict[str, str]:
+    return os.environ | {
+        "UAC_HOME": str(home),
+        "UAC_KAFKA_BOOTSTRAP": bootstrap,
+        "UAC_TOPIC_PREFIX": prefix,
+        "UAC_APP_ID": f"uac-{prefix.strip('.')}",
+        "UAC_PARTITIONS": str(PARTITIONS),
+    }
+
+
+def ingested(home: Path) -> int:
+    try:
+        return int(query_via_sink(home, "SELECT count() FROM events", "clinic-a").rows[0][0])
+    except Exception:  # noqa: BLE001 (the sink may still be starting)
+        return 0
+
+
+def end_to_end(
+    bootstrap: str, workdir: Path, messages: list[tuple[bytes, bytes]]
+) -> tuple[float, float]:
+    home, topics = workdir / "pipeline", Topics("bench.", PARTITIONS)
+    asyncio.run(ensure_topics(bootstrap, topics.specs()))
+    asyncio.run(publish(bootstrap, topics.events, messages))
+    env = pipeline_env(bootstrap, home, "bench.")
+    home.mkdir(parents=True)
+    worker = spawn([sys.executable, "-m", "streams.cli", "worker"], env, workdir / "worker.log")
+    sink = spawn([sys.executable, "-m", "streams.cli", "sink"], env, workdir / "sink.log")
+    try:
+        wait_until(lambda: ingested(home), len(messages))
+        accepted = [r.timestamp for r in records(bootstrap, topics.accepted)]
+        last_row = query_via_sink(home, "SELECT max(ingested_at) FROM events", "clinic-a").rows[0][
+            0
+        ]
+    finally:
+        stop(sink)
+        stop(worker)
+    first = min(accepted) / 1000
+    last = datetime.fromisoformat(str(last_row)).replace(tzinfo=UTC).timestamp()
+    worker_only = len(messages) / ((max(accepted) - min(accepted)) / 1000)
+    return len(messages) / (last - first), worker_only
+
+
+def conflict_pairs(count: int) -> list[tuple[Event, Event]]:
+    from tests.factories import make_event
+
+    now = datetime.now(UTC) - timedelta(hours=1)
+    return [
+        (
+            make_event("AllergyRecorded", f"lat-a-{n}", subject=f"lat-{n}", at=now),
+            make_event(
+                "MedicationPrescribed",
+                f"lat-rx-{n}",
+                subject=f"lat-{n}",
+                at=now + timedelta(seconds=1),
+                payload={"drug": "amoxicillin", "prescription_id": f"rx-{n}"},
+            ),
+        )
+        for n in range(count)
+    ]
+
+
+async def paced(bootstrap: str, topic: str, pairs: list[tuple[Event, Event]]) -> dict[str, int]:
+    """Publish at RATE events/s; return the record timestamp of every drug event."""
+    codec = event_codec()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    await producer.start()
+    sent: dict[str, int] = {}
+    try:
+        started, interval = time.monotonic(), 2 / RATE
+        for index, (allergy, drug) in enumerate(pairs):
+            await asyncio.sleep(max(0.0, started + index * interval - time.monotonic()))
+            await producer.send(topic, codec.encode(allergy), key=allergy.key.encode())
+            future = await producer.send(topic, codec.encode(drug), key=drug.key.encode())
+            future.add_done_callback(
+                lambda done, e=drug: sent.__setitem__(e.id, done.result().timestamp)
+            )
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return sent
+
+
+def latency(bootstrap: str, workdir: Path) -> tuple[float, float, int]:
+    home, topics = workdir / "latency", Topics("lat.", PARTITIONS)
+    asyncio.run(ensure_topics(bootstrap, topics.specs()))
+    env = pipeline_env(bootstrap, home, "lat.") | {"UAC_BATCH_SECONDS": "0.02"}
+    home.mkdir(parents=True)
+    worker = spawn([sys.executable, "-m", "streams.cli", "worker"], env, workdir / "lat-worker.log")
+    sink = spawn([sys.executable, "-m", "streams.cli", "sink"], env, workdir / "lat-sink.log")
+    try:
+        warmup = conflict_pairs(50)
+        asyncio.run(paced(bootstrap, topics.events, warmup))
+        wait_until(lambda: len(records(bootstrap, topics.alerts)), len(warmup), timeout=120)
+        pairs = conflict_pairs(RATE * LATENCY_SECONDS // 2)[50:]
+        sent = asyncio.run(paced(bootstrap, topics.events, pairs))
+        wait_until(
+            lambda: len(records(bootstrap, topics.alerts)), len(warmup) + len(pairs), timeout=300
+        )
+        codec = alert_codec()
+        alerted = {
+            codec.decode(r.value).trigger_event_id: r.timestamp
+            for r in records(bootstrap, topics.alerts)
+        }
+    finally:
+        stop(sink)
+        stop(worker)
+    delays = sorted(alerted[event_id] - stamp for event_id, stamp in sent.items())
+    p99 = delays[min(len(delays) - 1, int(len(delays) * 0.99))]
+    return statistics.median(delays), p99, len(delays)
+
+
+def main() -> None:
+    codec = event_codec()
+    events = workload(EVENTS)
+    messages = [(event.key.encode(), codec.encode(event)) for event in events]
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        local_kafka.running_broker(Path(tmp) / "kafka") as broker,
+    ):
+        workdir = Path(tmp)
+        print(
+            f"{len(messages)} events, {PARTITIONS} partitions, one worker and one sink; broker {broker.bootstrap}"
+        )
+        naive = baseline(broker.bootstrap, workdir, messages)
+        print(f"naive Faust agent (one table write per event): {naive:,.0f} events/s")
+        e2e, worker_only = end_to_end(broker.bootstrap, workdir, messages)
+        print(
+            f"UaC end to end (to ClickHouse rows): {e2e:,.0f} events/s = {e2e / naive:.2f}x the naive baseline"
+        )
+        print(f"UaC worker alone (to the accepted topic): {worker_only:,.0f} events/s")
+        p50, p99, samples = latency(broker.bootstrap, workdir)
+        print(
+            f"publish -> alert latency at {RATE} events/s: p50 {p50:.0f} ms, p99 {p99:.0f} ms ({samples} alerts)"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""`uac demo`: the whole pipeline on embedded defaults, from nothing to alerts and analyst
+answers, then everything it started is stopped again.
+
+It owns `UAC_HOME/demo` (wiped at the start): a local Kafka broker, a worker and a sink run
+from there, the sample events are published, and the demo waits (with progress) until every
+event has been decided and the sink has written the history to ClickHouse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from rules.batch import Submitted, processing_order
+from schemas.codec import alert_codec
+from streams import local_kafka
+from streams.alert_output import alert_table
+from streams.analytics import QueryResult, open_query_client
+from streams.event_files import read_ndjson_file
+from streams.publisher import EventPublisher
+from streams.settings import Settings
+from streams.topic_reader import read_topic
+from streams.topics import Topics, ensure_topics
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+SAMPLE_FILES = (EXAMPLES / "events.ndjson", EXAMPLES / "rejected.ndjson")
+ANALYST_QUESTIONS: tuple[tuple[str, str, str], ...] = (
+    (
+        "clinic-a",
+        "International trips per subject per year",
+        "SELECT subject_id, toYear(departure_date) AS year, countIf(international) AS international_trips,"
+        " count() AS trips FROM trips GROUP BY subject_id, year ORDER BY subject_id, year",
+    ),
+    (
+        "travel-assistant",
+        "International trips per subject per year",
+        "SELECT subject_id, toYear(departure_date) AS year, countIf(international) AS international_trips,"
+        " count() AS trips FROM trips GROUP BY subject_id, year ORDER BY subject_id, year",
+    ),
+    (
+        "clinic-a",
+        "Active allergies",
+        "SELECT subject_id, substance, criticality, verification_status FROM allergies"
+        " WHERE active ORDER BY subject_id, substance",
+    ),
+    (
+        "clinic-a",
+        "Open alerts by severity",
+        "SELECT severity, rule_id, count() AS alerts FROM open_alerts GROUP BY severity, rule_id"
+        " ORDER BY severity, rule_id",
+    ),
+    (
+        "clinic-a",
+        "Gate decisions",
+        "SELECT outcome, if(empty(reasons), '-', arrayStringConcat(reasons, ',')) AS why,"
+        " count() AS decisions FROM gate_decisions GROUP BY outcome, why ORDER BY outcome, why",
+    ),
+)
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+def _environment(settings: Settings, bootstrap: str) -> dict[str, str]:
+    return os.environ | {
+        "UAC_HOME": str(settings.home),
+        "UAC_KAFKA_BOOTSTRAP": bootstrap,
+        "UAC_BATCH_SECONDS": "0.05",
+        "UAC_SINK_BATCH_SECONDS": "0.3",
+    }
+
+
+def _spawn(name: str, settings: Settings, bootstrap: str) -> Child:
+    log = settings.home / "logs" / f"{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "streams.cli", name],
+            env=_environment(settings, bootstrap),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return Child(name, process, log)
+
+
+def _stop(child: Child, timeout: float = 30.0) -> None:
+    if child.process.poll() is not None:
+        return
+    child.process.send_signal(signal.SIGTERM)
+    try:
+        child.process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        child.process.kill()
+        child.process.wait(10)
+
+
+@contextmanager
+def _children(settings: Settings, bootstrap: str) -> Iterator[list[Child]]:
+    children = [_spawn("worker", settings, bootstrap), _spawn("sink", settings, bootstrap)]
+    try:
+        yield children
+    finally:
+        for child in reversed(children):
+            _stop(child)
+
+
+def _count(bootstrap: str, topic: str) -> int:
+    return len(asyncio.run(read_topic(bootstrap, topic)))
+
+
+def _ingested(settings: Settings, tenants: set[str]) -> int:
+    """Gate decisions plus subject states the sink has written (what the report reads)."""
+    total = 0
+    with open_query_client(settings) as client:
+        for tenant in sorted(tenants):
+            decisions = client.query("SELECT count() FROM gate_decisions", tenant).rows[0][0]
+            subjects = client.query("SELECT count() FROM current_state", tenant).rows[0][0]
+            total += int(decisions) + int(subjects)
+    return total
+
+
+def _wait(
+    progress: Progress, label: str, target: int, measure: Callable[[], int], children: list[Child]
+) -> None:
+    task = progress.add_task(label, total=target)
+    deadline = time.monotonic() + 180
+    while (done := measure()) < target:
+        progress.update(task, completed=done)
+        for child in children:
+            if child.process.poll() is not None:
+                raise RuntimeError(f"the {child.name} stopped; see {child.log}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{label}: {done} of {target} after 180 s")
+        time.sleep(0.5)
+    progress.update(task, completed=target)
+
+
+def _result_table(title: str, tenant: str, result: QueryResult) -> Table:
+    table = Table(title=f"{title} — tenant {tenant}")
+    for column in result.columns:
+        table.add_column(column)
+    for row in result.rows:
+        table.add_row(*(str(value) for value in row))
+    return table
+
+
+def _sample_events() -> list[Submitted]:
+    """The sample events in the order a live system would learn them (recorded_at)."""
+    submitted: list[Submitted] = []
+    for path in SAMPLE_FILES:
+        events, errors = read_ndjson_file(path)
+        if errors:
+            raise ValueError(f"{path} has unreadable lines: {errors}")
+        submitted.extend(events)
+    return sorted(submitted, key=processing_order)
+
+
+def run_demo(console: Console) -> None:
+    settings = Settings(home=Settings().home / "demo")
+    shutil.rmtree(settings.home, ignore_errors=True)
+    submitted = _sample_events()
+    topics = Topics(settings.topic_prefix, settings.partitions)
+    console.print(f"[bold]Starting local Kafka[/bold] under {settings.kafka_state_dir} ...")
+    broker, _ = local_kafka.start(settings.kafka_state_dir)
+    try:
+        asyncio.run(ensure_topics(broker.bootstrap, topics.specs()))
+        with _children(settings, broker.bootstrap) as children:
+            console.print("[bold]Worker and sink started[/bold]; publishing the sample events ...")
+
+            async def send() -> None:
+                async with EventPublisher(broker.bootstrap, topics.events) as publisher:
+                    await publisher.publish_all(submitted)
+
+            asyncio.run(send())
+            tenants = {item.event.tenant_id for item in submitted}
+            with Progress(console=console, transient=False) as progress:
+
+                def decided() -> int:
+                    return _count(broker.bootstrap, topics.accepted) + _count(
+                        broker.bootstrap, topics.quarantine
+                    )
+
+                _wait(progress, "events decided by the gate", len(submitted), decided, children)
+                subjects = {
+                    record.key for record in asyncio.run(read_topic(broker.bootstrap, topics.state))
+                }
+                _wait(
+                    progress,
+                    "history written to ClickHouse",
+                    len(submitted) + len(subjects),
+                    lambda: _ingested(settings, tenants),
+                    children,
+                )
+            _report(console, settings, broker.bootstrap, topics)
+    finally:
+        local_kafka.stop(settings.kafka_state_dir)
+        console.print("[bold]Stopped[/bold] the sink, the worker and Kafka.")
+
+
+def _report(console: Console, settings: Settings, bootstrap: str, topics: Topics) -> None:
+    codec = alert_codec()
+    alerts = [
+        codec.decode(record.value) for record in asyncio.run(read_topic(bootstrap, topics.alerts))
+    ]
+    console.print(alert_table(alerts, title=f"Alerts on {topics.alerts}"))
+    with open_query_client(settings) as client:
+        for tenant, title, sql in ANALYST_QUESTIONS:
+            console.print(_result_table(title, tenant, client.query(sql, tenant)))
