@@ -18,6 +18,7 @@ from schemas.events import (
     AllergyRecorded,
     AllergyStatusChanged,
     ClaimRetracted,
+    ErasureRequested,
     Event,
     MedicationPrescribed,
     MedicationStopped,
@@ -42,6 +43,9 @@ class GatePolicy:
     max_future_skew: timedelta = timedelta(minutes=5)
     earliest_plausible: datetime = datetime(1900, 1, 1, tzinfo=UTC)
     max_event_bytes: int = 64 * 1024
+    require_sealed: bool = False
+    """Refuse personal events that were not sealed with their subject's key (crypto-shredding
+    needs every copy on the log sealed); erasure requests are exempt so they always get through."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class GateContext:
     policy: GatePolicy
     encoded_size: int
     erased: bool = False
+    sealed: bool = False
     claim_owners: Mapping[str, str] = field(default_factory=dict)
     """Known claim id -> `tenant:subject`, when the wiring can see other subjects (batch files)."""
 
@@ -89,7 +94,7 @@ def admit(event: Event, state: UserState, context: GateContext) -> Decision:
     problems = (
         _authorisation(event, context.policy)
         + _plausibility(event, context)
-        + _privacy(event, state, context.policy)
+        + _privacy(event, state, context)
         + _references(event, state, context)
     )
     return Rejected(problems) if problems else Admitted(event)
@@ -147,7 +152,8 @@ def consent_allows(state: UserState, purpose: str, tenant: TenantPolicy | None) 
     return consent is not None and consent.granted and consent.special_category
 
 
-def _privacy(event: Event, state: UserState, policy: GatePolicy) -> tuple[Problem, ...]:
+def _privacy(event: Event, state: UserState, context: GateContext) -> tuple[Problem, ...]:
+    policy = context.policy
     problems = [
         Problem(ReasonCode.SECRET_IN_TEXT, f"{finding.field} looks like {finding.kind}")
         for finding in secrets_in(event.payload, "payload")
@@ -157,6 +163,10 @@ def _privacy(event: Event, state: UserState, policy: GatePolicy) -> tuple[Proble
     if is_special_category(event) and not consent_allows(state, event.purpose, tenant):
         detail = f"no consent for special-category data for purpose {event.purpose!r}"
         problems.append(Problem(ReasonCode.SPECIAL_CATEGORY_WITHOUT_CONSENT, detail))
+    exempt = isinstance(event.payload, ErasureRequested)
+    if policy.require_sealed and not context.sealed and not exempt:
+        detail = "personal events must be sealed with the subject's key (use the UaC publisher)"
+        problems.append(Problem(ReasonCode.NOT_SEALED, detail))
     return tuple(problems)
 
 

@@ -20,6 +20,7 @@ from schemas.base import WireModel
 from schemas.checkpoint import StateCheckpoint
 from schemas.compatibility import can_read
 from schemas.decisions import GateDecision
+from schemas.erasures import ErasureRecorded, ReadAudited
 from schemas.errors import BadFraming, IncompatibleSchema, InvalidRecord, MalformedAvro
 from schemas.events import Event
 from schemas.json_lines import validation_summary
@@ -133,3 +134,11 @@ def decision_codec(registry: SchemaRegistry | None = None) -> AvroCodec[GateDeci
 
 def checkpoint_codec(registry: SchemaRegistry | None = None) -> AvroCodec[StateCheckpoint]:
     return AvroCodec(registry or bundled_registry(), "uac.StateCheckpoint", StateCheckpoint)
+
+
+def erasure_codec(registry: SchemaRegistry | None = None) -> AvroCodec[ErasureRecorded]:
+    return AvroCodec(registry or bundled_registry(), "uac.ErasureRecorded", ErasureRecorded)
+
+
+def read_audit_codec(registry: SchemaRegistry | None = None) -> AvroCodec[ReadAudited]:
+    return AvroCodec(registry or bundled_registry(), "uac.ReadAudited", ReadAudited)

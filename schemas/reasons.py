@@ -32,6 +32,8 @@ class ReasonCode(StrEnum):
     SECRET_IN_TEXT = "secret_in_text"  # noqa: S105 (a reason code, not a secret)
     SPECIAL_CATEGORY_WITHOUT_CONSENT = "special_category_without_consent"
     SUBJECT_ERASED = "subject_erased"
+    NOT_SEALED = "not_sealed"
+    UNREADABLE_SEAL = "unreadable_seal"
     # References between claims.
     SUPERSEDES_UNKNOWN_CLAIM = "supersedes_unknown_claim"
     SUPERSEDES_OTHER_SUBJECT = "supersedes_other_subject"

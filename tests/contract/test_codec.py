@@ -19,12 +19,15 @@ from schemas.codec import (
     alert_codec,
     checkpoint_codec,
     decision_codec,
+    erasure_codec,
     event_codec,
     event_record,
     frame,
+    read_audit_codec,
 )
 from schemas.compatibility import backward_problems
 from schemas.decisions import GateDecision
+from schemas.erasures import ErasureRecorded, ReadAudited
 from schemas.errors import (
     BadFraming,
     IncompatibleSchema,
@@ -42,6 +45,8 @@ CODECS: dict[str, tuple[Any, Any]] = {
     "alerts": (alert_codec(), Alert),
     "decisions": (decision_codec(), GateDecision),
     "checkpoints": (checkpoint_codec(), StateCheckpoint),
+    "erasures": (erasure_codec(), ErasureRecorded),
+    "read_audits": (read_audit_codec(), ReadAudited),
 }
 GOLDEN_CASES = [
     pytest.param(kind, case, id=f"{kind}-{index}")
@@ -208,4 +213,6 @@ def test_manifest_ids_are_unique_and_fixed() -> None:
         "uac.Event": [1],
         "uac.GateDecision": [3],
         "uac.StateCheckpoint": [4],
+        "uac.ErasureRecorded": [5],
+        "uac.ReadAudited": [6],
     }

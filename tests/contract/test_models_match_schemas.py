@@ -16,6 +16,7 @@ from schemas.alerts import Alert
 from schemas.base import WireModel
 from schemas.checkpoint import StateCheckpoint
 from schemas.decisions import GateDecision
+from schemas.erasures import ErasureRecorded, ReadAudited
 from schemas.events import Event
 from schemas.registry import bundled_registry
 
@@ -24,6 +25,8 @@ MODELS = {
     "uac.Alert": Alert,
     "uac.GateDecision": GateDecision,
     "uac.StateCheckpoint": StateCheckpoint,
+    "uac.ErasureRecorded": ErasureRecorded,
+    "uac.ReadAudited": ReadAudited,
 }
 PRIMITIVES: dict[str, tuple[type, ...]] = {
     "string": (str,),

@@ -326,3 +326,25 @@ def test_given_any_uuid_in_an_id_field_then_it_is_never_mistaken_for_a_card_numb
         source_ref=f"x/{value}",
     )
     assert isinstance(_decide(event), Admitted)
+
+
+def test_given_sealing_required_when_a_personal_event_is_not_sealed_then_not_sealed() -> None:
+    strict = GatePolicy(tenants=POLICY.tenants, require_sealed=True)
+    event = make_event("PreferenceStated", "plain")
+    decision = admit(
+        event, initial_state("clinic-a", "patient-1"), GateContext(NOW, strict, 200, sealed=False)
+    )
+    assert _reasons(decision) == ("not_sealed",)
+    sealed = admit(
+        event, initial_state("clinic-a", "patient-1"), GateContext(NOW, strict, 200, sealed=True)
+    )
+    assert isinstance(sealed, Admitted)
+
+
+def test_given_sealing_required_then_an_unsealed_erasure_request_still_gets_through() -> None:
+    strict = GatePolicy(tenants=POLICY.tenants, require_sealed=True)
+    erasure = make_event("ErasureRequested", "erase")
+    assert isinstance(
+        admit(erasure, initial_state("clinic-a", "patient-1"), GateContext(NOW, strict, 200)),
+        Admitted,
+    )

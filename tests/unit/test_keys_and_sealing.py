@@ -1,0 +1,71 @@
+"""Per-subject keys and sealed records: what crypto-shredding relies on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streams.keys import FileKeyStore, SubjectErased
+from streams.sealing import Sealer, SealError, is_sealed, readable, sealed_subject
+
+SUBJECT = "clinic-a:patient-1"
+
+
+def test_given_a_sealed_record_then_only_its_subjects_key_opens_it(tmp_path: Path) -> None:
+    sealer = Sealer(FileKeyStore(tmp_path))
+    sealed = sealer.seal(SUBJECT, b"\x00framed record")
+    assert is_sealed(sealed)
+    assert b"framed record" not in sealed
+    assert sealed_subject(sealed) == SUBJECT
+    assert sealer.open(sealed) == (SUBJECT, b"\x00framed record")
+
+
+def test_given_a_record_moved_to_another_subject_then_it_does_not_open(tmp_path: Path) -> None:
+    sealer = Sealer(FileKeyStore(tmp_path))
+    sealer.seal("clinic-a:patient-2", b"other")
+    sealed = sealer.seal(SUBJECT, b"\x00mine")
+    moved = sealed.replace(SUBJECT.encode(), b"clinic-a:patient-2")
+    with pytest.raises(SealError):
+        sealer.open(moved)
+
+
+def test_given_an_erased_subject_then_old_records_never_open_and_no_new_key_is_made(
+    tmp_path: Path,
+) -> None:
+    keys = FileKeyStore(tmp_path)
+    sealer = Sealer(keys)
+    sealed = sealer.seal(SUBJECT, b"\x00before erasure")
+    assert keys.destroy(SUBJECT) is True
+    assert readable(sealer, sealed) is None
+    with pytest.raises(SubjectErased):
+        sealer.open(sealed)
+    with pytest.raises(SubjectErased):
+        sealer.seal(SUBJECT, b"\x00after erasure")
+    assert not list(tmp_path.rglob("*.key"))
+
+
+def test_given_another_process_erased_the_subject_then_a_cached_key_is_not_used(
+    tmp_path: Path,
+) -> None:
+    mine, theirs = FileKeyStore(tmp_path), FileKeyStore(tmp_path)
+    sealed = Sealer(mine).seal(SUBJECT, b"\x00cached")
+    theirs.destroy(SUBJECT)
+    assert readable(Sealer(mine), sealed) is None
+
+
+def test_given_two_stores_creating_the_same_key_then_they_agree(tmp_path: Path) -> None:
+    first, second = FileKeyStore(tmp_path), FileKeyStore(tmp_path)
+    assert first.key_for_writing(SUBJECT) == second.key_for_writing(SUBJECT)
+
+
+def test_key_files_do_not_name_the_subject(tmp_path: Path) -> None:
+    FileKeyStore(tmp_path).key_for_writing(SUBJECT)
+    assert all("patient-1" not in str(path) for path in tmp_path.rglob("*"))
+
+
+def test_given_an_unsealed_value_then_it_passes_through(tmp_path: Path) -> None:
+    assert Sealer(FileKeyStore(tmp_path)).open(b"\x00\x00\x00\x00\x01avro") == (
+        None,
+        b"\x00\x00\x00\x00\x01avro",
+    )
