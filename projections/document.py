@@ -71,9 +71,26 @@ def event_document(event: Event) -> dict[str, Any]:
     return document
 
 
-def state_document(
-    state: UserState, *, include_events: bool = False, policy: FoldPolicy = DEFAULT_POLICY
-) -> dict[str, Any]:
+_EVENT_JSON: dict[int, tuple[Event, bytes]] = {}
+_EVENT_JSON_LIMIT = 500_000
+
+
+def event_json(event: Event) -> bytes:
+    """Canonical JSON of an event, memoised per event object: a subject's checkpoint
+    re-serialises only events it has not serialised before. The cache holds the event itself,
+    so an entry can never be mistaken for another object that reuses its id()."""
+    found = _EVENT_JSON.get(id(event))
+    if found is not None and found[0] is event:
+        return found[1]
+    encoded = canonical_json(event)
+    if len(_EVENT_JSON) >= _EVENT_JSON_LIMIT:
+        del _EVENT_JSON[next(iter(_EVENT_JSON))]
+    _EVENT_JSON[id(event)] = (event, encoded)
+    return encoded
+
+
+def state_document(state: UserState, *, policy: FoldPolicy = DEFAULT_POLICY) -> dict[str, Any]:
+    """The readable state: every view, without the folded events themselves."""
     document: dict[str, Any] = {
         "document_version": DOCUMENT_VERSION,
         "tenant_id": state.tenant_id,
@@ -108,15 +125,20 @@ def state_document(
         },
         "pending_retractions": sorted(state.pending_retractions.keys()),
     }
-    if include_events:
-        document["events"] = [event_document(event) for event in events_in_order(state)]
     return document
 
 
+def checkpoint_json(state: UserState, policy: FoldPolicy = DEFAULT_POLICY) -> bytes:
+    """The canonical checkpoint document `{"events": [...], "state": {...}}`: the folded events
+    in valid-time order (enough to rebuild the state exactly) and the readable state."""
+    events = b",".join(event_json(event) for event in events_in_order(state))
+    views = canonical_json(state_document(state, policy=policy))
+    return b'{"events":[' + events + b'],"state":' + views + b"}"
+
+
 def state_hash(state: UserState, policy: FoldPolicy = DEFAULT_POLICY) -> str:
-    """sha256 of the canonical document including the folded events."""
-    document = state_document(state, include_events=True, policy=policy)
-    return hashlib.sha256(canonical_json(document)).hexdigest()
+    """sha256 of the canonical checkpoint document."""
+    return hashlib.sha256(checkpoint_json(state, policy)).hexdigest()
 
 
 def state_from_document(
@@ -124,22 +146,32 @@ def state_from_document(
     expected_hash: str | None = None,
     policy: FoldPolicy = DEFAULT_POLICY,
 ) -> UserState:
-    """Rebuild a state from a checkpoint document (it must include its events)."""
-    if "events" not in document:
-        raise CorruptCheckpoint("the document has no events: it is a view, not a checkpoint")
+    """Rebuild a state from a checkpoint document (`checkpoint_json`)."""
+    if "events" not in document or "state" not in document:
+        raise CorruptCheckpoint("not a checkpoint document (it needs its events and its state)")
     events = [Event.model_validate(item) for item in document["events"]]
-    state = replay(events, initial_state(document["tenant_id"], document["subject_id"]), policy)
+    identity = document["state"]
+    state = replay(events, initial_state(identity["tenant_id"], identity["subject_id"]), policy)
     if expected_hash is not None and state_hash(state, policy) != expected_hash:
         raise CorruptCheckpoint(f"checkpoint of {state.key} does not match its state_hash")
     return state
 
 
 def _event_ref(event: Event) -> dict[str, Any]:
+    """Where a claim came from and what it may be used for."""
     return {
         "event_id": event.id,
         "occurred_at": plain(event.occurred_at),
+        "recorded_at": plain(event.recorded_at),
         "origin": event.origin.value,
         "source_ref": event.source_ref,
+        "confidence": event.confidence,
+        "purpose": event.purpose,
+        "scope": event.scope,
+        "sensitivity": event.sensitivity.value,
+        "valid_from": plain(event.valid_from),
+        "valid_until": plain(event.valid_until),
+        "supersedes": event.supersedes,
     }
 
 
@@ -231,8 +263,7 @@ def _conflict(conflict: Conflict) -> dict[str, Any]:
 
 def checkpoint_of(state: UserState, policy: FoldPolicy = DEFAULT_POLICY) -> StateCheckpoint:
     """The checkpoint record of a state: what the compacted state topic and the table keep."""
-    document = state_document(state, include_events=True, policy=policy)
-    encoded = canonical_json(document)
+    encoded = checkpoint_json(state, policy)
     return StateCheckpoint(
         tenant_id=state.tenant_id,
         subject_id=state.subject_id,

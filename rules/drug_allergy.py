@@ -48,6 +48,16 @@ _BASE: dict[MatchLevel, Severity | None] = {
 }
 
 
+_TITLES: dict[MatchLevel, str] = {
+    MatchLevel.SAME_INGREDIENT: "{drug} contains the substance of the recorded {allergen} {kind}",
+    MatchLevel.SAME_CLASS: "{drug} conflicts with the recorded {allergen} {kind}",
+    MatchLevel.PARTIAL: "{drug} may cross-react with the recorded {allergen} {kind}",
+    MatchLevel.LOW_RISK: "{drug} is related to the recorded {allergen} {kind} (low risk)",
+    MatchLevel.UNVERIFIED: "Cannot verify {drug} against the recorded {allergen} {kind}",
+    MatchLevel.NONE: "{drug} is unrelated to the recorded {allergen} {kind}",
+}
+
+
 def _shift(severity: Severity, steps: int) -> Severity:
     index = min(max(_ORDER.index(severity) + steps, 0), len(_ORDER) - 1)
     return _ORDER[index]
@@ -117,12 +127,9 @@ class DrugAllergyRule:
         if severity is None:
             return None
         kind = "intolerance" if allergy.allergy_type is AllergyType.INTOLERANCE else "allergy"
-        if verdict.level is MatchLevel.UNVERIFIED:
-            title = (
-                f"Cannot verify {medication.drug} against the recorded {allergy.substance} {kind}"
-            )
-        else:
-            title = f"{medication.drug} conflicts with the recorded {allergy.substance} {kind}"
+        title = _TITLES[verdict.level].format(
+            drug=medication.drug, allergen=allergy.substance, kind=kind
+        )
         detail = f"{verdict.level.value}: {verdict.reason} (source: {verdict.source})"
         return Finding(
             rule=RULE,

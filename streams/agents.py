@@ -1,29 +1,48 @@
 """The Faust agent: bytes in, bytes out, around the pure core.
 
 `gate_and_project` reads raw messages from the events topic in batches, lets the Kafka-free
-`BatchProcessor` decode, gate, fold and evaluate them, publishes accepted events, quarantine
-decisions and alerts, then writes each changed subject's state once per batch (table +
-compacted state topic). Sends happen before the table write, and Faust flushes the producer
-before it commits offsets, so a crash replays events instead of losing them; replays are
-harmless (duplicate event ids are refused by the gate, alert ids are deterministic).
+`BatchProcessor` open, decode, gate, fold and evaluate them, publishes accepted events,
+quarantine decisions and (sealed) alerts, writes each changed subject's (sealed) state once per
+batch (table + compacted state topic), and carries out erasures. Sends happen before the table
+write, and Faust flushes the producer before it commits offsets, so a crash replays events
+instead of losing them; replays are harmless (duplicate event ids are refused by the gate,
+alert ids are deterministic).
+
+An erasure is recorded in the ledger first (durable), then the subject's key is destroyed
+(every sealed copy in every topic becomes unreadable), then its table entry and state topic
+entry are tombstoned.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from projections.document import plain
-from schemas.codec import alert_codec, decision_codec
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from projections.document import checkpoint_of, plain
+from schemas.codec import alert_codec, checkpoint_codec, decision_codec, erasure_codec
+from schemas.erasures import ErasureRecorded, ref_of_key
+from schemas.events import Event
 from streams.app import Pipeline
+from streams.keys import SubjectErased
+from streams.ledger import follow_ledger
+from streams.liveness import StallWatch, committed_offsets
 from streams.processing import AcceptedEvent, BatchOutput, BatchProcessor, Incoming
+from streams.runtime import dump_tasks_on_signal, restart_in_place
 from streams.table_codecs import StoredState
+from streams.worker_metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
 EXIT_PUBLISH_FAILED = 75
+STALL_CHECK_SECONDS = 5.0
 
 
 def incoming(event: Any) -> Incoming:
@@ -50,14 +69,101 @@ async def publish(pipeline: Pipeline, output: BatchOutput, decided_at: datetime)
         await pipeline.quarantine.send(key=subject.encode(), value=decisions.encode(decision))
     for alert in output.alerts:
         subject = f"{alert.tenant_id}:{alert.subject_id}"
-        await pipeline.alerts.send(key=subject.encode(), value=alerts.encode(alert))
+        if subject in output.erased:
+            continue
+        sealed = pipeline.sealer.seal(subject, alerts.encode(alert))
+        await pipeline.alerts.send(key=subject.encode(), value=sealed)
 
 
-async def store(pipeline: Pipeline, output: BatchOutput) -> None:
+async def store(pipeline: Pipeline, output: BatchOutput, checkpoints: Checkpoints) -> None:
+    """One table write per changed subject (its new events appended, sealed), then the
+    checkpoints that are due on the compacted state topic."""
+    framed: dict[str, list[bytes]] = {}
+    for item in output.accepted:
+        framed.setdefault(item.key, []).append(item.framed)
     for key, state in output.states.items():
-        stored = StoredState.of(state)
-        pipeline.states[key] = stored
-        await pipeline.state.send(key=key.encode(), value=stored.encoded)
+        if key in output.erased:
+            continue
+        previous = pipeline.states.get(key)
+        if previous is None or previous.state is None:
+            pipeline.states[key] = StoredState.first(state, framed[key], pipeline.sealer)
+        else:
+            pipeline.states[key] = previous.extended(state, framed[key], pipeline.sealer)
+        checkpoints.touched(key)
+    await publish_checkpoints(pipeline, checkpoints.due())
+
+
+async def publish_checkpoints(pipeline: Pipeline, keys: Iterable[str]) -> None:
+    """The readable checkpoint of each subject on the compacted state topic, sealed."""
+    codec = checkpoint_codec()
+    for key in keys:
+        stored = pipeline.states.get(key)
+        if stored is None or stored.state is None:
+            continue
+        sealed = pipeline.sealer.seal(key, codec.encode(checkpoint_of(stored.state)))
+        await pipeline.state.send(key=key.encode(), value=sealed)
+
+
+@dataclass
+class Checkpoints:
+    """Which subjects need a fresh checkpoint on the state topic. A subject is re-published at
+    most once per `interval` while it keeps changing (a checkpoint serialises the whole state),
+    and the timer publishes the rest, so the topic is never more than `interval` behind."""
+
+    interval: float
+    dirty: set[str] = field(default_factory=set)
+    published: dict[str, float] = field(default_factory=dict)
+
+    def touched(self, key: str) -> None:
+        self.dirty.add(key)
+
+    def touch_all(self, keys: Iterable[str]) -> None:
+        self.dirty.update(keys)
+
+    def due(self) -> list[str]:
+        now = time.monotonic()
+        ready = [
+            key
+            for key in self.dirty
+            if now - self.published.get(key, -self.interval) >= self.interval
+        ]
+        return self._take(ready, now)
+
+    def all(self) -> list[str]:
+        return self._take(list(self.dirty), time.monotonic())
+
+    def _take(self, keys: list[str], now: float) -> list[str]:
+        for key in keys:
+            self.dirty.discard(key)
+            self.published[key] = now
+        return sorted(keys)
+
+
+async def erase(pipeline: Pipeline, erasures: Sequence[Event], now: datetime) -> None:
+    """Ledger entry (delivered before anything is destroyed), key destruction, tombstones.
+    After a crash in between, start-up reconciliation destroys the keys of every ledger entry."""
+    codec = erasure_codec()
+    for request in erasures:
+        key = request.key
+        entry = ErasureRecorded(
+            erasure_id=request.id,
+            tenant_id=request.tenant_id,
+            subject_ref=ref_of_key(key),
+            requested_at=request.occurred_at,
+            recorded_at=now,
+            requested_by=request.actor,
+            key_destroyed=True,
+        )
+        delivery = await pipeline.erasures.send(
+            key=entry.subject_ref.encode(), value=codec.encode(entry)
+        )
+        await delivery
+        pipeline.ledger.add(entry)
+        destroyed = pipeline.keys.destroy(key)
+        if key in pipeline.states:
+            del pipeline.states[key]
+        await pipeline.state.send(key=key.encode(), value=None)
+        log.info("erased subject %s… (a key was destroyed: %s)", entry.subject_ref[:12], destroyed)
 
 
 def load_state(pipeline: Pipeline) -> Any:
@@ -80,21 +186,103 @@ def fail_stop(reason: BaseException) -> None:
 
 
 def register_agents(
-    pipeline: Pipeline, processor: BatchProcessor, batch_size: int, within: float
+    pipeline: Pipeline,
+    processor: BatchProcessor,
+    batch_size: int,
+    within: float,
+    checkpoint_interval: float,
+    stall_seconds: float,
+    metrics: WorkerMetrics,
 ) -> None:
+    checkpoints = Checkpoints(checkpoint_interval)
+    watch = StallWatch(stall_seconds, last_progress=time.monotonic())
+
     @pipeline.app.agent(pipeline.events, concurrency=1, name="gate_and_project")
     async def gate_and_project(stream: Any) -> None:
         async for batch in stream.take_events(batch_size, within=within):
-            await handle_batch(pipeline, processor, batch)
+            await handle_batch(pipeline, processor, batch, checkpoints, metrics)
+            watch.progressed(time.monotonic())
+
+    @pipeline.app.timer(STALL_CHECK_SECONDS)  # type: ignore[untyped-decorator]
+    async def restart_if_stalled() -> None:
+        await check_for_stall(pipeline, watch)
+
+    @pipeline.app.timer(checkpoint_interval)  # type: ignore[untyped-decorator]
+    async def publish_pending_checkpoints() -> None:
+        await publish_checkpoints(pipeline, checkpoints.all())
+
+    @pipeline.app.on_rebalance_complete.connect
+    async def republish_after_recovery(_sender: Any, /, *_args: Any, **_kwargs: Any) -> None:
+        """Recovered (or newly assigned) subjects get their checkpoint re-published."""
+        checkpoints.touch_all(list(pipeline.states.keys()))
+
+    @pipeline.app.task  # type: ignore[untyped-decorator]
+    async def diagnose_on_request() -> None:
+        dump_tasks_on_signal()
+
+    @pipeline.app.task  # type: ignore[untyped-decorator]
+    async def keep_ledger_current() -> None:
+        await follow_ledger(
+            broker_address(pipeline),
+            pipeline.topics.erasures,
+            pipeline.ledger,
+            asyncio.Event(),
+        )
 
 
-async def handle_batch(pipeline: Pipeline, processor: BatchProcessor, batch: Sequence[Any]) -> None:
-    now = datetime.now(UTC)
-    output = processor.process_batch(
-        [incoming(event) for event in batch], load_state(pipeline), now
-    )
+async def check_for_stall(pipeline: Pipeline, watch: StallWatch) -> None:
+    """Restart the worker in place when its assigned events partitions have work but nothing
+    moved for the watch's period (see `streams.liveness`)."""
+    app = pipeline.app
+    if app.rebalancing or app.in_recovery:
+        watch.progressed(time.monotonic())
+        return
+    assigned = sorted(tp for tp in app.consumer.assignment() if tp.topic == pipeline.topics.events)
+    if not assigned:
+        return
+    partitions = [TopicPartition(tp.topic, tp.partition) for tp in assigned]
+    ends = {tp.partition: end for tp, end in (await app.consumer.highwaters(*assigned)).items()}
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker_address(pipeline), client_id="uac-watch")
+    await admin.start()
+    try:
+        committed = await committed_offsets(admin, app.conf.id, partitions)
+    finally:
+        await admin.close()
+    stalled = watch.stalled(committed, ends, time.monotonic())
+    if stalled:
+        log.error(
+            "no progress for %.0f s while partitions %s of %s have unprocessed events "
+            "(committed %s, end %s); restarting the worker from the committed offsets",
+            watch.stall_seconds,
+            stalled,
+            pipeline.topics.events,
+            committed,
+            ends,
+        )
+        restart_in_place()
+
+
+def broker_address(pipeline: Pipeline) -> str:
+    broker = pipeline.app.conf.broker[0]
+    return f"{broker.host}:{broker.port}"
+
+
+async def handle_batch(
+    pipeline: Pipeline,
+    processor: BatchProcessor,
+    batch: Sequence[Any],
+    checkpoints: Checkpoints,
+    metrics: WorkerMetrics,
+) -> None:
+    started, now = time.monotonic(), datetime.now(UTC)
+    messages = [incoming(event) for event in batch]
+    output = processor.process_batch(messages, load_state(pipeline), now, pipeline.ledger.is_erased)
     try:
         await publish(pipeline, output, now)
-        await store(pipeline, output)
+        await store(pipeline, output, checkpoints)
+        await erase(pipeline, output.erasures, now)
+    except SubjectErased as error:
+        log.warning("a subject was erased by another process during the batch: %s", error)
     except Exception as error:  # noqa: BLE001 (any failure must stop before a commit)
         fail_stop(error)
+    metrics.observe(output, time.monotonic() - started)

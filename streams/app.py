@@ -8,6 +8,9 @@ from typing import Any
 
 import faust
 
+from streams.keys import SubjectKeys
+from streams.ledger import ErasureLedger
+from streams.sealing import Sealer
 from streams.settings import Settings
 from streams.table_codecs import StoredStateType, SubjectKeyType, register_table_codecs
 from streams.topics import Topics
@@ -17,7 +20,7 @@ STATE_TABLE = "user-state"
 
 @dataclass(frozen=True)
 class Pipeline:
-    """The Faust objects the agents use."""
+    """The Faust objects and the key material the agents use."""
 
     app: faust.App
     topics: Topics
@@ -26,11 +29,18 @@ class Pipeline:
     quarantine: Any
     alerts: Any
     state: Any
+    erasures: Any
     states: Any
+    keys: SubjectKeys
+    sealer: Sealer
+    ledger: ErasureLedger
 
 
-def create_app(settings: Settings, bootstrap: str) -> Pipeline:
-    register_table_codecs()
+def create_app(
+    settings: Settings, bootstrap: str, keys: SubjectKeys, ledger: ErasureLedger
+) -> Pipeline:
+    sealer = Sealer(keys)
+    register_table_codecs(sealer)
     topics = Topics(settings.topic_prefix, settings.partitions)
     app = faust.App(
         settings.app_id,
@@ -48,10 +58,8 @@ def create_app(settings: Settings, bootstrap: str) -> Pipeline:
         processing_guarantee="at_least_once",
     )
 
-    def raw_topic(name: str) -> Any:
-        return app.topic(
-            name, key_serializer="raw", value_serializer="raw", partitions=settings.partitions
-        )
+    def raw_topic(name: str, partitions: int = settings.partitions) -> Any:
+        return app.topic(name, key_serializer="raw", value_serializer="raw", partitions=partitions)
 
     states = app.Table(
         STATE_TABLE,
@@ -68,5 +76,9 @@ def create_app(settings: Settings, bootstrap: str) -> Pipeline:
         quarantine=raw_topic(topics.quarantine),
         alerts=raw_topic(topics.alerts),
         state=raw_topic(topics.state),
+        erasures=raw_topic(topics.erasures, 1),
         states=states,
+        keys=keys,
+        sealer=sealer,
+        ledger=ledger,
     )

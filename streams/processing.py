@@ -22,8 +22,10 @@ from schemas.alerts import Alert
 from schemas.codec import AvroCodec
 from schemas.decisions import GateDecision, GateOutcome
 from schemas.errors import DecodeError
-from schemas.events import Event
+from schemas.events import ErasureRequested, Event
 from schemas.reasons import ReasonCode
+from streams.keys import SubjectErased
+from streams.sealing import Sealer, SealError, is_sealed
 
 DECISION_NAMESPACE = uuid5(NAMESPACE_URL, "https://uac.example/gate-decision")
 
@@ -43,6 +45,9 @@ class Incoming:
 class AcceptedEvent:
     key: str
     value: bytes
+    """The message as received (sealed): forwarded unchanged to the accepted topic."""
+    framed: bytes
+    """The opened, framed Avro record (what the state table keeps, sealed again as a whole)."""
     event: Event
     decision_id: UUID
     source: Incoming
@@ -54,6 +59,8 @@ class BatchOutput:
     quarantined: list[GateDecision] = field(default_factory=list)
     alerts: list[Alert] = field(default_factory=list)
     states: dict[str, UserState] = field(default_factory=dict)
+    erasures: list[Event] = field(default_factory=list)
+    erased: set[str] = field(default_factory=set)
 
 
 def decision_id(message: Incoming, outcome: GateOutcome, reasons: Sequence[str] = ()) -> UUID:
@@ -110,11 +117,15 @@ def _split_key(message: Incoming) -> tuple[str | None, str | None]:
     return tenant, subject
 
 
+Refusal = tuple[ReasonCode, str]
+
+
 @dataclass
 class BatchProcessor:
     codec: AvroCodec[Event]
     rules: Sequence[Rule]
     gate_policy: GatePolicy
+    sealer: Sealer | None = None
     fold_policy: FoldPolicy = DEFAULT_POLICY
 
     def process_batch(
@@ -137,6 +148,30 @@ class BatchProcessor:
                 )
         return output
 
+    def _opened(self, message: Incoming, value: bytes) -> bytes | Refusal:
+        """The framed record of a (possibly sealed) message, or why it cannot be read."""
+        if not is_sealed(value):
+            return value
+        if self.sealer is None:
+            return ReasonCode.UNREADABLE_SEAL, "this worker has no key store to open sealed records"
+        try:
+            subject, framed = self.sealer.open(value)
+        except SubjectErased:
+            return ReasonCode.SUBJECT_ERASED, "the subject was erased; its key no longer exists"
+        except SealError as error:
+            return ReasonCode.UNREADABLE_SEAL, str(error)
+        if subject != _key_text(message):
+            return ReasonCode.KEY_MISMATCH, "the record is sealed for another subject than its key"
+        return framed
+
+    def _sealed_copy(self, key: str, value: bytes, framed: bytes) -> bytes:
+        """What the accepted topic gets: the producer's sealed bytes, or a sealed copy of an
+        unsealed record the gate let through (an erasure request), so no accepted copy outlives
+        an erasure in clear."""
+        if value is not framed or self.sealer is None:
+            return value
+        return self.sealer.seal(key, framed)
+
     def _process_one(
         self,
         message: Incoming,
@@ -150,8 +185,12 @@ class BatchProcessor:
                 rejection(message, [ReasonCode.BAD_FRAMING], "empty message", now)
             )
             return
+        opened = self._opened(message, message.value)
+        if isinstance(opened, tuple):
+            output.quarantined.append(rejection(message, [opened[0]], opened[1], now))
+            return
         try:
-            event = self.codec.decode(message.value)
+            event = self.codec.decode(opened)
         except DecodeError as error:
             output.quarantined.append(rejection(message, [error.reason], str(error), now))
             return
@@ -166,8 +205,9 @@ class BatchProcessor:
         context = GateContext(
             now=now,
             policy=self.gate_policy,
-            encoded_size=len(message.value),
-            erased=is_erased(event.key),
+            encoded_size=len(opened),
+            erased=event.key in output.erased or is_erased(event.key),
+            sealed=opened is not message.value,
         )
         outcome = process(state, event, context, self.rules, self.fold_policy)
         if isinstance(outcome.decision, Rejected):
@@ -177,9 +217,11 @@ class BatchProcessor:
             )
             return
         output.states[event.key] = outcome.after
+        accepted_id = decision_id(message, GateOutcome.ACCEPTED)
         output.accepted.append(
-            AcceptedEvent(
-                event.key, message.value, event, decision_id(message, GateOutcome.ACCEPTED), message
-            )
+            AcceptedEvent(event.key, message.value, opened, event, accepted_id, message)
         )
         output.alerts.extend(outcome.alerts)
+        if isinstance(event.payload, ErasureRequested):
+            output.erasures.append(event)
+            output.erased.add(event.key)

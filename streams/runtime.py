@@ -1,16 +1,25 @@
-"""Process-level tuning for long-running UaC processes.
+"""Process-level tuning and care for long-running UaC processes.
 
 The fold allocates many small, acyclic, long-lived objects (persistent maps and tuples).
 CPython's cyclic garbage collector rescans the whole old generation as it grows, which on a
 worker holding many subjects costs more than the fold itself; reference counting already frees
 these objects. So processes that fold at volume raise the collection thresholds and move what
 start-up built (code, settings, knowledge tables) out of the collector's view.
+
+A process can also restart itself in place, and dump what its tasks wait for on request.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import logging
+import os
+import signal
+import sys
+from typing import NoReturn
 
+log = logging.getLogger(__name__)
 YOUNG_THRESHOLD = 100_000
 MIDDLE_THRESHOLD = 50
 OLD_THRESHOLD = 1_000
@@ -20,3 +29,36 @@ def tune_garbage_collector() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD)
+
+
+def awaiting(coroutine: object) -> list[str]:
+    """The chain of frames a coroutine is suspended in, outermost first."""
+    frames: list[str] = []
+    while coroutine is not None:
+        frame = getattr(coroutine, "cr_frame", None) or getattr(coroutine, "ag_frame", None)
+        if frame is not None:
+            frames.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
+        coroutine = (
+            getattr(coroutine, "cr_await", None)
+            or getattr(coroutine, "ag_await", None)
+            or getattr(coroutine, "gi_yieldfrom", None)
+        )
+    return frames
+
+
+def dump_tasks_on_signal(signum: int = signal.SIGUSR1) -> None:
+    """On `kill -USR1 <pid>`, write every asyncio task's stack to the log: what a stuck
+    worker is waiting for (operators' diagnosis; costs nothing until signalled)."""
+
+    def dump() -> None:
+        for task in asyncio.all_tasks():
+            log.warning("task %s:\n%s", task.get_name(), "\n".join(awaiting(task.get_coro())))
+
+    asyncio.get_running_loop().add_signal_handler(signum, dump)
+
+
+def restart_in_place() -> NoReturn:
+    """Replace this process with a fresh run of the same command (same PID, so supervisors
+    and PID files still point at it). Sockets are not inherited."""
+    logging.shutdown()
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])  # noqa: S606 (our own argv)

@@ -24,20 +24,31 @@ class Settings(BaseSettings):
     clickhouse_path: Path | None = Field(
         default=None, description="chDB data path when no URL is set (default UAC_HOME/chdb)."
     )
-    clickhouse_database: str = "uac"
-    schema_registry_url: str | None = Field(
-        default=None, description="Confluent-compatible registry; unset = the committed manifest."
-    )
     tenants_file: Path = REPOSITORY / "deploy" / "config" / "tenants.json"
     topic_prefix: str = "uac."
     partitions: int = Field(default=4, ge=1)
     app_id: str = "uac"
     batch_size: int = Field(default=500, ge=1)
-    batch_seconds: float = Field(default=0.2, gt=0)
+    batch_seconds: float = Field(default=0.05, gt=0)
+    checkpoint_seconds: float = Field(
+        default=1.0, gt=0, description="Most a subject's state-topic checkpoint lags its state."
+    )
     sink_batch_rows: int = Field(default=10_000, ge=1)
     sink_batch_seconds: float = Field(default=1.0, gt=0)
     session_timeout_seconds: float = Field(
         default=10.0, gt=1, description="How soon a dead worker's partitions move to another."
+    )
+    worker_metrics_port: int | None = Field(
+        default=None, description="Serve the worker's Prometheus metrics on 127.0.0.1:PORT."
+    )
+    stall_restart_seconds: float = Field(
+        default=30.0,
+        ge=5.0,
+        description="Restart the worker in place when its partitions have unprocessed events "
+        "and nothing moved for this long (see streams/liveness.py).",
+    )
+    require_sealed: bool = Field(
+        default=True, description="Refuse personal events not sealed with their subject's key."
     )
     max_future_skew_seconds: int = 300
     max_event_bytes: int = 64 * 1024
@@ -49,3 +60,8 @@ class Settings(BaseSettings):
     @property
     def kafka_state_dir(self) -> Path:
         return self.home / "kafka"
+
+    @property
+    def keys_dir(self) -> Path:
+        """The embedded per-subject key store (shared by the processes of one machine)."""
+        return self.home / "keys"

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from projections.gate import GatePolicy, TenantPolicy
+from streams.settings import Settings
 
 
 class _Tenant(BaseModel):
@@ -24,7 +25,11 @@ class _TenantsFile(BaseModel):
 
 
 def load_gate_policy(
-    path: Path, *, max_future_skew_seconds: int = 300, max_event_bytes: int = 64 * 1024
+    path: Path,
+    *,
+    max_future_skew_seconds: int = 300,
+    max_event_bytes: int = 64 * 1024,
+    require_sealed: bool = False,
 ) -> GatePolicy:
     parsed = _TenantsFile.model_validate(json.loads(path.read_text(encoding="utf-8")))
     return GatePolicy(
@@ -34,4 +39,15 @@ def load_gate_policy(
         },
         max_future_skew=timedelta(seconds=max_future_skew_seconds),
         max_event_bytes=max_event_bytes,
+        require_sealed=require_sealed,
+    )
+
+
+def gate_policy_of(settings: Settings) -> GatePolicy:
+    """The gate policy a streaming process enforces (sealing required unless configured off)."""
+    return load_gate_policy(
+        settings.tenants_file,
+        max_future_skew_seconds=settings.max_future_skew_seconds,
+        max_event_bytes=settings.max_event_bytes,
+        require_sealed=settings.require_sealed,
     )

@@ -3,6 +3,7 @@ start-up and checked so a mismatch fails fast with a message instead of a crash 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from dataclasses import dataclass, field
 
@@ -51,6 +52,16 @@ class Topics:
     def state(self) -> str:
         return f"{self.prefix}state"
 
+    @property
+    def erasures(self) -> str:
+        """The erasure ledger (compacted, keyed by subject_ref)."""
+        return f"{self.prefix}erasures"
+
+    @property
+    def audit(self) -> str:
+        """Records of reads of personal data (who, tenant, subject, purpose, when; no data)."""
+        return f"{self.prefix}audit"
+
     def specs(self) -> tuple[TopicSpec, ...]:
         """Every topic with its settings. The log of events is kept forever; state is compacted."""
         keep = {"cleanup.policy": "delete", "retention.ms": FOREVER, "retention.bytes": FOREVER}
@@ -60,6 +71,8 @@ class Topics:
             TopicSpec(self.quarantine, self.partitions, keep),
             TopicSpec(self.alerts, self.partitions, keep),
             TopicSpec(self.state, self.partitions, {"cleanup.policy": "compact"}),
+            TopicSpec(self.erasures, 1, {"cleanup.policy": "compact"}),
+            TopicSpec(self.audit, 1, keep),
         )
 
 
@@ -78,10 +91,30 @@ async def ensure_topics(bootstrap: str, specs: tuple[TopicSpec, ...]) -> list[st
             new = [NewTopic(s.name, s.partitions, 1, topic_configs=s.configs) for s in missing]
             with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics(new)
+        await _wait_for_leaders(admin, specs)
         await _check(admin, specs)
         return [spec.name for spec in missing]
     finally:
         await admin.close()
+
+
+async def _wait_for_leaders(
+    admin: AIOKafkaAdminClient, specs: tuple[TopicSpec, ...], timeout: float = 30.0
+) -> None:
+    """Return once every partition of every topic has a leader: a consumer group that joins
+    before then can be assigned nothing for a topic created a moment ago."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        described = await admin.describe_topics([spec.name for spec in specs])
+        ready = all(
+            topic["partitions"] and all(p["leader"] >= 0 for p in topic["partitions"])
+            for topic in described
+        )
+        if ready:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise TopicMismatch("topics were created but their partitions have no leader yet")
+        await asyncio.sleep(0.2)
 
 
 async def _check(admin: AIOKafkaAdminClient, specs: tuple[TopicSpec, ...]) -> None:

@@ -1,4 +1,5 @@
-"""`uac worker`: check the topics, build the Faust app around the pure core, run it."""
+"""`uac worker`: check the topics, load the erasure ledger, build the Faust app around the pure
+core, run it."""
 
 from __future__ import annotations
 
@@ -12,32 +13,54 @@ from schemas.codec import event_codec
 from streams.agents import register_agents
 from streams.app import create_app
 from streams.kafka_address import bootstrap_servers
+from streams.keys import FileKeyStore, SubjectKeys
+from streams.ledger import ErasureLedger, load_ledger
 from streams.processing import BatchProcessor
+from streams.runtime import tune_garbage_collector
+from streams.sealing import Sealer
 from streams.settings import Settings
-from streams.tenants import load_gate_policy
+from streams.tenants import gate_policy_of
 from streams.topics import Topics, ensure_topics
+from streams.worker_metrics import WorkerMetrics
 
 
-def build_processor(settings: Settings) -> BatchProcessor:
+def build_processor(settings: Settings, keys: SubjectKeys) -> BatchProcessor:
     return BatchProcessor(
         codec=event_codec(),
         rules=default_rules(load_bundled_knowledge()),
-        gate_policy=load_gate_policy(
-            settings.tenants_file,
-            max_future_skew_seconds=settings.max_future_skew_seconds,
-            max_event_bytes=settings.max_event_bytes,
-        ),
+        gate_policy=gate_policy_of(settings),
+        sealer=Sealer(keys),
     )
+
+
+async def prepare(settings: Settings, bootstrap: str, keys: SubjectKeys) -> ErasureLedger:
+    """Topics checked, ledger loaded, and every ledger entry's key destroyed (reconciliation
+    after a crash between recording an erasure and destroying its key)."""
+    topics = Topics(settings.topic_prefix, settings.partitions)
+    await ensure_topics(bootstrap, topics.specs())
+    ledger = await load_ledger(bootstrap, topics.erasures, keys)
+    for ref in ledger.refs:
+        keys.destroy_by_ref(ref)
+    return ledger
 
 
 def run_worker(settings: Settings, loglevel: str = "warn") -> None:
     """Run until SIGINT/SIGTERM. Fails fast if the topics do not match the configuration."""
     bootstrap = bootstrap_servers(settings)
-    asyncio.run(
-        ensure_topics(bootstrap, Topics(settings.topic_prefix, settings.partitions).specs())
-    )
-    pipeline = create_app(settings, bootstrap)
+    keys = FileKeyStore(settings.keys_dir)
+    ledger = asyncio.run(prepare(settings, bootstrap, keys))
+    pipeline = create_app(settings, bootstrap, keys, ledger)
+    metrics = WorkerMetrics()
+    if settings.worker_metrics_port is not None:
+        metrics.serve(settings.worker_metrics_port)
     register_agents(
-        pipeline, build_processor(settings), settings.batch_size, settings.batch_seconds
+        pipeline,
+        build_processor(settings, keys),
+        settings.batch_size,
+        settings.batch_seconds,
+        settings.checkpoint_seconds,
+        settings.stall_restart_seconds,
+        metrics,
     )
+    tune_garbage_collector()
     faust.Worker(pipeline.app, loglevel=loglevel, quiet=True).execute_from_commandline()

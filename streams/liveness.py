@@ -1,0 +1,55 @@
+"""Noticing a worker that has stopped consuming while its partitions still have work.
+
+After a rebalance the Faust consumer can, rarely, stop handing a partition's records to the
+agent: the records were fetched, never processed, so their offsets are never committed and the
+partition stands still (seen after a worker was hard-killed and another took over). Nothing is
+lost (uncommitted records are read again by the next consumer), but nothing moves either.
+
+`StallWatch` decides, from what an operator would look at (committed offsets against end
+offsets, and when the agent last finished a batch), whether the worker is stalled: some
+assigned events partition is behind, its committed offsets have not moved and no batch was
+processed for `stall_seconds`. The worker then restarts itself in place (same process id, same
+arguments; see `streams.runtime.restart_in_place`) and resumes from the committed offsets:
+replayed events are refused by the gate as duplicates and alerts keep their ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+
+@dataclass
+class StallWatch:
+    stall_seconds: float
+    last_progress: float = 0.0
+    committed: dict[int, int] = field(default_factory=dict)
+
+    def progressed(self, now: float) -> None:
+        """A batch was processed, or the consumer is (re)joining: the clock starts again."""
+        self.last_progress = now
+
+    def stalled(
+        self, committed: Mapping[int, int], ends: Mapping[int, int], now: float
+    ) -> list[int]:
+        """The partitions with work that have not moved for `stall_seconds` (none when the
+        worker is making progress anywhere)."""
+        if dict(committed) != self.committed:
+            self.committed = dict(committed)
+            self.progressed(now)
+        behind = sorted(p for p, end in ends.items() if committed.get(p, 0) < end)
+        if behind and now - self.last_progress >= self.stall_seconds:
+            return behind
+        return []
+
+
+async def committed_offsets(
+    admin: AIOKafkaAdminClient, group: str, partitions: list[TopicPartition]
+) -> dict[int, int]:
+    """The group's committed offset of each partition (0 where nothing was committed yet)."""
+    offsets = await admin.list_consumer_group_offsets(group, partitions=partitions)
+    found = {tp.partition: max(0, meta.offset) for tp, meta in offsets.items()}
+    return {tp.partition: found.get(tp.partition, 0) for tp in partitions}

@@ -1,0 +1,56 @@
+"""Prometheus metrics of the stream worker (served when UAC_WORKER_METRICS_PORT is set)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+
+from streams.processing import BatchOutput
+
+
+@dataclass
+class WorkerMetrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        self.decisions = Counter(
+            "uac_worker_decisions_total",
+            "Gate decisions by outcome",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.rejections = Counter(
+            "uac_worker_rejections_total",
+            "Rejections by reason code",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.alerts = Counter(
+            "uac_worker_alerts_total",
+            "Alert lifecycle records by rule and status",
+            ["rule", "status"],
+            registry=self.registry,
+        )
+        self.erasures = Counter(
+            "uac_worker_erasures_total", "Subjects erased", registry=self.registry
+        )
+        self.batch_seconds = Histogram(
+            "uac_worker_batch_seconds",
+            "Time to process and publish one batch",
+            registry=self.registry,
+        )
+
+    def observe(self, output: BatchOutput, seconds: float) -> None:
+        self.decisions.labels(outcome="accepted").inc(len(output.accepted))
+        self.decisions.labels(outcome="rejected").inc(len(output.quarantined))
+        for decision in output.quarantined:
+            for reason in decision.reasons:
+                self.rejections.labels(reason=reason).inc()
+        for alert in output.alerts:
+            self.alerts.labels(rule=alert.rule_id, status=alert.status.value).inc()
+        self.erasures.inc(len(output.erasures))
+        self.batch_seconds.observe(seconds)
+
+    def serve(self, port: int) -> None:
+        start_http_server(port, addr="127.0.0.1", registry=self.registry)

@@ -1,0 +1,121 @@
+"""The worker's batch step without Kafka: raw messages in, decisions, accepted events, alerts,
+states and erasures out. Nothing raises; every failure is a quarantine decision."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from projections.gate import GatePolicy, TenantPolicy
+from rules.engine import default_rules
+from schemas.codec import event_codec
+from schemas.events import Event
+from streams.keys import FileKeyStore
+from streams.processing import BatchProcessor, Incoming
+from streams.sealing import Sealer
+from tests.factories import T0, make_event
+from tests.fakes import TableKnowledge
+
+POLICY = GatePolicy(
+    tenants={"clinic-a": TenantPolicy(frozenset({"ehr-adapter"}), frozenset({"care"}))},
+    require_sealed=True,
+)
+NOW = T0 + timedelta(days=30)
+
+
+@pytest.fixture
+def sealer(tmp_path: Path) -> Sealer:
+    return Sealer(FileKeyStore(tmp_path / "keys"))
+
+
+def processor(sealer: Sealer) -> BatchProcessor:
+    return BatchProcessor(event_codec(), default_rules(TableKnowledge()), POLICY, sealer)
+
+
+def message(value: bytes, key: str = "clinic-a:patient-1", offset: int = 0) -> Incoming:
+    return Incoming(key.encode(), value, "uac.events", 0, offset)
+
+
+def sealed(sealer: Sealer, event: Event, offset: int = 0) -> Incoming:
+    return message(sealer.seal(event.key, event_codec().encode(event)), event.key, offset)
+
+
+def run(sealer: Sealer, messages: list[Incoming]):
+    return processor(sealer).process_batch(messages, lambda _key: None, NOW)
+
+
+def test_given_sealed_events_then_accepted_states_and_alerts(sealer: Sealer) -> None:
+    allergy = make_event("AllergyRecorded", "a")
+    drug = make_event("MedicationPrescribed", "rx", at=timedelta(days=1))
+    output = run(sealer, [sealed(sealer, allergy, 0), sealed(sealer, drug, 1)])
+    assert [item.event.id for item in output.accepted] == [allergy.id, drug.id]
+    assert output.quarantined == []
+    assert [a.rule_id for a in output.alerts] == ["drug-allergy-conflict"]
+    assert output.states["clinic-a:patient-1"].version == 2
+
+
+REJECTED = [
+    pytest.param(lambda _: message(b"garbage"), "bad_framing", id="given garbage then bad_framing"),
+    pytest.param(
+        lambda _: message(event_codec().encode(make_event("PreferenceStated", "plain"))),
+        "not_sealed",
+        id="given a valid but unsealed personal event then not_sealed",
+    ),
+    pytest.param(
+        lambda s: message(
+            s.seal("clinic-a:patient-1", event_codec().encode(make_event("PreferenceStated", "x"))),
+            "clinic-a:patient-2",
+        ),
+        "key_mismatch",
+        id="given a record sealed for another subject than its key then key_mismatch",
+    ),
+    pytest.param(
+        lambda s: message(s.seal("clinic-a:patient-1", b"\x00\x00\x00\x00\x01junk")),
+        "malformed_avro",
+        id="given a sealed record whose content is not Avro then malformed_avro",
+    ),
+    pytest.param(
+        lambda s: message(s.seal("clinic-a:patient-1", b"x")[:-3] + b"bad"),
+        "unreadable_seal",
+        id="given a tampered seal then unreadable_seal",
+    ),
+    pytest.param(
+        lambda _: message(b"UACS\x01\x00\x12clinic-a:patient-1" + b"\x00" * 40),
+        "unreadable_seal",
+        id="given a seal for a subject without any key then unreadable_seal",
+    ),
+]
+
+
+@pytest.mark.parametrize(("build", "reason"), REJECTED)
+def test_rejections(sealer: Sealer, build, reason: str) -> None:
+    output = run(sealer, [build(sealer)])
+    assert [d.reasons for d in output.quarantined] == [(reason,)]
+    assert output.accepted == []
+
+
+def test_given_an_erasure_in_a_batch_then_later_events_of_that_subject_in_the_same_batch_are_refused(
+    sealer: Sealer,
+) -> None:
+    before = make_event("PreferenceStated", "before")
+    erasure = make_event("ErasureRequested", "erase", at=timedelta(hours=1))
+    after = make_event(
+        "PreferenceStated", "after", at=timedelta(hours=2), payload={"value": "vegan"}
+    )
+    plain_erasure = message(event_codec().encode(erasure), offset=1)
+    output = run(sealer, [sealed(sealer, before, 0), plain_erasure, sealed(sealer, after, 2)])
+    assert [e.id for e in output.erasures] == [erasure.id]
+    assert output.erased == {"clinic-a:patient-1"}
+    assert [d.reasons for d in output.quarantined] == [("subject_erased",)]
+
+
+def test_given_a_destroyed_key_then_the_subjects_sealed_records_are_refused_as_erased(
+    sealer: Sealer,
+) -> None:
+    event = make_event("PreferenceStated", "old")
+    record = sealed(sealer, event)
+    sealer.keys.destroy(event.key)
+    output = run(sealer, [record])
+    assert [d.reasons for d in output.quarantined] == [("subject_erased",)]
