@@ -1,24 +1,42 @@
-"""The tenant-scoped analyst query layer over UaC's ClickHouse history.
+"""The tenant-scoped, purpose-bound analyst query layer over UaC's ClickHouse history.
 
 Analysts write ordinary ClickHouse SQL against the unqualified relation names below. The layer
 prepends a `WITH` list that defines every relation as a read of the storage tables filtered by
-the tenant, bound server-side as the query parameter `{tenant:String}` (never formatted into the
-SQL text), then runs the analyst's statement (an analyst `WITH` list is merged after ours).
-Every query needs a tenant; the storage database is never reachable by name.
+the tenant and the read's purpose, bound server-side as query parameters (`{tenant:String}`,
+`{purpose:String}`, `{read_at:DateTime64(3, 'UTC')}`; never formatted into the SQL text), then
+runs the analyst's statement (an analyst `WITH` list is merged after ours). Every query needs a
+tenant; the storage database is never reachable by name.
+
+Every read has a purpose; a read without one gets the default `care` (never "everything"):
+
+- claims (`events`, and the current views `trips`, `allergies`, `medications`) are exposed only
+  when the purpose recorded with them equals the read's purpose;
+- special-category claims (events labelled `special_category`, and the health event types
+  AllergyRecorded, AllergyStatusChanged, MedicationPrescribed, MedicationStopped whatever their
+  label) and alerts (they are health findings) also need a legal basis: the purpose is one of
+  the tenant's consent-exempt purposes (`deploy/config/tenants.json`), or the subject's current
+  checkpoint records consent for it (`state.consents[purpose]` granted, special_category true);
+- the current views leave out claims whose `valid_until` has passed at the time of the read;
+- the checkpoint relations carry no `state_json`: the whole document holds claims of every
+  purpose, so it is not readable through this layer.
+
+Every query served is audited: one `uac.audit_reads` row (tenant, actor, purpose, action
+`query`, the sha256 of the SQL as `detail`; never its literals or results), written before the
+result is returned. `explain` (the lineage of one alert) runs fixed queries and is audited too.
 
 Relations and their columns (every time is DateTime64(3, 'UTC')):
 
-`events` (one row per accepted event, deduplicated with FINAL)
+`events` (one row per accepted event, deduplicated with FINAL; purpose-bound)
     tenant_id, subject_id, event_id (UUID), type, actor, occurred_at, recorded_at, origin,
     source_ref, confidence, sensitivity, purpose, scope, valid_from, valid_until, supersedes,
     payload (canonical JSON of the typed payload), decision_id, decided_at, source_topic,
     source_partition, source_offset (the original record on the events topic),
     accepted_partition, accepted_offset (the record on the accepted topic), ingested_at.
-`gate_decisions` (every decision of the write gate, accepted and rejected)
+`gate_decisions` (every decision of the write gate, accepted and rejected; no claim values)
     tenant_id, decision_id, outcome (accepted | rejected), reasons (Array of reason codes),
     detail, event_id, subject_id, actor, event_type, message_sha256, source_topic,
     source_partition, source_offset, decided_at, ingested_at.
-`alerts` (one row per alert lifecycle record)
+`alerts` (one row per alert lifecycle record; special category)
     tenant_id, alert_id, lifecycle_id, subject_id, rule_id, rule_version, status (raised |
     resolved | acknowledged | overridden), severity (info | warning | critical), title, detail,
     cause (Array of claim ids), evidence (JSON array), drug_allergy (JSON object or NULL),
@@ -29,24 +47,34 @@ Relations and their columns (every time is DateTime64(3, 'UTC')):
     on the alerts topic, i.e. the order the worker emitted them, which event times do not give
     for late events), kept when its status is raised, acknowledged or overridden.
 `state_checkpoints` (every checkpoint version the sink has seen)
-    tenant_id, subject_id, version, state_hash, last_event_id, as_of, erased, state_json (the
-    canonical state document with its events), source_topic, source_partition, source_offset,
-    ingested_at.
+    tenant_id, subject_id, version, state_hash, last_event_id, as_of, erased, source_topic,
+    source_partition, source_offset, ingested_at.
 `current_state`
     The columns of `state_checkpoints`: the highest version per subject.
-`trips` (from `current_state.state_json`, so they always agree with the fold's derivation)
+`trips` (from the current checkpoint, so they always agree with the fold's derivation)
     tenant_id, subject_id, state_version, trip_id, origin_country, destination_country,
     departure_date (Date32), return_date (Nullable(Date32)), home_country (Nullable),
     international (Nullable(Bool): NULL while the home country is unknown), event_id,
-    recorded_at.
-`allergies` (from `current_state.state_json`)
+    recorded_at, purpose, valid_until.
+`allergies` (from the current checkpoint)
     tenant_id, subject_id, state_version, allergy_id, substance, allergy_type, categories
     (Array(String)), criticality, verification_status, clinical_status, negated, active,
     reactions (JSON), codes (JSON), recorded_event_id, recorded_at, last_change_event_id,
-    last_changed_at.
-`medications` (from `current_state.state_json`, active and stopped)
+    last_changed_at, purpose, valid_until.
+`medications` (from the current checkpoint, active and stopped)
     tenant_id, subject_id, state_version, prescription_id, drug, dose, route, active, codes
-    (JSON), prescribed_event_id, prescribed_at, stopped_event_id, stopped_at, stop_reason.
+    (JSON), prescribed_event_id, prescribed_at, stopped_event_id, stopped_at, stop_reason,
+    purpose, valid_until.
+`erasures` (erasure receipts; no personal data)
+    erasure_id, tenant_id, subject_ref (sha256 of 'tenant:subject'), requested_at,
+    recorded_at, completed_at, requested_by, key_destroyed, removed_rows (Map table -> rows
+    physically removed), verified.
+`audit_reads` (every audited read of personal data)
+    audit_id, tenant_id, subject_ref (NULL for reads across subjects), actor, purpose, action
+    (query | explain | state | export | ...), detail, read_at, ingested_at.
+
+In `trips`, `allergies` and `medications` a claim's purpose, sensitivity and validity are those
+of the event that recorded it (`recorded`, `prescribed`).
 
 Isolation is enforced in three layers, each enough on its own for the common cases:
 1. a lexical check (comments and literals skipped): one SELECT/WITH statement, no name
@@ -55,22 +83,27 @@ Isolation is enforced in three layers, each enough on its own for the common cas
 2. ClickHouse's own parser (`EXPLAIN AST`, which executes nothing) for the same rules;
 3. ClickHouse's analyzer (`EXPLAIN QUERY TREE` of the full query): every table it resolves must
    be one of the wrapped storage tables, every table function one that generates data.
-The query then runs with `readonly=2` (no writes, no DDL).
+The query then runs with `readonly=2` (no writes, no DDL). On a ClickHouse server,
+`deploy/clickhouse/server/row_policies.sql` adds row policies as a fourth layer.
 
 chDB allows one process per data path. While the pipeline runs, the sink process owns the path
-and serves `POST /query`; `open_query_client` picks a server, the running sink, or the chDB
-path directly, so the same call works whether the pipeline is running or stopped.
+and serves `POST /query` and `POST /explain`; `open_query_client` picks a server, the running
+sink, or the chDB path directly, so the same call works whether the pipeline is running or
+stopped.
 """
 
 from __future__ import annotations
 
+import getpass
+import hashlib
 import http.client
 import json
 import os
 import re
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from enum import Enum
 from pathlib import Path
@@ -82,29 +115,86 @@ from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError
 
 from projections.document import plain
-from streams.clickhouse import DATABASE, connect
+from projections.gate import HEALTH_PAYLOADS
+from schemas.erasures import ReadAudited, subject_ref
+from schemas.events import EventType
+from streams.clickhouse import DATABASE, connect, write_batch
+from streams.rows import AUDIT_COLUMNS, AUDIT_READS, audit_row
 from streams.settings import Settings
+from streams.tenants import load_gate_policy
 
 TENANT_PARAMETER: Final = "tenant"
+PURPOSE_PARAMETER: Final = "purpose"
+READ_AT_PARAMETER: Final = "read_at"
+DEFAULT_PURPOSE: Final = "care"
+"""The purpose of a read that names none (documented: never "every purpose")."""
+DEFAULT_EXEMPT_PURPOSES: Final = frozenset({"care"})
+"""Consent-exempt purposes when the caller names none (the tenants file's default)."""
+UNIDENTIFIED_ACTOR: Final = "unidentified"
 SINK_RECORD: Final = "sink.json"
 QUERY_SETTINGS: Final[dict[str, Any]] = {"readonly": 2}
+HEALTH_EVENT_TYPES: Final = tuple(EventType(payload.__name__).value for payload in HEALTH_PAYLOADS)
+"""Event types that are special-category data whatever their sensitivity label (as the gate)."""
 
-_TABLE_RELATIONS: Final = ("events", "gate_decisions", "alerts", "state_checkpoints")
-
-_EVENTS = "SELECT * FROM uac.events FINAL WHERE tenant_id = {tenant:String}"
-_GATE_DECISIONS = "SELECT * FROM uac.gate_decisions FINAL WHERE tenant_id = {tenant:String}"
-_ALERTS = "SELECT * FROM uac.alerts FINAL WHERE tenant_id = {tenant:String}"
-_STATE_CHECKPOINTS = "SELECT * FROM uac.state_checkpoints FINAL WHERE tenant_id = {tenant:String}"
-
-_OPEN_ALERTS = """SELECT * FROM (
-    SELECT * FROM alerts ORDER BY alert_id, source_offset DESC LIMIT 1 BY alert_id
-) WHERE status IN ('raised', 'acknowledged', 'overridden')"""
-
-_CURRENT_STATE = (
-    "SELECT * FROM state_checkpoints ORDER BY subject_id, version DESC LIMIT 1 BY subject_id"
+_TABLE_RELATIONS: Final = (
+    "events",
+    "gate_decisions",
+    "alerts",
+    "state_checkpoints",
+    "erasures",
+    "audit_reads",
 )
 
-_TRIPS = """SELECT
+_OF_TENANT = "tenant_id = {tenant:String}"
+_CHECKPOINT_COLUMNS = (
+    "tenant_id, subject_id, version, state_hash, last_event_id, as_of, erased, source_topic, "
+    "source_partition, source_offset, ingested_at"
+)
+_LATEST_DOCUMENTS = f"""SELECT * FROM {DATABASE}.state_checkpoints FINAL WHERE {_OF_TENANT}
+    ORDER BY subject_id, version DESC LIMIT 1 BY subject_id"""  # noqa: S608
+"""The current checkpoint of each subject with its document (internal: never a relation)."""
+_CONSENT = "JSONExtractBool(state_json, 'state', 'consents', {purpose:String}, '%s')"
+_CONSENTING_SUBJECTS = f"""SELECT subject_id FROM ({_LATEST_DOCUMENTS})
+    WHERE {_CONSENT % "granted"} AND {_CONSENT % "special_category"}"""  # noqa: S608
+"""Subjects whose current state records consent to special-category use for the purpose."""
+_BY_CONSENT = f"subject_id IN ({_CONSENTING_SUBJECTS})"
+_EXEMPT = "true"
+_HEALTH_TYPES = ", ".join(f"'{name}'" for name in HEALTH_EVENT_TYPES)
+_SPECIAL_EVENT = f"(sensitivity = 'special_category' OR type IN ({_HEALTH_TYPES}))"
+
+
+def _claim_ref(claim: str, ref: str, field: str) -> str:
+    return f"JSONExtractString({claim}, '{ref}', '{field}')"
+
+
+def _claim_valid_until(claim: str, ref: str) -> str:
+    return f"parseDateTime64BestEffortOrNull({_claim_ref(claim, ref, 'valid_until')}, 3, 'UTC')"
+
+
+def _claim_readable(claim: str, ref: str, allowed: str, *, always_special: bool) -> str:
+    """A current-view claim is shown when recorded for the read's purpose, allowed if special,
+    and still valid at the time of the read."""
+    special = (
+        "true"
+        if always_special
+        else f"{_claim_ref(claim, ref, 'sensitivity')} = 'special_category'"
+    )
+    return (
+        f"{_claim_ref(claim, ref, 'purpose')} = {{purpose:String}}"
+        f" AND (NOT ({special}) OR {allowed})"
+        f" AND coalesce({_claim_valid_until(claim, ref)} > {{read_at:DateTime64(3, 'UTC')}}, true)"
+    )
+
+
+def _claim_columns(claim: str, ref: str) -> str:
+    return (
+        f"{_claim_ref(claim, ref, 'purpose')} AS purpose, "
+        f"{_claim_valid_until(claim, ref)} AS valid_until"
+    )
+
+
+def _trips(allowed: str) -> str:
+    return f"""SELECT
     tenant_id, subject_id, version AS state_version,
     JSONExtractString(trip, 'trip_id') AS trip_id,
     JSONExtractString(trip, 'origin_country') AS origin_country,
@@ -115,10 +205,14 @@ _TRIPS = """SELECT
     JSONExtract(trip, 'international', 'Nullable(Bool)') AS international,
     JSONExtractString(trip, 'recorded', 'event_id') AS event_id,
     parseDateTime64BestEffortOrNull(
-        JSONExtractString(trip, 'recorded', 'occurred_at'), 3, 'UTC') AS recorded_at
-FROM current_state ARRAY JOIN JSONExtractArrayRaw(state_json, 'trips') AS trip"""
+        JSONExtractString(trip, 'recorded', 'occurred_at'), 3, 'UTC') AS recorded_at,
+    {_claim_columns("trip", "recorded")}
+FROM ({_LATEST_DOCUMENTS}) ARRAY JOIN JSONExtractArrayRaw(state_json, 'state', 'trips') AS trip
+WHERE {_claim_readable("trip", "recorded", allowed, always_special=False)}"""  # noqa: S608
 
-_ALLERGIES = """SELECT
+
+def _allergies(allowed: str) -> str:
+    return f"""SELECT
     tenant_id, subject_id, version AS state_version,
     JSONExtractString(allergy, 'allergy_id') AS allergy_id,
     JSONExtractString(allergy, 'substance') AS substance,
@@ -136,10 +230,15 @@ _ALLERGIES = """SELECT
         JSONExtractString(allergy, 'recorded', 'occurred_at'), 3, 'UTC') AS recorded_at,
     JSONExtractString(allergy, 'last_change', 'event_id') AS last_change_event_id,
     parseDateTime64BestEffortOrNull(
-        JSONExtractString(allergy, 'last_change', 'occurred_at'), 3, 'UTC') AS last_changed_at
-FROM current_state ARRAY JOIN JSONExtractArrayRaw(state_json, 'allergies') AS allergy"""
+        JSONExtractString(allergy, 'last_change', 'occurred_at'), 3, 'UTC') AS last_changed_at,
+    {_claim_columns("allergy", "recorded")}
+FROM ({_LATEST_DOCUMENTS})
+ARRAY JOIN JSONExtractArrayRaw(state_json, 'state', 'allergies') AS allergy
+WHERE {_claim_readable("allergy", "recorded", allowed, always_special=True)}"""  # noqa: S608
 
-_MEDICATIONS = """SELECT
+
+def _medications(allowed: str) -> str:
+    return f"""SELECT
     tenant_id, subject_id, state_version,
     JSONExtractString(medication, 'prescription_id') AS prescription_id,
     JSONExtractString(medication, 'drug') AS drug,
@@ -153,28 +252,57 @@ _MEDICATIONS = """SELECT
     nullIf(JSONExtractString(medication, 'stopped', 'event_id'), '') AS stopped_event_id,
     parseDateTime64BestEffortOrNull(
         JSONExtractString(medication, 'stopped', 'occurred_at'), 3, 'UTC') AS stopped_at,
-    nullIf(JSONExtractString(medication, 'stop_reason'), '') AS stop_reason
+    nullIf(JSONExtractString(medication, 'stop_reason'), '') AS stop_reason,
+    {_claim_columns("medication", "prescribed")}
 FROM (
     SELECT tenant_id, subject_id, version AS state_version,
         tupleElement(entry, 1) AS medication, tupleElement(entry, 2) AS active
-    FROM current_state ARRAY JOIN arrayConcat(
-        arrayMap(m -> (m, true), JSONExtractArrayRaw(state_json, 'medications', 'active')),
-        arrayMap(m -> (m, false), JSONExtractArrayRaw(state_json, 'medications', 'stopped'))
+    FROM ({_LATEST_DOCUMENTS}) ARRAY JOIN arrayConcat(
+        arrayMap(m -> (m, true), JSONExtractArrayRaw(state_json, 'state', 'medications', 'active')),
+        arrayMap(m -> (m, false), JSONExtractArrayRaw(state_json, 'state', 'medications', 'stopped'))
     ) AS entry
-)"""
+)
+WHERE {_claim_readable("medication", "prescribed", allowed, always_special=True)}"""  # noqa: S608
 
-RELATIONS: Final[dict[str, str]] = {
-    "events": _EVENTS,
-    "gate_decisions": _GATE_DECISIONS,
-    "alerts": _ALERTS,
-    "state_checkpoints": _STATE_CHECKPOINTS,
-    "open_alerts": _OPEN_ALERTS,
-    "current_state": _CURRENT_STATE,
-    "trips": _TRIPS,
-    "allergies": _ALLERGIES,
-    "medications": _MEDICATIONS,
-}
-"""Relation name -> its definition; later definitions may use earlier ones."""
+
+def _of_tenant(table: str, columns: str = "*") -> str:
+    """The tenant's rows of a storage table (the base of every relation)."""
+    return f"SELECT {columns} FROM {DATABASE}.{table} FINAL WHERE {_OF_TENANT}"  # noqa: S608
+
+
+def _relations(allowed: str) -> dict[str, str]:
+    """Relation name -> definition, given the condition that lets a subject's special-category
+    data be read for the read's purpose; later definitions may use earlier ones."""
+    purpose_bound = f"AND purpose = {{purpose:String}} AND (NOT {_SPECIAL_EVENT} OR {allowed})"
+    return {
+        "events": f"{_of_tenant('events')} {purpose_bound}",
+        "gate_decisions": _of_tenant("gate_decisions"),
+        "alerts": f"{_of_tenant('alerts')} AND {allowed}",
+        "state_checkpoints": _of_tenant("state_checkpoints", _CHECKPOINT_COLUMNS),
+        "open_alerts": """SELECT * FROM (
+    SELECT * FROM alerts ORDER BY alert_id, source_offset DESC LIMIT 1 BY alert_id
+) WHERE status IN ('raised', 'acknowledged', 'overridden')""",
+        "current_state": (
+            "SELECT * FROM state_checkpoints ORDER BY subject_id, version DESC LIMIT 1 BY subject_id"
+        ),
+        "trips": _trips(allowed),
+        "allergies": _allergies(allowed),
+        "medications": _medications(allowed),
+        "erasures": _of_tenant("erasures"),
+        "audit_reads": _of_tenant("audit_reads"),
+    }
+
+
+_EXEMPT_RELATIONS: Final = _relations(_EXEMPT)
+_CONSENT_RELATIONS: Final = _relations(_BY_CONSENT)
+RELATIONS: Final = tuple(_EXEMPT_RELATIONS)
+"""The relation names analysts query."""
+
+
+def relations(*, purpose_exempt: bool) -> dict[str, str]:
+    """The relation definitions for a read whose purpose is (or is not) consent-exempt."""
+    return dict(_EXEMPT_RELATIONS if purpose_exempt else _CONSENT_RELATIONS)
+
 
 STORAGE_TABLES: Final = frozenset(f"{DATABASE}.{table}" for table in _TABLE_RELATIONS)
 READABLE_TABLES: Final = STORAGE_TABLES | {"system.one"}
@@ -255,6 +383,7 @@ class QueryResult:
         return cls(tuple(document["columns"]), [list(row) for row in document["rows"]])
 
 
+# ------------------------------------------------------------------------------------------------
 # ------------------------------------------------------------------------------------------------
 # Lexical checks
 # ------------------------------------------------------------------------------------------------
@@ -389,10 +518,12 @@ def statement_text(sql: str) -> str:
     return _text(sql, found[0], found[-1])
 
 
-def with_relations(sql: str) -> str:
+def with_relations(sql: str, *, purpose_exempt: bool) -> str:
     """The analyst's statement with the relation definitions prepended (WITH lists merged)."""
     found = check_sql(sql)
-    definitions = ",\n".join(f"{name} AS ({body})" for name, body in RELATIONS.items())
+    definitions = ",\n".join(
+        f"{name} AS ({body})" for name, body in relations(purpose_exempt=purpose_exempt).items()
+    )
     if found[0].name != "with":
         return f"WITH {definitions}\n{_text(sql, found[0], found[-1])}"
     recursive = len(found) > 1 and found[1].name == "recursive"
@@ -411,11 +542,44 @@ _TREE_TABLE_FUNCTION = re.compile(r"\btable_function_name: ([^,\s]+)")
 _SERVER_PLACEHOLDER = re.compile(r"\{\w+:[^}]+\}")
 
 
-def _explain(client: Client, kind: str, sql: str, tenant: str) -> list[str]:
+@dataclass(frozen=True)
+class Read:
+    """Who reads which tenant's data, for what purpose, when (what every read is bound to)."""
+
+    tenant: str
+    purpose: str
+    purpose_exempt: bool
+    actor: str
+    at: datetime
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The query parameters the relations are bound to."""
+        return {
+            TENANT_PARAMETER: self.tenant,
+            PURPOSE_PARAMETER: self.purpose,
+            READ_AT_PARAMETER: self.at,
+        }
+
+    def audited(self, action: str, detail: str, subject: str | None = None) -> ReadAudited:
+        """The audit record of this read (`subject`: the one subject read, if any)."""
+        return ReadAudited(
+            audit_id=uuid.uuid4(),
+            tenant_id=self.tenant,
+            subject_ref=None if subject is None else subject_ref(self.tenant, subject),
+            actor=self.actor,
+            purpose=self.purpose,
+            action=action,
+            detail=detail,
+            read_at=self.at,
+        )
+
+
+def _explain(client: Client, kind: str, sql: str, read: Read) -> list[str]:
     """EXPLAIN lines. Parameters are bound only when the SQL has a `{name:Type}` placeholder:
     without one, clickhouse-connect would %-format the SQL on the client (breaking `LIKE '%x'`).
     """
-    parameters = {TENANT_PARAMETER: tenant} if _SERVER_PLACEHOLDER.search(sql) else None
+    parameters = read.parameters if _SERVER_PLACEHOLDER.search(sql) else None
     result = client.query(f"EXPLAIN {kind} {sql}", parameters=parameters)
     return [str(row[0]) for row in result.result_rows]
 
@@ -456,22 +620,80 @@ def require_tenant(tenant: str | None) -> str:
     return tenant
 
 
-def query(client: Client, sql: str, tenant: str | None) -> QueryResult:
-    """Run an analyst's SQL over `tenant`'s relations. Raises TenantRequired, QueryRefused or
-    QueryFailed; never reads another tenant's rows."""
-    tenant = require_tenant(tenant)
-    full = with_relations(sql)
+def read_purpose(purpose: str | None) -> str:
+    """The purpose a read is bound to: the one asked for, or the default `care`."""
+    return DEFAULT_PURPOSE if purpose is None or not purpose.strip() else purpose
+
+
+def default_actor() -> str:
+    """Who reads when no actor is named: the operating-system user."""
     try:
-        check_parsed(_explain(client, "AST", statement_text(sql), tenant))
-        check_resolved(_explain(client, "QUERY TREE", full, tenant))
-        result = client.query(
-            full, parameters={TENANT_PARAMETER: tenant}, settings=dict(QUERY_SETTINGS)
-        )
-        columns = tuple(result.column_names) or _column_names(client, full, tenant)
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return UNIDENTIFIED_ACTOR
+
+
+def new_read(
+    tenant: str | None,
+    purpose: str | None,
+    exempt_purposes: frozenset[str],
+    actor: str | None,
+) -> Read:
+    """A read of `tenant`'s data now (TenantRequired without a tenant)."""
+    bound = read_purpose(purpose)
+    return Read(
+        tenant=require_tenant(tenant),
+        purpose=bound,
+        purpose_exempt=bound in exempt_purposes,
+        actor=actor or default_actor(),
+        at=datetime.now(UTC),
+    )
+
+
+def sql_digest(sql: str) -> str:
+    """What an audit row says about a query: the hash of its text, never its literals."""
+    return "sha256:" + hashlib.sha256(sql.encode("utf-8")).hexdigest()
+
+
+def record_read(client: Client, audit: ReadAudited) -> None:
+    """Write one `audit_reads` row directly (the sink ingests the audit topic the same way)."""
+    row = audit_row(audit, datetime.now(UTC))
+    write_batch(client, AUDIT_READS, AUDIT_COLUMNS, [row], f"uac-audit/{audit.audit_id}")
+
+
+def query(
+    client: Client,
+    sql: str,
+    tenant: str | None,
+    purpose: str | None = None,
+    exempt_purposes: frozenset[str] = DEFAULT_EXEMPT_PURPOSES,
+    *,
+    actor: str | None = None,
+) -> QueryResult:
+    """Run an analyst's SQL over `tenant`'s relations, bound to `purpose` (default `care`;
+    `exempt_purposes` are the tenant's consent-exempt purposes), and audit the read as `actor`
+    (default: the operating-system user). Raises TenantRequired, QueryRefused or QueryFailed;
+    never reads another tenant's rows, nor claims recorded for another purpose."""
+    read = new_read(tenant, purpose, exempt_purposes, actor)
+    full = with_relations(sql, purpose_exempt=read.purpose_exempt)
+    try:
+        check_parsed(_explain(client, "AST", statement_text(sql), read))
+        check_resolved(_explain(client, "QUERY TREE", full, read))
+        result = client.query(full, parameters=read.parameters, settings=dict(QUERY_SETTINGS))
+        columns = tuple(result.column_names) or _column_names(client, full, read)
     except ClickHouseError as error:
         raise QueryFailed(_engine_message(error)) from error
     rows = [[json_value(value) for value in row] for row in result.result_rows]
+    _audit(client, read.audited("query", sql_digest(sql)))
     return QueryResult(columns, rows)
+
+
+def _audit(client: Client, audit: ReadAudited) -> None:
+    """Record the read before its result is handed out; no audit row, no result."""
+    try:
+        record_read(client, audit)
+    except ClickHouseError as error:
+        raise QueryFailed(f"the read could not be audited: {_engine_message(error)}") from error
 
 
 def _engine_message(error: ClickHouseError) -> str:
@@ -479,13 +701,11 @@ def _engine_message(error: ClickHouseError) -> str:
     return str(error).split(" In scope ", 1)[0].strip()
 
 
-def _column_names(client: Client, full: str, tenant: str) -> tuple[str, ...]:
+def _column_names(client: Client, full: str, read: Read) -> tuple[str, ...]:
     """The result columns of a query, asked separately: chDB reports no columns for an empty
     result (no data block), and an analyst still needs to see the shape."""
     described = client.query(
-        f"DESCRIBE ({full})",
-        parameters={TENANT_PARAMETER: tenant},
-        settings=dict(QUERY_SETTINGS),
+        f"DESCRIBE ({full})", parameters=read.parameters, settings=dict(QUERY_SETTINGS)
     )
     return tuple(str(row[0]) for row in described.result_rows)
 
@@ -505,6 +725,192 @@ def json_value(value: Any) -> Any:
     if isinstance(value, Decimal):
         return str(value)
     return str(value)
+
+
+# ------------------------------------------------------------------------------------------------
+# Explaining an alert: its lifecycle and lineage, from fixed queries
+# ------------------------------------------------------------------------------------------------
+
+
+class AlertNotFound(LookupError):
+    """No alert with this id is stored for the tenant."""
+
+
+_ALERT_LIFECYCLE: Final = """SELECT lifecycle_id, subject_id, rule_id, rule_version, status,
+    severity, occurred_at, trigger_event_id, reason, cause, evidence
+FROM uac.alerts FINAL
+WHERE tenant_id = {tenant:String} AND alert_id = {alert_id:UUID}
+ORDER BY source_partition, source_offset"""
+
+_LINEAGE_EVENTS: Final = """SELECT toString(event_id), type, origin, source_ref, occurred_at,
+    source_topic, source_partition, source_offset, accepted_partition, accepted_offset
+FROM uac.events FINAL
+WHERE tenant_id = {tenant:String} AND toString(event_id) IN {event_ids:Array(String)}
+ORDER BY occurred_at, event_id"""
+
+ACCEPTED_SUFFIX: Final = ".accepted"
+"""The accepted topic is the events topic's name plus this suffix (`streams.topics.Topics`)."""
+
+
+def explain(
+    client: Client,
+    alert_id: str,
+    tenant: str | None,
+    *,
+    purpose: str | None = None,
+    exempt_purposes: frozenset[str] = DEFAULT_EXEMPT_PURPOSES,
+    actor: str | None = None,
+) -> dict[str, Any]:
+    """Why an alert fired: every lifecycle record, its rule, the cause claims, and the lineage
+    of every evidence and trigger event (type, origin, source_ref, time, and where it sits on
+    the events topic and the accepted topic). Audited as an `explain` read of the subject.
+    The alert must be readable for the purpose exactly as in the `alerts` relation (consent-
+    exempt purpose, or the subject's consent). Raises TenantRequired, AlertNotFound if the
+    tenant has no such alert, or QueryRefused if the purpose may not read it."""
+    read = new_read(tenant, purpose, exempt_purposes, actor)
+    alert = _alert_uuid(alert_id)
+    try:
+        lifecycle = _lifecycle(client, alert, read.tenant)
+        readable = bool(lifecycle) and _alert_readable(client, alert, read)
+        roles = _event_roles(lifecycle)
+        events = _lineage(client, sorted(roles), read.tenant) if readable else []
+    except ClickHouseError as error:
+        raise QueryFailed(_engine_message(error)) from error
+    if not lifecycle:
+        raise AlertNotFound(f"no alert {alert} is stored for tenant {read.tenant!r}")
+    if not readable:
+        raise QueryRefused(
+            f"alert {alert} may not be read for purpose {read.purpose!r}: alerts are special "
+            "category, readable only for the tenant's consent-exempt purposes or with the "
+            "subject's consent for the purpose"
+        )
+    _audit(client, read.audited("explain", f"alert:{alert}", lifecycle[0]["subject_id"]))
+    return _explanation(str(alert), read.tenant, lifecycle, roles, events)
+
+
+def _alert_readable(client: Client, alert: UUID, read: Read) -> bool:
+    """Whether the purpose-bound `alerts` relation shows this alert to the read."""
+    sql = with_relations(
+        "SELECT count() FROM alerts WHERE alert_id = {alert_id:UUID}",
+        purpose_exempt=read.purpose_exempt,
+    )
+    parameters = {**read.parameters, "alert_id": str(alert)}
+    result = client.query(sql, parameters=parameters, settings=dict(QUERY_SETTINGS))
+    return int(result.result_rows[0][0]) > 0
+
+
+def _alert_uuid(alert_id: str) -> UUID:
+    try:
+        return UUID(alert_id)
+    except ValueError:
+        raise AlertNotFound(f"{alert_id!r} is not an alert id (a UUID)") from None
+
+
+def _lifecycle(client: Client, alert_id: UUID, tenant: str) -> list[dict[str, Any]]:
+    result = client.query(
+        _ALERT_LIFECYCLE, parameters={TENANT_PARAMETER: tenant, "alert_id": str(alert_id)}
+    )
+    names = (
+        "lifecycle_id",
+        "subject_id",
+        "rule_id",
+        "rule_version",
+        "status",
+        "severity",
+        "occurred_at",
+        "trigger_event_id",
+        "reason",
+        "cause",
+        "evidence",
+    )
+    records = [dict(zip(names, row, strict=True)) for row in result.result_rows]
+    for record in records:
+        record["evidence"] = json.loads(record["evidence"])
+    return records
+
+
+def _event_roles(lifecycle: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Event id -> its roles in the alert (evidence roles, and `trigger`)."""
+    roles: dict[str, list[str]] = {}
+    for record in lifecycle:
+        for item in record["evidence"]:
+            _add_role(roles, str(item["event_id"]), str(item["role"]))
+        _add_role(roles, str(record["trigger_event_id"]), "trigger")
+    return roles
+
+
+def _add_role(roles: dict[str, list[str]], event_id: str, role: str) -> None:
+    known = roles.setdefault(event_id, [])
+    if role not in known:
+        known.append(role)
+
+
+def _lineage(client: Client, event_ids: list[str], tenant: str) -> list[dict[str, Any]]:
+    result = client.query(
+        _LINEAGE_EVENTS, parameters={TENANT_PARAMETER: tenant, "event_ids": event_ids}
+    )
+    return [_lineage_event(row) for row in result.result_rows]
+
+
+def _lineage_event(row: Sequence[Any]) -> dict[str, Any]:
+    event_id, kind, origin, source_ref, occurred_at, topic, partition, offset = row[:8]
+    accepted_partition, accepted_offset = row[8:]
+    return {
+        "event_id": event_id,
+        "type": kind,
+        "origin": origin,
+        "source_ref": source_ref,
+        "occurred_at": json_value(occurred_at),
+        "events_topic": {"topic": topic, "partition": partition, "offset": offset},
+        "accepted_topic": {
+            "topic": topic + ACCEPTED_SUFFIX,
+            "partition": accepted_partition,
+            "offset": accepted_offset,
+        },
+    }
+
+
+def _explanation(
+    alert_id: str,
+    tenant: str,
+    lifecycle: Sequence[Mapping[str, Any]],
+    roles: Mapping[str, list[str]],
+    events: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    first = lifecycle[0]
+    found = {event["event_id"] for event in events}
+    return {
+        "alert_id": alert_id,
+        "tenant_id": tenant,
+        "subject_id": first["subject_id"],
+        "rule": {"id": first["rule_id"], "version": first["rule_version"]},
+        "cause": list(first["cause"]),
+        "lifecycle": [
+            {
+                name: json_value(record[name])
+                for name in (
+                    "lifecycle_id",
+                    "status",
+                    "severity",
+                    "occurred_at",
+                    "trigger_event_id",
+                    "reason",
+                )
+            }
+            for record in lifecycle
+        ],
+        "evidence": _unique(item for record in lifecycle for item in record["evidence"]),
+        "events": [{**event, "roles": roles[event["event_id"]]} for event in events],
+        "missing_event_ids": sorted(set(roles) - found),
+    }
+
+
+def _unique(items: Iterator[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+    for item in items:
+        if item not in seen:
+            seen.append(item)
+    return seen
 
 
 # ------------------------------------------------------------------------------------------------
@@ -545,19 +951,26 @@ def running_sink(home: Path) -> SinkAddress | None:
     return address if _pid_alive(address.pid) else None
 
 
+def tenant_exempt_purposes(settings: Settings) -> dict[str, frozenset[str]]:
+    """Each tenant's consent-exempt purposes, from the tenants file the gate enforces."""
+    policy = load_gate_policy(settings.tenants_file)
+    return {name: tenant.consent_exempt_purposes for name, tenant in policy.tenants.items()}
+
+
 _REMOTE_ERRORS: Final[dict[str, type[Exception]]] = {
     "tenant_required": TenantRequired,
     "query_refused": QueryRefused,
     "query_failed": QueryFailed,
+    "alert_not_found": AlertNotFound,
 }
 
 
-def post_query(address: SinkAddress, sql: str, tenant: str, timeout: float = 60.0) -> QueryResult:
-    """POST the query to a sink's `/query` and return its result (errors re-raised as ours)."""
-    body = json.dumps({"sql": sql, "tenant": tenant}).encode("utf-8")
+def _post(address: SinkAddress, path: str, body: dict[str, Any], timeout: float) -> Any:
+    """POST a JSON body to the sink and return its JSON answer (errors re-raised as ours)."""
     connection = http.client.HTTPConnection(address.host, address.port, timeout=timeout)
     try:
-        connection.request("POST", "/query", body, {"Content-Type": "application/json"})
+        payload = json.dumps(body).encode("utf-8")
+        connection.request("POST", path, payload, {"Content-Type": "application/json"})
         response = connection.getresponse()
         document = json.loads(response.read())
     except (OSError, http.client.HTTPException, ValueError) as error:
@@ -567,32 +980,111 @@ def post_query(address: SinkAddress, sql: str, tenant: str, timeout: float = 60.
     if response.status != 200:
         error_type = _REMOTE_ERRORS.get(str(document.get("error")), QueryFailed)
         raise error_type(str(document.get("message", f"HTTP {response.status}")))
-    return QueryResult.from_json(document)
+    return document
 
 
-def query_via_sink(home: Path, sql: str, tenant: str | None) -> QueryResult:
+def post_query(
+    address: SinkAddress,
+    sql: str,
+    tenant: str,
+    purpose: str | None = None,
+    *,
+    actor: str | None = None,
+    timeout: float = 60.0,
+) -> QueryResult:
+    """POST the query to a sink's `/query` and return its result."""
+    body = {"sql": sql, "tenant": tenant, "purpose": purpose, "actor": actor or default_actor()}
+    return QueryResult.from_json(_post(address, "/query", body, timeout))
+
+
+def post_explain(
+    address: SinkAddress,
+    alert_id: str,
+    tenant: str,
+    purpose: str | None = None,
+    *,
+    actor: str | None = None,
+    timeout: float = 60.0,
+) -> dict[str, Any]:
+    """POST an alert id to a sink's `/explain` and return the explanation."""
+    body = {
+        "alert_id": alert_id,
+        "tenant": tenant,
+        "purpose": purpose,
+        "actor": actor or default_actor(),
+    }
+    explanation: dict[str, Any] = _post(address, "/explain", body, timeout)
+    return explanation
+
+
+def query_via_sink(
+    home: Path,
+    sql: str,
+    tenant: str | None,
+    purpose: str | None = None,
+    *,
+    actor: str | None = None,
+) -> QueryResult:
     """Run the query in the sink that owns the chDB path (it must be running)."""
     tenant = require_tenant(tenant)
     address = running_sink(home)
     if address is None:
         raise SinkUnavailable(f"no running sink is recorded in {sink_record_path(home)}")
-    return post_query(address, sql, tenant)
+    return post_query(address, sql, tenant, purpose, actor=actor)
 
 
 class QueryClient(Protocol):
-    def query(self, sql: str, tenant: str | None) -> QueryResult: ...
+    def query(
+        self, sql: str, tenant: str | None, purpose: str | None = None, *, actor: str | None = None
+    ) -> QueryResult: ...
+
+    def explain(
+        self,
+        alert_id: str,
+        tenant: str | None,
+        purpose: str | None = None,
+        *,
+        actor: str | None = None,
+    ) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
 
 
 class DirectQueries:
-    """Queries on a ClickHouse client this object owns (a server, or the chDB path)."""
+    """Queries on a ClickHouse client this object owns (a server, or the chDB path).
 
-    def __init__(self, client: Client) -> None:
+    `exempt_purposes` maps each tenant to its consent-exempt purposes (a tenant missing from it
+    has none); without the mapping every tenant gets `DEFAULT_EXEMPT_PURPOSES`."""
+
+    def __init__(
+        self, client: Client, exempt_purposes: Mapping[str, frozenset[str]] | None = None
+    ) -> None:
         self._client = client
+        self._exempt = exempt_purposes
 
-    def query(self, sql: str, tenant: str | None) -> QueryResult:
-        return query(self._client, sql, tenant)
+    def exempt_purposes(self, tenant: str | None) -> frozenset[str]:
+        if self._exempt is None:
+            return DEFAULT_EXEMPT_PURPOSES
+        return self._exempt.get(tenant or "", frozenset())
+
+    def query(
+        self, sql: str, tenant: str | None, purpose: str | None = None, *, actor: str | None = None
+    ) -> QueryResult:
+        exempt = self.exempt_purposes(tenant)
+        return query(self._client, sql, tenant, purpose, exempt, actor=actor)
+
+    def explain(
+        self,
+        alert_id: str,
+        tenant: str | None,
+        purpose: str | None = None,
+        *,
+        actor: str | None = None,
+    ) -> dict[str, Any]:
+        exempt = self.exempt_purposes(tenant)
+        return explain(
+            self._client, alert_id, tenant, purpose=purpose, exempt_purposes=exempt, actor=actor
+        )
 
     def close(self) -> None:
         self._client.close()
@@ -615,8 +1107,20 @@ class SinkQueries:
     def __init__(self, address: SinkAddress) -> None:
         self.address = address
 
-    def query(self, sql: str, tenant: str | None) -> QueryResult:
-        return post_query(self.address, sql, require_tenant(tenant))
+    def query(
+        self, sql: str, tenant: str | None, purpose: str | None = None, *, actor: str | None = None
+    ) -> QueryResult:
+        return post_query(self.address, sql, require_tenant(tenant), purpose, actor=actor)
+
+    def explain(
+        self,
+        alert_id: str,
+        tenant: str | None,
+        purpose: str | None = None,
+        *,
+        actor: str | None = None,
+    ) -> dict[str, Any]:
+        return post_explain(self.address, alert_id, require_tenant(tenant), purpose, actor=actor)
 
     def close(self) -> None:
         return None
@@ -637,8 +1141,8 @@ def open_query_client(settings: Settings) -> DirectQueries | SinkQueries:
     """A server URL -> direct; a running sink -> through its HTTP endpoint; else open the chDB
     path directly (only possible while no other process owns it)."""
     if settings.clickhouse_url:
-        return DirectQueries(connect(settings))
+        return DirectQueries(connect(settings), tenant_exempt_purposes(settings))
     address = running_sink(settings.home)
     if address is not None:
         return SinkQueries(address)
-    return DirectQueries(connect(settings))
+    return DirectQueries(connect(settings), tenant_exempt_purposes(settings))

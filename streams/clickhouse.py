@@ -15,21 +15,42 @@ chDB facts this module relies on (measured with chDB 4.4 / engine 26.9, clickhou
   readers go through the sink's HTTP `/query` endpoint (see `streams.analytics`).
 - `insert_deduplication_token` is honoured on the embedded engine when the table sets
   `non_replicated_deduplication_window` (the DDL does).
+- `ALTER TABLE ... DELETE` with `mutations_sync = 2` returns once every part that held a
+  matching row was rewritten without it; the superseded parts are then outdated and removed from
+  disk by the engine's background cleanup (after `old_parts_lifetime`). A lightweight
+  `DELETE FROM` would only mask the rows: `apply_deleted_mask = 0` still finds them, and that is
+  how `carry_out_erasure` verifies a deletion.
+
+Erasure (`carry_out_erasure`) names the subject only by its `subject_ref` (sha256 of
+`tenant:subject`), as the erasure ledger does: the mutation matches rows by that hash, so
+the subject's id never appears in the statement, the mutation log or the receipt.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import clickhouse_connect
 from clickhouse_connect.driver.client import Client
 
+from schemas.erasures import ErasureRecorded
+from streams.rows import ERASURES, RECEIPT_COLUMNS, SUBJECT_TABLES, receipt_row
 from streams.settings import Settings
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "deploy" / "clickhouse"
 DATABASE = "uac"
+SUBJECT_MATCH: Final = (
+    "tenant_id = {tenant:String} "
+    "AND lower(hex(SHA256(concat(tenant_id, ':', subject_id)))) = {subject_ref:String}"
+)
+"""The rows of one subject, named by its `subject_ref`."""
+WAIT_FOR_MUTATION: Final[dict[str, Any]] = {"mutations_sync": 2}
+MASKED_ROWS_TOO: Final[dict[str, Any]] = {"apply_deleted_mask": 0}
 
 
 class Inserter(Protocol):
@@ -108,3 +129,79 @@ def write_batch(
         settings={"insert_deduplication_token": token},
     )
     return len(rows)
+
+
+class ErasureIncomplete(RuntimeError):
+    """Rows of an erased subject are still stored after the deletion (the sink retries)."""
+
+
+@dataclass(frozen=True)
+class ErasureOutcome:
+    """What carrying out one ledger entry did."""
+
+    removed: dict[str, int]
+    """Rows physically removed from each table this time (zero everywhere on a re-check)."""
+    receipt_written: bool
+    """False when the entry already had its receipt (the first one is kept)."""
+    seconds: float
+
+
+def _subject_parameters(tenant: str, subject_ref: str) -> dict[str, str]:
+    return {"tenant": tenant, "subject_ref": subject_ref}
+
+
+def stored_subject_rows(
+    client: Client, tables: Iterable[str], tenant: str, subject_ref: str
+) -> dict[str, int]:
+    """Rows of the subject stored in each table, masked (lightweight-deleted) rows included."""
+    counts: dict[str, int] = {}
+    for table in tables:
+        sql = f"SELECT count() FROM {table_name(table)} WHERE {SUBJECT_MATCH}"  # noqa: S608
+        result = client.query(
+            sql,
+            parameters=_subject_parameters(tenant, subject_ref),
+            settings=dict(MASKED_ROWS_TOO),
+        )
+        counts[table] = int(result.result_rows[0][0])
+    return counts
+
+
+def delete_subject_rows(client: Client, table: str, tenant: str, subject_ref: str) -> None:
+    """Rewrite every part of `table` that holds the subject's rows without them (a mutation,
+    waited for), so no copy stays in an active part, masked or not."""
+    client.command(
+        f"ALTER TABLE {table_name(table)} DELETE WHERE {SUBJECT_MATCH}",
+        parameters=_subject_parameters(tenant, subject_ref),
+        settings=dict(WAIT_FOR_MUTATION),
+    )
+
+
+def has_receipt(client: Client, tenant: str, erasure_id: str) -> bool:
+    sql = (
+        f"SELECT count() FROM {table_name(ERASURES)} "  # noqa: S608 (values are bound parameters)
+        "WHERE tenant_id = {tenant:String} AND erasure_id = {id:String}"
+    )
+    result = client.query(sql, parameters={"tenant": tenant, "id": erasure_id})
+    return int(result.result_rows[0][0]) > 0
+
+
+def carry_out_erasure(
+    client: Client, entry: ErasureRecorded, clock: Callable[[], datetime]
+) -> ErasureOutcome:
+    """Delete the subject of a ledger entry from every table, verify that no row is left and
+    write the entry's receipt (once: an entry seen again is re-checked, its receipt kept).
+    Raises ErasureIncomplete if rows remain; every step is idempotent, so a retry is safe."""
+    started = time.monotonic()
+    tenant, ref = entry.tenant_id, entry.subject_ref
+    first = not has_receipt(client, tenant, entry.erasure_id)
+    removed = stored_subject_rows(client, SUBJECT_TABLES, tenant, ref)
+    for table, count in removed.items():
+        if count:
+            delete_subject_rows(client, table, tenant, ref)
+    left = {table: n for table, n in stored_subject_rows(client, removed, tenant, ref).items() if n}
+    if left:
+        raise ErasureIncomplete(f"erasure {entry.erasure_id}: rows remain after deletion: {left}")
+    if first:
+        receipt = receipt_row(entry, removed, clock(), verified=True)
+        write_batch(client, ERASURES, RECEIPT_COLUMNS, [receipt], f"uac-erasure/{entry.erasure_id}")
+    return ErasureOutcome(removed, first, time.monotonic() - started)

@@ -1,8 +1,9 @@
 """Pure mappers from the worker's output records to ClickHouse rows (no I/O, no clock).
 
 Each table's column names live here next to the mapper that fills them, in the order of the
-tuples the mappers return; `deploy/clickhouse/001_tables.sql` defines the same columns. The sink
-decodes the Kafka records, calls these mappers and inserts the rows column-wise.
+tuples the mappers return; `deploy/clickhouse/001_tables.sql` and `002_governance.sql` define the
+same columns. The sink opens and decodes the Kafka records, calls these mappers and inserts the
+rows column-wise, after dropping the rows of erased subjects (`rows_of_living_subjects`).
 
 Rows are tuples of Python values as clickhouse-connect inserts them: `UUID` for UUID columns,
 tz-aware UTC datetimes for DateTime64 columns, plain strings for enums, JSON text (canonical
@@ -12,7 +13,7 @@ encoding, see `projections.document.canonical_json`) for nested records.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -22,6 +23,7 @@ from projections.document import canonical_json
 from schemas.alerts import Alert
 from schemas.checkpoint import StateCheckpoint
 from schemas.decisions import GateDecision, GateOutcome
+from schemas.erasures import ErasureRecorded, ReadAudited
 from schemas.events import Event
 
 Row = tuple[Any, ...]
@@ -114,17 +116,53 @@ CHECKPOINT_COLUMNS: Final = (
     "ingested_at",
 )
 
+AUDIT_COLUMNS: Final = (
+    "audit_id",
+    "tenant_id",
+    "subject_ref",
+    "actor",
+    "purpose",
+    "action",
+    "detail",
+    "read_at",
+    "ingested_at",
+)
+RECEIPT_COLUMNS: Final = (
+    "erasure_id",
+    "tenant_id",
+    "subject_ref",
+    "requested_at",
+    "recorded_at",
+    "completed_at",
+    "requested_by",
+    "key_destroyed",
+    "removed_rows",
+    "verified",
+)
+
 EVENTS: Final = "events"
 GATE_DECISIONS: Final = "gate_decisions"
 ALERTS: Final = "alerts"
 STATE_CHECKPOINTS: Final = "state_checkpoints"
+AUDIT_READS: Final = "audit_reads"
+ERASURES: Final = "erasures"
 COLUMNS: Final[dict[str, tuple[str, ...]]] = {
     EVENTS: EVENT_COLUMNS,
     GATE_DECISIONS: DECISION_COLUMNS,
     ALERTS: ALERT_COLUMNS,
     STATE_CHECKPOINTS: CHECKPOINT_COLUMNS,
+    AUDIT_READS: AUDIT_COLUMNS,
+    ERASURES: RECEIPT_COLUMNS,
 }
-"""Every table the sink writes, with its columns in row order."""
+"""Every table UaC writes, with its columns in row order."""
+
+SUBJECT_TABLES: Final = (EVENTS, GATE_DECISIONS, ALERTS, STATE_CHECKPOINTS)
+"""The tables whose rows carry a subject id (`tenant_id`, `subject_id`): what an erasure deletes
+from and what the sink filters against the erasure ledger. `audit_reads` and `erasures` name a
+subject only by its `subject_ref` and are kept."""
+
+ErasedCheck = Callable[[str, str], bool]
+"""`erased(tenant_id, subject_id)`: whether the subject was erased."""
 
 
 class RowMappingError(ValueError):
@@ -333,3 +371,49 @@ def checkpoint_row(checkpoint: StateCheckpoint, at: Coordinates, ingested_at: da
         at.offset,
         ingested_at,
     )
+
+
+def audit_row(audit: ReadAudited, ingested_at: datetime) -> Row:
+    """One `audit_reads` row from an audit record (it carries no personal data)."""
+    return (
+        audit.audit_id,
+        audit.tenant_id,
+        audit.subject_ref,
+        audit.actor,
+        audit.purpose,
+        audit.action,
+        audit.detail,
+        audit.read_at,
+        ingested_at,
+    )
+
+
+def receipt_row(
+    entry: ErasureRecorded, removed: Mapping[str, int], completed_at: datetime, *, verified: bool
+) -> Row:
+    """The `erasures` receipt of a carried-out ledger entry: what was removed, no personal data."""
+    return (
+        entry.erasure_id,
+        entry.tenant_id,
+        entry.subject_ref,
+        entry.requested_at,
+        entry.recorded_at,
+        completed_at,
+        entry.requested_by,
+        entry.key_destroyed,
+        dict(removed),
+        verified,
+    )
+
+
+def rows_of_living_subjects(table: str, rows: Sequence[Row], erased: ErasedCheck) -> list[Row]:
+    """`rows` without those of erased subjects (rows that name no subject are kept)."""
+    if table not in SUBJECT_TABLES:
+        return list(rows)
+    columns = COLUMNS[table]
+    tenant_at, subject_at = columns.index("tenant_id"), columns.index("subject_id")
+    return [
+        row
+        for row in rows
+        if row[subject_at] is None or not erased(row[tenant_at], row[subject_at])
+    ]

@@ -1,14 +1,29 @@
-"""The ClickHouse sink: the worker's four output topics into the `uac` tables, at least once.
+"""The ClickHouse sink: the worker's output topics into the `uac` tables, at least once.
 
 A plain aiokafka consumer loop, not a Faust agent, because it must own its commits:
 
-1. fetch records from the accepted, quarantine, alerts and state topics and map each to rows
-   (`streams.rows`); a record that does not decode is logged with its coordinates, counted and
-   skipped, never fatal;
-2. when `sink_batch_rows` rows are pending or `sink_batch_seconds` have passed, insert each
-   table's rows in one column-wise insert whose `insert_deduplication_token` is derived from the
-   batch's topic/partition/offset ranges (and the records' timestamps);
-3. commit the batch's offsets only after every insert succeeded.
+1. fetch records from the accepted, quarantine, alerts, state, audit and erasures topics. Each
+   value is opened with its subject's key first (the worker seals accepted events, alerts and
+   checkpoints; quarantine decisions, audit records and ledger entries are not sealed), then
+   decoded and mapped to rows (`streams.rows`). A record whose subject was erased no longer
+   opens: it is skipped and counted, like a tombstone; a record that does not decode is logged
+   with its coordinates, counted and skipped; neither is ever fatal;
+2. when `sink_batch_rows` rows are pending or `sink_batch_seconds` have passed, drop the rows of
+   erased subjects, insert each table's rows in one column-wise insert whose
+   `insert_deduplication_token` is derived from the batch's topic/partition/offset ranges (and
+   the records' timestamps), then carry out the batch's erasure ledger entries;
+3. commit the batch's offsets only after every insert and every erasure succeeded.
+
+Erasure. The sink keeps an `ErasureLedger`: loaded from the erasures topic before it consumes
+anything, followed while it runs, extended by every ledger entry it consumes, and backed by the
+key store's own record of destroyed keys. Every row whose (tenant_id, subject_id) belongs to an
+erased subject is dropped at flush time, so a replay of the log (a new consumer group, a
+restarted sink), a late copy or the same rows re-sent in another batch never bring the subject
+back. Each ledger entry consumed is carried out by `streams.clickhouse.carry_out_erasure`: a
+mutation deletes the subject's rows from every table that holds its id (parts rewritten, not
+masked), a count with `apply_deleted_mask = 0` verifies that none is left, and a receipt goes
+to `uac.erasures` (once; an entry seen again is re-checked and its first receipt kept). Its
+offset is committed only after that.
 
 A failing insert is retried with capped exponential backoff. Meanwhile nothing is committed and
 every assigned partition is paused, so memory stays bounded while the consumer keeps polling
@@ -18,14 +33,16 @@ rebalance has other boundaries and other tokens, and ReplacingMergeTree collapse
 (read with FINAL, as `streams.analytics` does).
 
 The sink process owns the chDB data path while it runs, so it also serves the analyst query
-layer over HTTP on 127.0.0.1 (`GET /health`, `GET /metrics`, `POST /query`) and records its pid
-and port in `{home}/sink.json` for `streams.analytics.open_query_client`.
+layer over HTTP on 127.0.0.1 (`GET /health`, `GET /metrics`, `POST /query`, `POST /explain`)
+and records its pid and port in `{home}/sink.json` for `streams.analytics.open_query_client`.
+Every query and explanation it serves is audited in `uac.audit_reads` (see `streams.analytics`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -51,30 +68,58 @@ from prometheus_client import (
     generate_latest,
 )
 
-from schemas.codec import alert_codec, checkpoint_codec, decision_codec, event_codec
+from schemas.codec import (
+    alert_codec,
+    checkpoint_codec,
+    decision_codec,
+    erasure_codec,
+    event_codec,
+    read_audit_codec,
+)
+from schemas.erasures import ErasureRecorded
+from schemas.events import subject_key
 from streams import analytics
-from streams.clickhouse import Inserter, apply_schema, connect, write_batch
+from streams.clickhouse import (
+    ErasureOutcome,
+    Inserter,
+    apply_schema,
+    carry_out_erasure,
+    connect,
+    write_batch,
+)
 from streams.kafka_address import bootstrap_servers
+from streams.keys import FileKeyStore, SubjectErased
+from streams.ledger import ErasureLedger, follow_ledger, load_ledger
 from streams.rows import (
     ALERTS,
+    AUDIT_READS,
     COLUMNS,
     EVENTS,
     GATE_DECISIONS,
     STATE_CHECKPOINTS,
     Coordinates,
+    ErasedCheck,
     Row,
+    RowMappingError,
     accepted_rows,
     alert_row,
+    audit_row,
     checkpoint_row,
     decision_row,
+    rows_of_living_subjects,
 )
+from streams.sealing import Sealer
 from streams.settings import Settings
-from streams.topics import Topics
+from streams.topics import Topics, ensure_topics
 
 log = logging.getLogger(__name__)
 
 HOST: Final = "127.0.0.1"
 IDLE_POLL_SECONDS: Final = 0.2
+LEDGER_STOP_SECONDS: Final = 5.0
+LEDGER_RETRY_SECONDS: Final = 1.0
+TOMBSTONE: Final = "tombstone"
+ERASED_SUBJECT: Final = "erased_subject"
 MAX_BATCH_BYTES: Final = 64 * 1024 * 1024
 """A batch is also flushed at this many record bytes: checkpoints carry whole state documents,
 so a row count alone does not bound memory."""
@@ -118,6 +163,29 @@ class SinkMetrics:
             ["topic"],
             registry=self.registry,
         )
+        self.skipped = Counter(
+            "uac_sink_skipped_records",
+            "Records skipped by design: tombstones, and records of erased subjects (unopenable)",
+            ["topic", "reason"],
+            registry=self.registry,
+        )
+        self.erased_rows_dropped = Counter(
+            "uac_sink_erased_rows_dropped",
+            "Pending rows dropped at flush because their subject is in the erasure ledger",
+            ["table"],
+            registry=self.registry,
+        )
+        self.erasures = Counter(
+            "uac_sink_erasures",
+            "Erasure ledger entries carried out (first: receipt written; recheck: seen again)",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.erasure_seconds = Histogram(
+            "uac_sink_erasure_seconds",
+            "Time to delete, verify and record one erasure in ClickHouse",
+            registry=self.registry,
+        )
         self.commit_lag = Gauge(
             "uac_sink_commit_lag_records",
             "Records between the last committed offsets and the end of the log, at that commit",
@@ -158,10 +226,12 @@ class Span(NamedTuple):
 
 @dataclass
 class Batch:
-    """Rows waiting to be inserted, and the partition spans they came from."""
+    """Rows waiting to be inserted, erasure ledger entries waiting to be carried out, and the
+    partition spans they came from."""
 
     started: float = field(default_factory=time.monotonic)
     rows: dict[str, list[Row]] = field(default_factory=lambda: {table: [] for table in COLUMNS})
+    erasures: list[ErasureRecorded] = field(default_factory=list)
     spans: dict[TopicPartition, Span] = field(default_factory=dict)
     size: int = 0
 
@@ -201,6 +271,15 @@ class Batch:
         return {partition: span.last + 1 for partition, span in self.spans.items()}
 
 
+@dataclass
+class Applied:
+    """What one flush did: rows written and dropped (erased subjects) per table, erasures."""
+
+    written: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
+    erasures: list[ErasureOutcome] = field(default_factory=list)
+
+
 def batch_token(table: str, spans: Mapping[TopicPartition, Span]) -> str:
     """A deterministic token from the batch's topic/partition/offset spans (and timestamps)."""
     lines = sorted(f"{tp.topic}/{tp.partition}/{span}" for tp, span in spans.items())
@@ -219,18 +298,21 @@ class Received:
 
 
 class RecordRows:
-    """Decodes the records of each subscribed topic and maps them to table rows."""
+    """Opens (sealed values), decodes and maps the records of each row topic to table rows."""
 
-    def __init__(self, topics: Topics) -> None:
+    def __init__(self, topics: Topics, sealer: Sealer) -> None:
+        self._sealer = sealer
         self._events = event_codec()
         self._decisions = decision_codec()
         self._alerts = alert_codec()
         self._checkpoints = checkpoint_codec()
+        self._audits = read_audit_codec()
         self._by_topic: dict[str, Callable[[Received], list[tuple[str, Row]]]] = {
             topics.accepted: self._accepted,
             topics.quarantine: self._quarantined,
             topics.alerts: self._alert,
             topics.state: self._checkpoint,
+            topics.audit: self._audit,
         }
 
     @property
@@ -238,27 +320,48 @@ class RecordRows:
         return list(self._by_topic)
 
     def rows(self, topic: str, received: Received) -> list[tuple[str, Row]]:
-        """The rows of one record; raises if it does not decode or map."""
+        """The rows of one record. Raises SubjectErased if its subject's key was destroyed,
+        anything else if it does not open, decode or map."""
         return self._by_topic[topic](received)
 
+    def _opened(self, received: Received) -> tuple[str | None, bytes]:
+        """(the subject it is sealed for, or None if unsealed; the framed record)."""
+        return self._sealer.open(received.value)
+
     def _accepted(self, received: Received) -> list[tuple[str, Row]]:
-        event = self._events.decode(received.value)
+        sealed_for, framed = self._opened(received)
+        event = self._events.decode(framed)
+        require_sealed_for(sealed_for, event.key)
         event_row, decision = accepted_rows(
             event, received.value, received.headers, received.at, received.ingested_at
         )
         return [(EVENTS, event_row), (GATE_DECISIONS, decision)]
 
     def _quarantined(self, received: Received) -> list[tuple[str, Row]]:
-        decision = self._decisions.decode(received.value)
+        decision = self._decisions.decode(self._opened(received)[1])
         return [(GATE_DECISIONS, decision_row(decision, received.ingested_at))]
 
     def _alert(self, received: Received) -> list[tuple[str, Row]]:
-        alert = self._alerts.decode(received.value)
+        sealed_for, framed = self._opened(received)
+        alert = self._alerts.decode(framed)
+        require_sealed_for(sealed_for, subject_key(alert.tenant_id, alert.subject_id))
         return [(ALERTS, alert_row(alert, received.at, received.ingested_at))]
 
     def _checkpoint(self, received: Received) -> list[tuple[str, Row]]:
-        checkpoint = self._checkpoints.decode(received.value)
+        sealed_for, framed = self._opened(received)
+        checkpoint = self._checkpoints.decode(framed)
+        require_sealed_for(sealed_for, subject_key(checkpoint.tenant_id, checkpoint.subject_id))
         return [(STATE_CHECKPOINTS, checkpoint_row(checkpoint, received.at, received.ingested_at))]
+
+    def _audit(self, received: Received) -> list[tuple[str, Row]]:
+        audit = self._audits.decode(self._opened(received)[1])
+        return [(AUDIT_READS, audit_row(audit, received.ingested_at))]
+
+
+def require_sealed_for(sealed_for: str | None, subject: str) -> None:
+    """A sealed record must be sealed for the subject it names (the key is the subject's)."""
+    if sealed_for is not None and sealed_for != subject:
+        raise RowMappingError("the record is sealed for another subject than the one it names")
 
 
 def partition_names(partitions: Iterable[TopicPartition]) -> list[str]:
@@ -298,9 +401,15 @@ class Sink:
         self.retry = retry or RetryPolicy()
         self.retrying = False
         self.consumer: AIOKafkaConsumer | None = None
+        self.keys = FileKeyStore(settings.keys_dir)
+        self.ledger = ErasureLedger(self.keys)
         self._http_port = http_port
         self._inserter_factory = inserter_factory
-        self._records = RecordRows(self.topics)
+        self._records = RecordRows(self.topics, Sealer(self.keys))
+        self._erasure_codec = erasure_codec()
+        self._exempt_purposes: dict[str, frozenset[str]] = {}
+        self._ledger_stop = asyncio.Event()
+        self._ledger_task: asyncio.Task[None] | None = None
         self._client: Client | None = None
         self._query_client: Client | None = None
         self._inserter: Inserter | None = None
@@ -321,11 +430,16 @@ class Sink:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Open ClickHouse (applying the schema), the HTTP server and the consumer."""
+        """Create or check the topics (as the worker does, so either may start first), load
+        the erasure ledger, open ClickHouse (applying the schema), the HTTP server and the
+        consumer, and follow the ledger."""
         other = analytics.running_sink(self.settings.home)
         if other is not None and other.pid != os.getpid():
             raise SinkAlreadyRunning(f"sink pid {other.pid} already runs for {self.settings.home}")
         try:
+            self._exempt_purposes = analytics.tenant_exempt_purposes(self.settings)
+            await ensure_topics(bootstrap_servers(self.settings), self.topics.specs())
+            await self._load_ledger()
             self._client = await asyncio.to_thread(connect, self.settings)
             await asyncio.to_thread(apply_schema, self._client)
             self._query_client = await asyncio.to_thread(connect, self.settings)
@@ -333,6 +447,8 @@ class Sink:
             self._inserter = factory(self._client) if factory else self._client
             await self._start_http()
             await self._start_consumer()
+            self._ledger_stop = asyncio.Event()
+            self._ledger_task = asyncio.create_task(self._follow_ledger())
             self._write_record()
         except BaseException:
             await self.stop()
@@ -342,6 +458,7 @@ class Sink:
         """Close everything this sink opened; pending (uncommitted) rows are re-read later."""
         with contextlib.suppress(Exception):
             self._remove_record()
+        await self._stop_following_ledger()
         if self.consumer is not None:
             consumer, self.consumer = self.consumer, None
             await consumer.stop()
@@ -363,6 +480,53 @@ class Sink:
         if not self._batch.empty:
             await self._flush(stop)
 
+    # -- the erasure ledger ---------------------------------------------------------------------
+
+    async def _load_ledger(self) -> None:
+        """Every erasure recorded so far, before the first record is consumed."""
+        loaded = await load_ledger(
+            bootstrap_servers(self.settings), self.topics.erasures, self.keys
+        )
+        self.ledger.refs.update(loaded.refs)
+        log.info("sink: erasure ledger loaded (%d erased subjects)", len(self.ledger.refs))
+
+    async def _follow_ledger(self) -> None:
+        """Entries recorded while the sink runs, whichever sink of the group consumes them
+        (until the sink stops; started again after a failure such as a broker restart)."""
+        bootstrap = bootstrap_servers(self.settings)
+        stop = self._ledger_stop
+        while not stop.is_set():
+            try:
+                await follow_ledger(bootstrap, self.topics.erasures, self.ledger, stop)
+            except Exception as error:  # noqa: BLE001 (the consumed entries still reach the ledger)
+                log.info("sink: following the erasure ledger again shortly (%r)", error)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=LEDGER_RETRY_SECONDS)
+
+    async def _stop_following_ledger(self) -> None:
+        self._ledger_stop.set()
+        task, self._ledger_task = self._ledger_task, None
+        if task is None:
+            return
+        try:
+            await asyncio.wait_for(task, timeout=LEDGER_STOP_SECONDS)
+        except TimeoutError:
+            log.warning("sink: the erasure ledger follower did not stop in time; cancelled")
+
+    def _erased_check(self) -> ErasedCheck:
+        """Whether a subject is erased, asked of the ledger once per subject per flush."""
+        known: dict[tuple[str, str], bool] = {}
+
+        def erased(tenant: str, subject: str) -> bool:
+            found = known.get((tenant, subject))
+            if found is None:
+                found = known[(tenant, subject)] = self.ledger.is_erased(
+                    subject_key(tenant, subject)
+                )
+            return found
+
+        return erased
+
     # -- consuming ----------------------------------------------------------------------------
 
     async def _start_consumer(self) -> None:
@@ -373,7 +537,8 @@ class Sink:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
         )
-        consumer.subscribe(self._records.topics, listener=_PauseNewAssignments(self))
+        topics = [*self._records.topics, self.topics.erasures]
+        consumer.subscribe(topics, listener=_PauseNewAssignments(self))
         self.consumer = consumer
         await consumer.start()
 
@@ -399,50 +564,85 @@ class Sink:
         now = datetime.now(UTC)
         for records in fetched.values():
             for record in records:
-                self._batch.add(record, self._rows_of(record, now))
+                if record.topic == self.topics.erasures:
+                    self._batch.add(record, [])
+                    self._take_erasure(record)
+                else:
+                    self._batch.add(record, self._rows_of(record, now))
 
     def _rows_of(self, record: Any, now: datetime) -> list[tuple[str, Row]]:
-        """A record's rows; none for a tombstone (compaction marker) or an undecodable record."""
+        """A record's rows; none for a tombstone (compaction marker), a record of an erased
+        subject or an undecodable record."""
         at = Coordinates(record.topic, record.partition, record.offset)
         if record.value is None:
+            self.metrics.skipped.labels(topic=record.topic, reason=TOMBSTONE).inc()
             return []
         received = Received(record.value, tuple(record.headers or ()), at, now)
         try:
             return self._records.rows(record.topic, received)
-        except Exception as error:  # noqa: BLE001 (a bad record is counted and skipped, never fatal)
-            self.metrics.undecodable.labels(topic=record.topic).inc()
-            log.warning(
-                "sink: skipping undecodable record %s: %s: %s", at, type(error).__name__, error
-            )
+        except SubjectErased:
+            self.metrics.skipped.labels(topic=record.topic, reason=ERASED_SUBJECT).inc()
             return []
+        except Exception as error:  # noqa: BLE001 (a bad record is counted and skipped, never fatal)
+            self._undecodable(at, error)
+            return []
+
+    def _undecodable(self, at: Coordinates, error: Exception) -> None:
+        self.metrics.undecodable.labels(topic=at.topic).inc()
+        log.warning("sink: skipping undecodable record %s: %s: %s", at, type(error).__name__, error)
+
+    def _take_erasure(self, record: Any) -> None:
+        """A ledger entry: known to the ledger at once (so the batch's rows of the subject are
+        dropped), carried out in ClickHouse when the batch is flushed."""
+        at = Coordinates(record.topic, record.partition, record.offset)
+        if record.value is None:
+            self.metrics.skipped.labels(topic=record.topic, reason=TOMBSTONE).inc()
+            return
+        try:
+            entry = self._erasure_codec.decode(record.value)
+        except Exception as error:  # noqa: BLE001 (a bad record is counted and skipped, never fatal)
+            self._undecodable(at, error)
+            return
+        self.ledger.add(entry)
+        self._batch.erasures.append(entry)
 
     # -- inserting and committing ---------------------------------------------------------------
 
     async def _flush(self, stop: asyncio.Event) -> None:
         batch, self._batch = self._batch, Batch()
         started = time.monotonic()
-        if not await self._insert_with_retries(batch, stop):
+        applied = await self._apply_with_retries(batch, stop)
+        if applied is None:
             log.warning(
                 "sink: stopping with %d uncommitted rows; they will be re-read", batch.row_count
             )
             return
         await self._commit(batch)
-        for table, rows in batch.rows.items():
-            self.metrics.rows_written.labels(table=table).inc(len(rows))
+        self._count(applied)
         self.metrics.batches.inc()
         self.metrics.flush_seconds.observe(time.monotonic() - started)
 
-    async def _insert_with_retries(self, batch: Batch, stop: asyncio.Event) -> bool:
-        """Insert until it works (True) or `stop` is set after a failure (False)."""
+    def _count(self, applied: Applied) -> None:
+        for table, written in applied.written.items():
+            self.metrics.rows_written.labels(table=table).inc(written)
+        for table, dropped in applied.dropped.items():
+            self.metrics.erased_rows_dropped.labels(table=table).inc(dropped)
+        for outcome in applied.erasures:
+            kind = "first" if outcome.receipt_written else "recheck"
+            self.metrics.erasures.labels(outcome=kind).inc()
+            self.metrics.erasure_seconds.observe(outcome.seconds)
+
+    async def _apply_with_retries(self, batch: Batch, stop: asyncio.Event) -> Applied | None:
+        """Insert and erase until it works, or None once `stop` is set after a failure."""
         attempt = 0
         while True:
             try:
-                await asyncio.to_thread(self._insert, batch)
+                applied = await asyncio.to_thread(self._apply, batch)
             except Exception as error:  # noqa: BLE001 (any failure of the store is retried, never fatal)
                 self.metrics.retries.inc()
                 delay = self.retry.delay(attempt)
                 log.warning(
-                    "sink: insert failed (%s: %s); retry %d in %.2fs",
+                    "sink: writing the batch failed (%s: %s); retry %d in %.2fs",
                     type(error).__name__,
                     error,
                     attempt + 1,
@@ -450,20 +650,50 @@ class Sink:
                 )
                 if stop.is_set():
                     self._resume()
-                    return False
+                    return None
                 self._pause()
                 await self._idle(delay, stop)
                 attempt += 1
                 continue
             self._resume()
-            return True
+            return applied
 
-    def _insert(self, batch: Batch) -> None:
-        inserter = self._inserter
-        if inserter is None:
+    def _apply(self, batch: Batch) -> Applied:
+        """Insert the rows of living subjects, then carry out the batch's erasures."""
+        inserter, client = self._inserter, self._client
+        if inserter is None or client is None:
             raise RuntimeError("the sink is not started")
+        erased = self._erased_check()
+        applied = Applied()
         for table, rows in batch.rows.items():
-            write_batch(inserter, table, COLUMNS[table], rows, batch.token(table))
+            living = rows_of_living_subjects(table, rows, erased)
+            applied.dropped[table] = len(rows) - len(living)
+            token = batch.token(table)
+            applied.written[table] = write_batch(inserter, table, COLUMNS[table], living, token)
+        for entry in batch.erasures:
+            applied.erasures.append(self._erase(client, entry))
+        return applied
+
+    def _erase(self, client: Client, entry: ErasureRecorded) -> ErasureOutcome:
+        outcome = carry_out_erasure(client, entry, lambda: datetime.now(UTC))
+        ref = entry.subject_ref[:12]
+        if outcome.receipt_written:
+            log.info(
+                "sink: erasure %s (subject %s…) carried out in %.3fs; rows removed: %s",
+                entry.erasure_id,
+                ref,
+                outcome.seconds,
+                outcome.removed,
+            )
+        elif any(outcome.removed.values()):
+            log.warning(
+                "sink: erasure %s (subject %s…) seen again: removed rows that had come back "
+                "(%s); its first receipt is kept",
+                entry.erasure_id,
+                ref,
+                outcome.removed,
+            )
+        return outcome
 
     def _pause(self) -> None:
         consumer = self._running_consumer()
@@ -522,6 +752,7 @@ class Sink:
         app.router.add_get("/health", self._health)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_post("/query", self._query)
+        app.router.add_post("/explain", self._explain)
         runner = web.AppRunner(app, access_log=None)
         self._runner = runner
         await runner.setup()
@@ -536,6 +767,7 @@ class Sink:
             "group_id": self.group_id,
             "assigned": partition_names(self._assignment()),
             "pending_rows": self._batch.row_count,
+            "erased_subjects": len(self.ledger.refs),
         }
         return web.json_response(body, status=503 if self.retrying else 200)
 
@@ -549,26 +781,47 @@ class Sink:
         )
 
     async def _query(self, request: web.Request) -> web.Response:
-        try:
-            document = await request.json()
-        except ValueError:
-            document = None
-        if not isinstance(document, dict) or not isinstance(document.get("sql"), str):
+        """`{"sql", "tenant", "purpose"?, "actor"?}` -> the result of `analytics.query`."""
+        document = await _json_object(request)
+        if document is None or not isinstance(document.get("sql"), str):
             return _error(400, "bad_request", 'expected JSON {"sql": "...", "tenant": "..."}')
-        sql, tenant = document["sql"], document.get("tenant")
-        if tenant is not None and not isinstance(tenant, str):
-            return _error(400, "bad_request", "tenant must be a string")
-        if self._query_client is None:
-            return _error(503, "unavailable", "the sink is not connected to ClickHouse")
         try:
-            result = await asyncio.to_thread(analytics.query, self._query_client, sql, tenant)
-        except analytics.TenantRequired as error:
-            return _error(400, "tenant_required", str(error))
-        except analytics.QueryRefused as error:
-            return _error(400, "query_refused", str(error))
-        except analytics.QueryFailed as error:
-            return _error(400, "query_failed", str(error))
-        return web.json_response(result.to_json())
+            tenant, purpose, actor = _read_fields(document)
+        except ValueError as error:
+            return _error(400, "bad_request", str(error))
+        client = self._query_client
+        if client is None:
+            return _error(503, "unavailable", "the sink is not connected to ClickHouse")
+        exempt = self._exempt_purposes.get(tenant or "", frozenset())
+        run = functools.partial(
+            analytics.query, client, document["sql"], tenant, purpose, exempt, actor=actor
+        )
+        return await _served(lambda: run().to_json())
+
+    async def _explain(self, request: web.Request) -> web.Response:
+        """`{"alert_id", "tenant", "purpose"?, "actor"?}` -> `analytics.explain`."""
+        document = await _json_object(request)
+        if document is None or not isinstance(document.get("alert_id"), str):
+            return _error(400, "bad_request", 'expected JSON {"alert_id": "...", "tenant": "..."}')
+        try:
+            tenant, purpose, actor = _read_fields(document)
+        except ValueError as error:
+            return _error(400, "bad_request", str(error))
+        client = self._query_client
+        if client is None:
+            return _error(503, "unavailable", "the sink is not connected to ClickHouse")
+        alert_id = document["alert_id"]
+        exempt = self._exempt_purposes.get(tenant or "", frozenset())
+        run = functools.partial(
+            analytics.explain,
+            client,
+            alert_id,
+            tenant,
+            purpose=purpose,
+            exempt_purposes=exempt,
+            actor=actor,
+        )
+        return await _served(run)
 
     # -- sink.json ------------------------------------------------------------------------------
 
@@ -595,6 +848,44 @@ class Sink:
 
 def _error(status: int, kind: str, message: str) -> web.Response:
     return web.json_response({"error": kind, "message": message}, status=status)
+
+
+_SERVED_ERRORS: Final[tuple[tuple[type[Exception], int, str], ...]] = (
+    (analytics.TenantRequired, 400, "tenant_required"),
+    (analytics.QueryRefused, 400, "query_refused"),
+    (analytics.QueryFailed, 400, "query_failed"),
+    (analytics.AlertNotFound, 404, "alert_not_found"),
+)
+
+
+async def _served(answer: Callable[[], Any]) -> web.Response:
+    """Run a read of the analytics layer off the event loop; its errors as JSON responses."""
+    try:
+        document = await asyncio.to_thread(answer)
+    except Exception as error:
+        for kind, status, name in _SERVED_ERRORS:
+            if isinstance(error, kind):
+                return _error(status, name, str(error))
+        raise
+    return web.json_response(document)
+
+
+async def _json_object(request: web.Request) -> dict[str, Any] | None:
+    try:
+        document = await request.json()
+    except ValueError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _read_fields(document: Mapping[str, Any]) -> tuple[str | None, str | None, str]:
+    """(tenant, purpose, actor) of a read request; the actor defaults to `unidentified`."""
+    values = [document.get(name) for name in ("tenant", "purpose", "actor")]
+    for name, value in zip(("tenant", "purpose", "actor"), values, strict=True):
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"{name} must be a string")
+    tenant, purpose, actor = values
+    return tenant, purpose, actor or analytics.UNIDENTIFIED_ACTOR
 
 
 async def run_sink(

@@ -1,9 +1,11 @@
 """The ClickHouse sink against a real Kafka broker and the in-process ClickHouse engine.
 
-One broker serves the session (see conftest.py); every test has its own topic prefix, consumer group and chDB
-path (chDB hosts one engine path per process, so the sink of one test is stopped, and its
-clients closed, before the next test opens another path). Records are produced directly with
-aiokafka, framed with the real codecs, so the sink sees exactly the bytes the worker publishes.
+One broker serves the session (see conftest.py); every test has its own topic prefix, consumer
+group, key store and chDB path (chDB hosts one engine path per process, so the sink of one test
+is stopped, and its clients closed, before the next test opens another path). Records are
+produced directly with aiokafka, framed with the real codecs and sealed with the subject's key
+where the worker seals them (accepted events, alerts, checkpoints), so the sink sees exactly
+the bytes the worker publishes.
 """
 
 from __future__ import annotations
@@ -30,14 +32,24 @@ from clickhouse_connect.driver.client import Client
 from projections.document import checkpoint_of, plain
 from projections.state import replay
 from schemas.alerts import Alert
-from schemas.codec import alert_codec, checkpoint_codec, decision_codec, event_codec
+from schemas.codec import (
+    alert_codec,
+    checkpoint_codec,
+    decision_codec,
+    erasure_codec,
+    event_codec,
+    read_audit_codec,
+)
 from schemas.decisions import GateDecision
+from schemas.erasures import ErasureRecorded, ReadAudited, subject_ref
 from schemas.events import Event
 from streams import local_kafka
 from streams.analytics import (
+    AlertNotFound,
     DirectQueries,
     QueryFailed,
     QueryRefused,
+    SinkAddress,
     SinkQueries,
     TenantRequired,
     open_query_client,
@@ -45,6 +57,9 @@ from streams.analytics import (
     running_sink,
 )
 from streams.clickhouse import Inserter, connect
+from streams.keys import FileKeyStore
+from streams.rows import SUBJECT_TABLES
+from streams.sealing import Sealer
 from streams.settings import Settings
 from streams.sink import RetryPolicy, Sink
 from streams.topics import Topics, ensure_topics
@@ -110,13 +125,20 @@ class Published:
 Message = tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]
 
 
-def _accepted(topics: Topics, events: Sequence[Event]) -> list[Message]:
+def sealer_of(settings: Settings) -> Sealer:
+    """The key store the worker shares with the sink (UAC_HOME/keys)."""
+    return Sealer(FileKeyStore(settings.keys_dir))
+
+
+def _accepted(topics: Topics, events: Sequence[Event], sealer: Sealer | None) -> list[Message]:
+    """Accepted events as the worker forwards them: sealed, or unsealed (`sealer` None) as the
+    gate lets erasure requests through."""
     codec = event_codec()
     return [
         (
             topics.accepted,
             event.key.encode(),
-            codec.encode(event),
+            codec.encode(event) if sealer is None else sealer.seal(event.key, codec.encode(event)),
             [
                 ("uac-decision-id", str(uuid5(NAMESPACE_URL, f"d/{event.event_id}")).encode()),
                 ("uac-source", f"{topics.events}/0/{index}".encode()),
@@ -127,18 +149,22 @@ def _accepted(topics: Topics, events: Sequence[Event]) -> list[Message]:
     ]
 
 
-def _rejections(topics: Topics, count: int, tag: str) -> list[Message]:
+def _rejections(
+    topics: Topics, count: int, tag: str, tenant: str = TENANT, subject: str | None = None
+) -> list[Message]:
+    """Quarantine decisions (never sealed) about `subject`, or about patient-0, patient-1, ..."""
     codec = decision_codec()
     messages: list[Message] = []
     for index in range(count):
+        about = subject or f"patient-{index}"
         decision = GateDecision.model_validate(
             {
-                "decision_id": uuid5(NAMESPACE_URL, f"rejected/{tag}/{index}"),
+                "decision_id": uuid5(NAMESPACE_URL, f"rejected/{tag}/{tenant}/{about}/{index}"),
                 "outcome": "rejected",
                 "reasons": ["actor_not_allowed"],
                 "detail": "actor is not allowed",
-                "tenant_id": TENANT,
-                "subject_id": f"patient-{index}",
+                "tenant_id": tenant,
+                "subject_id": about,
                 "message_sha256": "0" * 64,
                 "source_topic": topics.events,
                 "source_partition": 0,
@@ -146,23 +172,29 @@ def _rejections(topics: Topics, count: int, tag: str) -> list[Message]:
                 "decided_at": datetime.now(UTC),
             }
         )
-        messages.append(
-            (topics.quarantine, f"{TENANT}:patient-{index}".encode(), codec.encode(decision), [])
-        )
+        key = f"{tenant}:{about}".encode()
+        messages.append((topics.quarantine, key, codec.encode(decision), []))
     return messages
 
 
-def _alerts(topics: Topics, count: int, tag: str) -> list[Message]:
+def _alerts(
+    topics: Topics,
+    count: int,
+    tag: str,
+    sealer: Sealer,
+    tenant: str = TENANT,
+    subject: str = "patient-0",
+) -> list[Message]:
     codec = alert_codec()
     messages: list[Message] = []
     for index in range(count):
-        alert_id = uuid5(NAMESPACE_URL, f"alert/{tag}/{index}")
+        alert_id = uuid5(NAMESPACE_URL, f"alert/{tag}/{tenant}/{subject}/{index}")
         alert = Alert.model_validate(
             {
                 "lifecycle_id": uuid5(alert_id, "raised"),
                 "alert_id": alert_id,
-                "tenant_id": TENANT,
-                "subject_id": "patient-0",
+                "tenant_id": tenant,
+                "subject_id": subject,
                 "rule_id": "drug-allergy",
                 "rule_version": 1,
                 "status": "raised",
@@ -175,23 +207,25 @@ def _alerts(topics: Topics, count: int, tag: str) -> list[Message]:
                 "occurred_at": datetime(2024, 1, 1, tzinfo=UTC),
             }
         )
-        messages.append((topics.alerts, f"{TENANT}:patient-0".encode(), codec.encode(alert), []))
+        key = f"{tenant}:{subject}"
+        sealed = sealer.seal(key, codec.encode(alert))
+        messages.append((topics.alerts, key.encode(), sealed, []))
     return messages
 
 
-def _checkpoints(topics: Topics, events: Sequence[Event]) -> list[Message]:
+def _checkpoints(topics: Topics, events: Sequence[Event], sealer: Sealer) -> list[Message]:
     codec = checkpoint_codec()
     by_subject: dict[str, list[Event]] = {}
     for event in events:
-        by_subject.setdefault(event.subject_id, []).append(event)
+        by_subject.setdefault(event.key, []).append(event)
     return [
         (
             topics.state,
-            f"{TENANT}:{subject}".encode(),
-            codec.encode(checkpoint_of(replay(history))),
+            key.encode(),
+            sealer.seal(key, codec.encode(checkpoint_of(replay(history)))),
             [],
         )
-        for subject, history in sorted(by_subject.items())
+        for key, history in sorted(by_subject.items())
     ]
 
 
@@ -232,14 +266,15 @@ async def publish(
 ) -> Published:
     """Produce `events` accepted events (plus their checkpoints), rejections, alerts, extras."""
     topics = Topics(settings.topic_prefix, settings.partitions)
+    sealer = sealer_of(settings)
     tag = uuid.uuid4().hex[:6]
     published = Published(events=_events(events, tag), decisions=rejected, alerts=alerts)
-    checkpoints = _checkpoints(topics, published.events)
+    checkpoints = _checkpoints(topics, published.events, sealer)
     published.checkpoints = len(checkpoints)
     messages = [
-        *_accepted(topics, published.events),
+        *_accepted(topics, published.events, sealer),
         *_rejections(topics, rejected, tag),
-        *_alerts(topics, alerts, tag),
+        *_alerts(topics, alerts, tag, sealer),
         *checkpoints,
         *extra,
     ]
@@ -341,6 +376,8 @@ def test_every_record_lands_exactly_once(settings: Settings) -> None:
             assert await counts(settings) == expected_counts(published)
             labels = {"topic": topics.accepted}
             assert metric(sink, "uac_sink_undecodable_records_total", labels) == 1
+            tombstones = {"topic": topics.state, "reason": "tombstone"}
+            assert metric(sink, "uac_sink_skipped_records_total", tombstones) == 1
             assert metric(sink, "uac_sink_rows_written_total", {"table": "events"}) == 300
             trips = await rows(settings, "SELECT count() FROM trips")
             assert trips == [[300]]
@@ -533,3 +570,218 @@ def test_queries_go_through_the_running_sink_then_directly(settings: Settings) -
             assert direct.query("SELECT count() FROM events", TENANT).rows == [[40]]
 
     asyncio.run(scenario())
+
+
+# ------------------------------------------------------------------------------------------------
+# Erasure, replays and the audit of reads
+# ------------------------------------------------------------------------------------------------
+
+VICTIM, BYSTANDER, OTHER_TENANT = "victim", "bystander", "clinic-b"
+
+
+def _history(tenant: str, subject: str) -> list[Event]:
+    return [
+        make_event(
+            kind,
+            f"{tenant}/{subject}/{kind}",
+            tenant=tenant,
+            subject=subject,
+            at=timedelta(hours=hour),
+        )
+        for hour, kind in enumerate(("PreferenceStated", "AllergyRecorded", "TravelRecorded"))
+    ]
+
+
+def _subject_records(
+    topics: Topics, tenant: str, subject: str, sealer: Sealer, tag: str
+) -> list[Message]:
+    """Everything the worker publishes about one subject: sealed accepted events, a sealed
+    checkpoint and alert, and an unsealed quarantine decision."""
+    history = _history(tenant, subject)
+    return [
+        *_accepted(topics, history, sealer),
+        *_checkpoints(topics, history, sealer),
+        *_alerts(topics, 1, tag, sealer, tenant, subject),
+        *_rejections(topics, 1, tag, tenant, subject),
+    ]
+
+
+def _erasure_request(tenant: str, subject: str) -> Event:
+    return make_event(
+        "ErasureRequested", f"erase/{tenant}/{subject}", tenant=tenant, subject=subject
+    )
+
+
+def _ledger_entry(topics: Topics, tenant: str, subject: str) -> Message:
+    request = _erasure_request(tenant, subject)
+    entry = ErasureRecorded(
+        erasure_id=request.event_id,
+        tenant_id=tenant,
+        subject_ref=subject_ref(tenant, subject),
+        requested_at=request.occurred_at,
+        recorded_at=datetime.now(UTC),
+        requested_by=request.actor,
+        key_destroyed=True,
+    )
+    return topics.erasures, entry.subject_ref.encode(), erasure_codec().encode(entry), []
+
+
+def stored_rows(
+    settings: Settings, tenant: str, subject: str, *, final: bool = False
+) -> dict[str, int]:
+    """Rows of a subject physically stored in each table, masked rows included (`final`:
+    after ReplacingMergeTree's collapse of re-inserted copies), read on the sink's own chDB
+    path (the same process may open more clients on the path it hosts)."""
+    collapse = " FINAL" if final else ""
+    client = connect(settings)
+    try:
+        return {
+            table: int(
+                client.query(
+                    f"SELECT count() FROM uac.{table}{collapse} WHERE tenant_id = {{t:String}} "  # noqa: S608
+                    "AND subject_id = {s:String}",
+                    parameters={"t": tenant, "s": subject},
+                    settings={"apply_deleted_mask": 0},
+                ).result_rows[0][0]
+            )
+            for table in SUBJECT_TABLES
+        }
+    finally:
+        client.close()
+
+
+def merged(*batches: Published) -> Published:
+    """One Published whose ends are the furthest of all batches (to wait for every commit)."""
+    whole = Published()
+    for batch in batches:
+        for tp, end in batch.ends.items():
+            whole.ends[tp] = max(whole.ends.get(tp, 0), end)
+    return whole
+
+
+EVERY_TABLE = {"events": 3, "gate_decisions": 4, "alerts": 1, "state_checkpoints": 1}
+NOTHING = dict.fromkeys(SUBJECT_TABLES, 0)
+RECEIPTS = "SELECT erasure_id, subject_ref, removed_rows, verified, completed_at FROM erasures"
+
+
+def test_an_erasure_reaches_every_table_and_no_replay_brings_the_subject_back(
+    settings: Settings,
+) -> None:
+    topics = Topics(settings.topic_prefix, settings.partitions)
+    sealer = sealer_of(settings)
+    victim = _subject_records(topics, TENANT, VICTIM, sealer, "v")
+    others = [
+        *_subject_records(topics, TENANT, BYSTANDER, sealer, "b"),
+        *_subject_records(topics, OTHER_TENANT, VICTIM, sealer, "o"),
+    ]
+    (request,) = _accepted(topics, [_erasure_request(TENANT, VICTIM)], None)
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+
+    async def scenario() -> None:
+        before = Published()
+        await _produce(bootstrap, [*victim, *others], before)
+        async with sink_running(settings) as sink:
+            await eventually(lambda: all_committed(settings, before))
+            assert stored_rows(settings, TENANT, VICTIM) == EVERY_TABLE
+
+            sealer.keys.destroy(f"{TENANT}:{VICTIM}")
+            erasure = Published()
+            tombstone: Message = (topics.state, f"{TENANT}:{VICTIM}".encode(), None, [])
+            await _produce(bootstrap, [request, _ledger_entry(topics, TENANT, VICTIM)], erasure)
+            await _produce(bootstrap, [tombstone], erasure)
+            await eventually(lambda: all_committed(settings, erasure))
+            assert stored_rows(settings, TENANT, VICTIM) == NOTHING
+            assert stored_rows(settings, TENANT, BYSTANDER) == EVERY_TABLE
+            assert stored_rows(settings, OTHER_TENANT, VICTIM) == EVERY_TABLE
+            (receipt,) = await rows(settings, RECEIPTS)
+            assert receipt[1:4] == [subject_ref(TENANT, VICTIM), EVERY_TABLE, True]
+
+            resent = Published()
+            await _produce(bootstrap, [*victim, request], resent)
+            await eventually(lambda: all_committed(settings, resent))
+            assert stored_rows(settings, TENANT, VICTIM) == NOTHING
+            erased = {"topic": topics.accepted, "reason": "erased_subject"}
+            assert metric(sink, "uac_sink_skipped_records_total", erased) == 3
+            dropped = metric(sink, "uac_sink_erased_rows_dropped_total", {"table": "events"})
+            assert dropped >= 1
+
+        replay = Settings(**(settings.model_dump() | {"app_id": f"{settings.app_id}-replay"}))
+        async with sink_running(replay) as replaying:
+            await eventually(lambda: all_committed(replay, merged(before, erasure, resent)))
+            assert stored_rows(settings, TENANT, VICTIM) == NOTHING
+            assert stored_rows(settings, TENANT, BYSTANDER, final=True) == EVERY_TABLE
+            assert stored_rows(settings, OTHER_TENANT, VICTIM, final=True) == EVERY_TABLE
+            assert await rows(settings, RECEIPTS) == [receipt]
+            assert metric(replaying, "uac_sink_erasures_total", {"outcome": "recheck"}) == 1
+
+    asyncio.run(scenario())
+
+
+def _read_audits(topics: Topics) -> list[Message]:
+    codec = read_audit_codec()
+    return [
+        (
+            topics.audit,
+            TENANT.encode(),
+            codec.encode(
+                ReadAudited(
+                    audit_id=uuid5(NAMESPACE_URL, f"audit/{action}"),
+                    tenant_id=TENANT,
+                    subject_ref=subject_ref(TENANT, "patient-1"),
+                    actor="cli-reader",
+                    purpose="subject_access",
+                    action=action,
+                    detail=f"{action} of one subject",
+                    read_at=datetime.now(UTC),
+                )
+            ),
+            [],
+        )
+        for action in ("state", "export")
+    ]
+
+
+def test_reads_are_audited_and_purpose_bound_through_the_sink(settings: Settings) -> None:
+    topics = Topics(settings.topic_prefix, settings.partitions)
+
+    async def scenario() -> None:
+        published = await publish(settings, 20, extra=_read_audits(topics))
+        async with sink_running(settings):
+            await eventually(lambda: all_committed(settings, published))
+            home = settings.home
+            care = await asyncio.to_thread(
+                query_via_sink, home, "SELECT count() FROM events", TENANT, actor="analyst-1"
+            )
+            marketing = await asyncio.to_thread(
+                query_via_sink,
+                home,
+                "SELECT count() FROM events",
+                TENANT,
+                "marketing",
+                actor="analyst-1",
+            )
+            assert (care.rows, marketing.rows) == ([[20]], [[0]])
+            with pytest.raises(AlertNotFound):
+                await asyncio.to_thread(
+                    SinkQueries(_address(settings)).explain, str(uuid.uuid4()), TENANT
+                )
+            audited = await rows(
+                settings,
+                "SELECT actor, action, purpose, subject_ref IS NULL FROM audit_reads "
+                "WHERE actor IN ('cli-reader', 'analyst-1') ORDER BY actor, action, purpose",
+            )
+        assert audited == [
+            ["analyst-1", "query", "care", True],
+            ["analyst-1", "query", "marketing", True],
+            ["cli-reader", "export", "subject_access", False],
+            ["cli-reader", "state", "subject_access", False],
+        ]
+
+    asyncio.run(scenario())
+
+
+def _address(settings: Settings) -> SinkAddress:
+    address = running_sink(settings.home)
+    assert address is not None
+    return address

@@ -1,13 +1,16 @@
-"""The analyst query layer against the real ClickHouse engine (chDB, in process, in a tmp path).
+"""The analyst query layer against the real ClickHouse engine (chDB, in process, in a tmp path):
+tenant isolation, purpose-bound relations, audit of reads, alert explanations, erasure in
+ClickHouse and its receipts, and the server's row policies (parsed).
 
 chDB hosts one engine per process: while any client is open on a data path, opening another
 path raises (`test_one_engine_path_per_process` pins this), and after every client is closed a
 different path opens fine. So this module shares one module-scoped engine and keeps tests apart
-by tenant; the dedup tests use tenants of their own.
+by tenant; the dedup, purpose, explain and erasure tests use tenants of their own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -26,25 +29,39 @@ from clickhouse_connect.driver.exceptions import ProgrammingError
 from projections.document import checkpoint_of, plain
 from projections.queries import trips
 from projections.state import UserState, replay
-from schemas.alerts import Alert
+from schemas.alerts import Alert, Evidence
 from schemas.codec import event_codec
 from schemas.decisions import GateDecision
+from schemas.erasures import ErasureRecorded, ReadAudited, subject_ref
 from schemas.events import Event
 from streams import analytics
-from streams.analytics import QueryFailed, QueryRefused, TenantRequired, query
-from streams.clickhouse import apply_schema, connect, ddl_statements, schema_files, write_batch
+from streams.analytics import AlertNotFound, QueryFailed, QueryRefused, TenantRequired, query
+from streams.clickhouse import (
+    SCHEMA_DIR,
+    apply_schema,
+    carry_out_erasure,
+    connect,
+    ddl_statements,
+    schema_files,
+    write_batch,
+)
 from streams.rows import (
     ALERT_COLUMNS,
+    AUDIT_COLUMNS,
     CHECKPOINT_COLUMNS,
     COLUMNS,
     DECISION_COLUMNS,
     EVENT_COLUMNS,
+    RECEIPT_COLUMNS,
+    SUBJECT_TABLES,
     Coordinates,
     Row,
     accepted_rows,
     alert_row,
+    audit_row,
     checkpoint_row,
     decision_row,
+    receipt_row,
 )
 from streams.settings import Settings
 from tests.factories import T0, make_event
@@ -143,6 +160,33 @@ HISTORY_B = [
 ]
 
 
+def _receipt(tenant: str, subject: str) -> Row:
+    entry = ErasureRecorded(
+        erasure_id=f"erasure-of-{subject}",
+        tenant_id=tenant,
+        subject_ref=subject_ref(tenant, subject),
+        requested_at=T0,
+        recorded_at=NOW,
+        requested_by="uac-cli",
+        key_destroyed=True,
+    )
+    return receipt_row(entry, {"events": 1}, NOW, verified=True)
+
+
+def _audit(tenant: str) -> Row:
+    audit = ReadAudited(
+        audit_id=uuid5(NAMESPACE_URL, f"audit/{tenant}"),
+        tenant_id=tenant,
+        subject_ref=subject_ref(tenant, "patient-1"),
+        actor="fixture",
+        purpose="care",
+        action="state",
+        detail="state",
+        read_at=NOW,
+    )
+    return audit_row(audit, NOW)
+
+
 def _load(client: Client) -> None:
     events_a, decisions_a = _accepted([*HISTORY_A, NO_HOME_TRIP])
     events_b, decisions_b = _accepted(HISTORY_B, first_offset=100)
@@ -166,6 +210,9 @@ def _load(client: Client) -> None:
         _checkpoint(replay(HISTORY_B), 4),
     ]
     write_batch(client, "state_checkpoints", CHECKPOINT_COLUMNS, checkpoints, "load-checkpoints")
+    receipts = [_receipt(A, "gone-a"), _receipt(B, "gone-b")]
+    write_batch(client, "erasures", RECEIPT_COLUMNS, receipts, "load-receipts")
+    write_batch(client, "audit_reads", AUDIT_COLUMNS, [_audit(A), _audit(B)], "load-audit")
     client.command(
         "CREATE TABLE IF NOT EXISTS default.leaky (tenant_id String, subject_id String) "
         "ENGINE = MergeTree ORDER BY tenant_id"
@@ -230,6 +277,8 @@ ISOLATION = [
         "SELECT {tenant:String} AS tenant, count() FROM events",
         id="given the tenant parameter in analyst SQL then it is A",
     ),
+    pytest.param("SELECT * FROM erasures", id="given erasure receipts then only A's"),
+    pytest.param("SELECT * FROM audit_reads", id="given the audit of reads then only A's"),
 ]
 
 
@@ -594,3 +643,554 @@ def test_isolation_holds_when_the_default_database_is_uac(
             query(in_uac, "SELECT * FROM unwrapped", A)
     finally:
         in_uac.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# Purpose-bound reads
+# ------------------------------------------------------------------------------------------------
+
+P = "clinic-purpose"
+RESEARCH = "research"
+PAST, FUTURE = datetime(2024, 1, 2, tzinfo=UTC), datetime(2999, 1, 1, tzinfo=UTC)
+
+
+def _claim(kind: str, name: str, subject: str, **envelope: Any) -> Event:
+    payloads: dict[str, dict[str, Any]] = {
+        "AllergyRecorded": {"allergy_id": name},
+        "MedicationPrescribed": {"prescription_id": name},
+        "TravelRecorded": {"trip_id": name},
+        "PreferenceStated": {"key": name},
+    }
+    return make_event(kind, name, tenant=P, subject=subject, payload=payloads[kind], **envelope)
+
+
+def _consent(subject: str, *, special_category: bool) -> Event:
+    payload = {"purpose": RESEARCH, "granted": True, "special_category": special_category}
+    return make_event(
+        "ConsentChanged", f"consent-{subject}", tenant=P, subject=subject, payload=payload
+    )
+
+
+PURPOSE_HISTORIES = {
+    "consenting": [
+        _consent("consenting", special_category=True),
+        _claim("AllergyRecorded", "c-allergy", "consenting", purpose=RESEARCH),
+        _claim("MedicationPrescribed", "c-rx", "consenting", purpose=RESEARCH),
+        _claim(
+            "PreferenceStated",
+            "c-special",
+            "consenting",
+            purpose=RESEARCH,
+            sensitivity="special_category",
+        ),
+        _claim("TravelRecorded", "c-trip", "consenting", purpose=RESEARCH),
+    ],
+    "silent": [
+        _claim("AllergyRecorded", "s-allergy", "silent", purpose=RESEARCH),
+        _claim("AllergyRecorded", "s-care-allergy", "silent"),
+        _claim("PreferenceStated", "s-plain", "silent", purpose=RESEARCH),
+        _claim(
+            "PreferenceStated",
+            "s-special",
+            "silent",
+            purpose=RESEARCH,
+            sensitivity="special_category",
+        ),
+        _claim("TravelRecorded", "s-trip", "silent", purpose=RESEARCH),
+        _claim("TravelRecorded", "s-expired-trip", "silent", valid_until=PAST),
+        _claim("TravelRecorded", "s-open-trip", "silent", valid_until=FUTURE),
+        _claim("MedicationPrescribed", "s-expired-rx", "silent", valid_until=PAST),
+    ],
+    "partial": [
+        _consent("partial", special_category=False),
+        _claim("AllergyRecorded", "p-allergy", "partial", purpose=RESEARCH),
+    ],
+}
+
+
+def _purpose_alert(subject: str, offset: int) -> Row:
+    alert_id = uuid5(NAMESPACE_URL, f"alert/{P}/{subject}")
+    alert = Alert.model_validate(
+        {
+            "lifecycle_id": uuid5(alert_id, "raised"),
+            "alert_id": alert_id,
+            "tenant_id": P,
+            "subject_id": subject,
+            "rule_id": "drug-allergy",
+            "rule_version": 1,
+            "status": "raised",
+            "severity": "critical",
+            "title": subject,
+            "detail": "",
+            "cause": (subject,),
+            "evidence": (),
+            "trigger_event_id": "e",
+            "occurred_at": T0,
+        }
+    )
+    return alert_row(alert, Coordinates("uac.alerts", 0, offset), NOW)
+
+
+@pytest.fixture(scope="module")
+def purposes(client: Client) -> str:
+    """Tenant P: a subject who consented to special-category research use, one who did not,
+    and one whose consent leaves special categories out."""
+    events = [event for history in PURPOSE_HISTORIES.values() for event in history]
+    event_rows, _ = _accepted(events, first_offset=1000)
+    write_batch(client, "events", EVENT_COLUMNS, event_rows, "purpose-events")
+    checkpoints = [
+        _checkpoint(replay(history), 1000 + number)
+        for number, history in enumerate(PURPOSE_HISTORIES.values())
+    ]
+    write_batch(client, "state_checkpoints", CHECKPOINT_COLUMNS, checkpoints, "purpose-states")
+    alerts = [_purpose_alert(subject, 1000 + n) for n, subject in enumerate(PURPOSE_HISTORIES)]
+    write_batch(client, "alerts", ALERT_COLUMNS, alerts, "purpose-alerts")
+    return P
+
+
+def _names(client: Client, sql: str, purpose: str | None, **options: Any) -> list[Any]:
+    return sorted(row[0] for row in query(client, sql, P, purpose, **options).rows)
+
+
+EVENT_NAMES = """SELECT arrayStringConcat(arrayMap(
+    field -> JSONExtractString(payload, field), ['allergy_id', 'prescription_id', 'trip_id', 'key']))
+FROM events WHERE type != 'ConsentChanged'"""
+"""The claim name of each event a read sees (consent changes, recorded for care, left out)."""
+
+PURPOSE_CASES = [
+    pytest.param(
+        EVENT_NAMES,
+        RESEARCH,
+        {},
+        ["c-allergy", "c-rx", "c-special", "c-trip", "s-plain", "s-trip"],
+        id="given research then events recorded for research, special ones only with consent",
+    ),
+    pytest.param(
+        EVENT_NAMES,
+        None,
+        {},
+        ["s-care-allergy", "s-expired-rx", "s-expired-trip", "s-open-trip"],
+        id="given no purpose then the default care, exempt, and history keeps expired claims",
+    ),
+    pytest.param(
+        EVENT_NAMES,
+        RESEARCH,
+        {"exempt_purposes": frozenset({RESEARCH})},
+        [
+            "c-allergy",
+            "c-rx",
+            "c-special",
+            "c-trip",
+            "p-allergy",
+            "s-allergy",
+            "s-plain",
+            "s-special",
+            "s-trip",
+        ],
+        id="given research exempt for the tenant then every research claim",
+    ),
+    pytest.param(
+        EVENT_NAMES,
+        "care",
+        {"exempt_purposes": frozenset()},
+        ["s-expired-trip", "s-open-trip"],
+        id="given care without exemption and no care consent then no health claim",
+    ),
+    pytest.param(
+        "SELECT allergy_id FROM allergies",
+        RESEARCH,
+        {},
+        ["c-allergy"],
+        id="given research then only the consenting subject's allergies",
+    ),
+    pytest.param(
+        "SELECT allergy_id FROM allergies",
+        "care",
+        {},
+        ["s-care-allergy"],
+        id="given care then only allergies recorded for care",
+    ),
+    pytest.param(
+        "SELECT trip_id FROM trips",
+        "care",
+        {},
+        ["s-open-trip"],
+        id="given care then trips whose validity has ended are left out of the current view",
+    ),
+    pytest.param(
+        "SELECT trip_id FROM trips",
+        RESEARCH,
+        {},
+        ["c-trip", "s-trip"],
+        id="given research then trips recorded for research (not special) of both subjects",
+    ),
+    pytest.param(
+        "SELECT prescription_id FROM medications",
+        "care",
+        {},
+        [],
+        id="given care then a prescription whose validity has ended is left out",
+    ),
+    pytest.param(
+        "SELECT prescription_id FROM medications",
+        RESEARCH,
+        {},
+        ["c-rx"],
+        id="given research then the consenting subject's prescription",
+    ),
+    pytest.param(
+        "SELECT subject_id FROM alerts",
+        RESEARCH,
+        {},
+        ["consenting"],
+        id="given research then alerts only of the subject who consented",
+    ),
+    pytest.param(
+        "SELECT subject_id FROM open_alerts",
+        "care",
+        {},
+        ["consenting", "partial", "silent"],
+        id="given care then every alert (exempt purpose)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sql", "purpose", "options", "expected"), PURPOSE_CASES)
+def test_relations_are_bound_to_the_purpose_of_the_read(
+    client: Client,
+    purposes: str,
+    sql: str,
+    purpose: str | None,
+    options: dict[str, Any],
+    expected: list[str],
+) -> None:
+    assert _names(client, sql, purpose, **options) == expected
+
+
+def test_the_current_views_say_which_purpose_and_validity_they_hold(
+    client: Client, purposes: str
+) -> None:
+    result = query(client, "SELECT trip_id, purpose, valid_until FROM trips", P, "care")
+    assert result.rows == [["s-open-trip", "care", "2999-01-01T00:00:00.000Z"]]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        pytest.param("SELECT * FROM state_checkpoints WHERE 1 = 0", id="given state_checkpoints"),
+        pytest.param("SELECT * FROM current_state WHERE 1 = 0", id="given current_state"),
+    ],
+)
+def test_checkpoints_do_not_expose_the_whole_document(client: Client, sql: str) -> None:
+    columns = query(client, sql, A).columns
+    assert "state_json" not in columns
+    assert "state_hash" in columns
+
+
+def test_the_health_event_types_are_those_the_gate_treats_as_special() -> None:
+    assert set(analytics.HEALTH_EVENT_TYPES) == {
+        "AllergyRecorded",
+        "AllergyStatusChanged",
+        "MedicationPrescribed",
+        "MedicationStopped",
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# Audit of reads
+# ------------------------------------------------------------------------------------------------
+
+
+def _audit_rows(client: Client, actor: str) -> list[dict[str, Any]]:
+    result = client.query(
+        "SELECT * FROM uac.audit_reads WHERE actor = {actor:String} ORDER BY read_at",
+        parameters={"actor": actor},
+    )
+    return [dict(zip(result.column_names, row, strict=True)) for row in result.result_rows]
+
+
+def test_every_query_served_writes_one_audit_row_without_its_literals(client: Client) -> None:
+    sql = "SELECT count() FROM events WHERE subject_id = 'patient-1'"
+    query(client, sql, A, "care", actor="auditor-1")
+    query(client, "SELECT 1", A, actor="auditor-1")
+    rows = _audit_rows(client, "auditor-1")
+    assert [(r["tenant_id"], r["purpose"], r["action"]) for r in rows] == [
+        (A, "care", "query"),
+        (A, "care", "query"),
+    ]
+    assert rows[0]["detail"] == "sha256:" + hashlib.sha256(sql.encode()).hexdigest()
+    assert rows[0]["subject_ref"] is None
+    assert "patient-1" not in json.dumps(rows, default=str)
+
+
+def test_a_refused_query_is_not_served_and_not_audited_as_served(client: Client) -> None:
+    with pytest.raises(QueryRefused):
+        query(client, "SELECT * FROM system.tables", A, actor="auditor-2")
+    assert _audit_rows(client, "auditor-2") == []
+
+
+def test_audit_reads_relation_shows_the_tenants_audit_trail(client: Client) -> None:
+    query(client, "SELECT 1", B, "billing", actor="auditor-3")
+    result = query(client, "SELECT action, purpose FROM audit_reads WHERE actor = 'auditor-3'", B)
+    assert result.rows == [["query", "billing"]]
+
+
+# ------------------------------------------------------------------------------------------------
+# Explaining an alert
+# ------------------------------------------------------------------------------------------------
+
+E = "clinic-explain"
+E_ALLERGY = make_event("AllergyRecorded", "e-allergy", tenant=E, source_ref="fhir:Allergy/9")
+E_RX = make_event("MedicationPrescribed", "e-rx", tenant=E, at=timedelta(days=1))
+E_STOP = make_event("MedicationStopped", "e-stop", tenant=E, at=timedelta(days=2))
+E_ALERT = uuid5(NAMESPACE_URL, "alert/explain")
+
+
+def _lifecycle(status: str, trigger: Event, offset: int, reason: str | None = None) -> Row:
+    alert = Alert.model_validate(
+        {
+            "lifecycle_id": uuid5(E_ALERT, status),
+            "alert_id": E_ALERT,
+            "tenant_id": E,
+            "subject_id": "patient-1",
+            "rule_id": "drug-allergy-conflict",
+            "rule_version": 2,
+            "status": status,
+            "severity": "critical",
+            "title": "Amoxicillin vs penicillin allergy",
+            "detail": "",
+            "cause": ("allergy-1", "rx-1"),
+            "evidence": (
+                Evidence(
+                    event_id=E_ALLERGY.event_id,
+                    claim_id="allergy-1",
+                    role="allergy",
+                    description="penicillin allergy",
+                ),
+                Evidence(
+                    event_id=E_RX.event_id,
+                    claim_id="rx-1",
+                    role="medication",
+                    description="amoxicillin",
+                ),
+            ),
+            "trigger_event_id": trigger.event_id,
+            "occurred_at": trigger.occurred_at,
+            "reason": reason,
+        }
+    )
+    return alert_row(alert, Coordinates("uac.alerts", 1, offset), NOW)
+
+
+@pytest.fixture(scope="module")
+def explained(client: Client) -> str:
+    event_rows, _ = _accepted([E_ALLERGY, E_RX, E_STOP], first_offset=2000)
+    write_batch(client, "events", EVENT_COLUMNS, event_rows, "explain-events")
+    lifecycle = [_lifecycle("raised", E_RX, 31), _lifecycle("resolved", E_STOP, 32, "stopped")]
+    write_batch(client, "alerts", ALERT_COLUMNS, lifecycle, "explain-alerts")
+    return str(E_ALERT)
+
+
+def test_explain_gives_the_lifecycle_rule_cause_and_lineage(client: Client, explained: str) -> None:
+    found = analytics.explain(client, explained, E, actor="explainer")
+    assert found["rule"] == {"id": "drug-allergy-conflict", "version": 2}
+    assert found["cause"] == ["allergy-1", "rx-1"]
+    assert [(r["status"], r["trigger_event_id"], r["reason"]) for r in found["lifecycle"]] == [
+        ("raised", E_RX.event_id, None),
+        ("resolved", E_STOP.event_id, "stopped"),
+    ]
+    assert found["lifecycle"][0]["occurred_at"] == plain(E_RX.occurred_at)
+    events = {event["event_id"]: event for event in found["events"]}
+    assert list(events) == [E_ALLERGY.event_id, E_RX.event_id, E_STOP.event_id]
+    assert events[E_RX.event_id]["roles"] == ["medication", "trigger"]
+    assert events[E_ALLERGY.event_id] | {"roles": []} == {
+        "event_id": E_ALLERGY.event_id,
+        "type": "AllergyRecorded",
+        "origin": "explicit_statement",
+        "source_ref": "fhir:Allergy/9",
+        "occurred_at": plain(E_ALLERGY.occurred_at),
+        "events_topic": {"topic": "uac.events", "partition": 0, "offset": 2000},
+        "accepted_topic": {"topic": "uac.events.accepted", "partition": 0, "offset": 2000},
+        "roles": [],
+    }
+    assert found["missing_event_ids"] == []
+
+
+def test_explain_is_audited_with_the_subject_by_reference(client: Client, explained: str) -> None:
+    audit_exempt = frozenset({"audit"})
+    analytics.explain(
+        client, explained, E, purpose="audit", exempt_purposes=audit_exempt, actor="explainer-2"
+    )
+    (row,) = _audit_rows(client, "explainer-2")
+    assert (row["action"], row["purpose"], row["detail"]) == (
+        "explain",
+        "audit",
+        f"alert:{explained}",
+    )
+    assert row["subject_ref"] == subject_ref(E, "patient-1")
+
+
+def test_explain_refuses_a_purpose_that_may_not_read_the_alert(
+    client: Client, explained: str
+) -> None:
+    with pytest.raises(analytics.QueryRefused, match="marketing"):
+        analytics.explain(client, explained, E, purpose="marketing", actor="explainer-3")
+    assert _audit_rows(client, "explainer-3") == []
+
+
+UNKNOWN_ALERTS = [
+    pytest.param(str(uuid5(NAMESPACE_URL, "nobody")), E, id="given an unknown id then not found"),
+    pytest.param(str(E_ALERT), A, id="given another tenant's alert then not found"),
+    pytest.param("not-a-uuid", E, id="given an id that is not a UUID then not found"),
+]
+
+
+@pytest.mark.parametrize(("alert_id", "tenant"), UNKNOWN_ALERTS)
+def test_explain_refuses_an_unknown_alert(
+    client: Client, explained: str, alert_id: str, tenant: str
+) -> None:
+    with pytest.raises(AlertNotFound, match="alert"):
+        analytics.explain(client, alert_id, tenant)
+
+
+# ------------------------------------------------------------------------------------------------
+# Erasure in ClickHouse
+# ------------------------------------------------------------------------------------------------
+
+X, Y = "clinic-erase", "clinic-erase-other"
+
+
+def _erasure(tenant: str, subject: str) -> ErasureRecorded:
+    return ErasureRecorded(
+        erasure_id=f"erasure-{tenant}-{subject}",
+        tenant_id=tenant,
+        subject_ref=subject_ref(tenant, subject),
+        requested_at=T0,
+        recorded_at=NOW,
+        requested_by="uac-cli",
+        key_destroyed=True,
+    )
+
+
+def _stored(client: Client, tenant: str, subject: str) -> dict[str, int]:
+    counts = {}
+    for table in SUBJECT_TABLES:
+        result = client.query(
+            f"SELECT count() FROM uac.{table} WHERE tenant_id = {{t:String}} "  # noqa: S608
+            "AND subject_id = {s:String} SETTINGS apply_deleted_mask = 0",
+            parameters={"t": tenant, "s": subject},
+        )
+        counts[table] = int(result.result_rows[0][0])
+    return counts
+
+
+def _write_subject(client: Client, tenant: str, subject: str, tag: str) -> None:
+    events = [
+        make_event("PreferenceStated", f"{tag}-pref", tenant=tenant, subject=subject),
+        make_event("AllergyRecorded", f"{tag}-allergy", tenant=tenant, subject=subject),
+    ]
+    event_rows, decisions = _accepted(events, first_offset=3000)
+    write_batch(client, "events", EVENT_COLUMNS, event_rows, f"{tag}-events")
+    write_batch(client, "gate_decisions", DECISION_COLUMNS, decisions, f"{tag}-decisions")
+    alert = _alert(A, tag, "raised", 3000)
+    alert_values = dict(zip(ALERT_COLUMNS, alert, strict=True))
+    alert_values |= {"tenant_id": tenant, "subject_id": subject}
+    write_batch(client, "alerts", ALERT_COLUMNS, [tuple(alert_values.values())], f"{tag}-alerts")
+    checkpoint = _checkpoint(replay(events), 3000)
+    write_batch(client, "state_checkpoints", CHECKPOINT_COLUMNS, [checkpoint], f"{tag}-states")
+
+
+@pytest.fixture(scope="module")
+def erased(client: Client) -> dict[str, Any]:
+    """Subject `patient-1` of tenant X erased; the same id in tenant Y and patient-2 of X kept."""
+    _write_subject(client, X, "patient-1", "x1")
+    _write_subject(client, X, "patient-2", "x2")
+    _write_subject(client, Y, "patient-1", "y1")
+    before = _stored(client, X, "patient-1")
+    outcome = carry_out_erasure(client, _erasure(X, "patient-1"), lambda: NOW)
+    return {"before": before, "outcome": outcome}
+
+
+def test_an_erasure_removes_every_stored_row_of_the_subject(
+    client: Client, erased: dict[str, Any]
+) -> None:
+    assert erased["before"] == {
+        "events": 2,
+        "gate_decisions": 2,
+        "alerts": 1,
+        "state_checkpoints": 1,
+    }
+    assert erased["outcome"].removed == erased["before"]
+    assert erased["outcome"].receipt_written
+    assert _stored(client, X, "patient-1") == dict.fromkeys(SUBJECT_TABLES, 0)
+
+
+def test_an_erasure_leaves_other_subjects_and_tenants_alone(
+    client: Client, erased: dict[str, Any]
+) -> None:
+    assert _stored(client, X, "patient-2") == erased["before"]
+    assert _stored(client, Y, "patient-1") == erased["before"]
+
+
+def test_an_erasure_writes_one_receipt_visible_to_its_tenant_only(
+    client: Client, erased: dict[str, Any]
+) -> None:
+    sql = "SELECT subject_ref, removed_rows, verified, key_destroyed, requested_by FROM erasures"
+    assert query(client, sql, X).rows == [
+        [subject_ref(X, "patient-1"), erased["before"], True, True, "uac-cli"]
+    ]
+    assert query(client, sql, Y).rows == []
+
+
+def test_an_erasure_seen_again_rechecks_and_keeps_its_first_receipt(
+    client: Client, erased: dict[str, Any]
+) -> None:
+    again = carry_out_erasure(client, _erasure(X, "patient-1"), lambda: NOW + timedelta(days=1))
+    assert not again.receipt_written
+    assert again.removed == dict.fromkeys(SUBJECT_TABLES, 0)
+    result = query(client, "SELECT removed_rows, completed_at FROM erasures", X)
+    assert result.rows == [[erased["before"], plain(NOW)]]
+
+
+def test_rows_that_come_back_are_removed_by_the_recheck(
+    client: Client, erased: dict[str, Any]
+) -> None:
+    _write_subject(client, X, "patient-1", "x1-late")
+    again = carry_out_erasure(client, _erasure(X, "patient-1"), lambda: NOW)
+    assert again.removed["events"] == 2
+    assert _stored(client, X, "patient-1") == dict.fromkeys(SUBJECT_TABLES, 0)
+    assert query(client, "SELECT count() FROM erasures", X).rows == [[1]]
+
+
+def test_a_lightweight_delete_only_masks_rows(client: Client) -> None:
+    """Why erasure uses a mutation: `DELETE FROM` hides rows that `apply_deleted_mask = 0`
+    still finds on disk (chDB 4.4 / ClickHouse 26.9)."""
+    _write_subject(client, "clinic-masked", "patient-1", "masked")
+    client.command("DELETE FROM uac.events WHERE tenant_id = 'clinic-masked'")
+    assert query(client, "SELECT count() FROM events", "clinic-masked").rows == [[0]]
+    assert _stored(client, "clinic-masked", "patient-1")["events"] == 2
+
+
+# ------------------------------------------------------------------------------------------------
+# Row policies for a ClickHouse server (parsed only: chDB has no access management)
+# ------------------------------------------------------------------------------------------------
+
+ROW_POLICIES = SCHEMA_DIR / "server" / "row_policies.sql"
+
+
+def test_the_row_policies_parse(client: Client) -> None:
+    statements = ddl_statements(ROW_POLICIES.read_text(encoding="utf-8"))
+    for statement in statements:
+        assert client.query(f"EXPLAIN AST {statement}").result_rows
+
+
+def test_every_table_has_a_tenant_row_policy() -> None:
+    text = ROW_POLICIES.read_text(encoding="utf-8")
+    for table in COLUMNS:
+        assert (
+            f"ON uac.{table}\n    FOR SELECT USING tenant_id = getSetting('SQL_uac_tenant')" in text
+        )
+
+
+def test_the_row_policies_are_not_applied_to_the_embedded_engine() -> None:
+    assert ROW_POLICIES not in schema_files()

@@ -1,13 +1,15 @@
 """The sink's row mappers, table-driven: given a worker output record, when mapped, then the row
-the ClickHouse table receives; and the sink's batch bookkeeping (dedup tokens, commit offsets).
-Pure: no broker, no engine."""
+the ClickHouse table receives; the sink's batch bookkeeping (dedup tokens, commit offsets); how
+it opens sealed records and drops the rows of erased subjects. No broker, no engine (the key
+store is a temporary directory)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid5
 
@@ -17,24 +19,41 @@ from aiokafka import TopicPartition
 from projections.document import checkpoint_of
 from projections.state import replay
 from schemas.alerts import Alert, DrugAllergyFinding, Evidence
-from schemas.codec import event_codec
+from schemas.codec import (
+    alert_codec,
+    checkpoint_codec,
+    decision_codec,
+    erasure_codec,
+    event_codec,
+    read_audit_codec,
+)
 from schemas.decisions import GateDecision
+from schemas.erasures import ErasureRecorded, ReadAudited, subject_ref
+from streams.keys import FileKeyStore
 from streams.rows import (
     ALERT_COLUMNS,
+    AUDIT_COLUMNS,
     CHECKPOINT_COLUMNS,
     COLUMNS,
     DECISION_COLUMNS,
     EVENT_COLUMNS,
+    RECEIPT_COLUMNS,
+    SUBJECT_TABLES,
     Coordinates,
     Row,
     RowMappingError,
     accepted_headers,
     accepted_rows,
     alert_row,
+    audit_row,
     checkpoint_row,
     decision_row,
+    receipt_row,
+    rows_of_living_subjects,
 )
-from streams.sink import Batch
+from streams.sealing import Sealer
+from streams.settings import Settings
+from streams.sink import Batch, Sink
 from tests.factories import T0, make_event
 
 INGESTED = datetime(2024, 6, 1, 12, 0, 0, 123000, tzinfo=UTC)
@@ -326,6 +345,60 @@ def test_checkpoint_row_keeps_the_state_document_verbatim() -> None:
     assert (row["source_partition"], row["source_offset"]) == (1, 2)
 
 
+AUDIT = ReadAudited(
+    audit_id=UUID("00000000-0000-4000-8000-0000000000a1"),
+    tenant_id="clinic-a",
+    subject_ref=subject_ref("clinic-a", "patient-1"),
+    actor="dr-who",
+    purpose="care",
+    action="state",
+    detail="state document",
+    read_at=datetime(2024, 6, 1, 12, 0, tzinfo=UTC),
+)
+ENTRY = ErasureRecorded(
+    erasure_id=EVENT.event_id,
+    tenant_id="clinic-a",
+    subject_ref=subject_ref("clinic-a", "patient-1"),
+    requested_at=T0,
+    recorded_at=datetime(2024, 6, 1, 11, 0, tzinfo=UTC),
+    requested_by="uac-cli",
+    key_destroyed=True,
+)
+COMPLETED = datetime(2024, 6, 1, 11, 0, 1, tzinfo=UTC)
+
+
+def _receipt(**removed: int) -> dict[str, Any]:
+    return _by_name(RECEIPT_COLUMNS, receipt_row(ENTRY, removed, COMPLETED, verified=True))
+
+
+def test_audit_row_copies_the_record_and_names_the_subject_by_reference() -> None:
+    row = _by_name(AUDIT_COLUMNS, audit_row(AUDIT, INGESTED))
+    assert row == {
+        "audit_id": AUDIT.audit_id,
+        "tenant_id": "clinic-a",
+        "subject_ref": subject_ref("clinic-a", "patient-1"),
+        "actor": "dr-who",
+        "purpose": "care",
+        "action": "state",
+        "detail": "state document",
+        "read_at": datetime(2024, 6, 1, 12, 0, tzinfo=UTC),
+        "ingested_at": INGESTED,
+    }
+
+
+def test_receipt_row_records_what_was_removed_and_no_subject_id() -> None:
+    row = _receipt(events=3, alerts=1)
+    assert row["removed_rows"] == {"events": 3, "alerts": 1}
+    assert (row["erasure_id"], row["tenant_id"]) == (EVENT.event_id, "clinic-a")
+    assert (row["requested_by"], row["key_destroyed"], row["verified"]) == ("uac-cli", True, True)
+    assert (row["requested_at"], row["recorded_at"], row["completed_at"]) == (
+        T0,
+        ENTRY.recorded_at,
+        COMPLETED,
+    )
+    assert "patient-1" not in json.dumps(row, default=str)
+
+
 ALL_ROWS = [
     pytest.param(
         "events", _accepted()[0], id="given an events row then its times are tz-aware UTC"
@@ -339,6 +412,14 @@ ALL_ROWS = [
         "alerts",
         _by_name(ALERT_COLUMNS, alert_row(_alert(), ALERT_AT, INGESTED)),
         id="given an alerts row then its times are tz-aware UTC",
+    ),
+    pytest.param(
+        "audit_reads",
+        _by_name(AUDIT_COLUMNS, audit_row(AUDIT, INGESTED)),
+        id="given an audit_reads row then its times are tz-aware UTC",
+    ),
+    pytest.param(
+        "erasures", _receipt(), id="given an erasure receipt then its times are tz-aware UTC"
     ),
 ]
 
@@ -412,3 +493,177 @@ def test_a_batch_commits_the_offset_after_its_last_record() -> None:
         TopicPartition("uac.alerts", 1): 4,
     }
     assert batch.size == 3
+
+
+# ------------------------------------------------------------------------------------------------
+# Erased subjects: rows dropped at flush time
+# ------------------------------------------------------------------------------------------------
+
+ERASED = {("clinic-a", "patient-1")}
+
+
+def _erased(tenant: str, subject: str) -> bool:
+    return (tenant, subject) in ERASED
+
+
+def _rows_of(tenant: str, subject: str) -> dict[str, Row]:
+    """One row per table that names a subject, for `tenant:subject`."""
+    event = make_event("PreferenceStated", f"{tenant}/{subject}", tenant=tenant, subject=subject)
+    event_row, decision = accepted_rows(event, VALUE, HEADERS, ACCEPTED_AT, INGESTED)
+    checkpoint = checkpoint_of(replay([event]))
+    return {
+        "events": event_row,
+        "gate_decisions": decision,
+        "alerts": alert_row(_alert(tenant_id=tenant, subject_id=subject), ALERT_AT, INGESTED),
+        "state_checkpoints": checkpoint_row(checkpoint, ALERT_AT, INGESTED),
+    }
+
+
+LIVING = [
+    pytest.param(
+        table,
+        [_rows_of("clinic-a", "patient-1")[table], _rows_of("clinic-a", "patient-2")[table]],
+        1,
+        id=f"given {table} rows of an erased and a living subject then only the living one's",
+    )
+    for table in SUBJECT_TABLES
+] + [
+    pytest.param(
+        table,
+        [_rows_of("clinic-b", "patient-1")[table]],
+        1,
+        id=f"given {table} rows of the same subject id in another tenant then they are kept",
+    )
+    for table in SUBJECT_TABLES
+]
+
+
+@pytest.mark.parametrize(("table", "rows", "kept"), LIVING)
+def test_rows_of_erased_subjects_are_dropped(table: str, rows: list[Row], kept: int) -> None:
+    living = rows_of_living_subjects(table, rows, _erased)
+    assert len(living) == kept
+    subject_at = COLUMNS[table].index("subject_id")
+    assert all(row[subject_at] != "patient-1" or row[0] != "clinic-a" for row in living)
+
+
+KEPT = [
+    pytest.param(
+        "gate_decisions",
+        [decision_row(_decision(), INGESTED)],
+        id="given a decision about an unreadable message (no subject) then it is kept",
+    ),
+    pytest.param(
+        "audit_reads",
+        [audit_row(AUDIT, INGESTED)],
+        id="given an audit row of an erased subject (by reference only) then it is kept",
+    ),
+]
+
+
+@pytest.mark.parametrize(("table", "rows"), KEPT)
+def test_rows_without_a_subject_id_are_kept(table: str, rows: list[Row]) -> None:
+    assert rows_of_living_subjects(table, rows, _erased) == rows
+
+
+# ------------------------------------------------------------------------------------------------
+# Opening sealed records in the sink
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Consumed:
+    """The fields of an aiokafka ConsumerRecord the sink reads."""
+
+    topic: str
+    value: bytes | None
+    headers: list[tuple[str, bytes]] = field(default_factory=list)
+    partition: int = 0
+    offset: int = 7
+    timestamp: int = 1_000
+
+
+@pytest.fixture
+def sink(tmp_path: Path) -> Sink:
+    """A sink that is not started: no broker, no engine, only its key store on disk."""
+    return Sink(Settings(home=tmp_path, topic_prefix="uac."))
+
+
+def _sealer(sink: Sink) -> Sealer:
+    return Sealer(FileKeyStore(sink.settings.keys_dir))
+
+
+def _skipped(sink: Sink, topic: str, reason: str) -> float:
+    labels = {"topic": topic, "reason": reason}
+    return sink.metrics.registry.get_sample_value("uac_sink_skipped_records_total", labels) or 0.0
+
+
+def _undecodable(sink: Sink, topic: str) -> float:
+    labels = {"topic": topic}
+    value = sink.metrics.registry.get_sample_value("uac_sink_undecodable_records_total", labels)
+    return value or 0.0
+
+
+def _sealed_records(sink: Sink) -> list[_Consumed]:
+    sealer, topics = _sealer(sink), sink.topics
+    checkpoint = checkpoint_of(replay([EVENT]))
+    return [
+        _Consumed(topics.accepted, sealer.seal(EVENT.key, VALUE), HEADERS),
+        _Consumed(topics.alerts, sealer.seal(EVENT.key, alert_codec().encode(_alert()))),
+        _Consumed(topics.state, sealer.seal(EVENT.key, checkpoint_codec().encode(checkpoint))),
+    ]
+
+
+def test_sealed_records_are_opened_before_they_are_decoded(sink: Sink) -> None:
+    rows = [sink._rows_of(record, INGESTED) for record in _sealed_records(sink)]
+    assert [[table for table, _ in found] for found in rows] == [
+        ["events", "gate_decisions"],
+        ["alerts"],
+        ["state_checkpoints"],
+    ]
+    event_row = _by_name(EVENT_COLUMNS, rows[0][0][1])
+    assert (event_row["event_id"], event_row["subject_id"]) == (UUID(EVENT.event_id), "patient-1")
+
+
+def test_the_accepted_decision_hashes_the_sealed_bytes_as_the_gate_did(sink: Sink) -> None:
+    record = _sealed_records(sink)[0]
+    decision = _by_name(DECISION_COLUMNS, sink._rows_of(record, INGESTED)[1][1])
+    assert record.value is not None
+    assert decision["message_sha256"] == hashlib.sha256(record.value).hexdigest()
+
+
+def test_records_of_an_erased_subject_are_skipped_and_counted(sink: Sink) -> None:
+    records = _sealed_records(sink)
+    _sealer(sink).keys.destroy(EVENT.key)
+    assert [sink._rows_of(record, INGESTED) for record in records] == [[], [], []]
+    for record in records:
+        assert _skipped(sink, record.topic, "erased_subject") == 1
+        assert _undecodable(sink, record.topic) == 0
+
+
+def test_a_state_tombstone_is_skipped_and_counted(sink: Sink) -> None:
+    assert sink._rows_of(_Consumed(sink.topics.state, None), INGESTED) == []
+    assert _skipped(sink, sink.topics.state, "tombstone") == 1
+
+
+def test_a_record_sealed_for_another_subject_is_refused(sink: Sink) -> None:
+    other = _sealer(sink).seal("clinic-a:patient-2", VALUE)
+    assert sink._rows_of(_Consumed(sink.topics.accepted, other, HEADERS), INGESTED) == []
+    assert _undecodable(sink, sink.topics.accepted) == 1
+
+
+def test_unsealed_decisions_and_audit_records_are_read_as_they_are(sink: Sink) -> None:
+    decision = _Consumed(sink.topics.quarantine, decision_codec().encode(_decision()))
+    audit = _Consumed(sink.topics.audit, read_audit_codec().encode(AUDIT))
+    assert [table for table, _ in sink._rows_of(decision, INGESTED)] == ["gate_decisions"]
+    assert sink._rows_of(audit, INGESTED) == [("audit_reads", audit_row(AUDIT, INGESTED))]
+
+
+def test_a_ledger_entry_joins_the_ledger_and_the_batch_at_once(sink: Sink) -> None:
+    record = _Consumed(sink.topics.erasures, erasure_codec().encode(ENTRY))
+    sink._batch.add(record, [])
+    sink._take_erasure(record)
+    assert sink.ledger.is_erased("clinic-a:patient-1")
+    assert not sink.ledger.is_erased("clinic-b:patient-1")
+    assert sink._batch.erasures == [ENTRY]
+    assert sink._batch.next_offsets() == {TopicPartition(sink.topics.erasures, 0): 8}
+    assert sink._erased_check()("clinic-a", "patient-1")
