@@ -5,36 +5,52 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections import Counter
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from projections.document import state_document, state_from_checkpoint
+from projections.document import plain, state_from_checkpoint
 from projections.gate import GateContext
+from projections.reads import DEFAULT_PURPOSE, readable_document
+from projections.state import UserState, initial_state
 from rules.batch import Submitted, replay_batch
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from rules.knowledge.report import check_drug as judge_drug
+from schemas.alerts import Alert
 from schemas.codec import alert_codec
+from schemas.events import ErasureRequested, Event, EventType, Origin
 from streams import local_kafka
-from streams.alert_output import alert_json, print_alerts
-from streams.analytics import QueryFailed, QueryRefused, TenantRequired, open_query_client
+from streams.alert_output import AlertFormat, print_alert, print_alerts, readable_alerts
+from streams.analytics import (
+    AlertNotFound,
+    QueryFailed,
+    QueryRefused,
+    SinkUnavailable,
+    TenantRequired,
+    open_query_client,
+)
+from streams.audit import publish_read, read_record, reader_identity
 from streams.demo import run_demo
 from streams.event_files import LineError, read_ndjson_file
+from streams.export import erasure_receipts, export_document, write_csv, write_json
 from streams.fhir_files import read_fhir_files
 from streams.kafka_address import bootstrap_servers
+from streams.keys import FileKeyStore, SubjectErased
 from streams.publisher import EventPublisher, NotSent, Published
 from streams.rebuild import checkpoint_of_subject, differences, latest_checkpoints, rebuild_states
 from streams.replay_report import print_human, print_json, print_line_errors
+from streams.sealing import Sealer, readable
 from streams.settings import Settings
 from streams.sink import serve_sink
-from streams.tenants import load_gate_policy
+from streams.tenants import gate_policy_of, load_gate_policy
 from streams.topic_reader import follow_topic, read_topic
 from streams.topics import Topics
 from streams.worker import run_worker
@@ -48,15 +64,31 @@ out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
 
+READ_ERRORS = (QueryRefused, TenantRequired, QueryFailed, AlertNotFound, SinkUnavailable)
+
+
+def read_failed(error: Exception) -> typer.Exit:
+    """A clear one-line message and the exit code of a read that could not be served:
+    2 refused (no tenant, a refused query or purpose), 3 the query failed or the sink did not
+    answer, 4 no such alert."""
+    if isinstance(error, QueryRefused | TenantRequired):
+        err.print(f"[red]refused[/red]: {error}")
+        return typer.Exit(code=2)
+    if isinstance(error, AlertNotFound):
+        err.print(str(error))
+        return typer.Exit(code=4)
+    err.print(f"[red]failed[/red]: {error}")
+    return typer.Exit(code=3)
+
+
 class InputFormat(StrEnum):
     NDJSON = "ndjson"
     FHIR = "fhir"
 
 
-class AlertFormat(StrEnum):
-    TABLE = "table"
+class ExportFormat(StrEnum):
     JSON = "json"
-    FHIR = "fhir"
+    CSV = "csv"
 
 
 FormatOption = Annotated[
@@ -64,6 +96,15 @@ FormatOption = Annotated[
     typer.Option(
         "--format", help="ndjson: UaC events; fhir: FHIR R4 Bundles/resources/bulk NDJSON."
     ),
+]
+PurposeOption = Annotated[
+    str,
+    typer.Option(
+        "--purpose", help="What the data will be used for (default: care); only claims it may use."
+    ),
+]
+ReaderOption = Annotated[
+    str | None, typer.Option("--actor", help="Who reads (audited; default: your login).")
 ]
 TenantOption = Annotated[
     str, typer.Option("--tenant", help="Tenant of FHIR input (events carry their own).")
@@ -101,6 +142,17 @@ def _topics(settings: Settings) -> Topics:
     return Topics(settings.topic_prefix, settings.partitions)
 
 
+def _sealer(settings: Settings) -> Sealer:
+    return Sealer(FileKeyStore(settings.keys_dir))
+
+
+def _alerts_of(settings: Settings, records: list[Any]) -> list[Alert]:
+    codec, sealer = alert_codec(), _sealer(settings)
+    return [
+        codec.decode(framed) for record in records if (framed := readable(sealer, record.value))
+    ]
+
+
 @kafka_app.command("start")
 def kafka_start() -> None:
     """Start the local broker under UAC_HOME (fetches the jars with Maven the first time)."""
@@ -131,6 +183,7 @@ def worker(
     loglevel: Annotated[str, typer.Option(help="crit, error, warn, info or debug")] = "warn",
 ) -> None:
     """Run the stream worker: gate, fold, rules, alerts (until Ctrl-C / SIGTERM)."""
+    logging.getLogger("aiokafka").setLevel(logging.NOTSET)
     run_worker(Settings(), loglevel)
 
 
@@ -150,15 +203,17 @@ def query(
         str, typer.Argument(help="ClickHouse SQL over the analyst relations (see docs/analyst.md).")
     ],
     tenant: Annotated[str, typer.Option("--tenant", help="Tenant whose data the query may see.")],
+    purpose: PurposeOption = DEFAULT_PURPOSE,
+    actor: ReaderOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print {columns, rows} as JSON.")] = False,
 ) -> None:
-    """Run an analyst query scoped to one tenant (works while the pipeline runs or is stopped)."""
+    """Run an analyst query scoped to one tenant and one purpose (audited; works while the
+    pipeline runs or is stopped)."""
     try:
         with open_query_client(Settings()) as client:
-            result = client.query(sql, tenant)
-    except (QueryRefused, TenantRequired, QueryFailed) as error:
-        err.print(f"[red]refused[/red]: {error}")
-        raise typer.Exit(code=2) from None
+            result = client.query(sql, tenant, purpose, actor=reader_identity(actor))
+    except READ_ERRORS as error:
+        raise read_failed(error) from None
     if as_json:
         out.out(json.dumps(result.to_json(), ensure_ascii=False), highlight=False)
         return
@@ -191,8 +246,9 @@ def publish(
     failed = len(errors)
 
     async def send() -> list[Published | NotSent]:
+        topic = _topics(settings).events
         async with EventPublisher(
-            bootstrap_servers(settings), _topics(settings).events
+            bootstrap_servers(settings), topic, _sealer(settings)
         ) as publisher:
             return await publisher.publish_all(batch)
 
@@ -214,26 +270,31 @@ def alerts(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing new alerts.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON alert per line.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON alert per line (= --format json).")
+    ] = False,
+    output: Annotated[
+        AlertFormat,
+        typer.Option(
+            "--format",
+            help="table; json (one alert per line); fhir (a Bundle of DetectedIssue resources, "
+            "with --follow one DetectedIssue per line).",
+        ),
+    ] = AlertFormat.TABLE,
 ) -> None:
     """Print the alerts topic (every lifecycle record), optionally following it."""
     settings = Settings()
-    bootstrap, topic, codec = bootstrap_servers(settings), _topics(settings).alerts, alert_codec()
+    bootstrap, topic = bootstrap_servers(settings), _topics(settings).alerts
+    sealer, output = _sealer(settings), AlertFormat.JSON if as_json else output
     if not follow:
         records = asyncio.run(read_topic(bootstrap, topic))
-        print_alerts([codec.decode(r.value) for r in records], out, as_json)
+        print_alerts(readable_alerts(records, sealer), out, output)
         return
 
     async def tail() -> None:
         async for record in follow_topic(bootstrap, topic, asyncio.Event()):
-            alert = codec.decode(record.value)
-            if as_json:
-                out.out(alert_json(alert), highlight=False)
-            else:
-                out.print(
-                    f"{alert.status.value:>12} {alert.severity.value:<8} {alert.tenant_id}:{alert.subject_id}"
-                    f" {alert.title}"
-                )
+            for alert in readable_alerts([record], sealer):
+                print_alert(alert, out, output)
 
     try:
         asyncio.run(tail())
@@ -241,31 +302,162 @@ def alerts(
         return
 
 
+def _subject_state(settings: Settings, key: str) -> tuple[UserState, str] | None:
+    checkpoint = asyncio.run(
+        checkpoint_of_subject(
+            bootstrap_servers(settings),
+            _topics(settings).state,
+            settings.partitions,
+            key,
+            _sealer(settings),
+        )
+    )
+    return (
+        None if checkpoint is None else (state_from_checkpoint(checkpoint), checkpoint.state_hash)
+    )
+
+
+def _audit(
+    settings: Settings,
+    tenant: str,
+    subject: str | None,
+    actor: str | None,
+    purpose: str,
+    action: str,
+) -> None:
+    detail = f"uac {action}" + ("" if subject is None else " of one subject")
+    record = read_record(tenant, subject, reader_identity(actor), purpose, action, detail)
+    asyncio.run(publish_read(bootstrap_servers(settings), _topics(settings).audit, record))
+
+
 @app.command()
 def state(
     tenant: Annotated[str, typer.Option("--tenant", help="Tenant id.")],
     subject: Annotated[str, typer.Option("--subject", help="Subject id.")],
+    purpose: PurposeOption = DEFAULT_PURPOSE,
+    actor: ReaderOption = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the state document as JSON.")
     ] = False,
 ) -> None:
-    """Show one subject's current state (from the compacted state topic)."""
+    """Show what one subject's memory holds that `--purpose` may use (read is audited)."""
     settings = Settings()
-    key = f"{tenant}:{subject}"
-    checkpoint = asyncio.run(
-        checkpoint_of_subject(
-            bootstrap_servers(settings), _topics(settings).state, settings.partitions, key
-        )
-    )
-    if checkpoint is None:
-        err.print(f"no state for {key}")
+    found = _subject_state(settings, f"{tenant}:{subject}")
+    _audit(settings, tenant, subject, actor, purpose, "state")
+    if found is None:
+        err.print(f"no state for {tenant}:{subject}")
         raise typer.Exit(code=4)
-    document = state_document(state_from_checkpoint(checkpoint))
-    document["state_hash"] = checkpoint.state_hash
+    subject_state, hash_ = found
+    tenant_policy = gate_policy_of(settings).tenants.get(tenant)
+    document = readable_document(subject_state, purpose, tenant_policy)
+    document["state_hash"] = hash_
     if as_json:
         out.out(json.dumps(document, ensure_ascii=False, sort_keys=True), highlight=False)
     else:
         out.print_json(data=document)
+
+
+@app.command()
+def export(
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant id.")],
+    subject: Annotated[str, typer.Option("--subject", help="Subject id.")],
+    out_dir: Annotated[
+        Path, typer.Option("--out", file_okay=False, help="Directory to write the export to.")
+    ],
+    output: Annotated[
+        ExportFormat, typer.Option("--format", help="json or csv.")
+    ] = ExportFormat.JSON,
+    actor: ReaderOption = None,
+) -> None:
+    """Everything held about one subject (a data-subject access request), with provenance."""
+    settings = Settings()
+    key = f"{tenant}:{subject}"
+    found = _subject_state(settings, key)
+    _audit(settings, tenant, subject, actor, "subject_access", "export")
+    receipts = erasure_receipts(settings, tenant, subject, reader_identity(actor))
+    if found is None and not receipts:
+        err.print(f"nothing is held about {key}")
+        raise typer.Exit(code=4)
+    subject_state = found[0] if found else initial_state(tenant, subject)
+    alerts = [
+        a
+        for a in _alerts_of(
+            settings, asyncio.run(read_topic(bootstrap_servers(settings), _topics(settings).alerts))
+        )
+        if f"{a.tenant_id}:{a.subject_id}" == key
+    ]
+    document = export_document(subject_state, alerts, receipts, plain(datetime.now(UTC)))
+    written = (write_json if output is ExportFormat.JSON else write_csv)(document, out_dir)
+    for path in written:
+        out.print(f"wrote {path}")
+
+
+@app.command()
+def erase(
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant id.")],
+    subject: Annotated[str, typer.Option("--subject", help="Subject id.")],
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why (kept in the request).")
+    ] = None,
+    actor: Annotated[
+        str, typer.Option("--actor", help="Actor the request is sent as.")
+    ] = "uac-cli",
+) -> None:
+    """Erase a subject everywhere: the worker records it in the erasure ledger, destroys the
+    subject's key (shredding every Kafka copy), tombstones its state; the sink deletes its rows
+    from ClickHouse and writes a receipt."""
+    settings = Settings()
+    now = datetime.now(UTC)
+    request = Event(
+        event_id=str(uuid.uuid4()),
+        tenant_id=tenant,
+        subject_id=subject,
+        actor=actor,
+        type=EventType.ERASURE_REQUESTED,
+        occurred_at=now,
+        recorded_at=now,
+        origin=Origin.EXPLICIT_STATEMENT,
+        confidence=1.0,
+        purpose="erasure",
+        payload=ErasureRequested(reason=reason),
+    )
+
+    async def send() -> Published:
+        topic = _topics(settings).events
+        async with EventPublisher(
+            bootstrap_servers(settings), topic, _sealer(settings)
+        ) as publisher:
+            return await publisher.publish(request)
+
+    try:
+        sent = asyncio.run(send())
+    except SubjectErased:
+        out.print(f"{tenant}:{subject} is already erased (its key is destroyed); nothing to do.")
+        return
+    out.print(
+        f"erasure of {tenant}:{subject} requested (event {sent.event_id}); follow it with `uac query`."
+    )
+
+
+@app.command()
+def explain(
+    alert_id: Annotated[str, typer.Argument(help="The alert to explain.")],
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant of the alert.")],
+    purpose: PurposeOption = DEFAULT_PURPOSE,
+    actor: ReaderOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the chain as JSON.")] = False,
+) -> None:
+    """Why an alert fired: its lifecycle, rule and version, causing claims, and where each
+    source event sits in the log (audited)."""
+    try:
+        with open_query_client(Settings()) as client:
+            chain = client.explain(alert_id, tenant, purpose, actor=reader_identity(actor))
+    except READ_ERRORS as error:
+        raise read_failed(error) from None
+    if as_json:
+        out.out(json.dumps(chain, ensure_ascii=False, sort_keys=True, default=str), highlight=False)
+    else:
+        out.print_json(data=chain, default=str)
 
 
 @app.command()
@@ -325,8 +517,9 @@ def _replay_from_kafka(as_json: bool) -> None:
     bootstrap, topics = bootstrap_servers(settings), _topics(settings)
 
     async def compare() -> tuple[int, list[object]]:
-        rebuilt = await rebuild_states(bootstrap, topics.accepted)
-        live = await latest_checkpoints(bootstrap, topics.state)
+        sealer = _sealer(settings)
+        rebuilt = await rebuild_states(bootstrap, topics.accepted, sealer)
+        live = await latest_checkpoints(bootstrap, topics.state, sealer)
         return len(rebuilt.keys() | live.keys()), list(differences(live, rebuilt))
 
     subjects, found = asyncio.run(compare())

@@ -25,50 +25,59 @@ from rich.progress import Progress
 from rich.table import Table
 
 from rules.batch import Submitted, processing_order
-from schemas.codec import alert_codec
 from streams import local_kafka
-from streams.alert_output import alert_table
+from streams.alert_output import alert_table, readable_alerts
 from streams.analytics import QueryResult, open_query_client
 from streams.event_files import read_ndjson_file
+from streams.keys import FileKeyStore
 from streams.publisher import EventPublisher
+from streams.sealing import Sealer
 from streams.settings import Settings
 from streams.topic_reader import read_topic
 from streams.topics import Topics, ensure_topics
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SAMPLE_FILES = (EXAMPLES / "events.ndjson", EXAMPLES / "rejected.ndjson")
-ANALYST_QUESTIONS: tuple[tuple[str, str, str], ...] = (
+ANALYST_QUESTIONS: tuple[tuple[str, str, str, str], ...] = (
     (
         "clinic-a",
+        "care",
         "International trips per subject per year",
         "SELECT subject_id, toYear(departure_date) AS year, countIf(international) AS international_trips,"
         " count() AS trips FROM trips GROUP BY subject_id, year ORDER BY subject_id, year",
     ),
     (
         "travel-assistant",
+        "personalization",
         "International trips per subject per year",
         "SELECT subject_id, toYear(departure_date) AS year, countIf(international) AS international_trips,"
         " count() AS trips FROM trips GROUP BY subject_id, year ORDER BY subject_id, year",
     ),
     (
         "clinic-a",
+        "care",
         "Active allergies",
         "SELECT subject_id, substance, criticality, verification_status FROM allergies"
         " WHERE active ORDER BY subject_id, substance",
     ),
     (
         "clinic-a",
+        "care",
         "Open alerts by severity",
         "SELECT severity, rule_id, count() AS alerts FROM open_alerts GROUP BY severity, rule_id"
         " ORDER BY severity, rule_id",
     ),
     (
         "clinic-a",
+        "care",
         "Gate decisions",
         "SELECT outcome, if(empty(reasons), '-', arrayStringConcat(reasons, ',')) AS why,"
         " count() AS decisions FROM gate_decisions GROUP BY outcome, why ORDER BY outcome, why",
     ),
 )
+
+
+DEMO = "uac-demo"
 
 
 @dataclass
@@ -131,8 +140,12 @@ def _ingested(settings: Settings, tenants: set[str]) -> int:
     total = 0
     with open_query_client(settings) as client:
         for tenant in sorted(tenants):
-            decisions = client.query("SELECT count() FROM gate_decisions", tenant).rows[0][0]
-            subjects = client.query("SELECT count() FROM current_state", tenant).rows[0][0]
+            decisions = client.query("SELECT count() FROM gate_decisions", tenant, actor=DEMO).rows[
+                0
+            ][0]
+            subjects = client.query("SELECT count() FROM current_state", tenant, actor=DEMO).rows[
+                0
+            ][0]
             total += int(decisions) + int(subjects)
     return total
 
@@ -186,7 +199,8 @@ def run_demo(console: Console) -> None:
             console.print("[bold]Worker and sink started[/bold]; publishing the sample events ...")
 
             async def send() -> None:
-                async with EventPublisher(broker.bootstrap, topics.events) as publisher:
+                sealer = Sealer(FileKeyStore(settings.keys_dir))
+                async with EventPublisher(broker.bootstrap, topics.events, sealer) as publisher:
                     await publisher.publish_all(submitted)
 
             asyncio.run(send())
@@ -216,11 +230,13 @@ def run_demo(console: Console) -> None:
 
 
 def _report(console: Console, settings: Settings, bootstrap: str, topics: Topics) -> None:
-    codec = alert_codec()
-    alerts = [
-        codec.decode(record.value) for record in asyncio.run(read_topic(bootstrap, topics.alerts))
-    ]
+    sealer = Sealer(FileKeyStore(settings.keys_dir))
+    alerts = readable_alerts(asyncio.run(read_topic(bootstrap, topics.alerts)), sealer)
     console.print(alert_table(alerts, title=f"Alerts on {topics.alerts}"))
     with open_query_client(settings) as client:
-        for tenant, title, sql in ANALYST_QUESTIONS:
-            console.print(_result_table(title, tenant, client.query(sql, tenant)))
+        for tenant, purpose, title, sql in ANALYST_QUESTIONS:
+            console.print(
+                _result_table(
+                    f"{title} (purpose: {purpose})", tenant, client.query(sql, tenant, purpose)
+                )
+            )

@@ -13,6 +13,9 @@ from rules.batch import Submitted
 from schemas.codec import AvroCodec, event_codec
 from schemas.errors import DecodeError
 from schemas.events import Event
+from schemas.reasons import ReasonCode
+from streams.keys import SubjectErased
+from streams.sealing import Sealer
 
 
 @dataclass(frozen=True)
@@ -38,9 +41,23 @@ def validated_bytes(codec: AvroCodec[Event], event: Event) -> bytes:
     return encoded
 
 
+def wire_bytes(codec: AvroCodec[Event], sealer: Sealer | None, event: Event) -> bytes:
+    """What goes on the log: the validated record, sealed with the subject's key (an erasure
+    request too: it becomes unreadable with everything else once the erasure is carried out)."""
+    framed = validated_bytes(codec, event)
+    return framed if sealer is None else sealer.seal(event.key, framed)
+
+
 class EventPublisher:
-    def __init__(self, bootstrap: str, topic: str, codec: AvroCodec[Event] | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        sealer: Sealer | None,
+        codec: AvroCodec[Event] | None = None,
+    ) -> None:
         self._topic = topic
+        self._sealer = sealer
         self._codec = codec or event_codec()
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
@@ -63,7 +80,7 @@ class EventPublisher:
         await self._producer.stop()
 
     async def publish(self, event: Event, origin: str = "") -> Published:
-        value = validated_bytes(self._codec, event)
+        value = wire_bytes(self._codec, self._sealer, event)
         metadata = await self._producer.send_and_wait(
             self._topic, value=value, key=event.key.encode("utf-8")
         )
@@ -75,9 +92,12 @@ class EventPublisher:
         results: list[Published | NotSent] = []
         for item in batch:
             try:
-                value = validated_bytes(self._codec, item.event)
+                value = wire_bytes(self._codec, self._sealer, item.event)
             except DecodeError as error:
                 results.append(NotSent(item.origin, error.reason.value, str(error)))
+                continue
+            except SubjectErased as error:
+                results.append(NotSent(item.origin, ReasonCode.SUBJECT_ERASED.value, str(error)))
                 continue
             future = await self._producer.send(
                 self._topic, value=value, key=item.event.key.encode("utf-8")

@@ -2,7 +2,8 @@
 
 `uac replay --from-kafka` folds the accepted-events topic from its beginning in a fresh
 consumer (the pure fold, never Faust's per-event path) and compares every subject's
-`state_hash` with the latest checkpoint the worker published for it.
+`state_hash` with the latest checkpoint the worker published for it. Erased subjects have no
+readable records (their key is gone) and no checkpoint (tombstoned), so they match by absence.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from projections.document import state_hash
 from projections.state import UserState, replay_all
 from schemas.checkpoint import StateCheckpoint
 from schemas.codec import checkpoint_codec, event_codec
+from streams.sealing import Sealer, readable
 from streams.topic_reader import read_topic
 
 
@@ -27,16 +29,20 @@ class Difference:
     rebuilt_version: int | None
 
 
-async def latest_checkpoints(bootstrap: str, topic: str) -> dict[str, StateCheckpoint]:
+async def latest_checkpoints(
+    bootstrap: str, topic: str, sealer: Sealer
+) -> dict[str, StateCheckpoint]:
+    """The latest checkpoint per subject; a tombstone (erasure) removes the subject."""
     codec = checkpoint_codec()
-    latest: dict[str, StateCheckpoint] = {}
+    latest: dict[str, StateCheckpoint | None] = {}
     for record in await read_topic(bootstrap, topic):
-        latest[record.key.decode("utf-8")] = codec.decode(record.value)
-    return latest
+        framed = readable(sealer, record.value)
+        latest[record.key.decode("utf-8")] = None if framed is None else codec.decode(framed)
+    return {key: checkpoint for key, checkpoint in latest.items() if checkpoint is not None}
 
 
 async def checkpoint_of_subject(
-    bootstrap: str, topic: str, partitions: int, key: str
+    bootstrap: str, topic: str, partitions: int, key: str, sealer: Sealer
 ) -> StateCheckpoint | None:
     """The latest checkpoint of one subject, reading only the partition its key maps to."""
     partition = DefaultPartitioner()(
@@ -46,15 +52,20 @@ async def checkpoint_of_subject(
     found = None
     for record in await read_topic(bootstrap, topic, [partition]):
         if record.key.decode("utf-8") == key:
-            found = codec.decode(record.value)
+            framed = readable(sealer, record.value)
+            found = None if framed is None else codec.decode(framed)
     return found
 
 
-async def rebuild_states(bootstrap: str, accepted_topic: str) -> dict[str, UserState]:
+async def rebuild_states(
+    bootstrap: str, accepted_topic: str, sealer: Sealer
+) -> dict[str, UserState]:
     codec = event_codec()
-    return replay_all(
-        codec.decode(record.value) for record in await read_topic(bootstrap, accepted_topic)
-    )
+    records = await read_topic(bootstrap, accepted_topic)
+    events = [
+        codec.decode(framed) for record in records if (framed := readable(sealer, record.value))
+    ]
+    return {key: state for key, state in replay_all(events).items() if not state.erased}
 
 
 def differences(

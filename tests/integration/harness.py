@@ -21,7 +21,9 @@ from schemas.codec import alert_codec, decision_codec, event_codec
 from schemas.decisions import GateDecision
 from schemas.events import Event
 from streams.analytics import SinkUnavailable, query_via_sink
+from streams.keys import FileKeyStore
 from streams.publisher import EventPublisher
+from streams.sealing import Sealer, readable
 from streams.topic_reader import read_topic
 from streams.topics import Topics
 
@@ -77,13 +79,13 @@ class Pipeline:
             "UAC_SINK_BATCH_SECONDS": "0.2",
         }
 
-    def start(self, *command: str) -> Service:
+    def start(self, *command: str, env: dict[str, str] | None = None) -> Service:
         log = self.home / f"{command[0]}-{len(self.services)}.log"
         self.home.mkdir(parents=True, exist_ok=True)
         with log.open("wb") as output:
             process = subprocess.Popen(
                 [sys.executable, "-m", "streams.cli", *command],
-                env=self.env,
+                env=self.env | (env or {}),
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -106,9 +108,16 @@ class Pipeline:
         for service in reversed(self.services):
             service.stop()
 
+    @property
+    def sealer(self) -> Sealer:
+        """The key store the pipeline's processes share (UAC_HOME/keys)."""
+        return Sealer(FileKeyStore(self.home / "keys"))
+
     def publish(self, events: list[Event]) -> None:
+        """Publish as a producer using the UaC publisher does: validated and sealed."""
+
         async def send() -> None:
-            async with EventPublisher(self.bootstrap, self.topics.events) as publisher:
+            async with EventPublisher(self.bootstrap, self.topics.events, self.sealer) as publisher:
                 for event in events:
                     await publisher.publish(event)
 
@@ -116,7 +125,7 @@ class Pipeline:
 
     def publish_raw(self, messages: list[tuple[bytes | None, bytes]]) -> None:
         async def send() -> None:
-            async with EventPublisher(self.bootstrap, self.topics.events) as publisher:
+            async with EventPublisher(self.bootstrap, self.topics.events, None) as publisher:
                 for key, value in messages:
                     await publisher.send_raw(key, value)
 
@@ -125,24 +134,29 @@ class Pipeline:
     def read(self, topic: str) -> list[Any]:
         return asyncio.run(read_topic(self.bootstrap, topic))
 
+    def opened(self, topic: str) -> list[bytes]:
+        """The framed records of `topic` this pipeline can still read (erased subjects: none)."""
+        sealer = self.sealer
+        return [framed for record in self.read(topic) if (framed := readable(sealer, record.value))]
+
     def accepted(self) -> list[Event]:
         codec = event_codec()
-        return [codec.decode(r.value) for r in self.read(self.topics.accepted)]
+        return [codec.decode(framed) for framed in self.opened(self.topics.accepted)]
 
     def quarantined(self) -> list[GateDecision]:
         codec = decision_codec()
         return [codec.decode(r.value) for r in self.read(self.topics.quarantine)]
 
-    def clickhouse(self, sql: str, tenant: str) -> list[list[Any]]:
+    def clickhouse(self, sql: str, tenant: str, purpose: str = "care") -> list[list[Any]]:
         """Rows of an analyst query, through the running sink (0 rows while it starts)."""
         try:
-            return query_via_sink(self.home, sql, tenant).rows
+            return query_via_sink(self.home, sql, tenant, purpose).rows
         except SinkUnavailable:
             return []
 
     def alerts(self) -> list[Alert]:
         codec = alert_codec()
-        return [codec.decode(r.value) for r in self.read(self.topics.alerts)]
+        return [codec.decode(framed) for framed in self.opened(self.topics.alerts)]
 
 
 def new_pipeline(bootstrap: str, root: Path) -> Pipeline:

@@ -9,9 +9,11 @@ import struct
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from projections.document import event_document
 from projections.gate import GateContext
 from rules.batch import Submitted, processing_order, replay_batch
 from rules.engine import default_rules
@@ -23,7 +25,7 @@ from streams.event_files import read_ndjson_file
 from streams.settings import Settings
 from streams.tenants import load_gate_policy
 from tests.factories import make_event
-from tests.integration.harness import Pipeline, wait_for
+from tests.integration.harness import Pipeline, new_pipeline, running, wait_for
 
 pytestmark = pytest.mark.integration
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "events.ndjson"
@@ -52,12 +54,17 @@ def alert_pairs(alerts: list[Alert]) -> list[tuple[str, str]]:
     return sorted({(str(a.alert_id), a.status.value) for a in alerts})
 
 
+PURPOSES = {"clinic-a": "care", "clinic-b": "care", "travel-assistant": "personalization"}
+"""The purpose the sample records each tenant's events for (queries are purpose-bound)."""
+
+
 def history(pipeline: Pipeline, tenant: str) -> tuple[int, int, int]:
     """(event rows, distinct event ids, accepted decisions) in ClickHouse for a tenant."""
     rows = pipeline.clickhouse(
         "SELECT (SELECT count() FROM events), (SELECT uniqExact(event_id) FROM events),"
         " (SELECT countIf(outcome = 'accepted') FROM gate_decisions)",
         tenant,
+        PURPOSES.get(tenant, "care"),
     )
     return (int(rows[0][0]), int(rows[0][1]), int(rows[0][2])) if rows else (0, 0, 0)
 
@@ -120,18 +127,20 @@ def test_given_bad_messages_then_quarantine_records_with_reasons_while_valid_eve
     codec = event_codec()
     key = good.key.encode()
     pipeline.start("worker", "--loglevel", "info")
+    unsealed = make_event("PreferenceStated", "unsealed")
     pipeline.publish_raw(
         [
+            (key, codec.encode(unsealed)),
             (key, b"not avro at all"),
             (key, frame(999, b"\x02\x04")),
             (key, _invalid_record_bytes(make_event("PreferenceStated", "bad-confidence"))),
             (b"clinic-a:somebody-else", codec.encode(wrong_key)),
             (key, struct.pack(">bI", 0, 1) + b"\xff\xff\xff"),
-            (key, codec.encode(good)),
         ]
     )
+    pipeline.publish([good])
     pipeline.start("sink")
-    decisions = wait_for(pipeline.quarantined, lambda found: len(found) >= 5, what="quarantine")
+    decisions = wait_for(pipeline.quarantined, lambda found: len(found) >= 6, what="quarantine")
     reasons = Counter(reason for decision in decisions for reason in decision.reasons)
     assert reasons == Counter(
         {
@@ -140,6 +149,7 @@ def test_given_bad_messages_then_quarantine_records_with_reasons_while_valid_eve
             "invalid_record": 1,
             "key_mismatch": 1,
             "malformed_avro": 1,
+            "not_sealed": 1,
         }
     )
     assert all(d.source_topic == pipeline.topics.events and d.message_sha256 for d in decisions)
@@ -150,7 +160,7 @@ def test_given_bad_messages_then_quarantine_records_with_reasons_while_valid_eve
         lambda: pipeline.clickhouse(
             "SELECT outcome, reasons FROM gate_decisions ORDER BY outcome", "clinic-a"
         ),
-        lambda rows: len(rows) >= 6,
+        lambda rows: len(rows) >= 7,
         what="decisions in ClickHouse",
     )
     assert sorted(r[1][0] for r in recorded if r[0] == "rejected") == sorted(reasons)
@@ -229,10 +239,14 @@ def test_given_a_worker_restart_mid_stream_then_state_is_recovered_and_nothing_i
     worker.stop(stop_signal)
     pipeline.publish(drugs)
     pipeline.start("worker", "--loglevel", "info")
-    alerts = wait_for(
-        pipeline.alerts, lambda found: len({a.alert_id for a in found}) >= len(drugs), what="alerts"
+    wanted = {e.subject_id for e in drugs}
+    wait_for(
+        lambda: wanted - {a.subject_id for a in pipeline.alerts()},
+        lambda missing: not missing,
+        timeout=120,
+        what="an alert for every subject (showing the subjects still without one)",
     )
-    raised = [a for a in alerts if a.status.value == "raised"]
+    raised = [a for a in pipeline.alerts() if a.status.value == "raised"]
     assert {a.subject_id for a in raised} == {e.subject_id for e in drugs}
     assert len({a.lifecycle_id for a in raised}) == len(drugs)
     accepted = wait_for(
@@ -243,3 +257,67 @@ def test_given_a_worker_restart_mid_stream_then_state_is_recovered_and_nothing_i
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout) == {"subjects": 40, "differences": []}
     wait_for_history(pipeline, allergies + drugs)
+
+
+def alert_ids_shown_by_the_cli(pipeline: Pipeline) -> set[str]:
+    """`uac alerts --json` and `--format fhir` (DetectedIssue ids are alert ids) agree."""
+    as_json = pipeline.uac("alerts", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    shown = {json.loads(line)["alert_id"] for line in as_json.stdout.splitlines()}
+    as_fhir = pipeline.uac("alerts", "--format", "fhir")
+    assert as_fhir.returncode == 0, as_fhir.stderr
+    bundle = json.loads(as_fhir.stdout)
+    resources = [entry["resource"] for entry in bundle["entry"]]
+    assert {r["resourceType"] for r in resources} == {"DetectedIssue"}
+    assert {r["id"] for r in resources} == shown
+    return shown
+
+
+def conflict_in_order(drug_first: bool) -> list[Event]:
+    """The same allergy and the same prescription (same claim ids), learned in either order."""
+    name = "drug-first" if drug_first else "allergy-first"
+    allergy_at, drug_at = (
+        (timedelta(days=1), timedelta(0)) if drug_first else (timedelta(0), timedelta(days=1))
+    )
+    allergy = make_event(
+        "AllergyRecorded",
+        f"{name}-allergy",
+        subject="order",
+        at=allergy_at,
+        payload={"substance": "Penicillin G"},
+    )
+    drug = make_event(
+        "MedicationPrescribed",
+        f"{name}-rx",
+        subject="order",
+        at=drug_at,
+        payload={"drug": "Zosyn 4.5 g (piperacillin/tazobactam)", "prescription_id": "rx-zosyn"},
+    )
+    return [drug, allergy] if drug_first else [allergy, drug]
+
+
+def test_given_the_same_conflict_in_either_order_then_the_same_alert_id_in_the_stream_and_in_replay(
+    pipeline: Pipeline, broker: Any, tmp_path: Path
+) -> None:
+    other = new_pipeline(broker.bootstrap, tmp_path / "other-order")
+    with running(other):
+        for target, drug_first in ((pipeline, False), (other, True)):
+            target.start("worker", "--loglevel", "info")
+            target.publish(conflict_in_order(drug_first))
+        streamed = {
+            (str(a.alert_id), a.severity.value)
+            for target in (pipeline, other)
+            for a in wait_for(
+                target.alerts, lambda found: len(found) >= 1, what="the conflict alert"
+            )
+        }
+    assert len(streamed) == 1
+    assert alert_ids_shown_by_the_cli(pipeline) == {alert_id for alert_id, _ in streamed}
+    for drug_first in (False, True):
+        events_file = tmp_path / f"drug-first-{drug_first}.ndjson"
+        lines = (json.dumps(event_document(e)) + "\n" for e in conflict_in_order(drug_first))
+        events_file.write_text("".join(lines), encoding="utf-8")
+        replayed = pipeline.uac("replay", "--file", str(events_file), "--json")
+        assert replayed.returncode == 0, replayed.stderr
+        (subject,) = [json.loads(line) for line in replayed.stdout.splitlines()]
+        assert {(a["alert_id"], a["severity"]) for a in subject["alerts"]} == streamed

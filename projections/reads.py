@@ -1,0 +1,77 @@
+"""Purpose-bound reads: what of a subject's memory may be used for a given purpose.
+
+Memory is evidence, not permission. A claim is returned only when it was recorded for the
+purpose of the read, when special-category data (health data always is) has a legal basis for
+that purpose (a consent-exempt purpose of the tenant, such as care, or the subject's explicit
+consent), and while its validity window is open. A read names its purpose; one that does not
+gets `DEFAULT_PURPOSE`, never everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from projections.document import plain, state_document
+from projections.gate import TenantPolicy, consent_allows
+from projections.state import UserState
+from projections.views import DEFAULT_POLICY, FoldPolicy
+
+DEFAULT_PURPOSE = "care"
+SPECIAL = "special_category"
+
+
+class _Filter:
+    def __init__(self, state: UserState, purpose: str, tenant: TenantPolicy | None) -> None:
+        self.purpose = purpose
+        self.special_allowed = consent_allows(state, purpose, tenant)
+        self.moment: datetime | None = state.as_of
+        self.withheld = 0
+
+    def allows(self, ref: Mapping[str, Any], health: bool = False) -> bool:
+        special = health or ref["sensitivity"] == SPECIAL
+        allowed = (
+            ref["purpose"] == self.purpose
+            and (self.special_allowed or not special)
+            and not self._expired(ref)
+        )
+        if not allowed:
+            self.withheld += 1
+        return allowed
+
+    def _expired(self, ref: Mapping[str, Any]) -> bool:
+        until = ref.get("valid_until")
+        return until is not None and self.moment is not None and until <= plain(self.moment)
+
+
+def readable_document(
+    state: UserState,
+    purpose: str = DEFAULT_PURPOSE,
+    tenant: TenantPolicy | None = None,
+    policy: FoldPolicy = DEFAULT_POLICY,
+) -> dict[str, Any]:
+    """The state document restricted to what `purpose` may use, with a count of what was withheld."""
+    document = state_document(state, policy=policy)
+    check = _Filter(state, purpose, tenant)
+    document["allergies"] = [
+        a for a in document["allergies"] if check.allows(a["recorded"], health=True)
+    ]
+    document["medications"] = {
+        status: [m for m in entries if check.allows(m["prescribed"], health=True)]
+        for status, entries in document["medications"].items()
+    }
+    document["trips"] = [t for t in document["trips"] if check.allows(t["recorded"])]
+    for kind in ("preferences", "facts"):
+        document[kind] = {
+            key: claim | {"history": [h for h in claim["history"] if check.allows(h)]}
+            for key, claim in document[kind].items()
+            if check.allows(claim["current"])
+        }
+    document["conflicts"] = [
+        conflict
+        for conflict in document["conflicts"]
+        if all(check.allows(c) for c in conflict["claims"])
+    ]
+    document["read"] = {"purpose": purpose, "withheld": check.withheld}
+    return document

@@ -1,0 +1,94 @@
+"""A data-subject export is complete and re-readable: folding its claims gives its state."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import timedelta
+from pathlib import Path
+
+from projections.document import state_hash
+from projections.state import replay
+from rules.engine import default_rules, evaluate
+from schemas.events import Event
+from streams.export import export_document, write_csv, write_json
+from tests.factories import make_event
+from tests.fakes import TableKnowledge
+
+DAY = timedelta(days=1)
+
+
+def history() -> list[Event]:
+    first = make_event(
+        "PreferenceStated", "diet-1", payload={"value": "vegetarian"}, source_ref="chat:1"
+    )
+    correction = make_event(
+        "PreferenceStated", "diet-2", at=DAY, supersedes=first.id, payload={"value": "vegan"}
+    )
+    later = make_event(
+        "PreferenceStated", "diet-3", at=40 * DAY, payload={"value": "omnivore"}, origin="inferred"
+    )
+    wrong = make_event(
+        "FactAsserted", "blood", at=2 * DAY, payload={"key": "blood_type", "value": "A+"}
+    )
+    retraction = make_event("ClaimRetracted", "retract", at=3 * DAY, payload={"claim_id": wrong.id})
+    allergy = make_event("AllergyRecorded", "allergy", at=4 * DAY)
+    drug = make_event("MedicationPrescribed", "rx", at=5 * DAY, payload={"drug": "amoxicillin"})
+    return [first, correction, later, wrong, retraction, allergy, drug]
+
+
+def exported(tmp_path: Path) -> dict:
+    events = history()
+    rules = default_rules(TableKnowledge())
+    state, alerts = replay(events[:1]), []
+    for event in events[1:]:
+        after = replay([event], state)
+        alerts += evaluate(rules, state, after, event)
+        state = after
+    write_json(export_document(state, alerts, [], "2026-11-30T00:00:00.000Z"), tmp_path)
+    return json.loads((tmp_path / "export.json").read_text(encoding="utf-8"))
+
+
+def test_given_an_export_when_its_claims_are_folded_again_then_the_same_state_hash(
+    tmp_path: Path,
+) -> None:
+    document = exported(tmp_path)
+    rebuilt = replay([Event.model_validate(claim["event"]) for claim in document["claims"]])
+    assert state_hash(rebuilt) == document["state_hash"]
+    assert document["state"]["version"] == len(document["claims"]) == len(history())
+
+
+def test_given_corrections_and_retractions_then_the_export_says_what_became_of_each_claim(
+    tmp_path: Path,
+) -> None:
+    claims = {claim["event_id"]: claim for claim in exported(tmp_path)["claims"]}
+    first, correction, later, wrong, *_ = history()
+    assert claims[first.id]["status"] == "corrected"
+    assert claims[first.id]["corrected_by"] == correction.id
+    assert claims[correction.id]["status"] == "current"
+    assert claims[later.id]["status"] == "not_adopted"
+    assert claims[wrong.id]["retracted_by"] is not None
+    assert claims[first.id]["source_ref"] == "chat:1"
+    assert {"origin", "confidence", "purpose", "valid_from", "valid_until", "supersedes"} <= claims[
+        first.id
+    ].keys()
+
+
+def test_given_alerts_then_their_lifecycle_is_exported(tmp_path: Path) -> None:
+    alerts = exported(tmp_path)["alerts"]
+    assert [(a["rule_id"], a["status"]) for a in alerts] == [("drug-allergy-conflict", "raised")]
+
+
+def test_given_csv_then_one_row_per_claim_and_alert_and_the_state_alongside(tmp_path: Path) -> None:
+    document = exported(tmp_path / "json")
+    written = write_csv(document, tmp_path / "csv")
+    assert sorted(path.name for path in written) == [
+        "alerts.csv",
+        "claims.csv",
+        "erasure_receipts.csv",
+        "state.json",
+    ]
+    with (tmp_path / "csv" / "claims.csv").open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["event_id"] for row in rows] == [claim["event_id"] for claim in document["claims"]]
+    assert json.loads(rows[0]["payload"]) == document["claims"][0]["payload"]

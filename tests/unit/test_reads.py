@@ -1,0 +1,137 @@
+"""Purpose-bound reads: given claims recorded for purposes, with or without consent, when read for
+a purpose, then only what that purpose may use."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from projections.gate import TenantPolicy
+from projections.reads import DEFAULT_PURPOSE, readable_document
+from projections.state import replay
+from tests.factories import T0, make_event
+
+CLINIC = TenantPolicy(frozenset({"ehr-adapter"}), frozenset({"care"}))
+ASSISTANT = TenantPolicy(frozenset({"ehr-adapter"}), frozenset())
+DAY = timedelta(days=1)
+
+
+def history(*extra: object) -> list:
+    return [
+        make_event("AllergyRecorded", "allergy", purpose="care"),
+        make_event("MedicationPrescribed", "rx", at=DAY, purpose="care"),
+        make_event(
+            "PreferenceStated",
+            "seat",
+            at=2 * DAY,
+            purpose="personalization",
+            payload={"key": "seat", "value": "aisle"},
+        ),
+        make_event("TravelRecorded", "trip", at=3 * DAY, purpose="personalization"),
+        *extra,
+    ]
+
+
+def visible(document: dict) -> dict[str, int]:
+    return {
+        "allergies": len(document["allergies"]),
+        "medications": len(document["medications"]["active"]),
+        "preferences": len(document["preferences"]),
+        "trips": len(document["trips"]),
+    }
+
+
+CASES = [
+    pytest.param(
+        CLINIC,
+        "care",
+        [],
+        {"allergies": 1, "medications": 1, "preferences": 0, "trips": 0},
+        id="given care claims when read for care at a clinic then the health data without consent (care is exempt)",
+    ),
+    pytest.param(
+        CLINIC,
+        "personalization",
+        [],
+        {"allergies": 0, "medications": 0, "preferences": 1, "trips": 1},
+        id="given a read for personalization then only claims recorded for personalization",
+    ),
+    pytest.param(
+        ASSISTANT,
+        "care",
+        [],
+        {"allergies": 0, "medications": 0, "preferences": 0, "trips": 0},
+        id="given a tenant without a care exemption and no consent then no health data",
+    ),
+    pytest.param(
+        ASSISTANT,
+        "care",
+        [
+            make_event(
+                "ConsentChanged",
+                "consent",
+                at=4 * DAY,
+                payload={"purpose": "care", "granted": True, "special_category": True},
+            )
+        ],
+        {"allergies": 1, "medications": 1, "preferences": 0, "trips": 0},
+        id="given explicit special-category consent for the purpose then the health data",
+    ),
+    pytest.param(
+        ASSISTANT,
+        "care",
+        [
+            make_event(
+                "ConsentChanged",
+                "consent",
+                at=4 * DAY,
+                payload={"purpose": "care", "granted": True, "special_category": True},
+            ),
+            make_event(
+                "ConsentChanged",
+                "withdrawn",
+                at=5 * DAY,
+                payload={"purpose": "care", "granted": False, "special_category": True},
+            ),
+        ],
+        {"allergies": 0, "medications": 0, "preferences": 0, "trips": 0},
+        id="given consent later withdrawn then no health data",
+    ),
+]
+
+
+@pytest.mark.parametrize(("tenant", "purpose", "extra", "expected"), CASES)
+def test_purpose_bound_read(
+    tenant: TenantPolicy, purpose: str, extra: list, expected: dict[str, int]
+) -> None:
+    document = readable_document(replay(history(*extra)), purpose, tenant)
+    assert visible(document) == expected
+    assert document["read"]["purpose"] == purpose
+
+
+def test_given_no_purpose_then_the_default_purpose_not_everything() -> None:
+    document = readable_document(replay(history()), tenant=CLINIC)
+    assert document["read"]["purpose"] == DEFAULT_PURPOSE == "care"
+    assert document["read"]["withheld"] > 0
+    assert visible(document)["preferences"] == 0
+
+
+def test_given_an_expired_claim_then_it_is_not_read() -> None:
+    expired = make_event(
+        "PreferenceStated",
+        "meal",
+        at=DAY,
+        purpose="care",
+        valid_until=T0 + 2 * DAY,
+        payload={"key": "meal", "value": "halal"},
+    )
+    later = make_event(
+        "PreferenceStated",
+        "later",
+        at=10 * DAY,
+        purpose="care",
+        payload={"key": "other", "value": "x"},
+    )
+    document = readable_document(replay([expired, later]), "care", CLINIC)
+    assert list(document["preferences"]) == ["other"]
