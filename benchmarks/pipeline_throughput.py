@@ -3,7 +3,8 @@
 1. sustained events/s end to end (publish -> gate -> fold/rules -> alerts + ClickHouse rows) for
    one worker and one sink, from pre-published events;
 2. the same for a naive Faust agent that only updates a table per event (the baseline);
-3. p50/p99 publish -> alert latency while events arrive at 1,000 events/s.
+3. p50/p99 publish -> alert latency while events arrive at 1,000 events/s, and at 200 events/s
+   (a load one worker on this machine sustains).
 
 Timestamps are Kafka record timestamps (set by the producing process on this machine) and the
 sink's `ingested_at`; nothing here is a test. Run: `python -m benchmarks.pipeline_throughput`.
@@ -26,17 +27,19 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from benchmarks.synthetic import subject_events
+from benchmarks.synthetic import conflict_pair, subject_events
 from schemas.codec import alert_codec, event_codec
 from schemas.events import Event
 from streams import local_kafka
 from streams.analytics import query_via_sink
+from streams.keys import FileKeyStore
+from streams.sealing import Sealer
 from streams.topic_reader import read_topic
 from streams.topics import Topics, TopicSpec, ensure_topics
 
 PARTITIONS = 4
 EVENTS = int(os.environ.get("UAC_BENCH_EVENTS", "20000"))
-RATE = 1000
+RATES = (1000, 200)
 LATENCY_SECONDS = 15
 
 
@@ -146,29 +149,40 @@ def pipeline_env(bootstrap: str, home: Path, prefix: str) -> dict[str, str]:
     }
 
 
+def sealer_of(home: Path) -> Sealer:
+    """The key store the worker and sink under `home` use (UAC_HOME/keys)."""
+    return Sealer(FileKeyStore(home / "keys"))
+
+
+def sealed(home: Path, events: list[Event]) -> list[tuple[bytes, bytes]]:
+    codec, sealer = event_codec(), sealer_of(home)
+    return [(e.key.encode(), sealer.seal(e.key, codec.encode(e))) for e in events]
+
+
+ACCEPTED_ROWS = "SELECT count() FROM gate_decisions WHERE outcome = 'accepted'"
+
+
 def ingested(home: Path) -> int:
     try:
-        return int(query_via_sink(home, "SELECT count() FROM events", "clinic-a").rows[0][0])
+        return int(query_via_sink(home, ACCEPTED_ROWS, "clinic-a").rows[0][0])
     except Exception:  # noqa: BLE001 (the sink may still be starting)
         return 0
 
 
-def end_to_end(
-    bootstrap: str, workdir: Path, messages: list[tuple[bytes, bytes]]
-) -> tuple[float, float]:
+def end_to_end(bootstrap: str, workdir: Path, events: list[Event]) -> tuple[float, float]:
     home, topics = workdir / "pipeline", Topics("bench.", PARTITIONS)
+    home.mkdir(parents=True)
+    messages = sealed(home, events)
     asyncio.run(ensure_topics(bootstrap, topics.specs()))
     asyncio.run(publish(bootstrap, topics.events, messages))
     env = pipeline_env(bootstrap, home, "bench.")
-    home.mkdir(parents=True)
     worker = spawn([sys.executable, "-m", "streams.cli", "worker"], env, workdir / "worker.log")
     sink = spawn([sys.executable, "-m", "streams.cli", "sink"], env, workdir / "sink.log")
     try:
         wait_until(lambda: ingested(home), len(messages))
         accepted = [r.timestamp for r in records(bootstrap, topics.accepted)]
-        last_row = query_via_sink(home, "SELECT max(ingested_at) FROM events", "clinic-a").rows[0][
-            0
-        ]
+        newest = "SELECT max(ingested_at) FROM gate_decisions"
+        last_row = query_via_sink(home, newest, "clinic-a").rows[0][0]
     finally:
         stop(sink)
         stop(worker)
@@ -179,36 +193,25 @@ def end_to_end(
 
 
 def conflict_pairs(count: int) -> list[tuple[Event, Event]]:
-    from tests.factories import make_event
-
-    now = datetime.now(UTC) - timedelta(hours=1)
-    return [
-        (
-            make_event("AllergyRecorded", f"lat-a-{n}", subject=f"lat-{n}", at=now),
-            make_event(
-                "MedicationPrescribed",
-                f"lat-rx-{n}",
-                subject=f"lat-{n}",
-                at=now + timedelta(seconds=1),
-                payload={"drug": "amoxicillin", "prescription_id": f"rx-{n}"},
-            ),
-        )
-        for n in range(count)
-    ]
+    at = datetime.now(UTC) - timedelta(hours=1)
+    return [conflict_pair(n, at) for n in range(count)]
 
 
-async def paced(bootstrap: str, topic: str, pairs: list[tuple[Event, Event]]) -> dict[str, int]:
-    """Publish at RATE events/s; return the record timestamp of every drug event."""
+async def paced(
+    bootstrap: str, topic: str, pairs: list[tuple[Event, Event]], sealer: Sealer, rate: int
+) -> dict[str, int]:
+    """Publish at `rate` events/s; return the record timestamp of every drug event."""
     codec = event_codec()
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
     await producer.start()
     sent: dict[str, int] = {}
     try:
-        started, interval = time.monotonic(), 2 / RATE
+        started, interval = time.monotonic(), 2 / rate
         for index, (allergy, drug) in enumerate(pairs):
             await asyncio.sleep(max(0.0, started + index * interval - time.monotonic()))
-            await producer.send(topic, codec.encode(allergy), key=allergy.key.encode())
-            future = await producer.send(topic, codec.encode(drug), key=drug.key.encode())
+            for event in (allergy, drug):
+                value = sealer.seal(event.key, codec.encode(event))
+                future = await producer.send(topic, value, key=event.key.encode())
             future.add_done_callback(
                 lambda done, e=drug: sent.__setitem__(e.id, done.result().timestamp)
             )
@@ -218,25 +221,28 @@ async def paced(bootstrap: str, topic: str, pairs: list[tuple[Event, Event]]) ->
     return sent
 
 
-def latency(bootstrap: str, workdir: Path) -> tuple[float, float, int]:
-    home, topics = workdir / "latency", Topics("lat.", PARTITIONS)
+def latency(bootstrap: str, workdir: Path, rate: int) -> tuple[float, float, int]:
+    prefix = f"lat{rate}."
+    home, topics = workdir / f"latency-{rate}", Topics(prefix, PARTITIONS)
     asyncio.run(ensure_topics(bootstrap, topics.specs()))
-    env = pipeline_env(bootstrap, home, "lat.") | {"UAC_BATCH_SECONDS": "0.02"}
+    env = pipeline_env(bootstrap, home, prefix) | {"UAC_BATCH_SECONDS": "0.02"}
     home.mkdir(parents=True)
-    worker = spawn([sys.executable, "-m", "streams.cli", "worker"], env, workdir / "lat-worker.log")
-    sink = spawn([sys.executable, "-m", "streams.cli", "sink"], env, workdir / "lat-sink.log")
+    sealer = sealer_of(home)
+    command = [sys.executable, "-m", "streams.cli"]
+    worker = spawn([*command, "worker"], env, workdir / f"lat-{rate}-worker.log")
+    sink = spawn([*command, "sink"], env, workdir / f"lat-{rate}-sink.log")
     try:
         warmup = conflict_pairs(50)
-        asyncio.run(paced(bootstrap, topics.events, warmup))
+        asyncio.run(paced(bootstrap, topics.events, warmup, sealer, rate))
         wait_until(lambda: len(records(bootstrap, topics.alerts)), len(warmup), timeout=120)
-        pairs = conflict_pairs(RATE * LATENCY_SECONDS // 2)[50:]
-        sent = asyncio.run(paced(bootstrap, topics.events, pairs))
+        pairs = conflict_pairs(rate * LATENCY_SECONDS // 2)[50:]
+        sent = asyncio.run(paced(bootstrap, topics.events, pairs, sealer, rate))
         wait_until(
             lambda: len(records(bootstrap, topics.alerts)), len(warmup) + len(pairs), timeout=300
         )
         codec = alert_codec()
         alerted = {
-            codec.decode(r.value).trigger_event_id: r.timestamp
+            codec.decode(sealer.open(r.value)[1]).trigger_event_id: r.timestamp
             for r in records(bootstrap, topics.alerts)
         }
     finally:
@@ -248,28 +254,29 @@ def latency(bootstrap: str, workdir: Path) -> tuple[float, float, int]:
 
 
 def main() -> None:
-    codec = event_codec()
     events = workload(EVENTS)
-    messages = [(event.key.encode(), codec.encode(event)) for event in events]
     with (
         tempfile.TemporaryDirectory() as tmp,
         local_kafka.running_broker(Path(tmp) / "kafka") as broker,
     ):
         workdir = Path(tmp)
         print(
-            f"{len(messages)} events, {PARTITIONS} partitions, one worker and one sink; broker {broker.bootstrap}"
+            f"{len(events)} events (sealed), {PARTITIONS} partitions, one worker and one sink;",
+            f"broker {broker.bootstrap}",
         )
-        naive = baseline(broker.bootstrap, workdir, messages)
+        naive = baseline(broker.bootstrap, workdir, sealed(workdir / "naive", events))
         print(f"naive Faust agent (one table write per event): {naive:,.0f} events/s")
-        e2e, worker_only = end_to_end(broker.bootstrap, workdir, messages)
+        e2e, worker_only = end_to_end(broker.bootstrap, workdir, events)
         print(
             f"UaC end to end (to ClickHouse rows): {e2e:,.0f} events/s = {e2e / naive:.2f}x the naive baseline"
         )
         print(f"UaC worker alone (to the accepted topic): {worker_only:,.0f} events/s")
-        p50, p99, samples = latency(broker.bootstrap, workdir)
-        print(
-            f"publish -> alert latency at {RATE} events/s: p50 {p50:.0f} ms, p99 {p99:.0f} ms ({samples} alerts)"
-        )
+        for rate in RATES:
+            p50, p99, samples = latency(broker.bootstrap, workdir, rate)
+            print(
+                f"publish -> alert latency at {rate} events/s: p50 {p50:.0f} ms,",
+                f"p99 {p99:.0f} ms ({samples} alerts)",
+            )
 
 
 if __name__ == "__main__":

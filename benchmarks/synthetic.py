@@ -101,3 +101,29 @@ def _payload(rng: random.Random, roll: float, index: int) -> tuple[EventType, ob
     return EventType.CONSENT_CHANGED, ConsentChanged(
         purpose=rng.choice(("care", "research")), granted=rng.random() < 0.8, special_category=True
     )
+
+
+def conflict_pair(number: int, at: datetime) -> tuple[Event, Event]:
+    """A penicillin allergy and, a second later, an amoxicillin prescription: one alert."""
+    subject = f"lat-{number}"
+
+    def event(offset: int, event_type: EventType, payload: object, at: datetime) -> Event:
+        return Event(
+            event_id=str(UUID(int=10**12 + 2 * number + offset)),
+            tenant_id="clinic-a",
+            subject_id=subject,
+            actor="ehr-adapter",
+            type=event_type,
+            occurred_at=at,
+            recorded_at=at,
+            origin=Origin.EXPLICIT_STATEMENT,
+            confidence=1.0,
+            payload=payload,
+        )
+
+    allergy = AllergyRecorded(allergy_id=f"alg-{number}", substance="penicillin")
+    drug = MedicationPrescribed(prescription_id=f"rx-{number}", drug="amoxicillin")
+    return (
+        event(0, EventType.ALLERGY_RECORDED, allergy, at),
+        event(1, EventType.MEDICATION_PRESCRIBED, drug, at + timedelta(seconds=1)),
+    )

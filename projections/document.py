@@ -59,9 +59,24 @@ def plain(value: Any) -> Any:
     return value
 
 
+def _plain_leaf(value: Any) -> Any:
+    """`plain` for what the JSON encoder cannot write itself (it walks dicts and lists)."""
+    converted = plain(value)
+    if converted is value:
+        raise TypeError(f"{type(value).__name__} has no canonical JSON form")
+    return converted
+
+
 def canonical_json(document: Any) -> bytes:
+    """The canonical encoding: the same bytes as `json.dumps(plain(document), ...)`, without
+    first copying the parts that are already plain."""
     return json.dumps(
-        plain(document), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        document,
+        default=_plain_leaf,
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
     ).encode("utf-8")
 
 

@@ -2,11 +2,12 @@
 
 `gate_and_project` reads raw messages from the events topic in batches, lets the Kafka-free
 `BatchProcessor` open, decode, gate, fold and evaluate them, publishes accepted events,
-quarantine decisions and (sealed) alerts, writes each changed subject's (sealed) state once per
-batch (table + compacted state topic), and carries out erasures. Sends happen before the table
+quarantine decisions and (sealed) alerts, writes each changed subject's (sealed) state to the
+table once per batch, and carries out erasures; a timer publishes the changed subjects'
+checkpoints on the compacted state topic. The batch's sends are delivered before the table
 write, and Faust flushes the producer before it commits offsets, so a crash replays events
-instead of losing them; replays are harmless (duplicate event ids are refused by the gate,
-alert ids are deterministic).
+instead of losing them or their outputs; replays are harmless (duplicate event ids are refused
+by the gate, alert ids are deterministic).
 
 An erasure is recorded in the ledger first (durable), then the subject's key is destroyed
 (every sealed copy in every topic becomes unreadable), then its table entry and state topic
@@ -16,6 +17,7 @@ entry are tombstoned.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import time
@@ -60,24 +62,33 @@ def accepted_headers(item: AcceptedEvent, decided_at: datetime) -> list[tuple[st
 
 
 async def publish(pipeline: Pipeline, output: BatchOutput, decided_at: datetime) -> None:
+    """Send the batch's accepted events, quarantine decisions and (sealed) alerts, and wait
+    until Kafka has every one: only then may the table learn the new state (a replay after a
+    crash in between finds the events already seen, so their outputs must already be out)."""
     decisions, alerts = decision_codec(), alert_codec()
+    topics, send = pipeline.topics, pipeline.app.producer.send
+    deliveries = []
     for item in output.accepted:
         headers = accepted_headers(item, decided_at)
-        await pipeline.accepted.send(key=item.key.encode(), value=item.value, headers=headers)
+        deliveries.append(
+            await send(topics.accepted, item.key.encode(), item.value, None, None, headers)
+        )
     for decision in output.quarantined:
         subject = f"{decision.tenant_id}:{decision.subject_id}" if decision.tenant_id else "unknown"
-        await pipeline.quarantine.send(key=subject.encode(), value=decisions.encode(decision))
+        value = decisions.encode(decision)
+        deliveries.append(await send(topics.quarantine, subject.encode(), value, None, None, None))
     for alert in output.alerts:
         subject = f"{alert.tenant_id}:{alert.subject_id}"
         if subject in output.erased:
             continue
         sealed = pipeline.sealer.seal(subject, alerts.encode(alert))
-        await pipeline.alerts.send(key=subject.encode(), value=sealed)
+        deliveries.append(await send(topics.alerts, subject.encode(), sealed, None, None, None))
+    await asyncio.gather(*deliveries)
 
 
-async def store(pipeline: Pipeline, output: BatchOutput, checkpoints: Checkpoints) -> None:
-    """One table write per changed subject (its new events appended, sealed), then the
-    checkpoints that are due on the compacted state topic."""
+def store(pipeline: Pipeline, output: BatchOutput, checkpoints: Checkpoints) -> None:
+    """One table write per changed subject (its new events appended, sealed); the subject's
+    checkpoint is then due on the compacted state topic."""
     framed: dict[str, list[bytes]] = {}
     for item in output.accepted:
         framed.setdefault(item.key, []).append(item.framed)
@@ -90,53 +101,47 @@ async def store(pipeline: Pipeline, output: BatchOutput, checkpoints: Checkpoint
         else:
             pipeline.states[key] = previous.extended(state, framed[key], pipeline.sealer)
         checkpoints.touched(key)
-    await publish_checkpoints(pipeline, checkpoints.due())
 
 
 async def publish_checkpoints(pipeline: Pipeline, keys: Iterable[str]) -> None:
-    """The readable checkpoint of each subject on the compacted state topic, sealed."""
-    codec = checkpoint_codec()
+    """The readable checkpoint of each subject on the compacted state topic, sealed (delivered
+    before the next offset commit: Faust flushes the producer first)."""
+    codec, send = checkpoint_codec(), pipeline.app.producer.send
     for key in keys:
         stored = pipeline.states.get(key)
         if stored is None or stored.state is None:
             continue
         sealed = pipeline.sealer.seal(key, codec.encode(checkpoint_of(stored.state)))
-        await pipeline.state.send(key=key.encode(), value=sealed)
+        await send(pipeline.topics.state, key.encode(), sealed, None, None, None)
 
 
 @dataclass
 class Checkpoints:
-    """Which subjects need a fresh checkpoint on the state topic. A subject is re-published at
-    most once per `interval` while it keeps changing (a checkpoint serialises the whole state),
-    and the timer publishes the rest, so the topic is never more than `interval` behind."""
+    """Subjects whose checkpoint on the state topic is behind their state, oldest first. A
+    timer publishes them every `interval` seconds, so a checkpoint (which serialises the whole
+    state) is written once per interval however often the subject changes, and the batches
+    never wait for it. Each tick spends at most `BUDGET` of the interval on checkpoints, in
+    chunks that let the agent run in between: under a load the worker cannot checkpoint in
+    time, the state topic falls behind (oldest subjects first), never the processing."""
+
+    BUDGET = 0.25
+    CHUNK = 50
 
     interval: float
-    dirty: set[str] = field(default_factory=set)
-    published: dict[str, float] = field(default_factory=dict)
+    dirty: dict[str, None] = field(default_factory=dict)
 
     def touched(self, key: str) -> None:
-        self.dirty.add(key)
+        self.dirty.setdefault(key)
 
     def touch_all(self, keys: Iterable[str]) -> None:
-        self.dirty.update(keys)
-
-    def due(self) -> list[str]:
-        now = time.monotonic()
-        ready = [
-            key
-            for key in self.dirty
-            if now - self.published.get(key, -self.interval) >= self.interval
-        ]
-        return self._take(ready, now)
-
-    def all(self) -> list[str]:
-        return self._take(list(self.dirty), time.monotonic())
-
-    def _take(self, keys: list[str], now: float) -> list[str]:
         for key in keys:
-            self.dirty.discard(key)
-            self.published[key] = now
-        return sorted(keys)
+            self.touched(key)
+
+    def take(self, limit: int) -> list[str]:
+        keys = list(itertools.islice(self.dirty, limit))
+        for key in keys:
+            del self.dirty[key]
+        return keys
 
 
 async def erase(pipeline: Pipeline, erasures: Sequence[Event], now: datetime) -> None:
@@ -209,7 +214,10 @@ def register_agents(
 
     @pipeline.app.timer(checkpoint_interval)  # type: ignore[untyped-decorator]
     async def publish_pending_checkpoints() -> None:
-        await publish_checkpoints(pipeline, checkpoints.all())
+        deadline = time.monotonic() + Checkpoints.BUDGET * checkpoint_interval
+        while checkpoints.dirty and time.monotonic() < deadline:
+            await publish_checkpoints(pipeline, checkpoints.take(Checkpoints.CHUNK))
+            await asyncio.sleep(0)
 
     @pipeline.app.on_rebalance_complete.connect
     async def republish_after_recovery(_sender: Any, /, *_args: Any, **_kwargs: Any) -> None:
@@ -279,7 +287,7 @@ async def handle_batch(
     output = processor.process_batch(messages, load_state(pipeline), now, pipeline.ledger.is_erased)
     try:
         await publish(pipeline, output, now)
-        await store(pipeline, output, checkpoints)
+        store(pipeline, output, checkpoints)
         await erase(pipeline, output.erasures, now)
     except SubjectErased as error:
         log.warning("a subject was erased by another process during the batch: %s", error)

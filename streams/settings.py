@@ -31,7 +31,9 @@ class Settings(BaseSettings):
     batch_size: int = Field(default=500, ge=1)
     batch_seconds: float = Field(default=0.05, gt=0)
     checkpoint_seconds: float = Field(
-        default=1.0, gt=0, description="Most a subject's state-topic checkpoint lags its state."
+        default=1.0,
+        gt=0,
+        description="How often changed subjects' checkpoints reach the state topic.",
     )
     sink_batch_rows: int = Field(default=10_000, ge=1)
     sink_batch_seconds: float = Field(default=1.0, gt=0)

@@ -63,4 +63,6 @@ def run_worker(settings: Settings, loglevel: str = "warn") -> None:
         metrics,
     )
     tune_garbage_collector()
-    faust.Worker(pipeline.app, loglevel=loglevel, quiet=True).execute_from_commandline()
+    worker = faust.Worker(pipeline.app, loglevel=loglevel, quiet=True)
+    worker.spinner = None  # its log handler sets the root logger to DEBUG: every record is built
+    worker.execute_from_commandline()

@@ -8,8 +8,16 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.document import checkpoint_json, state_from_document, state_hash
+from projections.document import (
+    canonical_json,
+    checkpoint_json,
+    plain,
+    state_document,
+    state_from_document,
+    state_hash,
+)
 from projections.gate import GateContext, GatePolicy, Rejected, TenantPolicy
+from projections.queries import events_in_order
 from projections.state import evolve, initial_state, replay, replay_all
 from rules.batch import Submitted, replay_batch
 from rules.engine import default_rules, process
@@ -108,3 +116,16 @@ def test_given_a_fixed_history_when_hashed_in_any_process_then_the_pinned_hash()
 
 
 PINNED_HASH = "c27933ef391dad942401b631d9a04e8f7733c7e40bef009614ec884d800ff709"
+
+
+@settings(max_examples=50, deadline=None)
+@given(event_histories())
+def test_given_any_history_then_the_canonical_encoding_is_that_of_its_plain_form(
+    events: list,
+) -> None:
+    state = replay(events)
+    for document in (state_document(state), [*events_in_order(state)]):
+        expected = json.dumps(
+            plain(document), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        ).encode("utf-8")
+        assert canonical_json(document) == expected
