@@ -46,6 +46,10 @@ class GatePolicy:
     require_sealed: bool = False
     """Refuse personal events that were not sealed with their subject's key (crypto-shredding
     needs every copy on the log sealed); erasure requests are exempt so they always get through."""
+    max_history_bytes: int | None = None
+    """The most encoded event bytes one subject's history may hold (the whole history is one
+    record on the state changelog, which Kafka bounds); None: no limit. Erasure requests are
+    exempt."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class GateContext:
     encoded_size: int
     erased: bool = False
     sealed: bool = False
+    history_bytes: int = 0
+    """Encoded bytes of the events the subject's history already holds."""
     claim_owners: Mapping[str, str] = field(default_factory=dict)
     """Known claim id -> `tenant:subject`, when the wiring can see other subjects (batch files)."""
 
@@ -94,6 +100,7 @@ def admit(event: Event, state: UserState, context: GateContext) -> Decision:
     problems = (
         _authorisation(event, context.policy)
         + _plausibility(event, context)
+        + _capacity(event, context)
         + _privacy(event, state, context)
         + _references(event, state, context)
     )
@@ -150,6 +157,19 @@ def consent_allows(state: UserState, purpose: str, tenant: TenantPolicy | None) 
     timeline = state.consents.get(purpose)
     consent = None if timeline is None else timeline.resolution
     return consent is not None and consent.granted and consent.special_category
+
+
+def _capacity(event: Event, context: GateContext) -> tuple[Problem, ...]:
+    limit = context.policy.max_history_bytes
+    if limit is None or isinstance(event.payload, ErasureRequested):
+        return ()
+    if context.history_bytes + context.encoded_size <= limit:
+        return ()
+    detail = (
+        f"the subject's history holds {context.history_bytes} bytes; this event would exceed "
+        f"the limit of {limit}"
+    )
+    return (Problem(ReasonCode.SUBJECT_HISTORY_FULL, detail),)
 
 
 def _privacy(event: Event, state: UserState, context: GateContext) -> tuple[Problem, ...]:

@@ -28,6 +28,7 @@ class ReasonCode(StrEnum):
     RECORDED_IN_FUTURE = "recorded_in_future"
     TOO_OLD = "too_old"
     OVERSIZE = "oversize"
+    SUBJECT_HISTORY_FULL = "subject_history_full"
     # Privacy.
     SECRET_IN_TEXT = "secret_in_text"  # noqa: S105 (a reason code, not a secret)
     SPECIAL_CATEGORY_WITHOUT_CONSENT = "special_category_without_consent"

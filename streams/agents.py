@@ -179,6 +179,14 @@ def load_state(pipeline: Pipeline) -> Any:
     return load
 
 
+def history_bytes(pipeline: Pipeline) -> Any:
+    def held(key: str) -> int:
+        stored = pipeline.states.get(key)
+        return 0 if stored is None else len(stored.events)
+
+    return held
+
+
 def fail_stop(reason: BaseException) -> None:
     """Stop the process without acknowledging the batch: Faust would otherwise commit the
     offsets of events whose results were never published (silent loss). The supervisor
@@ -284,7 +292,9 @@ async def handle_batch(
 ) -> None:
     started, now = time.monotonic(), datetime.now(UTC)
     messages = [incoming(event) for event in batch]
-    output = processor.process_batch(messages, load_state(pipeline), now, pipeline.ledger.is_erased)
+    output = processor.process_batch(
+        messages, load_state(pipeline), now, pipeline.ledger.is_erased, history_bytes(pipeline)
+    )
     try:
         await publish(pipeline, output, now)
         store(pipeline, output, checkpoints)

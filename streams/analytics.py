@@ -359,6 +359,20 @@ class QueryRefused(ValueError):
     """The SQL is not a single read-only statement over the tenant's relations."""
 
 
+class UnknownTenant(QueryRefused):
+    """A read for a tenant the tenants file does not name."""
+
+
+def exempt_purposes_of(tenant: str | None, exempt: Mapping[str, frozenset[str]]) -> frozenset[str]:
+    """A tenant's consent-exempt purposes from the tenants-file mapping; UnknownTenant for a
+    tenant it does not name (a missing or blank tenant is left to TenantRequired)."""
+    if tenant is None or not tenant.strip():
+        return frozenset()
+    if tenant not in exempt:
+        raise UnknownTenant(f"unknown tenant {tenant!r}: it is not in the tenants file")
+    return exempt[tenant]
+
+
 class QueryFailed(RuntimeError):
     """The engine could not run an accepted query (a syntax or type error, an unknown column)."""
 
@@ -1053,8 +1067,9 @@ class QueryClient(Protocol):
 class DirectQueries:
     """Queries on a ClickHouse client this object owns (a server, or the chDB path).
 
-    `exempt_purposes` maps each tenant to its consent-exempt purposes (a tenant missing from it
-    has none); without the mapping every tenant gets `DEFAULT_EXEMPT_PURPOSES`."""
+    `exempt_purposes` maps each tenant to its consent-exempt purposes (a read for a tenant
+    missing from it is refused as UnknownTenant); without the mapping every tenant gets
+    `DEFAULT_EXEMPT_PURPOSES`."""
 
     def __init__(
         self, client: Client, exempt_purposes: Mapping[str, frozenset[str]] | None = None
@@ -1065,7 +1080,7 @@ class DirectQueries:
     def exempt_purposes(self, tenant: str | None) -> frozenset[str]:
         if self._exempt is None:
             return DEFAULT_EXEMPT_PURPOSES
-        return self._exempt.get(tenant or "", frozenset())
+        return exempt_purposes_of(tenant, self._exempt)
 
     def query(
         self, sql: str, tenant: str | None, purpose: str | None = None, *, actor: str | None = None

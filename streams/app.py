@@ -13,7 +13,7 @@ from streams.ledger import ErasureLedger
 from streams.sealing import Sealer
 from streams.settings import Settings
 from streams.table_codecs import StoredStateType, SubjectKeyType, register_table_codecs
-from streams.topics import Topics
+from streams.topics import STATE_MESSAGE_BYTES, STATE_REQUEST_BYTES, Topics
 
 STATE_TABLE = "user-state"
 
@@ -56,6 +56,8 @@ def create_app(
         broker_heartbeat_interval=settings.session_timeout_seconds / 4,
         web_enabled=False,
         processing_guarantee="at_least_once",
+        producer_max_request_size=STATE_REQUEST_BYTES,
+        consumer_max_fetch_size=STATE_REQUEST_BYTES,
     )
 
     def raw_topic(name: str, partitions: int = settings.partitions) -> Any:
@@ -67,6 +69,7 @@ def create_app(
         use_partitioner=True,
         key_type=SubjectKeyType,
         value_type=StoredStateType,
+        extra_topic_configs={"max.message.bytes": str(STATE_MESSAGE_BYTES)},
     )
     return Pipeline(
         app=app,

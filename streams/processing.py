@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from projections.gate import GateContext, GatePolicy, Rejected
@@ -61,6 +62,8 @@ class BatchOutput:
     states: dict[str, UserState] = field(default_factory=dict)
     erasures: list[Event] = field(default_factory=list)
     erased: set[str] = field(default_factory=set)
+    history_bytes: dict[str, int] = field(default_factory=dict)
+    """Encoded event bytes each subject's history holds after this batch (subjects seen)."""
 
 
 def decision_id(message: Incoming, outcome: GateOutcome, reasons: Sequence[str] = ()) -> UUID:
@@ -120,6 +123,14 @@ def _split_key(message: Incoming) -> tuple[str | None, str | None]:
 Refusal = tuple[ReasonCode, str]
 
 
+class Known(NamedTuple):
+    """What the wiring knows about subjects before the batch."""
+
+    state: Callable[[str], UserState | None]
+    is_erased: Callable[[str], bool]
+    history_bytes: Callable[[str], int]
+
+
 @dataclass
 class BatchProcessor:
     codec: AvroCodec[Event]
@@ -134,11 +145,15 @@ class BatchProcessor:
         load_state: Callable[[str], UserState | None],
         now: datetime,
         is_erased: Callable[[str], bool] = lambda _key: False,
+        history_bytes: Callable[[str], int] = lambda _key: 0,
     ) -> BatchOutput:
+        """Decide and fold every message. `history_bytes(key)` is what the subject's stored
+        history already holds (the gate's capacity check)."""
         output = BatchOutput()
+        known = Known(load_state, is_erased, history_bytes)
         for message in messages:
             try:
-                self._process_one(message, load_state, now, is_erased, output)
+                self._process_one(message, known, now, output)
             except Exception as error:  # noqa: BLE001 (a bug must quarantine, never lose)
                 detail = (
                     f"processing failed with {type(error).__name__}; the message is kept in the log"
@@ -173,12 +188,7 @@ class BatchProcessor:
         return self.sealer.seal(key, framed)
 
     def _process_one(
-        self,
-        message: Incoming,
-        load_state: Callable[[str], UserState | None],
-        now: datetime,
-        is_erased: Callable[[str], bool],
-        output: BatchOutput,
+        self, message: Incoming, known: Known, now: datetime, output: BatchOutput
     ) -> None:
         if message.value is None:
             output.quarantined.append(
@@ -200,14 +210,17 @@ class BatchProcessor:
                 rejection(message, [ReasonCode.KEY_MISMATCH], detail, now, event)
             )
             return
-        state = output.states.get(event.key) or load_state(event.key)
+        state = output.states.get(event.key) or known.state(event.key)
         state = state or initial_state(event.tenant_id, event.subject_id)
+        held = output.history_bytes.get(event.key)
+        held = known.history_bytes(event.key) if held is None else held
         context = GateContext(
             now=now,
             policy=self.gate_policy,
             encoded_size=len(opened),
-            erased=event.key in output.erased or is_erased(event.key),
+            erased=event.key in output.erased or known.is_erased(event.key),
             sealed=opened is not message.value,
+            history_bytes=held,
         )
         outcome = process(state, event, context, self.rules, self.fold_policy)
         if isinstance(outcome.decision, Rejected):
@@ -217,6 +230,7 @@ class BatchProcessor:
             )
             return
         output.states[event.key] = outcome.after
+        output.history_bytes[event.key] = held + len(opened)
         accepted_id = decision_id(message, GateOutcome.ACCEPTED)
         output.accepted.append(
             AcceptedEvent(event.key, message.value, opened, event, accepted_id, message)

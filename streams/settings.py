@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     )
     max_future_skew_seconds: int = 300
     max_event_bytes: int = 64 * 1024
+    max_subject_history_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        ge=1024,
+        description="Most encoded event bytes one subject's history may hold; further events "
+        "are quarantined as subject_history_full (the state changelog record is bounded).",
+    )
 
     @property
     def chdb_path(self) -> Path:

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hashlib
 import json
 import logging
@@ -110,7 +109,7 @@ from streams.rows import (
 )
 from streams.sealing import Sealer
 from streams.settings import Settings
-from streams.topics import Topics, ensure_topics
+from streams.topics import STATE_REQUEST_BYTES, Topics, ensure_topics
 
 log = logging.getLogger(__name__)
 
@@ -536,6 +535,7 @@ class Sink:
             client_id="uac-sink",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            max_partition_fetch_bytes=STATE_REQUEST_BYTES,
         )
         topics = [*self._records.topics, self.topics.erasures]
         consumer.subscribe(topics, listener=_PauseNewAssignments(self))
@@ -792,11 +792,13 @@ class Sink:
         client = self._query_client
         if client is None:
             return _error(503, "unavailable", "the sink is not connected to ClickHouse")
-        exempt = self._exempt_purposes.get(tenant or "", frozenset())
-        run = functools.partial(
-            analytics.query, client, document["sql"], tenant, purpose, exempt, actor=actor
-        )
-        return await _served(lambda: run().to_json())
+        sql, known = document["sql"], self._exempt_purposes
+
+        def run() -> Any:
+            exempt = analytics.exempt_purposes_of(tenant, known)
+            return analytics.query(client, sql, tenant, purpose, exempt, actor=actor).to_json()
+
+        return await _served(run)
 
     async def _explain(self, request: web.Request) -> web.Response:
         """`{"alert_id", "tenant", "purpose"?, "actor"?}` -> `analytics.explain`."""
@@ -810,17 +812,14 @@ class Sink:
         client = self._query_client
         if client is None:
             return _error(503, "unavailable", "the sink is not connected to ClickHouse")
-        alert_id = document["alert_id"]
-        exempt = self._exempt_purposes.get(tenant or "", frozenset())
-        run = functools.partial(
-            analytics.explain,
-            client,
-            alert_id,
-            tenant,
-            purpose=purpose,
-            exempt_purposes=exempt,
-            actor=actor,
-        )
+        alert_id, known = document["alert_id"], self._exempt_purposes
+
+        def run() -> Any:
+            exempt = analytics.exempt_purposes_of(tenant, known)
+            return analytics.explain(
+                client, alert_id, tenant, purpose=purpose, exempt_purposes=exempt, actor=actor
+            )
+
         return await _served(run)
 
     # -- sink.json ------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ def load_gate_policy(
     max_future_skew_seconds: int = 300,
     max_event_bytes: int = 64 * 1024,
     require_sealed: bool = False,
+    max_history_bytes: int | None = None,
 ) -> GatePolicy:
     parsed = _TenantsFile.model_validate(json.loads(path.read_text(encoding="utf-8")))
     return GatePolicy(
@@ -40,14 +41,17 @@ def load_gate_policy(
         max_future_skew=timedelta(seconds=max_future_skew_seconds),
         max_event_bytes=max_event_bytes,
         require_sealed=require_sealed,
+        max_history_bytes=max_history_bytes,
     )
 
 
 def gate_policy_of(settings: Settings) -> GatePolicy:
-    """The gate policy a streaming process enforces (sealing required unless configured off)."""
+    """The gate policy a streaming process enforces (sealing required unless configured off,
+    and a bounded history per subject)."""
     return load_gate_policy(
         settings.tenants_file,
         max_future_skew_seconds=settings.max_future_skew_seconds,
         max_event_bytes=settings.max_event_bytes,
         require_sealed=settings.require_sealed,
+        max_history_bytes=settings.max_subject_history_bytes,
     )

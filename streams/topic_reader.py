@@ -10,6 +10,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from streams.topics import STATE_REQUEST_BYTES
+
 
 async def topic_partitions(bootstrap: str, topic: str) -> list[int]:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="uac-reader")
@@ -28,7 +30,11 @@ async def _assigned_consumer(
 ) -> AIOKafkaConsumer:
     chosen = await topic_partitions(bootstrap, topic) if partitions is None else partitions
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, client_id="uac-reader"
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        client_id="uac-reader",
+        max_partition_fetch_bytes=STATE_REQUEST_BYTES,
     )
     await consumer.start()
     try:

@@ -12,6 +12,12 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import TopicAlreadyExistsError
 
 FOREVER = "-1"
+STATE_MESSAGE_BYTES = 64 * 1024 * 1024
+"""The largest record on the topics that carry a subject's whole state (the state table's
+changelog and the compacted state topic): both grow with the subject's history, which Kafka's
+default 1 MB limit would cap at a few thousand claims. Producers and consumers of the worker
+are configured to match (`STATE_REQUEST_BYTES`, with room for the request around it)."""
+STATE_REQUEST_BYTES = STATE_MESSAGE_BYTES + 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,11 @@ class Topics:
             TopicSpec(self.accepted, self.partitions, keep),
             TopicSpec(self.quarantine, self.partitions, keep),
             TopicSpec(self.alerts, self.partitions, keep),
-            TopicSpec(self.state, self.partitions, {"cleanup.policy": "compact"}),
+            TopicSpec(
+                self.state,
+                self.partitions,
+                {"cleanup.policy": "compact", "max.message.bytes": str(STATE_MESSAGE_BYTES)},
+            ),
             TopicSpec(self.erasures, 1, {"cleanup.policy": "compact"}),
             TopicSpec(self.audit, 1, keep),
         )

@@ -321,3 +321,42 @@ def test_given_the_same_conflict_in_either_order_then_the_same_alert_id_in_the_s
         assert replayed.returncode == 0, replayed.stderr
         (subject,) = [json.loads(line) for line in replayed.stdout.splitlines()]
         assert {(a["alert_id"], a["severity"]) for a in subject["alerts"]} == streamed
+
+
+def long_history(count: int, text_bytes: int) -> list[Event]:
+    """One subject's many facts, together larger than a default Kafka message (1 MB)."""
+    return [
+        make_event(
+            "FactAsserted",
+            f"long-{n}",
+            subject="long-history",
+            at=timedelta(minutes=n),
+            payload={"key": f"note-{n}", "value": f"observation {n} " + "x" * text_bytes},
+        )
+        for n in range(count)
+    ]
+
+
+def test_given_a_subject_whose_history_outgrows_a_kafka_message_then_it_is_still_kept_and_recovered(
+    pipeline: Pipeline,
+) -> None:
+    events = long_history(700, 2_000)
+    assert sum(len(event_codec().encode(e)) for e in events) > 1_200_000
+    worker = pipeline.start("worker", "--loglevel", "info")
+    pipeline.publish(events)
+    wait_for(pipeline.accepted, lambda found: len(found) == len(events), what="every event")
+    worker.stop()
+    pipeline.start("worker", "--loglevel", "info")
+    shown = wait_for(
+        lambda: pipeline.uac(
+            "state", "--tenant", "clinic-a", "--subject", "long-history", "--json"
+        ),
+        lambda result: (
+            result.returncode == 0 and len(json.loads(result.stdout)["facts"]) == len(events)
+        ),
+        what="the whole history in the checkpoint",
+    )
+    assert json.loads(shown.stdout)["version"] == len(events)
+    result = pipeline.uac("replay", "--from-kafka", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout) == {"subjects": 1, "differences": []}

@@ -308,6 +308,15 @@ def test_a_query_without_a_tenant_is_refused(client: Client, tenant: str | None)
         query(client, "SELECT 1", tenant)
 
 
+def test_a_query_for_a_tenant_the_tenants_file_does_not_name_is_refused(client: Client) -> None:
+    queries = analytics.DirectQueries(client, {A: frozenset({"care"})})
+    with pytest.raises(analytics.UnknownTenant, match="not in the tenants file"):
+        queries.query("SELECT count() FROM events", "no-such-clinic")
+    with pytest.raises(TenantRequired):
+        queries.query("SELECT count() FROM events", "")
+    assert queries.query("SELECT count() FROM events", A).rows
+
+
 REFUSED = [
     pytest.param("SELECT * FROM uac.events", "database 'uac'", id="given uac.events then refused"),
     pytest.param(

@@ -23,6 +23,7 @@ POLICY = GatePolicy(
         "assistant": TenantPolicy(frozenset({"chat-agent"}), frozenset()),
     },
     max_event_bytes=2048,
+    max_history_bytes=10_000,
 )
 ALLERGY = make_event("AllergyRecorded", "known-allergy")
 PREFERENCE = make_event("PreferenceStated", "known-pref", at=timedelta(hours=1))
@@ -96,6 +97,13 @@ REJECTIONS = [
         None,
         ReasonCode.OVERSIZE,
         id="given 4 KiB against a 2 KiB limit then oversize",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "late-in-life"),
+        {"history_bytes": 9_900},
+        None,
+        ReasonCode.SUBJECT_HISTORY_FULL,
+        id="given a history of 9,900 bytes against a 10,000 limit then subject_history_full",
     ),
     pytest.param(
         make_event("PreferenceStated", "s1", payload={"note": "my password: hunter22"}),
@@ -347,4 +355,12 @@ def test_given_sealing_required_then_an_unsealed_erasure_request_still_gets_thro
     assert isinstance(
         admit(erasure, initial_state("clinic-a", "patient-1"), GateContext(NOW, strict, 200)),
         Admitted,
+    )
+
+
+def test_given_a_full_history_then_an_erasure_request_still_gets_through() -> None:
+    erasure = make_event("ErasureRequested", "forget-me", purpose="erasure")
+    assert isinstance(_decide(erasure, history_bytes=10_000), Admitted)
+    assert isinstance(
+        _decide(make_event("PreferenceStated", "fits"), history_bytes=9_800), Admitted
     )

@@ -119,3 +119,22 @@ def test_given_a_destroyed_key_then_the_subjects_sealed_records_are_refused_as_e
     sealer.keys.destroy(event.key)
     output = run(sealer, [record])
     assert [d.reasons for d in output.quarantined] == [("subject_erased",)]
+
+
+def test_given_a_history_near_its_limit_then_the_batch_counts_its_own_events_too(
+    sealer: Sealer,
+) -> None:
+    limit = GatePolicy(tenants=POLICY.tenants, require_sealed=True, max_history_bytes=1_000)
+    bounded = BatchProcessor(event_codec(), default_rules(TableKnowledge()), limit, sealer)
+    events = [make_event("PreferenceStated", f"p{n}", at=timedelta(hours=n)) for n in range(3)]
+    size = len(event_codec().encode(events[0]))
+    held = 1_000 - 2 * size + 1
+    output = bounded.process_batch(
+        [sealed(sealer, event, n) for n, event in enumerate(events)],
+        lambda _key: None,
+        NOW,
+        history_bytes=lambda _key: held,
+    )
+    assert [item.event.id for item in output.accepted] == [events[0].id]
+    assert [d.reasons for d in output.quarantined] == [("subject_history_full",)] * 2
+    assert output.history_bytes == {"clinic-a:patient-1": held + size}
