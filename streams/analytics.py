@@ -1064,7 +1064,25 @@ class QueryClient(Protocol):
     def close(self) -> None: ...
 
 
-class DirectQueries:
+class _ClosedOnExit:
+    """`with client:` closes the client."""
+
+    def close(self) -> None:
+        return None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class DirectQueries(_ClosedOnExit):
     """Queries on a ClickHouse client this object owns (a server, or the chDB path).
 
     `exempt_purposes` maps each tenant to its consent-exempt purposes (a read for a tenant
@@ -1104,19 +1122,8 @@ class DirectQueries:
     def close(self) -> None:
         self._client.close()
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class SinkQueries:
+class SinkQueries(_ClosedOnExit):
     """Queries sent to the running sink that owns the chDB path."""
 
     def __init__(self, address: SinkAddress) -> None:
@@ -1136,20 +1143,6 @@ class SinkQueries:
         actor: str | None = None,
     ) -> dict[str, Any]:
         return post_explain(self.address, alert_id, require_tenant(tenant), purpose, actor=actor)
-
-    def close(self) -> None:
-        return None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def open_query_client(settings: Settings) -> DirectQueries | SinkQueries:

@@ -782,29 +782,37 @@ class Sink:
 
     async def _query(self, request: web.Request) -> web.Response:
         """`{"sql", "tenant", "purpose"?, "actor"?}` -> the result of `analytics.query`."""
-        document = await _json_object(request)
-        if document is None or not isinstance(document.get("sql"), str):
-            return _error(400, "bad_request", 'expected JSON {"sql": "...", "tenant": "..."}')
-        try:
-            tenant, purpose, actor = _read_fields(document)
-        except ValueError as error:
-            return _error(400, "bad_request", str(error))
-        client = self._query_client
-        if client is None:
-            return _error(503, "unavailable", "the sink is not connected to ClickHouse")
-        sql, known = document["sql"], self._exempt_purposes
 
-        def run() -> Any:
-            exempt = analytics.exempt_purposes_of(tenant, known)
+        def answer(client: Client, sql: str, read: ServedRead) -> Any:
+            tenant, purpose, exempt, actor = read
             return analytics.query(client, sql, tenant, purpose, exempt, actor=actor).to_json()
 
-        return await _served(run)
+        return await self._serve_read(request, "sql", answer)
 
     async def _explain(self, request: web.Request) -> web.Response:
         """`{"alert_id", "tenant", "purpose"?, "actor"?}` -> `analytics.explain`."""
+
+        def answer(client: Client, alert_id: str, read: ServedRead) -> Any:
+            tenant, purpose, exempt, actor = read
+            return analytics.explain(
+                client, alert_id, tenant, purpose=purpose, exempt_purposes=exempt, actor=actor
+            )
+
+        return await self._serve_read(request, "alert_id", answer)
+
+    async def _serve_read(
+        self,
+        request: web.Request,
+        field: str,
+        answer: Callable[[Client, str, ServedRead], Any],
+    ) -> web.Response:
+        """A read request naming `field` (text), a tenant, and optionally purpose and actor,
+        answered off the event loop with the tenant's consent-exempt purposes."""
         document = await _json_object(request)
-        if document is None or not isinstance(document.get("alert_id"), str):
-            return _error(400, "bad_request", 'expected JSON {"alert_id": "...", "tenant": "..."}')
+        if document is None or not isinstance(document.get(field), str):
+            return _error(
+                400, "bad_request", f'expected JSON {{"{field}": "...", "tenant": "..."}}'
+            )
         try:
             tenant, purpose, actor = _read_fields(document)
         except ValueError as error:
@@ -812,13 +820,11 @@ class Sink:
         client = self._query_client
         if client is None:
             return _error(503, "unavailable", "the sink is not connected to ClickHouse")
-        alert_id, known = document["alert_id"], self._exempt_purposes
+        value, known = document[field], self._exempt_purposes
 
         def run() -> Any:
             exempt = analytics.exempt_purposes_of(tenant, known)
-            return analytics.explain(
-                client, alert_id, tenant, purpose=purpose, exempt_purposes=exempt, actor=actor
-            )
+            return answer(client, value, ServedRead(tenant, purpose, exempt, actor))
 
         return await _served(run)
 
@@ -855,6 +861,13 @@ _SERVED_ERRORS: Final[tuple[tuple[type[Exception], int, str], ...]] = (
     (analytics.QueryFailed, 400, "query_failed"),
     (analytics.AlertNotFound, 404, "alert_not_found"),
 )
+
+
+class ServedRead(NamedTuple):
+    tenant: str | None
+    purpose: str | None
+    exempt: frozenset[str]
+    actor: str
 
 
 async def _served(answer: Callable[[], Any]) -> web.Response:
