@@ -47,9 +47,8 @@ class GatePolicy:
     """Refuse personal events that were not sealed with their subject's key (crypto-shredding
     needs every copy on the log sealed); erasure requests are exempt so they always get through."""
     max_history_bytes: int | None = None
-    """The most encoded event bytes one subject's history may hold (the whole history is one
-    record on the state changelog, which Kafka bounds); None: no limit. Erasure requests are
-    exempt."""
+    """The most encoded event bytes one subject's history may hold (the subject's checkpoint, a
+    single Kafka record, holds the whole state); None: no limit. Erasure requests are exempt."""
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from streams.ledger import follow_ledger
 from streams.liveness import StallWatch, committed_offsets
 from streams.processing import AcceptedEvent, BatchOutput, BatchProcessor, Incoming
 from streams.runtime import dump_tasks_on_signal, restart_in_place
-from streams.table_codecs import StoredState
+from streams.table_codecs import StoredSegment, StoredState, is_segment_key, segment_key
 from streams.worker_metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
@@ -87,20 +87,39 @@ async def publish(pipeline: Pipeline, output: BatchOutput, decided_at: datetime)
 
 
 def store(pipeline: Pipeline, output: BatchOutput, checkpoints: Checkpoints) -> None:
-    """One table write per changed subject (its new events appended, sealed); the subject's
-    checkpoint is then due on the compacted state topic."""
+    """One head write per changed subject (its new events appended, sealed), after the history
+    segments that closed; the subject's checkpoint is then due on the compacted state topic."""
     framed: dict[str, list[bytes]] = {}
     for item in output.accepted:
         framed.setdefault(item.key, []).append(item.framed)
     for key, state in output.states.items():
         if key in output.erased:
             continue
-        previous = pipeline.states.get(key)
+        previous = loaded(pipeline, key)
         if previous is None or previous.state is None:
-            pipeline.states[key] = StoredState.first(state, framed[key], pipeline.sealer)
+            head, closed = StoredState.first(state, framed[key], pipeline.sealer)
         else:
-            pipeline.states[key] = previous.extended(state, framed[key], pipeline.sealer)
+            head, closed = previous.extended(state, framed[key], pipeline.sealer)
+        for segment, stored in closed:
+            pipeline.states[segment] = stored
+        pipeline.states[key] = head
         checkpoints.touched(key)
+
+
+def loaded(pipeline: Pipeline, key: str) -> StoredState | None:
+    """A subject's head, its state folded from its segments if recovery left it unfolded (kept
+    in the table's store as it is: nothing is written to the changelog)."""
+    stored = pipeline.states.get(key)
+    if not isinstance(stored, StoredState):
+        return None
+    if stored.needs_fold:
+        segments = [pipeline.states.get(segment_key(key, n)) for n in range(stored.segments)]
+        whole = [segment for segment in segments if isinstance(segment, StoredSegment)]
+        if len(whole) != stored.segments:
+            raise LookupError(f"history segments of a subject are missing from the table ({key})")
+        stored = stored.folded(whole)
+        pipeline.states.data[key] = stored
+    return stored
 
 
 async def publish_checkpoints(pipeline: Pipeline, keys: Iterable[str]) -> None:
@@ -108,7 +127,7 @@ async def publish_checkpoints(pipeline: Pipeline, keys: Iterable[str]) -> None:
     before the next offset commit: Faust flushes the producer first)."""
     codec, send = checkpoint_codec(), pipeline.app.producer.send
     for key in keys:
-        stored = pipeline.states.get(key)
+        stored = loaded(pipeline, key)
         if stored is None or stored.state is None:
             continue
         sealed = pipeline.sealer.seal(key, codec.encode(checkpoint_of(stored.state)))
@@ -165,6 +184,11 @@ async def erase(pipeline: Pipeline, erasures: Sequence[Event], now: datetime) ->
         await delivery
         pipeline.ledger.add(entry)
         destroyed = pipeline.keys.destroy(key)
+        head = pipeline.states.get(key)
+        segments = head.segments if isinstance(head, StoredState) else 0
+        for number in range(segments):
+            if segment_key(key, number) in pipeline.states:
+                del pipeline.states[segment_key(key, number)]
         if key in pipeline.states:
             del pipeline.states[key]
         await pipeline.state.send(key=key.encode(), value=None)
@@ -173,7 +197,7 @@ async def erase(pipeline: Pipeline, erasures: Sequence[Event], now: datetime) ->
 
 def load_state(pipeline: Pipeline) -> Any:
     def load(key: str) -> Any:
-        stored = pipeline.states.get(key)
+        stored = loaded(pipeline, key)
         return None if stored is None else stored.state
 
     return load
@@ -182,7 +206,7 @@ def load_state(pipeline: Pipeline) -> Any:
 def history_bytes(pipeline: Pipeline) -> Any:
     def held(key: str) -> int:
         stored = pipeline.states.get(key)
-        return 0 if stored is None else len(stored.events)
+        return stored.history_bytes if isinstance(stored, StoredState) else 0
 
     return held
 
@@ -230,7 +254,9 @@ def register_agents(
     @pipeline.app.on_rebalance_complete.connect
     async def republish_after_recovery(_sender: Any, /, *_args: Any, **_kwargs: Any) -> None:
         """Recovered (or newly assigned) subjects get their checkpoint re-published."""
-        checkpoints.touch_all(list(pipeline.states.keys()))
+        checkpoints.touch_all(
+            key for key in list(pipeline.states.keys()) if not is_segment_key(key)
+        )
 
     @pipeline.app.task  # type: ignore[untyped-decorator]
     async def diagnose_on_request() -> None:

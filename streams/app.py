@@ -12,7 +12,12 @@ from streams.keys import SubjectKeys
 from streams.ledger import ErasureLedger
 from streams.sealing import Sealer
 from streams.settings import Settings
-from streams.table_codecs import StoredStateType, SubjectKeyType, register_table_codecs
+from streams.table_codecs import (
+    StoredStateType,
+    SubjectKeyType,
+    SubjectTable,
+    register_table_codecs,
+)
 from streams.topics import STATE_MESSAGE_BYTES, STATE_REQUEST_BYTES, Topics
 
 STATE_TABLE = "user-state"
@@ -58,6 +63,7 @@ def create_app(
         processing_guarantee="at_least_once",
         producer_max_request_size=STATE_REQUEST_BYTES,
         consumer_max_fetch_size=STATE_REQUEST_BYTES,
+        Table=SubjectTable,
     )
 
     def raw_topic(name: str, partitions: int = settings.partitions) -> Any:

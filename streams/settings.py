@@ -58,7 +58,7 @@ class Settings(BaseSettings):
         default=16 * 1024 * 1024,
         ge=1024,
         description="Most encoded event bytes one subject's history may hold; further events "
-        "are quarantined as subject_history_full (the state changelog record is bounded).",
+        "are quarantined as subject_history_full (a checkpoint is one bounded Kafka record).",
     )
 
     @property

@@ -13,10 +13,11 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 FOREVER = "-1"
 STATE_MESSAGE_BYTES = 64 * 1024 * 1024
-"""The largest record on the topics that carry a subject's whole state (the state table's
-changelog and the compacted state topic): both grow with the subject's history, which Kafka's
-default 1 MB limit would cap at a few thousand claims. Producers and consumers of the worker
-are configured to match (`STATE_REQUEST_BYTES`, with room for the request around it)."""
+"""The largest record on the compacted state topic, whose checkpoints carry a subject's whole
+state and so grow with its history (Kafka's default 1 MB would cap it at a few thousand
+claims). The state table's changelog gets the same limit, though its records stay near
+`table_codecs.SEGMENT_BYTES`. Producers and consumers are sized to match
+(`STATE_REQUEST_BYTES`, with room for the request around it)."""
 STATE_REQUEST_BYTES = STATE_MESSAGE_BYTES + 64 * 1024
 
 

@@ -360,3 +360,11 @@ def test_given_a_subject_whose_history_outgrows_a_kafka_message_then_it_is_still
     result = pipeline.uac("replay", "--from-kafka", "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout) == {"subjects": 1, "differences": []}
+    erased = pipeline.uac("erase", "--tenant", "clinic-a", "--subject", "long-history")
+    assert erased.returncode == 0, erased.stderr
+    wait_for(
+        lambda: pipeline.uac("state", "--tenant", "clinic-a", "--subject", "long-history"),
+        lambda result: result.returncode == 4,
+        what="the erased subject gone from the state topic",
+    )
+    assert not pipeline.opened(f"{pipeline.app_id}-user-state-changelog")
