@@ -80,11 +80,11 @@ class FileKeyStore:
         return key
 
     def key_for_writing(self, subject: str) -> bytes:
-        if self.is_destroyed(subject):
-            raise SubjectErased(f"subject {ref_of_key(subject)[:12]}… was erased")
-        existing = self.key_for(subject)
+        existing = self.key_for(subject)  # None once the subject's key is destroyed
         if existing is not None:
             return existing
+        if self.is_destroyed(subject):
+            raise SubjectErased(f"subject {ref_of_key(subject)[:12]}… was erased")
         return self._create(subject)
 
     def _create(self, subject: str) -> bytes:

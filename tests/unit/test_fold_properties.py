@@ -129,3 +129,14 @@ def test_given_any_history_then_the_canonical_encoding_is_that_of_its_plain_form
             plain(document), sort_keys=True, separators=(",", ":"), ensure_ascii=False
         ).encode("utf-8")
         assert canonical_json(document) == expected
+
+
+@given(event_histories(subjects=("patient-1", "patient-2", "patient-3")))
+def test_given_a_mixed_stream_when_replayed_together_then_each_subject_as_if_alone(
+    events: list,
+) -> None:
+    alone = {
+        key: state_hash(replay([e for e in events if e.key == key]))
+        for key in {e.key for e in events}
+    }
+    assert _hashes(events) == alone
