@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime
 from enum import Enum
 from typing import Any
@@ -102,6 +102,14 @@ def event_json(event: Event) -> bytes:
         del _EVENT_JSON[next(iter(_EVENT_JSON))]
     _EVENT_JSON[id(event)] = (event, encoded)
     return encoded
+
+
+def forget_events(events: Iterable[Event]) -> None:
+    """Drop these events from the serialisation memo (an erased subject leaves no copy)."""
+    for event in events:
+        found = _EVENT_JSON.get(id(event))
+        if found is not None and found[0] is event:
+            del _EVENT_JSON[id(event)]
 
 
 def state_document(state: UserState, *, policy: FoldPolicy = DEFAULT_POLICY) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from typing import Any
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from projections.document import checkpoint_of, plain
+from projections.document import checkpoint_of, forget_events, plain
 from schemas.codec import alert_codec, checkpoint_codec, decision_codec, erasure_codec
 from schemas.erasures import ErasureRecorded, ref_of_key
 from schemas.events import Event
@@ -185,6 +185,8 @@ async def erase(pipeline: Pipeline, erasures: Sequence[Event], now: datetime) ->
         pipeline.ledger.add(entry)
         destroyed = pipeline.keys.destroy(key)
         head = pipeline.states.get(key)
+        if isinstance(head, StoredState) and head.state is not None:
+            forget_events(head.state.events.values())
         segments = head.segments if isinstance(head, StoredState) else 0
         for number in range(segments):
             if segment_key(key, number) in pipeline.states:

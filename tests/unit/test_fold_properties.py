@@ -140,3 +140,15 @@ def test_given_a_mixed_stream_when_replayed_together_then_each_subject_as_if_alo
         for key in {e.key for e in events}
     }
     assert _hashes(events) == alone
+
+
+def test_given_forgotten_events_then_the_serialisation_memo_holds_no_copy() -> None:
+    from projections import document
+    from tests.factories import make_event
+
+    state = replay([make_event("PreferenceStated", "remembered")])
+    checkpoint_json(state)
+    (event,) = state.events.values()
+    assert id(event) in document._EVENT_JSON
+    document.forget_events([event])
+    assert id(event) not in document._EVENT_JSON
