@@ -282,7 +282,7 @@ async def check_for_stall(pipeline: Pipeline, watch: StallWatch) -> None:
         watch.progressed(time.monotonic())
         return
     assigned = sorted(tp for tp in app.consumer.assignment() if tp.topic == pipeline.topics.events)
-    if not assigned:
+    if not assigned or not watch.may_stall(time.monotonic()):
         return
     partitions = [TopicPartition(tp.topic, tp.partition) for tp in assigned]
     ends = {tp.partition: end for tp, end in (await app.consumer.highwaters(*assigned)).items()}

@@ -27,23 +27,36 @@ class StallWatch:
     stall_seconds: float
     last_progress: float = 0.0
     committed: dict[int, int] = field(default_factory=dict)
+    behind_since: dict[int, float] = field(default_factory=dict)
+    """When each partition was first seen with unprocessed events since the last progress."""
 
     def progressed(self, now: float) -> None:
         """A batch was processed, or the consumer is (re)joining: the clock starts again."""
         self.last_progress = now
+        self.behind_since.clear()
+
+    def may_stall(self, now: float) -> bool:
+        """Whether nothing has moved for the whole period (only then are offsets worth asking)."""
+        return now - self.last_progress >= self.stall_seconds
 
     def stalled(
         self, committed: Mapping[int, int], ends: Mapping[int, int], now: float
     ) -> list[int]:
-        """The partitions with work that have not moved for `stall_seconds` (none when the
-        worker is making progress anywhere)."""
+        """The partitions whose unprocessed events have waited `stall_seconds` while nothing
+        moved (none when the worker is making progress anywhere, and none for events that just
+        arrived at an idle worker)."""
         if dict(committed) != self.committed:
             self.committed = dict(committed)
             self.progressed(now)
         behind = sorted(p for p, end in ends.items() if committed.get(p, 0) < end)
-        if behind and now - self.last_progress >= self.stall_seconds:
-            return behind
-        return []
+        for partition in list(self.behind_since):
+            if partition not in behind:
+                del self.behind_since[partition]
+        for partition in behind:
+            self.behind_since.setdefault(partition, now)
+        if not self.may_stall(now):
+            return []
+        return [p for p in behind if now - self.behind_since[p] >= self.stall_seconds]
 
 
 async def committed_offsets(

@@ -34,4 +34,14 @@ def test_given_batches_still_being_processed_then_a_slow_commit_is_not_a_stall()
 
 def test_given_a_partition_never_committed_then_its_whole_log_counts_as_work() -> None:
     watch = StallWatch(stall_seconds=5, last_progress=0.0)
+    assert watch.stalled({}, {3: 7}, now=1.0) == []
     assert watch.stalled({}, {3: 7}, now=6.0) == [3]
+
+
+def test_given_an_idle_worker_when_events_just_arrived_then_it_is_not_a_stall() -> None:
+    watch = StallWatch(stall_seconds=30, last_progress=0.0)
+    assert watch.stalled({0: 10}, {0: 10}, now=100.0) == []
+    assert watch.stalled({0: 10}, {0: 12}, now=105.0) == []
+    watch.progressed(now=105.5)
+    assert watch.stalled({0: 10}, {0: 14}, now=200.0) == []
+    assert watch.stalled({0: 10}, {0: 14}, now=231.0) == [0]
