@@ -1,9 +1,12 @@
 """Replay throughput of the pure fold, on one core.
 
-Prints events/s for (a) 1,000,000 events over 10,000 subjects and (b) one subject with 100,000
-events, plus the mean per-event cost of each successive 10,000 events of (b), measured with the
-cyclic collector off (its pauses would otherwise land in arbitrary windows), which shows whether
-the cost of an event grows with the length of the history. Run: `make bench`.
+Prints events/s of `replay` (the bulk fold of a whole history) for (a) 1,000,000 events over
+10,000 subjects and (b) one subject with 100,000 events, each with the collector tuned as the
+worker tunes it and with it paused as `uac replay --from-kafka` runs; then the streaming path
+(`evolve`, one event at a time, as the worker folds) over (b), and its mean per-event cost over
+each successive 10,000 events, measured with the cyclic collector off (its pauses would
+otherwise land in arbitrary windows), which shows whether the cost of an event grows with the
+length of the history. Run: `make bench`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import time
 from benchmarks.synthetic import subject_events
 from projections.state import evolve, initial_state, replay_all
 from schemas.events import Event
-from streams.runtime import tune_garbage_collector
+from streams.runtime import collector_paused, tune_garbage_collector
 
 
 def _pin_to_one_core() -> None:
@@ -34,12 +37,36 @@ def many_subjects(subjects: int, per_subject: int) -> list[Event]:
     return [stream[i] for i in range(per_subject) for stream in streams]
 
 
-def timed_replay(events: list[Event]) -> float:
+def timed_replay(events: list[Event], paused: bool) -> float:
     """Seconds to fold `events`, with the collector tuned as the worker tunes it (the input
-    list, built beforehand, is frozen out of its view like the worker's start-up objects)."""
+    list, built beforehand, is frozen out of its view like the worker's start-up objects), or
+    paused."""
     tune_garbage_collector()
     started = time.perf_counter()
-    replay_all(events)
+    if paused:
+        with collector_paused():
+            replay_all(events)
+    else:
+        replay_all(events)
+    return time.perf_counter() - started
+
+
+def report_replay(label: str, events: list[Event]) -> None:
+    for paused, how in ((False, "collector tuned as in the worker"), (True, "collector paused")):
+        seconds = timed_replay(events, paused)
+        print(
+            f"replay {label} ({how}): {len(events) / seconds:,.0f} events/s ({seconds:.1f} s)",
+            flush=True,
+        )
+
+
+def timed_evolve(events: list[Event]) -> float:
+    """Seconds to fold `events` (one subject) one event at a time, as the worker does."""
+    tune_garbage_collector()
+    started = time.perf_counter()
+    state = initial_state(events[0].tenant_id, events[0].subject_id)
+    for event in events:
+        state = evolve(state, event)
     return time.perf_counter() - started
 
 
@@ -64,22 +91,23 @@ def main() -> None:
     gc.disable()
     wide = many_subjects(10_000, 100)
     gc.enable()
-    seconds = timed_replay(wide)
-    print(
-        f"replay 1,000,000 events / 10,000 subjects: {len(wide) / seconds:,.0f} events/s ({seconds:.1f} s)"
-    )
+    report_replay("1,000,000 events / 10,000 subjects", wide)
     del wide
     gc.unfreeze()
     print("building one subject with 100,000 events ...", flush=True)
     gc.disable()
     deep = list(subject_events(random.Random(7), "bench", "deep", 100_000, 0))
     gc.enable()
-    seconds = timed_replay(deep)
+    report_replay("100,000 events / 1 subject", deep)
+    seconds = timed_evolve(deep)
     print(
-        f"replay 100,000 events / 1 subject: {len(deep) / seconds:,.0f} events/s ({seconds:.1f} s)"
+        f"evolve one event at a time, 100,000 events / 1 subject: {len(deep) / seconds:,.0f}"
+        f" events/s ({seconds:.1f} s)"
     )
     costs = per_event_costs(deep, 10_000)
-    print("per-event cost by 10,000-event window (us):", " ".join(f"{c:.1f}" for c in costs))
+    print(
+        "evolve: per-event cost by 10,000-event window (us):", " ".join(f"{c:.1f}" for c in costs)
+    )
 
 
 if __name__ == "__main__":

@@ -78,28 +78,52 @@ def fold(events: Iterable[Event], step: Step[R]) -> R | None:
     return resolution
 
 
-def _folded_from(resolution: R | None, events: Iterable[Event], step: Step[R]) -> list[Folded[R]]:
+def _folded_from(
+    resolution: R | None,
+    events: Iterable[Event],
+    step: Step[R],
+    key: Callable[[Event], SortKey] = sort_key,
+) -> list[Folded[R]]:
     folded = []
     for event in events:
         resolution = step(resolution, event)
-        folded.append(Folded(sort_key(event), event, resolution))
+        folded.append(Folded(key(event), event, resolution))
     return folded
 
 
-def _refolded(members: Map[str, Event], retracted: frozenset[str], step: Step[R]) -> Timeline[R]:
-    """The timeline rebuilt from all its members: the slow path, for rare corrections.
+def refolded(
+    members: Map[str, Event],
+    retracted: frozenset[str],
+    step: Step[R],
+    key: Callable[[Event], SortKey] = sort_key,
+) -> Timeline[R]:
+    """The timeline rebuilt from all its members: the slow path for rare corrections, and how
+    a bulk replay builds every key at once (`key` may look up sort keys computed beforehand).
 
     A retracted correction no longer hides what it corrected."""
+    if len(members) == 1 and not retracted:
+        (event,) = members.values()
+        if not event.supersedes:
+            return Timeline(
+                members, NO_IDS, NO_IDS, None, (Folded(key(event), event, step(None, event)),)
+            )
     superseded = frozenset(
         event.supersedes
         for event in members.values()
         if event.supersedes and event.id not in retracted
     )
-    timeline: Timeline[R] = Timeline(members, superseded, retracted, None, ())
-    events = timeline.effective()
-    head, recent = events[: max(0, len(events) - TAIL)], events[max(0, len(events) - TAIL) :]
-    base = fold(head, step)
-    return timeline._replace(base=base, tail=tuple(_folded_from(base, recent, step)))
+    effective = sorted(
+        (
+            event
+            for event in members.values()
+            if event.id not in retracted and event.id not in superseded
+        ),
+        key=key,
+    )
+    cut = max(0, len(effective) - TAIL)
+    base = fold(effective[:cut], step)
+    tail = tuple(_folded_from(base, effective[cut:], step, key))
+    return Timeline(members, superseded, retracted, base, tail)
 
 
 def _inserted(
@@ -131,9 +155,9 @@ def with_member(
     members = timeline.members.set(event.id, event)
     retracted_ids = timeline.retracted | {event.id} if retracted else timeline.retracted
     if retracted or event.supersedes or event.id in timeline.superseded:
-        return _refolded(members, retracted_ids, step)
-    return _inserted(timeline, members, event, step) or _refolded(members, retracted_ids, step)
+        return refolded(members, retracted_ids, step)
+    return _inserted(timeline, members, event, step) or refolded(members, retracted_ids, step)
 
 
 def with_retraction(timeline: Timeline[R], claim_id: str, step: Step[R]) -> Timeline[R]:
-    return _refolded(timeline.members, timeline.retracted | {claim_id}, step)
+    return refolded(timeline.members, timeline.retracted | {claim_id}, step)

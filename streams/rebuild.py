@@ -16,6 +16,7 @@ from projections.document import state_hash
 from projections.state import UserState, replay_all
 from schemas.checkpoint import StateCheckpoint
 from schemas.codec import checkpoint_codec, event_codec
+from streams.runtime import collector_paused
 from streams.sealing import Sealer, readable
 from streams.topic_reader import read_topic
 
@@ -65,7 +66,9 @@ async def rebuild_states(
     events = [
         codec.decode(framed) for record in records if (framed := readable(sealer, record.value))
     ]
-    return {key: state for key, state in replay_all(events).items() if not state.erased}
+    with collector_paused():
+        states = replay_all(events)
+    return {key: state for key, state in states.items() if not state.erased}
 
 
 def differences(

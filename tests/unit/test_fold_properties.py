@@ -18,10 +18,11 @@ from projections.document import (
 )
 from projections.gate import GateContext, GatePolicy, Rejected, TenantPolicy
 from projections.queries import events_in_order
-from projections.state import evolve, initial_state, replay, replay_all
+from projections.state import Kind, UserState, evolve, initial_state, replay, replay_all
 from rules.batch import Submitted, replay_batch
 from rules.engine import default_rules, process
 from schemas.reasons import ReasonCode
+from tests.factories import event_id, make_event
 from tests.fakes import TableKnowledge
 from tests.strategies import event_histories
 
@@ -60,6 +61,46 @@ def test_given_any_permutation_of_events_when_folded_then_the_same_state(events:
     shuffled = list(events)
     rng.shuffle(shuffled)
     assert _hashes(shuffled) == _hashes(events)
+
+
+def _structure(state: UserState) -> tuple[object, ...]:
+    """Everything a state holds, except how each timeline splits its cached fold results."""
+    timelines = {
+        kind: {
+            key: (t.members, t.superseded, t.retracted, t.resolution)
+            for key, t in state.timelines(kind).items()
+        }
+        for kind in Kind
+    }
+    return (state.events, state.last_key, state.pending_retractions, state.erased, timelines)
+
+
+def _one_by_one(events: list) -> UserState:
+    state = initial_state(events[0].tenant_id, events[0].subject_id)
+    for event in events:
+        state = evolve(state, event)
+    return state
+
+
+@given(event_histories(max_size=40), st.randoms(use_true_random=False), st.data())
+def test_given_any_arrival_order_when_replayed_in_bulk_then_the_state_of_one_event_at_a_time(
+    events: list, rng, data: st.DataObject
+) -> None:
+    """Re-sent copies, a different event under a used id, a retraction of itself and one whose
+    claim never arrives: bulk replay settles each exactly as `evolve` does, in any order."""
+    reused = events[0].model_copy(update={"occurred_at": events[0].occurred_at + timedelta(1)})
+    self_retraction = make_event(
+        "ClaimRetracted", "self", payload={"claim_id": event_id("self")}
+    )
+    orphan_retraction = make_event(
+        "ClaimRetracted", "orphan", payload={"claim_id": event_id("never-arrives")}
+    )
+    arrived = events + data.draw(st.lists(st.sampled_from(events), max_size=5))
+    arrived += [reused, self_retraction, orphan_retraction]
+    rng.shuffle(arrived)
+    bulk, single = replay(arrived), _one_by_one(arrived)
+    assert _structure(bulk) == _structure(single)
+    assert state_hash(bulk) == state_hash(single)
 
 
 @given(event_histories(), st.data())
@@ -105,7 +146,6 @@ def test_given_events_folded_twice_when_replayed_then_the_duplicates_change_noth
 
 def test_given_a_fixed_history_when_hashed_in_any_process_then_the_pinned_hash() -> None:
     """The hash of a fixed history is pinned: a change here means old checkpoints break."""
-    from tests.factories import make_event
 
     events = [
         make_event("AllergyRecorded", "pin-allergy"),
@@ -144,7 +184,6 @@ def test_given_a_mixed_stream_when_replayed_together_then_each_subject_as_if_alo
 
 def test_given_forgotten_events_then_the_serialisation_memo_holds_no_copy() -> None:
     from projections import document
-    from tests.factories import make_event
 
     state = replay([make_event("PreferenceStated", "remembered")])
     checkpoint_json(state)
