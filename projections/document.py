@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel
@@ -33,6 +33,7 @@ from schemas.checkpoint import StateCheckpoint
 from schemas.events import Event
 
 DOCUMENT_VERSION = 1
+T = TypeVar("T")
 
 
 class CorruptCheckpoint(ValueError):
@@ -87,29 +88,36 @@ def event_document(event: Event) -> dict[str, Any]:
 
 
 _EVENT_JSON: dict[int, tuple[Event, bytes]] = {}
-_EVENT_JSON_LIMIT = 500_000
+_EVENT_REFS: dict[int, tuple[Event, dict[str, Any]]] = {}
+_MEMO_LIMIT = 500_000
+
+
+def _memoised(memo: dict[int, tuple[Event, T]], event: Event, make: Callable[[Event], T]) -> T:
+    """`make(event)`, computed once per event object. The memo holds the event itself, so an
+    entry can never be mistaken for another object that reuses its id()."""
+    found = memo.get(id(event))
+    if found is not None and found[0] is event:
+        return found[1]
+    made = make(event)
+    if len(memo) >= _MEMO_LIMIT:
+        del memo[next(iter(memo))]
+    memo[id(event)] = (event, made)
+    return made
 
 
 def event_json(event: Event) -> bytes:
-    """Canonical JSON of an event, memoised per event object: a subject's checkpoint
-    re-serialises only events it has not serialised before. The cache holds the event itself,
-    so an entry can never be mistaken for another object that reuses its id()."""
-    found = _EVENT_JSON.get(id(event))
-    if found is not None and found[0] is event:
-        return found[1]
-    encoded = canonical_json(event)
-    if len(_EVENT_JSON) >= _EVENT_JSON_LIMIT:
-        del _EVENT_JSON[next(iter(_EVENT_JSON))]
-    _EVENT_JSON[id(event)] = (event, encoded)
-    return encoded
+    """Canonical JSON of an event, memoised: a subject's checkpoint re-serialises only events it
+    has not serialised before."""
+    return _memoised(_EVENT_JSON, event, canonical_json)
 
 
 def forget_events(events: Iterable[Event]) -> None:
-    """Drop these events from the serialisation memo (an erased subject leaves no copy)."""
+    """Drop these events from the serialisation memos (an erased subject leaves no copy)."""
     for event in events:
-        found = _EVENT_JSON.get(id(event))
-        if found is not None and found[0] is event:
-            del _EVENT_JSON[id(event)]
+        for memo in (_EVENT_JSON, _EVENT_REFS):
+            found = memo.get(id(event))
+            if found is not None and found[0] is event:
+                del memo[id(event)]
 
 
 def state_document(state: UserState, *, policy: FoldPolicy = DEFAULT_POLICY) -> dict[str, Any]:
@@ -181,7 +189,13 @@ def state_from_document(
 
 
 def _event_ref(event: Event) -> dict[str, Any]:
-    """Where a claim came from and what it may be used for."""
+    """Where a claim came from and what it may be used for (a fresh copy each time: readers
+    may filter the document they get)."""
+    provenance: dict[str, Any] = _memoised(_EVENT_REFS, event, _provenance)
+    return dict(provenance)
+
+
+def _provenance(event: Event) -> dict[str, Any]:
     return {
         "event_id": event.id,
         "occurred_at": plain(event.occurred_at),

@@ -56,6 +56,12 @@ class Rule(Protocol):
     @property
     def ref(self) -> RuleRef: ...
 
+    @property
+    def watches(self) -> frozenset[Kind]:
+        """The claim kinds a finding of this rule is made of: an event touching no claim of
+        these kinds cannot raise or resolve one of its alerts."""
+        ...
+
     def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
         """Alert-worthy situations in `state`, limited to those involving `focus` claims."""
         ...
@@ -65,7 +71,7 @@ def evidence_of(event: Event, claim_id: str, role: str, description: str) -> Evi
     return Evidence(event_id=event.id, claim_id=claim_id, role=role, description=description)
 
 
-def touched(before: UserState, event: Event) -> Focus:
+def touched(before: UserState, event: Event) -> frozenset[tuple[Kind, str]]:
     """The claims `event` created or changed (a retraction touches the claim it retracts)."""
     if isinstance(event.payload, ClaimRetracted):
         target = before.events.get(event.payload.claim_id)
@@ -102,7 +108,7 @@ def lifecycle(
 def transitions(rule: Rule, before: UserState, after: UserState, event: Event) -> list[Alert]:
     """`raised` for findings new in `after`, `resolved` for findings gone from it."""
     focus = touched(before, event)
-    if not focus:
+    if not any(kind in rule.watches for kind, _ in focus):
         return []
     old, new = rule.findings(before, focus), rule.findings(after, focus)
     raised = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 from uuid import UUID
 
 from projections.state import Kind, UserState
@@ -26,6 +27,7 @@ RULE = RuleRef(
 @dataclass(frozen=True)
 class ClaimConflictRule:
     ref: RuleRef = RULE
+    watches: ClassVar[frozenset[Kind]] = frozenset({Kind.PREFERENCE, Kind.FACT})
 
     def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
         found: dict[UUID, Finding] = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import ClassVar
 from uuid import UUID
 
 from projections.queries import active_allergies, active_medications
@@ -98,6 +99,7 @@ Verdicts = Callable[[str, str, tuple[Coding, ...], tuple[Coding, ...]], CrossRea
 class DrugAllergyRule:
     knowledge: DrugKnowledge
     ref: RuleRef = RULE
+    watches: ClassVar[frozenset[Kind]] = frozenset({Kind.ALLERGY, Kind.MEDICATION})
     _verdicts: Verdicts = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import combinations
+from typing import ClassVar
 from uuid import UUID
 
 from projections.queries import active_medications
@@ -27,6 +28,7 @@ RULE = RuleRef(
 class DuplicateTherapyRule:
     knowledge: DrugKnowledge
     ref: RuleRef = RULE
+    watches: ClassVar[frozenset[Kind]] = frozenset({Kind.MEDICATION})
     _resolve: Callable[[str, tuple[Coding, ...]], DrugResolution] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

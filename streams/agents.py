@@ -140,11 +140,12 @@ class Checkpoints:
     timer publishes them every `interval` seconds, so a checkpoint (which serialises the whole
     state) is written once per interval however often the subject changes, and the batches
     never wait for it. Each tick spends at most `BUDGET` of the interval on checkpoints, in
-    chunks that let the agent run in between: under a load the worker cannot checkpoint in
-    time, the state topic falls behind (oldest subjects first), never the processing."""
+    chunks that let the agent run in between (a chunk holds the loop for a few milliseconds):
+    under a load the worker cannot checkpoint in time, the state topic falls behind (oldest
+    subjects first), never the processing."""
 
-    BUDGET = 0.25
-    CHUNK = 50
+    BUDGET = 0.10
+    CHUNK = 10
 
     interval: float
     dirty: dict[str, None] = field(default_factory=dict)

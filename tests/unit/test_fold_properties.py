@@ -89,9 +89,7 @@ def test_given_any_arrival_order_when_replayed_in_bulk_then_the_state_of_one_eve
     """Re-sent copies, a different event under a used id, a retraction of itself and one whose
     claim never arrives: bulk replay settles each exactly as `evolve` does, in any order."""
     reused = events[0].model_copy(update={"occurred_at": events[0].occurred_at + timedelta(1)})
-    self_retraction = make_event(
-        "ClaimRetracted", "self", payload={"claim_id": event_id("self")}
-    )
+    self_retraction = make_event("ClaimRetracted", "self", payload={"claim_id": event_id("self")})
     orphan_retraction = make_event(
         "ClaimRetracted", "orphan", payload={"claim_id": event_id("never-arrives")}
     )
@@ -189,5 +187,7 @@ def test_given_forgotten_events_then_the_serialisation_memo_holds_no_copy() -> N
     checkpoint_json(state)
     (event,) = state.events.values()
     assert id(event) in document._EVENT_JSON
+    assert id(event) in document._EVENT_REFS
     document.forget_events([event])
     assert id(event) not in document._EVENT_JSON
+    assert id(event) not in document._EVENT_REFS
