@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from uuid import UUID
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,8 +22,9 @@ from projections.document import (
 from projections.gate import GateContext, GatePolicy, Rejected, TenantPolicy
 from projections.queries import events_in_order
 from projections.state import Kind, UserState, evolve, initial_state, replay, replay_all
+from rules.base import Finding, Focus, Rule, RuleRef
 from rules.batch import Submitted, replay_batch
-from rules.engine import default_rules, process
+from rules.engine import default_rules, evaluate, process
 from schemas.reasons import ReasonCode
 from tests.factories import event_id, make_event
 from tests.fakes import TableKnowledge
@@ -191,3 +195,32 @@ def test_given_forgotten_events_then_the_serialisation_memo_holds_no_copy() -> N
     document.forget_events([event])
     assert id(event) not in document._EVENT_JSON
     assert id(event) not in document._EVENT_REFS
+
+
+@dataclass(frozen=True)
+class WatchingEverything:
+    """A rule as it would be if it declared every claim kind as relevant."""
+
+    rule: Rule
+    watches: frozenset[Kind] = frozenset(Kind)
+
+    @property
+    def ref(self) -> RuleRef:
+        return self.rule.ref
+
+    def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
+        return self.rule.findings(state, focus)
+
+
+@given(event_histories(max_size=30))
+def test_given_any_history_then_the_kinds_a_rule_watches_hide_none_of_its_alerts(
+    events: list,
+) -> None:
+    """A rule skips events touching none of the kinds it watches; watching every kind must
+    give exactly the same alerts, or a rule declared too few."""
+    everything = [WatchingEverything(rule) for rule in RULES]
+    state = initial_state("clinic-a", "patient-1")
+    for event in events:
+        after = evolve(state, event)
+        assert evaluate(RULES, state, after, event) == evaluate(everything, state, after, event)
+        state = after
