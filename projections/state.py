@@ -3,7 +3,9 @@
 State is a frozen value; `evolve` returns a new one and never touches its input. Collections are
 persistent hash maps (HAMTs), so one event costs the same however long the history is.
 Folding any permutation of the same events gives the same state (see `timeline.py`), and
-folding an event twice changes nothing (events are keyed by `event_id`).
+folding an event twice changes nothing (events are keyed by `event_id`). `replay` onto an empty
+state folds a whole history at once (each claim key in one pass), which gives the same state as
+`evolve` event by event.
 """
 
 from __future__ import annotations
