@@ -1,8 +1,14 @@
-"""The baseline for the end-to-end benchmark: a naive Faust agent that only updates a table
-per event (one changelog write per event), on the same broker, topic layout and partitions.
+"""Reference agents for the end-to-end benchmark, on the same broker, topic layout and
+partitions as the pipeline:
+
+- `per-event` (the baseline): a naive Faust agent that only updates a table per event (one
+  changelog write per event);
+- `read-only`: a Faust agent that only takes the events in batches, as the UaC worker does,
+  and records its running count once per batch (outside any one event, so the table places
+  the count by its key): what Faust's delivery alone costs.
 
 Run as a process by `benchmarks/pipeline_throughput.py`:
-    python -m benchmarks.naive_agent BOOTSTRAP TOPIC APP_ID PARTITIONS
+    python -m benchmarks.naive_agent BOOTSTRAP TOPIC APP_ID PARTITIONS per-event|read-only
 """
 
 from __future__ import annotations
@@ -12,8 +18,12 @@ from typing import Any
 
 import faust
 
+BATCH = 500
+WITHIN = 0.05
+"""The worker's default batch size and window (`UAC_BATCH_SIZE`, `UAC_BATCH_SECONDS`)."""
 
-def main(bootstrap: str, topic_name: str, app_id: str, partitions: int) -> None:
+
+def main(bootstrap: str, topic_name: str, app_id: str, partitions: int, mode: str) -> None:
     app = faust.App(
         app_id,
         broker=f"kafka://{bootstrap}",
@@ -26,16 +36,23 @@ def main(bootstrap: str, topic_name: str, app_id: str, partitions: int) -> None:
     source = app.topic(
         topic_name, key_serializer="raw", value_serializer="raw", partitions=partitions
     )
-    counts = app.Table("counts", default=int, partitions=partitions)
+    batched = mode == "read-only"
+    counts = app.Table("counts", default=int, partitions=partitions, use_partitioner=batched)
 
-    @app.agent(source, concurrency=1)
     async def count_events(stream: Any) -> None:
         async for event in stream.events():
             key = event.key.decode()
             counts[key] = counts[key] + 1
 
+    async def take_events(stream: Any) -> None:
+        async for batch in stream.take_events(BATCH, within=WITHIN):
+            counts["taken"] = counts["taken"] + len(batch)
+
+    agents = {"per-event": count_events, "read-only": take_events}
+    app.agent(source, concurrency=1)(agents[mode])
+
     faust.Worker(app, loglevel="warn", quiet=True).execute_from_commandline()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])

@@ -2,7 +2,8 @@
 
 1. sustained events/s end to end (publish -> gate -> fold/rules -> alerts + ClickHouse rows) for
    one worker and one sink, from pre-published events;
-2. the same for a naive Faust agent that only updates a table per event (the baseline);
+2. the same for a naive Faust agent that only updates a table per event (the baseline), and
+   for one that only takes the events in batches (what Faust's delivery alone costs);
 3. p50/p99 publish -> alert latency while events arrive at 1,000 events/s, and at 200 events/s
    (a load one worker on this machine sustains).
 
@@ -108,33 +109,35 @@ def records(bootstrap: str, topic: str) -> list[Any]:
     return asyncio.run(read_topic(bootstrap, topic))
 
 
-def baseline(bootstrap: str, workdir: Path, messages: list[tuple[bytes, bytes]]) -> float:
-    topic = "naive.events"
-    asyncio.run(ensure_topics(bootstrap, (TopicSpec(topic, PARTITIONS),)))
-    asyncio.run(publish(bootstrap, topic, messages))
+REFERENCE_TOPIC = "naive.events"
+
+
+def reference(bootstrap: str, workdir: Path, total: int, mode: str) -> float:
+    """Events/s of a reference agent (`benchmarks.naive_agent`) over REFERENCE_TOPIC, from the
+    timestamps of its table's changelog: one record per event (`per-event`), or one running
+    count per batch (`read-only`)."""
+    app_id = f"naive-{mode}"
+    command = [sys.executable, "-m", "benchmarks.naive_agent", bootstrap, REFERENCE_TOPIC]
     process = spawn(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.naive_agent",
-            bootstrap,
-            topic,
-            "naive",
-            str(PARTITIONS),
-        ],
-        os.environ.copy(),
-        workdir / "naive.log",
+        [*command, app_id, str(PARTITIONS), mode], os.environ.copy(), workdir / f"{app_id}.log"
     )
+    changelog = f"{app_id}-counts-changelog"
+
+    def counted() -> int:
+        if not _exists(bootstrap, changelog):
+            return 0
+        found = records(bootstrap, changelog)
+        return len(found) if mode == "per-event" else max((int(r.value) for r in found), default=0)
+
     try:
-        changelog = "naive-counts-changelog"
-        wait_until(
-            lambda: len(records(bootstrap, changelog)) if _exists(bootstrap, changelog) else 0,
-            len(messages),
-        )
-        stamps: list[int] = [r.timestamp for r in records(bootstrap, changelog)]
+        wait_until(counted, total)
+        found = sorted(records(bootstrap, changelog), key=lambda r: r.timestamp)
     finally:
         stop(process)
-    return len(messages) / ((max(stamps) - min(stamps)) / 1000)
+    seconds: float = (found[-1].timestamp - found[0].timestamp) / 1000
+    if mode == "per-event":
+        return len(found) / seconds
+    return (int(found[-1].value) - int(found[0].value)) / seconds
 
 
 def _exists(bootstrap: str, topic: str) -> bool:
@@ -270,8 +273,12 @@ def main() -> None:
             f"{len(events)} events (sealed), {PARTITIONS} partitions, one worker and one sink;",
             f"broker {broker.bootstrap}",
         )
-        naive = baseline(broker.bootstrap, workdir, sealed(workdir / "naive", events))
+        asyncio.run(ensure_topics(broker.bootstrap, (TopicSpec(REFERENCE_TOPIC, PARTITIONS),)))
+        asyncio.run(publish(broker.bootstrap, REFERENCE_TOPIC, sealed(workdir / "naive", events)))
+        naive = reference(broker.bootstrap, workdir, len(events), "per-event")
         print(f"naive Faust agent (one table write per event): {naive:,.0f} events/s")
+        delivery = reference(broker.bootstrap, workdir, len(events), "read-only")
+        print(f"Faust delivery alone (batches taken, nothing done): {delivery:,.0f} events/s")
         e2e, worker_only = end_to_end(broker.bootstrap, workdir, events)
         print(
             f"UaC end to end (to ClickHouse rows): {e2e:,.0f} events/s = {e2e / naive:.2f}x the naive baseline"
