@@ -1,10 +1,16 @@
-"""A process restarting itself in place keeps its PID and its command line."""
+"""Process care: a restart in place keeps its PID and command line; a bulk fold pauses the
+cyclic collector and leaves it as it found it."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
+
+import pytest
+
+from streams.runtime import collector_paused
 
 SCRIPT = """
 import os, sys
@@ -29,3 +35,23 @@ def test_given_a_restart_in_place_then_the_same_pid_runs_the_same_command_again(
     first, second = result.stdout.splitlines()
     assert first == second
     assert first.endswith("['worker', '--loglevel', 'info']")
+
+
+def test_given_a_bulk_fold_then_the_collector_is_paused_for_it_and_left_as_it_was() -> None:
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_given_a_failing_bulk_fold_then_the_collector_is_enabled_again() -> None:
+    with pytest.raises(ValueError, match="fold failed"), collector_paused():
+        raise ValueError("fold failed")
+    assert gc.isenabled()
