@@ -96,13 +96,14 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import hmac
 import http.client
 import json
 import os
 import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from enum import Enum
@@ -934,11 +935,23 @@ def _unique(items: Iterator[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class SinkAddress:
-    """A running sink, as recorded in `{home}/sink.json`."""
+    """A running sink, as recorded in `{home}/sink.json` (readable by its owner only)."""
 
     pid: int
     host: str
     port: int
+    read_token: str = field(repr=False)
+
+
+UNAUTHORIZED_READ: Final = (
+    "the sink answers reads only with the read token of its sink.json (the UAC_HOME it runs in)"
+)
+
+
+def bearer_matches(header: str | None, token: str) -> bool:
+    """Whether an Authorization header carries `token` (compared in constant time)."""
+    expected = f"Bearer {token}".encode()
+    return header is not None and hmac.compare_digest(header.encode(), expected)
 
 
 def sink_record_path(home: Path) -> Path:
@@ -959,8 +972,9 @@ def running_sink(home: Path) -> SinkAddress | None:
     """The sink recorded under `home` if its process is alive, else None (a stale record)."""
     try:
         record = json.loads(sink_record_path(home).read_text(encoding="utf-8"))
-        address = SinkAddress(int(record["pid"]), str(record["host"]), int(record["port"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        token = str(record.get("read_token", ""))
+        address = SinkAddress(int(record["pid"]), str(record["host"]), int(record["port"]), token)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return address if _pid_alive(address.pid) else None
 
@@ -972,6 +986,7 @@ def tenant_exempt_purposes(settings: Settings) -> dict[str, frozenset[str]]:
 
 
 _REMOTE_ERRORS: Final[dict[str, type[Exception]]] = {
+    "unauthorized": QueryRefused,
     "tenant_required": TenantRequired,
     "query_refused": QueryRefused,
     "query_failed": QueryFailed,
@@ -984,7 +999,11 @@ def _post(address: SinkAddress, path: str, body: dict[str, Any], timeout: float)
     connection = http.client.HTTPConnection(address.host, address.port, timeout=timeout)
     try:
         payload = json.dumps(body).encode("utf-8")
-        connection.request("POST", path, payload, {"Content-Type": "application/json"})
+        headers = {
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {address.read_token}",
+        }
+        connection.request("POST", path, payload, headers)
         response = connection.getresponse()
         document = json.loads(response.read())
     except (OSError, http.client.HTTPException, ValueError) as error:

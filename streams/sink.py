@@ -34,8 +34,10 @@ rebalance has other boundaries and other tokens, and ReplacingMergeTree collapse
 
 The sink process owns the chDB data path while it runs, so it also serves the analyst query
 layer over HTTP on 127.0.0.1 (`GET /health`, `GET /metrics`, `POST /query`, `POST /explain`)
-and records its pid and port in `{home}/sink.json` for `streams.analytics.open_query_client`.
-Every query and explanation it serves is audited in `uac.audit_reads` (see `streams.analytics`).
+and records its pid, port and a fresh read token in `{home}/sink.json` (mode 0600) for
+`streams.analytics.open_query_client`: `/query` and `/explain` answer only a caller that sends
+that token, so reading through the sink takes the rights of the user who runs it. Every query
+and explanation it serves is audited in `uac.audit_reads` (see `streams.analytics`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -414,6 +417,7 @@ class Sink:
         self._inserter: Inserter | None = None
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
+        self._read_token = secrets.token_urlsafe(32)
         self._batch = Batch()
 
     @property
@@ -807,7 +811,10 @@ class Sink:
         answer: Callable[[Client, str, ServedRead], Any],
     ) -> web.Response:
         """A read request naming `field` (text), a tenant, and optionally purpose and actor,
-        answered off the event loop with the tenant's consent-exempt purposes."""
+        answered off the event loop with the tenant's consent-exempt purposes. Only a caller
+        that can read `sink.json` (its read token) is answered."""
+        if not analytics.bearer_matches(request.headers.get("Authorization"), self._read_token):
+            return _error(401, "unauthorized", analytics.UNAUTHORIZED_READ)
         document = await _json_object(request)
         if document is None or not isinstance(document.get(field), str):
             return _error(
@@ -835,13 +842,17 @@ class Sink:
             "pid": os.getpid(),
             "host": HOST,
             "port": self.port,
+            "read_token": self._read_token,
             "chdb_path": str(self.settings.chdb_path),
             "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         path = self.record_path
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        temporary.unlink(missing_ok=True)
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as record_file:
+            record_file.write(json.dumps(record, indent=2) + "\n")
         temporary.replace(path)
 
     def _remove_record(self) -> None:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import stat
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,10 @@ from streams.analytics import (
     SinkQueries,
     TenantRequired,
     open_query_client,
+    post_query,
     query_via_sink,
     running_sink,
+    sink_record_path,
 )
 from streams.clickhouse import Inserter, connect
 from streams.keys import FileKeyStore
@@ -570,6 +573,44 @@ def test_queries_go_through_the_running_sink_then_directly(settings: Settings) -
             assert direct.query("SELECT count() FROM events", TENANT).rows == [[40]]
 
     asyncio.run(scenario())
+
+
+def test_given_a_caller_without_the_read_token_then_the_sink_reads_nothing(
+    settings: Settings,
+) -> None:
+    async def scenario() -> None:
+        published = await publish(settings, 5)
+        async with sink_running(settings) as sink:
+            await eventually(lambda: all_committed(settings, published))
+            record = sink_record_path(settings.home)
+            assert stat.S_IMODE(record.stat().st_mode) == 0o600
+            address = _address(settings)
+            wrong = {"Authorization": "Bearer not-the-token"}
+            for path, body in (
+                ("/query", {"sql": "SELECT * FROM events", "tenant": TENANT}),
+                ("/explain", {"alert_id": str(uuid.uuid4()), "tenant": TENANT}),
+            ):
+                for headers in ({}, wrong):
+                    status, answer = await _post_json(sink.port, path, body, headers)
+                    assert (status, answer["error"]) == (401, "unauthorized")
+            forged = replace(address, read_token=address.read_token[::-1])
+            count = "SELECT count() FROM events"
+            with pytest.raises(QueryRefused, match="read token"):
+                await asyncio.to_thread(post_query, forged, count, TENANT)
+            allowed = await asyncio.to_thread(post_query, address, count, TENANT)
+            assert allowed.rows == [[5]]
+
+    asyncio.run(scenario())
+
+
+async def _post_json(
+    port: int, path: str, body: dict[str, Any], headers: dict[str, str]
+) -> tuple[int, Any]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"http://127.0.0.1:{port}{path}", json=body, headers=headers) as response,
+    ):
+        return response.status, await response.json()
 
 
 # ------------------------------------------------------------------------------------------------
