@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -35,7 +36,16 @@ from schemas.decisions import GateDecision
 from schemas.erasures import ErasureRecorded, ReadAudited, subject_ref
 from schemas.events import Event
 from streams import analytics
-from streams.analytics import AlertNotFound, QueryFailed, QueryRefused, TenantRequired, query
+from streams.analytics import (
+    AlertNotFound,
+    QueryFailed,
+    QueryRefused,
+    TenantRequired,
+    bearer_matches,
+    query,
+    running_sink,
+    sink_record_path,
+)
 from streams.clickhouse import (
     SCHEMA_DIR,
     apply_schema,
@@ -1203,3 +1213,29 @@ def test_every_table_has_a_tenant_row_policy() -> None:
 
 def test_the_row_policies_are_not_applied_to_the_embedded_engine() -> None:
     assert ROW_POLICIES not in schema_files()
+
+
+@pytest.mark.parametrize(
+    ("record", "expected_token"),
+    [
+        ({"pid": os.getpid(), "host": "127.0.0.1", "port": 1, "read_token": "t0k"}, "t0k"),
+        ({"pid": os.getpid(), "host": "127.0.0.1", "port": 1}, ""),
+        (["not", "a", "record"], None),
+        ({"pid": "not-a-pid", "host": "127.0.0.1", "port": 1}, None),
+    ],
+)
+def test_given_a_sink_record_then_its_address_and_read_token_or_none(
+    tmp_path: Path, record: object, expected_token: str | None
+) -> None:
+    """A record of an older sink (no token) still names the running sink, so no second sink
+    starts on its data path; an unreadable record names none."""
+    sink_record_path(tmp_path).write_text(json.dumps(record), encoding="utf-8")
+    address = running_sink(tmp_path)
+    assert (None if address is None else address.read_token) == expected_token
+
+
+def test_given_a_token_then_only_that_bearer_header_matches() -> None:
+    assert bearer_matches("Bearer s3cret", "s3cret")
+    assert not bearer_matches("Bearer s3cre", "s3cret")
+    assert not bearer_matches("s3cret", "s3cret")
+    assert not bearer_matches(None, "s3cret")
