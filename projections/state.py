@@ -313,19 +313,17 @@ def replay(
         state = initial_state(events[0].tenant_id, events[0].subject_id)
     if state is None:
         raise ValueError("replay needs at least one event or a starting state")
-    if state.version == 0 and not state.erased and not _has_erasure(events):
-        return _folded_in_bulk(state, events, policy)
+    folded = _folded_in_bulk(state, events, policy) if state.version == 0 else None
+    if folded is not None:
+        return folded
     for event in events:
         state = evolve(state, event, policy)
     return state
 
 
-def _has_erasure(events: list[Event]) -> bool:
-    return any(isinstance(event.payload, ErasureRequested) for event in events)
-
-
-def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -> UserState:
-    """What folding `events` one by one onto `empty` gives, for a stream without erasures.
+def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -> UserState | None:
+    """What folding `events` one by one onto `empty` gives; None if they hold an erasure (its
+    absorbing effect is left to `evolve`).
 
     The first arrival of an event id wins; each claim key is folded once from all its members,
     those retracted (before or after they arrived) marked."""
@@ -348,6 +346,8 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
         if found is None:
             if isinstance(payload, ClaimRetracted):
                 retractions.append(event)
+            elif isinstance(payload, ErasureRequested):
+                return None
             continue
         address = (found[0], getattr(payload, found[1]))
         claims = members.get(address)
@@ -356,12 +356,11 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
         else:
             claims[event_id] = event
     targets = {retraction.payload.claim_id for retraction in retractions}  # type: ignore[union-attr]
+    steps = _DEFAULT_STEPS if policy is DEFAULT_POLICY else steps_for(policy)
     timelines: dict[Kind, dict[str, Timeline[Any]]] = {}
     for (kind, claim_key), claims in members.items():
         retracted = frozenset(targets.intersection(claims)) if targets else NO_IDS
-        timelines.setdefault(kind, {})[claim_key] = refolded(
-            Map(claims), retracted, step_for(kind, policy)
-        )
+        timelines.setdefault(kind, {})[claim_key] = refolded(Map(claims), retracted, steps[kind])
     update: dict[str, Any] = {
         "events": Map(unique),
         "last_key": max(map(sort_key, unique.values())),

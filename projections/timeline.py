@@ -78,51 +78,37 @@ def fold(events: Iterable[Event], step: Step[R]) -> R | None:
     return resolution
 
 
-def _folded_from(
-    resolution: R | None,
-    events: Iterable[Event],
-    step: Step[R],
-    key: Callable[[Event], SortKey] = sort_key,
-) -> list[Folded[R]]:
+def _folded_from(resolution: R | None, events: Iterable[Event], step: Step[R]) -> list[Folded[R]]:
     folded = []
     for event in events:
         resolution = step(resolution, event)
-        folded.append(Folded(key(event), event, resolution))
+        folded.append(Folded(sort_key(event), event, resolution))
     return folded
 
 
-def refolded(
-    members: Map[str, Event],
-    retracted: frozenset[str],
-    step: Step[R],
-    key: Callable[[Event], SortKey] = sort_key,
-) -> Timeline[R]:
+def refolded(members: Map[str, Event], retracted: frozenset[str], step: Step[R]) -> Timeline[R]:
     """The timeline rebuilt from all its members: the slow path for rare corrections, and how
-    a bulk replay builds every key at once (`key` may look up sort keys computed beforehand).
+    a bulk replay builds every key at once.
 
     A retracted correction no longer hides what it corrected."""
     if len(members) == 1 and not retracted:
         (event,) = members.values()
         if not event.supersedes:
             return Timeline(
-                members, NO_IDS, NO_IDS, None, (Folded(key(event), event, step(None, event)),)
+                members, NO_IDS, NO_IDS, None, (Folded(sort_key(event), event, step(None, event)),)
             )
     superseded = frozenset(
         event.supersedes
         for event in members.values()
-        if event.supersedes and event.id not in retracted
+        if event.supersedes and event.event_id not in retracted
     )
+    hidden = retracted | superseded
     effective = sorted(
-        (
-            event
-            for event in members.values()
-            if event.id not in retracted and event.id not in superseded
-        ),
-        key=key,
+        (event for event in members.values() if event.event_id not in hidden), key=sort_key
     )
     cut = max(0, len(effective) - TAIL)
     base = fold(effective[:cut], step)
-    tail = tuple(_folded_from(base, effective[cut:], step, key))
+    tail = tuple(_folded_from(base, effective[cut:], step))
     return Timeline(members, superseded, retracted, base, tail)
 
 
