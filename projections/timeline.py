@@ -61,14 +61,17 @@ class Timeline(NamedTuple, Generic[R]):
 
     def effective(self) -> list[Event]:
         """Members that still count (not retracted, not corrected away), in valid-time order."""
-        return [
-            event
-            for event in sorted(self.members.values(), key=sort_key)
-            if event.id not in self.retracted and event.id not in self.superseded
-        ]
+        return _counting(self.members, self.retracted | self.superseded)
 
 
 EMPTY_TIMELINE: Timeline[Any] = Timeline(NO_EVENTS, NO_IDS, NO_IDS, None, ())
+
+
+def _counting(members: Map[str, Event], hidden: frozenset[str]) -> list[Event]:
+    """The members not hidden, in valid-time order."""
+    return sorted(
+        (event for event in members.values() if event.event_id not in hidden), key=sort_key
+    )
 
 
 def fold(events: Iterable[Event], step: Step[R]) -> R | None:
@@ -102,10 +105,7 @@ def refolded(members: Map[str, Event], retracted: frozenset[str], step: Step[R])
         for event in members.values()
         if event.supersedes and event.event_id not in retracted
     )
-    hidden = retracted | superseded
-    effective = sorted(
-        (event for event in members.values() if event.event_id not in hidden), key=sort_key
-    )
+    effective = _counting(members, retracted | superseded)
     cut = max(0, len(effective) - TAIL)
     base = fold(effective[:cut], step)
     tail = tuple(_folded_from(base, effective[cut:], step))
