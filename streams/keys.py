@@ -5,9 +5,9 @@ state table's changelog) is sealed with its subject's key. Erasure destroys the 
 copy in every topic becomes unreadable to everyone, however long the log keeps it.
 
 `SubjectKeys` is the interface. `FileKeyStore` is the embedded default: one 256-bit key file
-per subject under `UAC_HOME/keys`, shared by the processes of one machine (publisher, worker,
-sink, CLI). A production store (HashiCorp Vault transit, AWS/GCP KMS envelope keys, an HSM)
-implements the same four methods; see docs/operator.md.
+per subject under `UAC_HOME/keys`, readable by its owner only and shared by the processes of one
+machine (publisher, worker, sink, CLI). A production store (HashiCorp Vault transit, AWS/GCP
+KMS envelope keys, an HSM) implements the same four methods; see docs/operator.md.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from schemas.erasures import ref_of_key
+from streams.private_files import private_directory, private_draft
 
 KEY_BYTES = 32
 
@@ -90,9 +91,9 @@ class FileKeyStore:
     def _create(self, subject: str) -> bytes:
         """Create atomically: of two processes racing, both end up with the same key."""
         key_path, _ = self._paths(subject)
-        key_path.parent.mkdir(parents=True, exist_ok=True)
-        draft = key_path.with_name(f"{key_path.name}.{os.getpid()}.draft")
-        draft.write_bytes(os.urandom(KEY_BYTES))
+        private_directory(self._directory)
+        private_directory(key_path.parent)
+        draft = private_draft(key_path, os.urandom(KEY_BYTES))
         with contextlib.suppress(FileExistsError):
             os.link(draft, key_path)
         draft.unlink()

@@ -92,6 +92,7 @@ from streams.clickhouse import (
 from streams.kafka_address import bootstrap_servers
 from streams.keys import FileKeyStore, SubjectErased
 from streams.ledger import ErasureLedger, follow_ledger, load_ledger
+from streams.private_files import write_private
 from streams.rows import (
     ALERTS,
     AUDIT_READS,
@@ -848,12 +849,7 @@ class Sink:
         }
         path = self.record_path
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.unlink(missing_ok=True)
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as record_file:
-            record_file.write(json.dumps(record, indent=2) + "\n")
-        temporary.replace(path)
+        write_private(path, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
 
     def _remove_record(self) -> None:
         """Remove `sink.json` if it is this process's record (never another sink's)."""

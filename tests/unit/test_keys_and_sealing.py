@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,15 @@ def test_given_an_unsealed_value_then_it_passes_through(tmp_path: Path) -> None:
         None,
         b"\x00\x00\x00\x00\x01avro",
     )
+
+
+def test_given_a_new_key_then_only_its_owner_can_read_it_and_no_draft_is_left(
+    tmp_path: Path,
+) -> None:
+    store = FileKeyStore(tmp_path / "keys")
+    store.key_for_writing("clinic-a:patient-1")
+    (key_file,) = (tmp_path / "keys").rglob("*.key")
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "keys").stat().st_mode) == 0o700
+    assert stat.S_IMODE(key_file.parent.stat().st_mode) == 0o700
+    assert [path.name for path in key_file.parent.iterdir()] == [key_file.name]
