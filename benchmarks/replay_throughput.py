@@ -11,6 +11,7 @@ length of the history. Run: `make bench`.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import os
@@ -43,10 +44,7 @@ def timed_replay(events: list[Event], paused: bool) -> float:
     paused."""
     tune_garbage_collector()
     started = time.perf_counter()
-    if paused:
-        with collector_paused():
-            replay_all(events)
-    else:
+    with collector_paused() if paused else contextlib.nullcontext():
         replay_all(events)
     return time.perf_counter() - started
 
