@@ -20,11 +20,12 @@ from pydantic import BaseModel, ConfigDict
 
 from projections.timeline import (
     NO_IDS,
+    Keyed,
     SortKey,
     Step,
     Timeline,
-    refolded,
     sort_key,
+    timeline_of,
     with_member,
     with_retraction,
 )
@@ -325,22 +326,23 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
     """What folding `events` one by one onto `empty` gives; None if they hold an erasure (its
     absorbing effect is left to `evolve`).
 
-    The first arrival of an event id wins; each claim key is folded once from all its members,
-    those retracted (before or after they arrived) marked."""
+    The first arrival of an event id wins; each event is keyed once, and each claim key is
+    folded once from all its members, those retracted (before or after they arrived) marked."""
+    tenant_id, subject_id = empty.tenant_id, empty.subject_id
     unique: dict[str, Event] = {}
-    for event in events:
-        if event.event_id not in unique:
-            unique[event.event_id] = event
-    if not unique:
-        return empty
-    if {(e.tenant_id, e.subject_id) for e in unique.values()} != {
-        (empty.tenant_id, empty.subject_id)
-    }:
-        stranger = next(e for e in unique.values() if e.key != empty.key)
-        raise ValueError(f"event for {stranger.key} folded into the state of {empty.key}")
-    members: dict[tuple[Kind, str], dict[str, Event]] = {}
+    members: dict[tuple[Kind, str], list[Keyed]] = {}
     retractions: list[Event] = []
-    for event_id, event in unique.items():
+    last: SortKey | None = None
+    for event in events:
+        event_id = event.event_id
+        if event_id in unique:
+            continue
+        if event.subject_id != subject_id or event.tenant_id != tenant_id:
+            raise ValueError(f"event for {event.key} folded into the state of {empty.key}")
+        unique[event_id] = event
+        key = (event.occurred_at, event.recorded_at, event_id)
+        if last is None or key > last:
+            last = key
         payload = event.payload
         found = CLAIM_KEYS.get(type(payload))
         if found is None:
@@ -350,23 +352,29 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
                 return None
             continue
         address = (found[0], getattr(payload, found[1]))
-        claims = members.get(address)
-        if claims is None:
-            members[address] = {event_id: event}
+        keyed = members.get(address)
+        if keyed is None:
+            members[address] = [(key, event)]
         else:
-            claims[event_id] = event
+            keyed.append((key, event))
+    if not unique:
+        return empty
     targets = {retraction.payload.claim_id for retraction in retractions}  # type: ignore[union-attr]
     steps = _DEFAULT_STEPS if policy is DEFAULT_POLICY else steps_for(policy)
-    timelines: dict[Kind, dict[str, Timeline[Any]]] = {}
-    for (kind, claim_key), claims in members.items():
-        retracted = frozenset(targets.intersection(claims)) if targets else NO_IDS
-        timelines.setdefault(kind, {})[claim_key] = refolded(Map(claims), retracted, steps[kind])
+    timelines: dict[Kind, dict[str, Timeline[Any]]] = {kind: {} for kind in Kind}
+    for (kind, claim_key), keyed in members.items():
+        retracted = (
+            frozenset(targets.intersection(event.event_id for _, event in keyed))
+            if targets
+            else NO_IDS
+        )
+        timelines[kind][claim_key] = timeline_of(keyed, retracted, steps[kind])
     update: dict[str, Any] = {
         "events": Map(unique),
-        "last_key": max(map(sort_key, unique.values())),
+        "last_key": last,
         "pending_retractions": _pending(unique, retractions) if retractions else _NO_EVENTS,
     }
-    update.update({_FIELDS[kind]: Map(by_key) for kind, by_key in timelines.items()})
+    update.update({_FIELDS[kind]: Map(by_key) for kind, by_key in timelines.items() if by_key})
     return _next(empty, update)
 
 
@@ -389,5 +397,10 @@ def replay_all(
     about twice as fast, since one subject's data stays in the processor's caches)."""
     streams: dict[tuple[str, str], list[Event]] = {}
     for event in events:
-        streams.setdefault((event.tenant_id, event.subject_id), []).append(event)
+        address = (event.tenant_id, event.subject_id)
+        stream = streams.get(address)
+        if stream is None:
+            streams[address] = [event]
+        else:
+            stream.append(event)
     return {subject_key(*key): replay(stream, policy=policy) for key, stream in streams.items()}
