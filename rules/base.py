@@ -105,9 +105,15 @@ def lifecycle(
     )
 
 
-def transitions(rule: Rule, before: UserState, after: UserState, event: Event) -> list[Alert]:
-    """`raised` for findings new in `after`, `resolved` for findings gone from it."""
-    focus = touched(before, event)
+def transitions(
+    rule: Rule,
+    before: UserState,
+    after: UserState,
+    event: Event,
+    focus: frozenset[tuple[Kind, str]],
+) -> list[Alert]:
+    """`raised` for findings new in `after`, `resolved` for findings gone from it; `focus` is
+    what the event touched (`touched(before, event)`)."""
     if not any(kind in rule.watches for kind, _ in focus):
         return []
     old, new = rule.findings(before, focus), rule.findings(after, focus)

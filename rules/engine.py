@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from projections.gate import Admitted, Decision, GateContext, admit
 from projections.state import UserState, evolve
 from projections.views import DEFAULT_POLICY, FoldPolicy
-from rules.base import Rule, RuleRef, lifecycle, transitions
+from rules.base import Rule, RuleRef, lifecycle, touched, transitions
 from rules.claim_conflicts import ClaimConflictRule
 from rules.drug_allergy import DrugAllergyRule
 from rules.duplicate_therapy import DuplicateTherapyRule
@@ -33,7 +33,8 @@ def evaluate(
     """Every alert lifecycle record caused by the transition from `before` to `after`."""
     if after is before or after.erased:
         return []
-    alerts = [alert for rule in rules for alert in transitions(rule, before, after, event)]
+    focus = touched(before, event)
+    alerts = [alert for rule in rules for alert in transitions(rule, before, after, event, focus)]
     return alerts + _acknowledgement(rules, after, event)
 
 
