@@ -1,7 +1,8 @@
 """End-to-end figures for the streaming pipeline, in one run, on a broker this script starts:
 
 1. sustained events/s end to end (publish -> gate -> fold/rules -> alerts + ClickHouse rows) for
-   one worker and one sink, from pre-published events;
+   one worker and one sink, from pre-published events, and the CPU time the worker, the sink
+   and the broker spend per event (what bounds the rate on a machine whose cores they share);
 2. the same for a naive Faust agent that only updates a table per event (the baseline), and
    for one that only takes the events in batches (what Faust's delivery alone costs);
 3. p50/p99 publish -> alert latency while events arrive at 1,000 events/s, and at 200 events/s
@@ -105,6 +106,35 @@ def wait_until(measure: Callable[[], int], target: int, timeout: float = 600) ->
         time.sleep(POLL_SECONDS)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a (Linux) process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_per_event(
+    measure: Callable[[], int], target: int, pids: dict[str, int], timeout: float = 600
+) -> dict[str, float]:
+    """Wait until `measure()` reaches `target`, and return the microseconds of CPU each process
+    spent per unit of progress between the first check that saw progress and the last one (so
+    start-up is left out); empty if all the progress fell between two checks."""
+    deadline = time.monotonic() + timeout
+    first: tuple[int, dict[str, float]] | None = None
+    while True:
+        done = measure()
+        used = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        if first is None and done > 0:
+            first = (done, used)
+        if done >= target:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only {done} of {target} after {timeout} s")
+        time.sleep(POLL_SECONDS)
+    if first is None or done == first[0]:
+        return {}
+    return {name: (used[name] - first[1][name]) / (done - first[0]) * 1e6 for name in pids}
+
+
 def records(bootstrap: str, topic: str) -> list[Any]:
     return asyncio.run(read_topic(bootstrap, topic))
 
@@ -178,7 +208,9 @@ def ingested(home: Path) -> int:
         return 0
 
 
-def end_to_end(bootstrap: str, workdir: Path, events: list[Event]) -> tuple[float, float]:
+def end_to_end(
+    bootstrap: str, broker_pid: int, workdir: Path, events: list[Event]
+) -> tuple[float, float, dict[str, float]]:
     home, topics = workdir / "pipeline", Topics("bench.", PARTITIONS)
     home.mkdir(parents=True)
     messages = sealed(home, events)
@@ -188,7 +220,8 @@ def end_to_end(bootstrap: str, workdir: Path, events: list[Event]) -> tuple[floa
     worker = spawn([sys.executable, "-m", "streams.cli", "worker"], env, workdir / "worker.log")
     sink = spawn([sys.executable, "-m", "streams.cli", "sink"], env, workdir / "sink.log")
     try:
-        wait_until(lambda: ingested(home), len(messages))
+        pids = {"worker": worker.pid, "sink": sink.pid, "broker": broker_pid}
+        cpu = cpu_per_event(lambda: ingested(home), len(messages), pids)
         accepted = [r.timestamp for r in records(bootstrap, topics.accepted)]
         newest = "SELECT max(ingested_at) FROM gate_decisions"
         last_row = query_via_sink(home, newest, "clinic-a").rows[0][0]
@@ -198,7 +231,7 @@ def end_to_end(bootstrap: str, workdir: Path, events: list[Event]) -> tuple[floa
     first = min(accepted) / 1000
     last = datetime.fromisoformat(str(last_row)).replace(tzinfo=UTC).timestamp()
     worker_only = len(messages) / ((max(accepted) - min(accepted)) / 1000)
-    return len(messages) / (last - first), worker_only
+    return len(messages) / (last - first), worker_only, cpu
 
 
 def conflict_pairs(count: int) -> list[tuple[Event, Event]]:
@@ -279,11 +312,14 @@ def main() -> None:
         print(f"naive Faust agent (one table write per event): {naive:,.0f} events/s")
         delivery = reference(broker.bootstrap, workdir, len(events), "read-only")
         print(f"Faust delivery alone (batches taken, nothing done): {delivery:,.0f} events/s")
-        e2e, worker_only = end_to_end(broker.bootstrap, workdir, events)
+        e2e, worker_only, cpu = end_to_end(broker.bootstrap, broker.pid, workdir, events)
         print(
             f"UaC end to end (to ClickHouse rows): {e2e:,.0f} events/s = {e2e / naive:.2f}x the naive baseline"
         )
         print(f"UaC worker alone (to the accepted topic): {worker_only:,.0f} events/s")
+        if cpu:
+            spent = ", ".join(f"{name} {micros:,.0f} us" for name, micros in cpu.items())
+            print(f"CPU per event end to end, start-up left out ({os.cpu_count()} cores): {spent}")
         for rate in RATES:
             p50, p99, samples = latency(broker.bootstrap, workdir, rate)
             print(
