@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Protocol
 
 from schemas.erasures import ref_of_key
-from streams.private_files import private_directory, private_draft
+from streams.private_files import (
+    narrowed_directory,
+    private_directory,
+    private_draft,
+    read_private,
+)
 
 KEY_BYTES = 32
 
@@ -54,6 +59,8 @@ class FileKeyStore:
         self._directory = directory
         self._cache: dict[str, bytes] = {}
         self._path_cache: dict[str, tuple[Path, Path]] = {}
+        if directory.is_dir():
+            narrowed_directory(directory)
 
     def _paths(self, subject: str) -> tuple[Path, Path]:
         paths = self._path_cache.get(subject)
@@ -74,7 +81,7 @@ class FileKeyStore:
         if cached is not None:
             return cached
         try:
-            key = key_path.read_bytes()
+            key = read_private(key_path)
         except FileNotFoundError:
             return None
         self._cache[subject] = key

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
+from collections.abc import Callable
 from pathlib import Path
 
 PRIVATE_FILE = 0o600
 PRIVATE_DIRECTORY = 0o700
+_OTHERS = stat.S_IRWXG | stat.S_IRWXO
+
+log = logging.getLogger(__name__)
 
 
 def private_directory(path: Path) -> Path:
@@ -29,3 +35,29 @@ def private_draft(path: Path, data: bytes) -> Path:
 def write_private(path: Path, data: bytes) -> None:
     """Replace `path` atomically with `data`, readable by its owner only."""
     private_draft(path, data).replace(path)
+
+
+def narrowed_directory(path: Path) -> None:
+    """An existing directory that an older version left open to others, made owner-only."""
+    _narrow(path, path.stat().st_mode, PRIVATE_DIRECTORY, path.chmod)
+
+
+def read_private(path: Path) -> bytes:
+    """The bytes of `path`; if an older version left the file or its directory readable by
+    others, they are made owner-only first."""
+    narrowed_directory(path.parent)
+    with path.open("rb") as handle:
+        descriptor = handle.fileno()
+        _narrow(
+            path, os.fstat(descriptor).st_mode, PRIVATE_FILE, lambda m: os.fchmod(descriptor, m)
+        )
+        return handle.read()
+
+
+def _narrow(path: Path, mode: int, private: int, change: Callable[[int], None]) -> None:
+    if not mode & _OTHERS:
+        return
+    try:
+        change(private)
+    except PermissionError:
+        log.warning("%s is open to other users and this process may not change that", path)

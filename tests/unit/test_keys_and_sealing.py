@@ -82,3 +82,19 @@ def test_given_a_new_key_then_only_its_owner_can_read_it_and_no_draft_is_left(
     assert stat.S_IMODE((tmp_path / "keys").stat().st_mode) == 0o700
     assert stat.S_IMODE(key_file.parent.stat().st_mode) == 0o700
     assert [path.name for path in key_file.parent.iterdir()] == [key_file.name]
+
+
+def test_given_a_key_an_older_version_left_readable_by_others_then_reading_it_makes_it_private(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "keys"
+    key = FileKeyStore(directory).key_for_writing(SUBJECT)
+    (key_file,) = directory.rglob("*.key")
+    key_file.chmod(0o644)
+    key_file.parent.chmod(0o755)
+    directory.chmod(0o755)
+
+    assert FileKeyStore(directory).key_for(SUBJECT) == key
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(key_file.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
