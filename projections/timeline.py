@@ -92,11 +92,11 @@ def fold(events: Iterable[Event], step: Step[R]) -> R | None:
     return resolution
 
 
-def _folded_from(resolution: R | None, events: Iterable[Event], step: Step[R]) -> list[Folded[R]]:
+def _folded_from(resolution: R | None, keyed: Iterable[Keyed], step: Step[R]) -> list[Folded[R]]:
     folded = []
-    for event in events:
+    for key, event in keyed:
         resolution = step(resolution, event)
-        folded.append(Folded(sort_key(event), event, resolution))
+        folded.append(_new(Folded, (key, event, resolution)))
     return folded
 
 
@@ -136,14 +136,9 @@ def _built(
     counting = [pair for pair in keyed if pair[1].event_id not in hidden] if hidden else keyed
     effective = sorted(counting, key=_BY_KEY)
     cut = max(0, len(effective) - TAIL)
-    base: R | None = None
-    for _, event in effective[:cut]:
-        base = step(base, event)
-    resolution, tail = base, []
-    for key, event in effective[cut:]:
-        resolution = step(resolution, event)
-        tail.append(_new(Folded, (key, event, resolution)))
-    return _new(Timeline, (members, superseded, retracted, base, tuple(tail)))
+    base = fold((event for _, event in effective[:cut]), step)
+    tail = tuple(_folded_from(base, effective[cut:], step))
+    return _new(Timeline, (members, superseded, retracted, base, tail))
 
 
 def _inserted(
@@ -159,8 +154,8 @@ def _inserted(
     else:
         position = bisect_left([entry.key for entry in tail], key)
         before = tail[position - 1].resolution if position else base
-        later = [entry.event for entry in tail[position:]]
-        tail = (*tail[:position], *_folded_from(before, [event, *later], step))
+        later = [(entry.key, entry.event) for entry in tail[position:]]
+        tail = (*tail[:position], *_folded_from(before, [(key, event), *later], step))
     if len(tail) > 2 * TAIL:
         base, tail = tail[-TAIL - 1].resolution, tail[-TAIL:]
     return Timeline(members, timeline.superseded, timeline.retracted, base, tail)
