@@ -60,7 +60,8 @@ class FileKeyStore:
         self._cache: dict[str, bytes] = {}
         self._path_cache: dict[str, tuple[Path, Path]] = {}
         if directory.is_dir():
-            narrowed_directory(directory)
+            for folder in (directory, *(path for path in directory.iterdir() if path.is_dir())):
+                narrowed_directory(folder)
 
     def _paths(self, subject: str) -> tuple[Path, Path]:
         paths = self._path_cache.get(subject)

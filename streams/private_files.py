@@ -43,9 +43,8 @@ def narrowed_directory(path: Path) -> None:
 
 
 def read_private(path: Path) -> bytes:
-    """The bytes of `path`; if an older version left the file or its directory readable by
-    others, they are made owner-only first."""
-    narrowed_directory(path.parent)
+    """The bytes of `path`; if an older version left it readable by others, it is made
+    owner-only first."""
     with path.open("rb") as handle:
         descriptor = handle.fileno()
         _narrow(
