@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -98,11 +99,22 @@ POLL_SECONDS = 5.0
 checking rarely changes only how long the script waits."""
 
 
-def wait_until(measure: Callable[[], int], target: int, timeout: float = 600) -> None:
+def wait_until(
+    measure: Callable[[], int],
+    target: int,
+    timeout: float = 600,
+    observe: Callable[[int], None] = lambda _done: None,
+) -> None:
+    """Check `measure()` every POLL_SECONDS until it reaches `target`; `observe` sees each
+    reading."""
     deadline = time.monotonic() + timeout
-    while measure() < target:
+    while True:
+        done = measure()
+        observe(done)
+        if done >= target:
+            return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"only {measure()} of {target} after {timeout} s")
+            raise TimeoutError(f"only {done} of {target} after {timeout} s")
         time.sleep(POLL_SECONDS)
 
 
@@ -112,27 +124,26 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_per_event(
-    measure: Callable[[], int], target: int, pids: dict[str, int], timeout: float = 600
-) -> dict[str, float]:
-    """Wait until `measure()` reaches `target`, and return the microseconds of CPU each process
-    spent per unit of progress between the first check that saw progress and the last one (so
-    start-up is left out); empty if all the progress fell between two checks."""
-    deadline = time.monotonic() + timeout
-    first: tuple[int, dict[str, float]] | None = None
-    while True:
-        done = measure()
-        used = {name: cpu_seconds(pid) for name, pid in pids.items()}
-        if first is None and done > 0:
-            first = (done, used)
-        if done >= target:
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"only {done} of {target} after {timeout} s")
-        time.sleep(POLL_SECONDS)
-    if first is None or done == first[0]:
-        return {}
-    return {name: (used[name] - first[1][name]) / (done - first[0]) * 1e6 for name in pids}
+@dataclass
+class CpuPerEvent:
+    """CPU each process spends per unit of progress, between the first reading that saw
+    progress and the last one (so start-up is left out)."""
+
+    pids: dict[str, int]
+    readings: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+
+    def observe(self, done: int) -> None:
+        if done > 0:
+            self.readings.append((done, {n: cpu_seconds(p) for n, p in self.pids.items()}))
+
+    def micros(self) -> dict[str, float]:
+        """Microseconds per unit; empty if all the progress fell between two readings."""
+        if not self.readings:
+            return {}
+        (first, before), (last, after) = self.readings[0], self.readings[-1]
+        if last == first:
+            return {}
+        return {name: (after[name] - before[name]) / (last - first) * 1e6 for name in self.pids}
 
 
 def records(bootstrap: str, topic: str) -> list[Any]:
@@ -220,8 +231,8 @@ def end_to_end(
     worker = spawn([sys.executable, "-m", "streams.cli", "worker"], env, workdir / "worker.log")
     sink = spawn([sys.executable, "-m", "streams.cli", "sink"], env, workdir / "sink.log")
     try:
-        pids = {"worker": worker.pid, "sink": sink.pid, "broker": broker_pid}
-        cpu = cpu_per_event(lambda: ingested(home), len(messages), pids)
+        cpu = CpuPerEvent({"worker": worker.pid, "sink": sink.pid, "broker": broker_pid})
+        wait_until(lambda: ingested(home), len(messages), observe=cpu.observe)
         accepted = [r.timestamp for r in records(bootstrap, topics.accepted)]
         newest = "SELECT max(ingested_at) FROM gate_decisions"
         last_row = query_via_sink(home, newest, "clinic-a").rows[0][0]
@@ -231,7 +242,7 @@ def end_to_end(
     first = min(accepted) / 1000
     last = datetime.fromisoformat(str(last_row)).replace(tzinfo=UTC).timestamp()
     worker_only = len(messages) / ((max(accepted) - min(accepted)) / 1000)
-    return len(messages) / (last - first), worker_only, cpu
+    return len(messages) / (last - first), worker_only, cpu.micros()
 
 
 def conflict_pairs(count: int) -> list[tuple[Event, Event]]:
