@@ -7,7 +7,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Final
 from uuid import UUID
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, FiniteFloat, field_validator, model_validator
 
 from schemas.base import UtcMillis, WireModel
 
@@ -165,7 +165,10 @@ class PreferenceStated(WireModel):
     note: str | None = None
 
 
-FactValue = bool | int | float | str
+AvroLong = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+FactValue = bool | AvroLong | FiniteFloat | str
+"""What Avro's `[string, long, double, boolean]` carries and canonical JSON can write: no NaN or
+infinity (an integer beyond a long is read as a double, as Avro would write it)."""
 
 
 class FactAsserted(WireModel):

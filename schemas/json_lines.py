@@ -4,6 +4,7 @@ payload as an object chosen by `type`."""
 from __future__ import annotations
 
 import json
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
@@ -21,10 +22,28 @@ def validation_summary(error: ValidationError, limit: int = 5) -> str:
     return "; ".join(problems[:limit]) + more
 
 
+def _not_a_number(literal: str) -> NoReturn:
+    raise MalformedJson(f"not JSON: {literal} is not a JSON number")
+
+
+def strict_json(text: str) -> Any:
+    """JSON text as RFC 8259 defines it. Python's reader also takes `NaN` and `Infinity` and
+    `\\ud800`-style escapes of unpaired surrogates, which no record can carry (Avro strings are
+    UTF-8, canonical JSON has no NaN); those raise `MalformedJson`, as `json.JSONDecodeError` is
+    raised for text that is not JSON at all."""
+    document = json.loads(text, parse_constant=_not_a_number)
+    if "\\u" in text:
+        try:
+            json.dumps(document, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise MalformedJson("not JSON text: an escape names an unpaired surrogate") from None
+    return document
+
+
 def parse_event(text: str) -> Event:
     """One event from its JSON text; raises `MalformedJson` or `InvalidRecord`."""
     try:
-        document = json.loads(text)
+        document = strict_json(text)
     except json.JSONDecodeError as error:
         raise MalformedJson(f"not JSON: {error.msg} at column {error.colno}") from None
     if not isinstance(document, dict):

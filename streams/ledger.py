@@ -25,9 +25,13 @@ class ErasureLedger:
     keys: SubjectKeys
     refs: set[str] = field(default_factory=set)
 
-    def is_erased(self, subject: str) -> bool:
-        """Whether `tenant:subject` was erased (ledger entry or destroyed key)."""
-        return ref_of_key(subject) in self.refs or self.keys.is_destroyed(subject)
+    def is_erased(self, subject: str, *, key_in_use: bool = False) -> bool:
+        """Whether `tenant:subject` was erased (ledger entry or destroyed key). `key_in_use`:
+        the caller has just opened a record with the subject's key, so the key store was
+        asked already and only the ledger is."""
+        if ref_of_key(subject) in self.refs:
+            return True
+        return not key_in_use and self.keys.is_destroyed(subject)
 
     def add(self, entry: ErasureRecorded) -> None:
         self.refs.add(entry.subject_ref)

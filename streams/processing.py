@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from projections.gate import GateContext, GatePolicy, Rejected
@@ -123,11 +123,22 @@ def _split_key(message: Incoming) -> tuple[str | None, str | None]:
 Refusal = tuple[ReasonCode, str]
 
 
+class ErasedCheck(Protocol):
+    """Whether a subject was erased; `key_in_use` when a record was just opened with its key
+    (the key store need not be asked again)."""
+
+    def __call__(self, subject: str, *, key_in_use: bool = False) -> bool: ...
+
+
+def _never_erased(_subject: str, *, key_in_use: bool = False) -> bool:  # noqa: ARG001 (the ErasedCheck signature)
+    return False
+
+
 class Known(NamedTuple):
     """What the wiring knows about subjects before the batch."""
 
     state: Callable[[str], UserState | None]
-    is_erased: Callable[[str], bool]
+    is_erased: ErasedCheck
     history_bytes: Callable[[str], int]
 
 
@@ -144,7 +155,7 @@ class BatchProcessor:
         messages: Sequence[Incoming],
         load_state: Callable[[str], UserState | None],
         now: datetime,
-        is_erased: Callable[[str], bool] = lambda _key: False,
+        is_erased: ErasedCheck = _never_erased,
         history_bytes: Callable[[str], int] = lambda _key: 0,
     ) -> BatchOutput:
         """Decide and fold every message. `history_bytes(key)` is what the subject's stored
@@ -214,12 +225,13 @@ class BatchProcessor:
         state = state or initial_state(event.tenant_id, event.subject_id)
         held = output.history_bytes.get(event.key)
         held = known.history_bytes(event.key) if held is None else held
+        sealed = opened is not message.value
         context = GateContext(
             now=now,
             policy=self.gate_policy,
             encoded_size=len(opened),
-            erased=event.key in output.erased or known.is_erased(event.key),
-            sealed=opened is not message.value,
+            erased=event.key in output.erased or known.is_erased(event.key, key_in_use=sealed),
+            sealed=sealed,
             history_bytes=held,
         )
         outcome = process(state, event, context, self.rules, self.fold_policy)

@@ -80,6 +80,7 @@ from uuid import NAMESPACE_URL, uuid5
 
 from pydantic import ValidationError
 
+from schemas.errors import MalformedJson
 from schemas.events import (
     AllergyCategory,
     AllergyRecorded,
@@ -99,7 +100,7 @@ from schemas.events import (
     Sensitivity,
     VerificationStatus,
 )
-from schemas.json_lines import validation_summary
+from schemas.json_lines import strict_json, validation_summary
 
 Json = Mapping[str, Any]
 E = TypeVar("E")
@@ -220,10 +221,12 @@ class _Unsupported(Exception):
 def parse_json_document(text: str, source: str) -> ParsedInput:
     """The resources of one JSON document (a Bundle is unpacked, nested Bundles too)."""
     try:
-        document = json.loads(text)
+        document = strict_json(text)
     except json.JSONDecodeError as error:
         message = f"not JSON: {error.msg} at line {error.lineno} column {error.colno}"
         return ParsedInput(errors=(FhirError(source, Problem.MALFORMED_JSON.value, message),))
+    except MalformedJson as error:
+        return ParsedInput(errors=(FhirError(source, Problem.MALFORMED_JSON.value, str(error)),))
     return unpack(document, source)
 
 

@@ -37,6 +37,7 @@ from schemas.errors import (
 )
 from schemas.events import Event
 from schemas.registry import FileSchemaRegistry, bundled_registry, registered
+from tests.factories import make_event
 from tests.strategies import event_histories
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "v1.json").read_text(encoding="utf-8"))
@@ -132,6 +133,20 @@ def test_given_a_record_that_breaks_model_rules_then_invalid_record_without_valu
         event_codec().decode(frame(1, body.getvalue()))
     assert "confidence" in str(raised.value)
     assert "7.5" not in str(raised.value)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_given_a_fact_whose_avro_double_is_not_finite_then_invalid_record(value: float) -> None:
+    """Avro carries NaN and infinity; no state could be checkpointed with them (canonical JSON
+    has no such numbers), so the record is refused, never accepted to fail later."""
+    fact = make_event("FactAsserted", "weight", payload={"key": "weight_kg", "value": 70.5})
+    record = event_record(fact)
+    record["payload"] = (record["payload"][0], record["payload"][1] | {"value": value})
+    body = io.BytesIO()
+    schemaless_writer(body, bundled_registry().latest("uac.Event").parsed, record)
+    with pytest.raises(InvalidRecord) as raised:
+        event_codec().decode(frame(1, body.getvalue()))
+    assert "finite number" in str(raised.value)
 
 
 def _event_schema() -> dict[str, Any]:

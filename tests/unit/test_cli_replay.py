@@ -6,6 +6,7 @@ import json
 import random
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from streams.cli import app
@@ -84,6 +85,27 @@ def test_given_bad_lines_then_each_is_reported_with_its_line_number_and_the_rest
     assert "TeleportRecorded" in stderr
     assert "mixed.ndjson:4: invalid_record" in stderr
     assert sum(s["state"]["version"] for s in subjects) == 2
+
+
+@pytest.mark.parametrize(
+    ("field", "literal"),
+    [
+        pytest.param("confidence", "NaN", id="NaN"),
+        pytest.param("confidence", "Infinity", id="Infinity"),
+        pytest.param("actor", '"ehr-\\ud800"', id="an unpaired surrogate escape"),
+    ],
+)
+def test_given_text_that_python_reads_but_json_does_not_allow_then_a_line_error_not_a_crash(
+    tmp_path: Path, field: str, literal: str
+) -> None:
+    good = SAMPLE.read_text(encoding="utf-8").splitlines()[:2]
+    bad = json.dumps(json.loads(good[0]) | {field: "PLACEHOLDER"}).replace('"PLACEHOLDER"', literal)
+    path = tmp_path / "lenient.ndjson"
+    path.write_text("\n".join([bad, good[1]]) + "\n", encoding="utf-8")
+    code, subjects, stderr = _replay_json(path)
+    assert code == 1
+    assert "lenient.ndjson:1: malformed_json" in stderr
+    assert sum(s["state"]["version"] for s in subjects) == 1
 
 
 def test_given_a_rejected_event_then_the_exit_code_says_so_and_the_reason_is_shown(

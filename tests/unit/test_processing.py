@@ -11,8 +11,10 @@ import pytest
 from projections.gate import GatePolicy, TenantPolicy
 from rules.engine import default_rules
 from schemas.codec import event_codec
+from schemas.erasures import ref_of_key
 from schemas.events import Event
 from streams.keys import FileKeyStore
+from streams.ledger import ErasureLedger
 from streams.processing import BatchProcessor, Incoming
 from streams.sealing import Sealer
 from tests.factories import T0, make_event
@@ -119,6 +121,20 @@ def test_given_a_destroyed_key_then_the_subjects_sealed_records_are_refused_as_e
     sealer.keys.destroy(event.key)
     output = run(sealer, [record])
     assert [d.reasons for d in output.quarantined] == [("subject_erased",)]
+
+
+def test_given_an_erasure_in_the_ledger_whose_key_is_not_yet_destroyed_then_refused_as_erased(
+    sealer: Sealer,
+) -> None:
+    """The window between the ledger entry and the key's destruction: the record still opens,
+    and the ledger alone refuses it."""
+    event = make_event("PreferenceStated", "late")
+    ledger = ErasureLedger(sealer.keys, {ref_of_key(event.key)})
+    output = processor(sealer).process_batch(
+        [sealed(sealer, event)], lambda _key: None, NOW, ledger.is_erased
+    )
+    assert [d.reasons for d in output.quarantined] == [("subject_erased",)]
+    assert output.accepted == []
 
 
 def test_given_a_history_near_its_limit_then_the_batch_counts_its_own_events_too(

@@ -969,6 +969,18 @@ def _without(resource: dict[str, Any], *path: str) -> dict[str, Any]:
             "{not json", "malformed_json", "not JSON", id="given broken JSON then an error"
         ),
         pytest.param(
+            json.dumps(changed(PENICILLIN, id="PLACEHOLDER")).replace('"PLACEHOLDER"', "NaN"),
+            "malformed_json",
+            "NaN is not a JSON number",
+            id="given a NaN literal then an error",
+        ),
+        pytest.param(
+            json.dumps(changed(PENICILLIN, id="PLACEHOLDER")).replace("PLACEHOLDER", "pen\\udc00"),
+            "malformed_json",
+            "unpaired surrogate",
+            id="given an unpaired surrogate escape then an error",
+        ),
+        pytest.param(
             "[1, 2]", "not_a_resource", "resourceType", id="given a JSON array then not a resource"
         ),
         pytest.param(
