@@ -28,6 +28,7 @@ from typing import Any
 
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
 
 from projections.document import checkpoint_of, forget_events, plain
 from schemas.codec import alert_codec, checkpoint_codec, decision_codec, erasure_codec
@@ -122,15 +123,31 @@ def loaded(pipeline: Pipeline, key: str) -> StoredState | None:
     return stored
 
 
-async def publish_checkpoints(pipeline: Pipeline, keys: Iterable[str]) -> None:
+async def publish_checkpoints(
+    pipeline: Pipeline, keys: Iterable[str], metrics: WorkerMetrics
+) -> None:
     """The readable checkpoint of each subject on the compacted state topic, sealed (delivered
-    before the next offset commit: Faust flushes the producer first)."""
+    before the next offset commit: Faust flushes the producer first). A subject whose
+    checkpoint cannot be made is logged (by reference) and counted, and the others go on: an
+    exception here would crash the whole worker, in a loop, since recovery re-publishes every
+    checkpoint."""
     codec, send = checkpoint_codec(), pipeline.app.producer.send
     for key in keys:
-        stored = loaded(pipeline, key)
-        if stored is None or stored.state is None:
+        try:
+            stored = loaded(pipeline, key)
+            if stored is None or stored.state is None:
+                continue
+            sealed = pipeline.sealer.seal(key, codec.encode(checkpoint_of(stored.state)))
+        except SubjectErased:
             continue
-        sealed = pipeline.sealer.seal(key, codec.encode(checkpoint_of(stored.state)))
+        except Exception as error:  # noqa: BLE001 (one subject must not stop the worker)
+            metrics.checkpoint_failures.inc()
+            log.error(
+                "no checkpoint for subject %s…: %s; its state stays in the table",
+                ref_of_key(key)[:12],
+                type(error).__name__,
+            )
+            continue
         await send(pipeline.topics.state, key.encode(), sealed, None, None, None)
 
 
@@ -245,13 +262,16 @@ def register_agents(
 
     @pipeline.app.timer(STALL_CHECK_SECONDS)  # type: ignore[untyped-decorator]
     async def restart_if_stalled() -> None:
-        await check_for_stall(pipeline, watch)
+        try:
+            await check_for_stall(pipeline, watch)
+        except KafkaError as error:
+            log.warning("stall check skipped (the broker did not answer): %r", error)
 
     @pipeline.app.timer(checkpoint_interval)  # type: ignore[untyped-decorator]
     async def publish_pending_checkpoints() -> None:
         deadline = time.monotonic() + Checkpoints.BUDGET * checkpoint_interval
         while checkpoints.dirty and time.monotonic() < deadline:
-            await publish_checkpoints(pipeline, checkpoints.take(Checkpoints.CHUNK))
+            await publish_checkpoints(pipeline, checkpoints.take(Checkpoints.CHUNK), metrics)
             await asyncio.sleep(0)
 
     @pipeline.app.on_rebalance_complete.connect

@@ -127,7 +127,7 @@ class ErasedCheck(Protocol):
     """Whether a subject was erased; `key_in_use` when a record was just opened with its key
     (the key store need not be asked again)."""
 
-    def __call__(self, subject: str, *, key_in_use: bool = False) -> bool: ...
+    def __call__(self, subject: str, /, *, key_in_use: bool = False) -> bool: ...
 
 
 def _never_erased(_subject: str, *, key_in_use: bool = False) -> bool:  # noqa: ARG001 (the ErasedCheck signature)

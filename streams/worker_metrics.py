@@ -35,6 +35,11 @@ class WorkerMetrics:
         self.erasures = Counter(
             "uac_worker_erasures_total", "Subjects erased", registry=self.registry
         )
+        self.checkpoint_failures = Counter(
+            "uac_worker_checkpoint_failures_total",
+            "Subjects whose checkpoint could not be made (logged by reference)",
+            registry=self.registry,
+        )
         self.batch_seconds = Histogram(
             "uac_worker_batch_seconds",
             "Time to process and publish one batch",

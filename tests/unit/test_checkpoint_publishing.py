@@ -1,0 +1,56 @@
+"""The worker's checkpoint timer: one subject whose checkpoint cannot be made is counted and
+skipped; it never stops the others (an exception would crash the worker, in a loop)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from projections.state import replay
+from schemas.codec import checkpoint_codec, event_codec
+from streams.agents import publish_checkpoints
+from streams.keys import FileKeyStore
+from streams.sealing import Sealer
+from streams.table_codecs import StoredState
+from streams.worker_metrics import WorkerMetrics
+from tests.factories import make_event
+
+
+class Table(dict[str, Any]):
+    @property
+    def data(self) -> dict[str, Any]:
+        return self
+
+
+def test_given_a_subject_whose_history_is_incomplete_then_the_others_still_get_checkpoints(
+    tmp_path: Path,
+) -> None:
+    sealer = Sealer(FileKeyStore(tmp_path / "keys"))
+    event = make_event("PreferenceStated", "diet", subject="patient-2")
+    head, _ = StoredState.first(replay([event]), [event_codec().encode(event)], sealer)
+    states = Table(
+        {
+            "clinic-a:patient-1": StoredState(None, b"", b"", segments=2),
+            "clinic-a:patient-2": head,
+        }
+    )
+    sent: list[tuple[str, bytes, bytes]] = []
+
+    async def send(topic: str, key: bytes, value: bytes, *_: Any) -> None:
+        sent.append((topic, key, value))
+
+    pipeline = SimpleNamespace(
+        app=SimpleNamespace(producer=SimpleNamespace(send=send)),
+        topics=SimpleNamespace(state="uac.state"),
+        states=states,
+        sealer=sealer,
+    )
+    metrics = WorkerMetrics()
+    keys = ["clinic-a:patient-1", "clinic-a:patient-2"]
+    asyncio.run(publish_checkpoints(pipeline, keys, metrics))  # type: ignore[arg-type]
+    assert [(topic, key) for topic, key, _ in sent] == [("uac.state", b"clinic-a:patient-2")]
+    checkpoint = checkpoint_codec().decode(sealer.open(sent[0][2])[1])
+    assert (checkpoint.subject_id, checkpoint.version) == ("patient-2", 1)
+    assert metrics.registry.get_sample_value("uac_worker_checkpoint_failures_total") == 1
