@@ -93,7 +93,12 @@ def _payloads() -> dict[str, st.SearchStrategy[dict[str, Any]]]:
         "FactAsserted": st.fixed_dictionaries(
             {
                 "key": st.sampled_from(FACT_KEYS),
-                "value": st.sampled_from(COUNTRIES) | st.integers(-3, 3) | st.booleans(),
+                "value": st.sampled_from(COUNTRIES)
+                | st.integers(-3, 3)
+                | st.booleans()
+                | st.integers(-(2**63), 2**63 - 1)
+                | st.floats(allow_nan=False, allow_infinity=False)
+                | texts,
             }
         ),
         "ConsentChanged": st.fixed_dictionaries(
