@@ -4,7 +4,8 @@
    one worker and one sink, from pre-published events, and the CPU time the worker, the sink
    and the broker spend per event (what bounds the rate on a machine whose cores they share);
 2. the same for a naive Faust agent that only updates a table per event (the baseline), and
-   for one that only takes the events in batches (what Faust's delivery alone costs);
+   for one that only takes the events in batches (what Faust's delivery alone costs), with the
+   CPU time each agent's process spends per event;
 3. p50/p99 publish -> alert latency while events arrive at 1,000 events/s, and at 200 events/s
    (a load one worker on this machine sustains).
 
@@ -153,10 +154,11 @@ def records(bootstrap: str, topic: str) -> list[Any]:
 REFERENCE_TOPIC = "naive.events"
 
 
-def reference(bootstrap: str, workdir: Path, total: int, mode: str) -> float:
+def reference(bootstrap: str, workdir: Path, total: int, mode: str) -> tuple[float, float]:
     """Events/s of a reference agent (`benchmarks.naive_agent`) over REFERENCE_TOPIC, from the
     timestamps of its table's changelog: one record per event (`per-event`), or one running
-    count per batch (`read-only`)."""
+    count per batch (`read-only`); and the CPU microseconds its process spent per event (the
+    broker's is left out: counting reads the whole changelog from it on every poll)."""
     app_id = f"naive-{mode}"
     command = [sys.executable, "-m", "benchmarks.naive_agent", bootstrap, REFERENCE_TOPIC]
     process = spawn(
@@ -170,15 +172,17 @@ def reference(bootstrap: str, workdir: Path, total: int, mode: str) -> float:
         found = records(bootstrap, changelog)
         return len(found) if mode == "per-event" else max((int(r.value) for r in found), default=0)
 
+    cpu = CpuPerEvent({"agent": process.pid})
     try:
-        wait_until(counted, total)
+        wait_until(counted, total, observe=cpu.observe)
         found = sorted(records(bootstrap, changelog), key=lambda r: r.timestamp)
     finally:
         stop(process)
     seconds: float = (found[-1].timestamp - found[0].timestamp) / 1000
-    if mode == "per-event":
-        return len(found) / seconds
-    return (int(found[-1].value) - int(found[0].value)) / seconds
+    counted_events = (
+        len(found) if mode == "per-event" else int(found[-1].value) - int(found[0].value)
+    )
+    return counted_events / seconds, cpu.micros().get("agent", float("nan"))
 
 
 def _exists(bootstrap: str, topic: str) -> bool:
@@ -319,10 +323,16 @@ def main() -> None:
         )
         asyncio.run(ensure_topics(broker.bootstrap, (TopicSpec(REFERENCE_TOPIC, PARTITIONS),)))
         asyncio.run(publish(broker.bootstrap, REFERENCE_TOPIC, sealed(workdir / "naive", events)))
-        naive = reference(broker.bootstrap, workdir, len(events), "per-event")
-        print(f"naive Faust agent (one table write per event): {naive:,.0f} events/s")
-        delivery = reference(broker.bootstrap, workdir, len(events), "read-only")
-        print(f"Faust delivery alone (batches taken, nothing done): {delivery:,.0f} events/s")
+        naive, naive_cpu = reference(broker.bootstrap, workdir, len(events), "per-event")
+        print(
+            f"naive Faust agent (one table write per event): {naive:,.0f} events/s,",
+            f"{naive_cpu:,.0f} us CPU per event in its process",
+        )
+        delivery, delivery_cpu = reference(broker.bootstrap, workdir, len(events), "read-only")
+        print(
+            f"Faust delivery alone (batches taken, nothing done): {delivery:,.0f} events/s,",
+            f"{delivery_cpu:,.0f} us CPU per event in its process",
+        )
         e2e, worker_only, cpu = end_to_end(broker.bootstrap, broker.pid, workdir, events)
         print(
             f"UaC end to end (to ClickHouse rows): {e2e:,.0f} events/s = {e2e / naive:.2f}x the naive baseline"

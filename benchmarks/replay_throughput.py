@@ -3,20 +3,20 @@
 Prints events/s of `replay` (the bulk fold of a whole history) for (a) 1,000,000 events over
 10,000 subjects and (b) one subject with 100,000 events, each with the collector tuned as the
 worker tunes it and with it paused as `uac replay --from-kafka` runs; then the streaming path
-(`evolve`, one event at a time, as the worker folds) over (b), and its mean per-event cost over
-each successive 10,000 events, measured with the cyclic collector off (its pauses would
-otherwise land in arbitrary windows), which shows whether the cost of an event grows with the
-length of the history. Run: `make bench`.
+(`evolve`, one event at a time, as the worker folds) over (b), and the cost of one event after
+histories of 0 to 99,000 events (collector off, best of several tries, so neither its pauses
+nor the machine's slow moments land on one length), which shows whether the cost of an event
+grows with the length of the history. Run: `make bench`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import itertools
 import os
 import random
 import time
+from collections.abc import Sequence
 
 from benchmarks.synthetic import subject_events
 from projections.state import evolve, initial_state, replay_all
@@ -72,19 +72,32 @@ def timed_evolve(events: list[Event]) -> float:
     return seconds
 
 
-def per_event_costs(events: list[Event], window: int) -> list[float]:
-    """Mean microseconds per event over each successive `window` events (collector off)."""
-    state = initial_state(events[0].tenant_id, events[0].subject_id)
+def per_event_costs(
+    events: list[Event], lengths: Sequence[int], probe: int, rounds: int
+) -> list[tuple[int, float]]:
+    """Mean microseconds per event of folding the `probe` events that follow the first L
+    events onto their state, for each history length L: the best over `rounds` rounds, each of
+    which times every length once (collector off). `evolve` is pure, so each probe starts from
+    the same state; interleaving the lengths and keeping the best keeps the machine's slow
+    moments from passing for growth."""
     gc.collect()
     gc.disable()
-    marks = []
-    for index, event in enumerate(events):
-        if index % window == 0:
-            marks.append(time.perf_counter())
-        state = evolve(state, event)
-    marks.append(time.perf_counter())
+    snapshots, state, folded = [], initial_state(events[0].tenant_id, events[0].subject_id), 0
+    for length in lengths:
+        for event in events[folded:length]:
+            state = evolve(state, event)
+        snapshots.append((length, state, events[length : length + probe]))
+        folded = length
+    best = dict.fromkeys(lengths, float("inf"))
+    for _ in range(rounds):
+        for length, snapshot, following in snapshots:
+            started = time.perf_counter()
+            probed = snapshot
+            for event in following:
+                probed = evolve(probed, event)
+            best[length] = min(best[length], (time.perf_counter() - started) / len(following))
     gc.enable()
-    return [(end - start) / window * 1e6 for start, end in itertools.pairwise(marks)]
+    return [(length, seconds * 1e6) for length, seconds in best.items()]
 
 
 def main() -> None:
@@ -106,9 +119,11 @@ def main() -> None:
         f"evolve one event at a time, 100,000 events / 1 subject: {len(deep) / seconds:,.0f}"
         f" events/s ({seconds:.1f} s)"
     )
-    costs = per_event_costs(deep, 10_000)
+    lengths = (0, 20_000, 40_000, 60_000, 80_000, 99_000)
+    costs = per_event_costs(deep, lengths, probe=1_000, rounds=9)
     print(
-        "evolve: per-event cost by 10,000-event window (us):", " ".join(f"{c:.1f}" for c in costs)
+        "evolve: per-event cost after a history of N events (us; the next 1,000, best of 9):",
+        "  ".join(f"{length:,}: {micros:.1f}" for length, micros in costs),
     )
 
 
