@@ -123,14 +123,14 @@ def _split_key(message: Incoming) -> tuple[str | None, str | None]:
 Refusal = tuple[ReasonCode, str]
 
 
-class ErasedCheck(Protocol):
+class SubjectErasedCheck(Protocol):
     """Whether a subject was erased; `key_in_use` when a record was just opened with its key
     (the key store need not be asked again)."""
 
     def __call__(self, subject: str, /, *, key_in_use: bool = False) -> bool: ...
 
 
-def _never_erased(_subject: str, *, key_in_use: bool = False) -> bool:  # noqa: ARG001 (the ErasedCheck signature)
+def _never_erased(_subject: str, *, key_in_use: bool = False) -> bool:  # noqa: ARG001 (the SubjectErasedCheck signature)
     return False
 
 
@@ -138,7 +138,7 @@ class Known(NamedTuple):
     """What the wiring knows about subjects before the batch."""
 
     state: Callable[[str], UserState | None]
-    is_erased: ErasedCheck
+    is_erased: SubjectErasedCheck
     history_bytes: Callable[[str], int]
 
 
@@ -155,7 +155,7 @@ class BatchProcessor:
         messages: Sequence[Incoming],
         load_state: Callable[[str], UserState | None],
         now: datetime,
-        is_erased: ErasedCheck = _never_erased,
+        is_erased: SubjectErasedCheck = _never_erased,
         history_bytes: Callable[[str], int] = lambda _key: 0,
     ) -> BatchOutput:
         """Decide and fold every message. `history_bytes(key)` is what the subject's stored
