@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from aiokafka.errors import KafkaConnectionError
 from rich.console import Console
 from rich.table import Table
 
@@ -42,7 +43,7 @@ from streams.demo import run_demo
 from streams.event_files import LineError, read_ndjson_file
 from streams.export import erasure_receipts, export_document, write_csv, write_json
 from streams.fhir_files import read_fhir_files
-from streams.kafka_address import bootstrap_servers
+from streams.kafka_address import KafkaNotFound, bootstrap_servers
 from streams.keys import FileKeyStore, SubjectErased
 from streams.publisher import EventPublisher, NotSent, Published
 from streams.rebuild import checkpoint_of_subject, differences, latest_checkpoints, rebuild_states
@@ -557,9 +558,20 @@ def check_drug(
         out.print(f"{name:>18}: {value}")
 
 
+EXIT_UNREACHABLE = 3
+"""The exit code of a command whose broker is unknown or does not answer (as for a sink that
+does not answer a read)."""
+
+
 def main() -> None:
+    """The `uac` command: a broker that is unknown or does not answer is a one-line message and
+    exit code 3, not a traceback."""
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
-    app()
+    try:
+        app()
+    except (KafkaNotFound, KafkaConnectionError) as error:
+        err.print(f"[red]failed[/red]: {error}")
+        raise SystemExit(EXIT_UNREACHABLE) from None
 
 
 if __name__ == "__main__":

@@ -1,0 +1,57 @@
+"""Commands that need the broker say so in one line when it is unknown or does not answer:
+exit code 3, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def _uac(args: list[str], home: Path, bootstrap: str | None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "UAC_KAFKA_BOOTSTRAP"} | {
+        "UAC_HOME": str(home)
+    }
+    if bootstrap is not None:
+        env["UAC_KAFKA_BOOTSTRAP"] = bootstrap
+    command = [sys.executable, "-m", "streams.cli", *args]
+    return subprocess.run(
+        command, check=False, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["state", "--tenant", "clinic-a", "--subject", "p-1"], id="state"),
+        pytest.param(["alerts", "--json"], id="alerts"),
+        pytest.param(["erase", "--tenant", "clinic-a", "--subject", "p-1"], id="erase"),
+    ],
+)
+def test_given_no_known_broker_then_one_line_and_exit_code_3(
+    tmp_path: Path, args: list[str]
+) -> None:
+    result = _uac(args, tmp_path, bootstrap=None)
+    assert result.returncode == 3
+    assert "no Kafka: set UAC_KAFKA_BOOTSTRAP or run `uac kafka start`" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_given_a_broker_address_nobody_answers_then_one_line_and_exit_code_3(
+    tmp_path: Path,
+) -> None:
+    result = _uac(["alerts", "--json"], tmp_path, bootstrap=f"127.0.0.1:{_closed_port()}")
+    assert result.returncode == 3
+    assert "Unable to bootstrap" in result.stderr
+    assert "Traceback" not in result.stderr
