@@ -66,6 +66,8 @@ err = Console(stderr=True, soft_wrap=True)
 
 
 READ_ERRORS = (QueryRefused, TenantRequired, QueryFailed, AlertNotFound, SinkUnavailable)
+EXIT_FAILED = 3
+"""The exit code after `failed: ...`: a query failed, or the sink or the broker did not answer."""
 
 
 def read_failed(error: Exception) -> typer.Exit:
@@ -79,7 +81,7 @@ def read_failed(error: Exception) -> typer.Exit:
         err.print(str(error))
         return typer.Exit(code=4)
     err.print(f"[red]failed[/red]: {error}")
-    return typer.Exit(code=3)
+    return typer.Exit(code=EXIT_FAILED)
 
 
 class InputFormat(StrEnum):
@@ -558,11 +560,6 @@ def check_drug(
         out.print(f"{name:>18}: {value}")
 
 
-EXIT_UNREACHABLE = 3
-"""The exit code of a command whose broker is unknown or does not answer (as for a sink that
-does not answer a read)."""
-
-
 def main() -> None:
     """The `uac` command: a broker that is unknown or does not answer is a one-line message and
     exit code 3, not a traceback."""
@@ -571,7 +568,7 @@ def main() -> None:
         app()
     except (KafkaNotFound, KafkaConnectionError) as error:
         err.print(f"[red]failed[/red]: {error}")
-        raise SystemExit(EXIT_UNREACHABLE) from None
+        raise SystemExit(EXIT_FAILED) from None
 
 
 if __name__ == "__main__":
