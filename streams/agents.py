@@ -7,7 +7,9 @@ table once per batch, and carries out erasures; a timer publishes the changed su
 checkpoints on the compacted state topic. The batch's sends are delivered before the table
 write, and Faust flushes the producer before it commits offsets, so a crash replays events
 instead of losing them or their outputs; replays are harmless (duplicate event ids are refused
-by the gate, alert ids are deterministic).
+by the gate, alert ids are deterministic). Each batch is checked against the next offset the
+worker expects on each partition, so records the consumer passed over are read from the log
+and processed rather than lost (`streams.continuity`, `Batches`).
 
 An erasure is recorded in the ledger first (durable), then the subject's key is destroyed
 (every sealed copy in every topic becomes unreadable), then its table entry and state topic
@@ -35,12 +37,14 @@ from schemas.codec import alert_codec, checkpoint_codec, decision_codec, erasure
 from schemas.erasures import ErasureRecorded, ref_of_key
 from schemas.events import Event
 from streams.app import Pipeline
+from streams.continuity import Gap, Step, plan, reached
 from streams.keys import SubjectErased
 from streams.ledger import follow_ledger
 from streams.liveness import StallWatch, committed_offsets
 from streams.processing import AcceptedEvent, BatchOutput, BatchProcessor, Incoming
 from streams.runtime import dump_tasks_on_signal, restart_in_place
 from streams.table_codecs import StoredSegment, StoredState, is_segment_key, segment_key
+from streams.topic_reader import RangeReader
 from streams.worker_metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
@@ -253,11 +257,13 @@ def register_agents(
 ) -> None:
     checkpoints = Checkpoints(checkpoint_interval)
     watch = StallWatch(stall_seconds, last_progress=time.monotonic())
+    reader = RangeReader(broker_address(pipeline), pipeline.topics.events)
+    batches = Batches(pipeline, processor, checkpoints, metrics, reader, batch_size)
 
     @pipeline.app.agent(pipeline.events, concurrency=1, name="gate_and_project")
     async def gate_and_project(stream: Any) -> None:
         async for batch in stream.take_events(batch_size, within=within):
-            await handle_batch(pipeline, processor, batch, checkpoints, metrics)
+            await batches.handle([incoming(event) for event in batch])
             watch.progressed(time.monotonic())
 
     @pipeline.app.timer(STALL_CHECK_SECONDS)  # type: ignore[untyped-decorator]
@@ -266,6 +272,15 @@ def register_agents(
             await check_for_stall(pipeline, watch)
         except KafkaError as error:
             log.warning("stall check skipped (the broker did not answer): %r", error)
+
+    @pipeline.app.timer(STALL_CHECK_SECONDS)  # type: ignore[untyped-decorator]
+    async def read_passed_over_tails() -> None:
+        if time.monotonic() - watch.last_progress < STALL_CHECK_SECONDS:
+            return
+        try:
+            await batches.fill_tails()
+        except KafkaError as error:
+            log.warning("tail check skipped (the broker did not answer): %r", error)
 
     @pipeline.app.timer(checkpoint_interval)  # type: ignore[untyped-decorator]
     async def publish_pending_checkpoints() -> None:
@@ -281,6 +296,10 @@ def register_agents(
             key for key in list(pipeline.states.keys()) if not is_segment_key(key)
         )
 
+    @pipeline.app.on_before_shutdown.connect
+    async def close_reader(_sender: Any, /, *_args: Any, **_kwargs: Any) -> None:
+        await reader.close()
+
     @pipeline.app.task  # type: ignore[untyped-decorator]
     async def diagnose_on_request() -> None:
         dump_tasks_on_signal()
@@ -295,24 +314,40 @@ def register_agents(
         )
 
 
-async def check_for_stall(pipeline: Pipeline, watch: StallWatch) -> None:
-    """Restart the worker in place when its assigned events partitions have work but nothing
-    moved for the watch's period (see `streams.liveness`)."""
+def assigned_events_partitions(pipeline: Pipeline) -> list[Any]:
+    """The events partitions this worker owns now (none while it rebalances or recovers)."""
     app = pipeline.app
     if app.rebalancing or app.in_recovery:
-        watch.progressed(time.monotonic())
-        return
-    assigned = sorted(tp for tp in app.consumer.assignment() if tp.topic == pipeline.topics.events)
-    if not assigned or not watch.may_stall(time.monotonic()):
-        return
+        return []
+    return sorted(tp for tp in app.consumer.assignment() if tp.topic == pipeline.topics.events)
+
+
+async def group_committed_offsets(pipeline: Pipeline, assigned: Sequence[Any]) -> dict[int, int]:
     partitions = [TopicPartition(tp.topic, tp.partition) for tp in assigned]
-    ends = {tp.partition: end for tp, end in (await app.consumer.highwaters(*assigned)).items()}
     admin = AIOKafkaAdminClient(bootstrap_servers=broker_address(pipeline), client_id="uac-watch")
     await admin.start()
     try:
-        committed = await committed_offsets(admin, app.conf.id, partitions)
+        return await committed_offsets(admin, pipeline.app.conf.id, partitions)
     finally:
         await admin.close()
+
+
+async def end_offsets(pipeline: Pipeline, assigned: Sequence[Any]) -> dict[int, int]:
+    highwaters = await pipeline.app.consumer.highwaters(*assigned)
+    return {tp.partition: end for tp, end in highwaters.items()}
+
+
+async def check_for_stall(pipeline: Pipeline, watch: StallWatch) -> None:
+    """Restart the worker in place when its assigned events partitions have work but nothing
+    moved for the watch's period (see `streams.liveness`)."""
+    assigned = assigned_events_partitions(pipeline)
+    if not assigned:
+        watch.progressed(time.monotonic())
+        return
+    if not watch.may_stall(time.monotonic()):
+        return
+    ends = await end_offsets(pipeline, assigned)
+    committed = await group_committed_offsets(pipeline, assigned)
     stalled = watch.stalled(committed, ends, time.monotonic())
     if stalled:
         log.error(
@@ -332,24 +367,109 @@ def broker_address(pipeline: Pipeline) -> str:
     return f"{broker.host}:{broker.port}"
 
 
-async def handle_batch(
-    pipeline: Pipeline,
-    processor: BatchProcessor,
-    batch: Sequence[Any],
-    checkpoints: Checkpoints,
-    metrics: WorkerMetrics,
-) -> None:
-    started, now = time.monotonic(), datetime.now(UTC)
-    messages = [incoming(event) for event in batch]
-    output = processor.process_batch(
-        messages, load_state(pipeline), now, pipeline.ledger.is_erased, history_bytes(pipeline)
-    )
-    try:
-        await publish(pipeline, output, now)
-        store(pipeline, output, checkpoints)
-        await erase(pipeline, output.erasures, now)
-    except SubjectErased as error:
-        log.warning("a subject was erased by another process during the batch: %s", error)
-    except Exception as error:  # noqa: BLE001 (any failure must stop before a commit)
-        fail_stop(error)
-    metrics.observe(output, time.monotonic() - started)
+@dataclass
+class Batches:
+    """Runs the agent's batches so that every offset of the events topic is processed once
+    the consumer has moved past it (`streams.continuity`): records the consumer passed over are
+    read from the log and processed in order, and after each step the next expected offset of
+    its partitions is written to the progress table (after the step's outputs were delivered)."""
+
+    pipeline: Pipeline
+    processor: BatchProcessor
+    checkpoints: Checkpoints
+    metrics: WorkerMetrics
+    reader: RangeReader
+    chunk: int
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def handle(self, messages: Sequence[Incoming]) -> None:
+        async with self.lock:
+            expected = await self.expected({message.partition for message in messages})
+            for step in plan(expected, messages):
+                if isinstance(step, Gap):
+                    await self.fill(step)
+                else:
+                    await self.run(step)
+                    self.advance(step)
+
+    async def expected(self, partitions: Iterable[int]) -> dict[int, int]:
+        """The next offset to process per partition; where none was recorded yet, the start of
+        the log (a new pipeline, or a progress table lost)."""
+        progress = self.pipeline.progress
+        return {
+            p: progress[p] if p in progress else await self.reader.log_start(p) for p in partitions
+        }
+
+    def advance(self, step: Step) -> None:
+        progress = self.pipeline.progress
+        for partition, offset in reached(step).items():
+            if offset > progress.get(partition, -1):
+                progress[partition] = offset
+
+    async def run(self, messages: Sequence[Incoming]) -> None:
+        pipeline, started, now = self.pipeline, time.monotonic(), datetime.now(UTC)
+        output = self.processor.process_batch(
+            messages, load_state(pipeline), now, pipeline.ledger.is_erased, history_bytes(pipeline)
+        )
+        try:
+            await publish(pipeline, output, now)
+            store(pipeline, output, self.checkpoints)
+            await erase(pipeline, output.erasures, now)
+        except SubjectErased as error:
+            log.warning("a subject was erased by another process during the batch: %s", error)
+        except Exception as error:  # noqa: BLE001 (any failure must stop before a commit)
+            fail_stop(error)
+        self.metrics.observe(output, time.monotonic() - started)
+
+    async def fill(self, gap: Gap) -> None:
+        """Read the gap's records from the log and run them, chunk by chunk."""
+        log.warning(
+            "the consumer passed over offsets %d-%d of %s partition %d; reading them from the log",
+            gap.start,
+            gap.end - 1,
+            self.pipeline.topics.events,
+            gap.partition,
+        )
+        self.metrics.gaps.inc()
+        try:
+            first = await self.reader.log_start(gap.partition)
+            if first > gap.start:
+                self.metrics.offsets_lost_to_retention.inc(min(first, gap.end) - gap.start)
+                log.error(
+                    "offsets %d-%d of partition %d were deleted by retention before the worker "
+                    "processed them",
+                    gap.start,
+                    min(first, gap.end) - 1,
+                    gap.partition,
+                )
+            async for records in self.reader.read(gap.partition, gap.start, gap.end, self.chunk):
+                messages = [from_record(record) for record in records]
+                await self.run(messages)
+                self.advance(tuple(messages))
+                self.metrics.recovered_records.inc(len(messages))
+        except Exception as error:  # noqa: BLE001 (unread, the gap must not be committed over)
+            fail_stop(error)
+        self.advance(gap)
+
+    async def fill_tails(self) -> None:
+        """Offsets at the end of an assigned partition that the group committed but the agent
+        never processed (no later record will arrive to reveal the jump)."""
+        assigned = assigned_events_partitions(self.pipeline)
+        if not assigned:
+            return
+        ends = await end_offsets(self.pipeline, assigned)
+        expected = await self.expected(ends)
+        behind = [tp for tp in assigned if expected[tp.partition] < ends[tp.partition]]
+        if not behind:
+            return
+        committed = await group_committed_offsets(self.pipeline, behind)
+        for tp in behind:
+            if committed[tp.partition] >= ends[tp.partition]:
+                async with self.lock:
+                    start = (await self.expected([tp.partition]))[tp.partition]
+                    if start < ends[tp.partition]:
+                        await self.fill(Gap(tp.partition, start, ends[tp.partition]))
+
+
+def from_record(record: Any) -> Incoming:
+    return Incoming(record.key, record.value, record.topic, record.partition, record.offset)

@@ -13,6 +13,7 @@ from streams.ledger import ErasureLedger
 from streams.sealing import Sealer
 from streams.settings import Settings
 from streams.table_codecs import (
+    PartitionProgressTable,
     StoredStateType,
     SubjectKeyType,
     SubjectTable,
@@ -21,6 +22,7 @@ from streams.table_codecs import (
 from streams.topics import STATE_MESSAGE_BYTES, STATE_REQUEST_BYTES, Topics
 
 STATE_TABLE = "user-state"
+PROGRESS_TABLE = "events-progress"
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class Pipeline:
     state: Any
     erasures: Any
     states: Any
+    progress: Any
+    """Events partition -> the next offset the agent expects there (`streams.continuity`)."""
     keys: SubjectKeys
     sealer: Sealer
     ledger: ErasureLedger
@@ -77,6 +81,17 @@ def create_app(
         value_type=StoredStateType,
         extra_topic_configs={"max.message.bytes": str(STATE_MESSAGE_BYTES)},
     )
+    progress = app.tables.add(
+        PartitionProgressTable(
+            app,
+            name=PROGRESS_TABLE,
+            beacon=app.tables.beacon,
+            partitions=settings.partitions,
+            use_partitioner=True,
+            key_type=int,  # type: ignore[arg-type]  # Faust decodes int (its annotation omits it)
+            value_type=int,  # type: ignore[arg-type]
+        )
+    )
     return Pipeline(
         app=app,
         topics=topics,
@@ -87,6 +102,7 @@ def create_app(
         state=raw_topic(topics.state),
         erasures=raw_topic(topics.erasures, 1),
         states=states,
+        progress=progress,
         keys=keys,
         sealer=sealer,
         ledger=ledger,

@@ -151,6 +151,15 @@ class SubjectTable(faust.Table[str, StoredState | StoredSegment]):
         return int(murmur2(subject) & 0x7FFFFFFF) % partitions
 
 
+class PartitionProgressTable(faust.Table[int, int]):
+    """The next offset the worker expects on each events partition (`streams.continuity`), on
+    the changelog partition of the same number, so the worker that owns an events partition
+    recovers its entry."""
+
+    def partition_for_key(self, key: Any) -> int | None:
+        return int(key)
+
+
 class SubjectKeyCodec(codecs.Codec):
     def _dumps(self, obj: Any) -> bytes:
         return str(obj).encode("utf-8")

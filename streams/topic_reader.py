@@ -1,9 +1,12 @@
-"""Reading whole topics (to their current end) or following them, without a consumer group:
-for the CLI's alerts/state/replay commands, which must never move the pipeline's offsets."""
+"""Reading whole topics (to their current end), following them, or reading offset ranges,
+without a consumer group: for the CLI's alerts/state/replay commands and for the worker's
+reading of offsets its consumer passed over (`streams.continuity`), which must never move the
+pipeline's offsets."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -79,3 +82,58 @@ async def follow_topic(bootstrap: str, topic: str, stop: asyncio.Event) -> Async
                     yield record
     finally:
         await consumer.stop()
+
+
+class RangeReader:
+    """Reads given offset ranges of a topic's partitions, without a consumer group (so it never
+    moves anyone's offsets). Its consumer is started on first use and kept until `close`."""
+
+    STALLED_SECONDS = 60.0
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self._bootstrap, self._topic = bootstrap, topic
+        self._consumer: AIOKafkaConsumer | None = None
+
+    async def _started(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=self._bootstrap,
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                client_id="uac-range-reader",
+                max_partition_fetch_bytes=STATE_REQUEST_BYTES,
+            )
+            await consumer.start()
+            self._consumer = consumer
+        return self._consumer
+
+    async def log_start(self, partition: int) -> int:
+        """The first offset the partition still holds (what retention has not deleted)."""
+        tp = TopicPartition(self._topic, partition)
+        consumer = await self._started()
+        return int((await consumer.beginning_offsets([tp]))[tp])
+
+    async def read(self, partition: int, start: int, end: int, chunk: int) -> AsyncIterator[Any]:
+        """The records at offsets `start` to `end` (exclusive) still in the log, in order, in
+        lists of at most `chunk`. Raises TimeoutError when the broker gives nothing for
+        `STALLED_SECONDS` while offsets remain."""
+        tp = TopicPartition(self._topic, partition)
+        consumer = await self._started()
+        consumer.assign([tp])
+        consumer.seek(tp, start)
+        deadline, reached = time.monotonic() + self.STALLED_SECONDS, start
+        while (position := await consumer.position(tp)) < end:
+            if position > reached:
+                deadline, reached = time.monotonic() + self.STALLED_SECONDS, position
+            elif time.monotonic() > deadline:
+                raise TimeoutError(f"offsets {position}-{end} of {tp} could not be read")
+            batches = await consumer.getmany(tp, timeout_ms=500, max_records=chunk)
+            records = [record for record in batches.get(tp, []) if record.offset < end]
+            if records:
+                yield records
+
+    async def close(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+            self._consumer = None

@@ -40,6 +40,21 @@ class WorkerMetrics:
             "Subjects whose checkpoint could not be made (logged by reference)",
             registry=self.registry,
         )
+        self.gaps = Counter(
+            "uac_worker_offset_gaps_total",
+            "Offset ranges the consumer passed over, read from the log by the worker",
+            registry=self.registry,
+        )
+        self.recovered_records = Counter(
+            "uac_worker_recovered_records_total",
+            "Records the consumer passed over that the worker read from the log and processed",
+            registry=self.registry,
+        )
+        self.offsets_lost_to_retention = Counter(
+            "uac_worker_offsets_lost_to_retention_total",
+            "Passed-over offsets already deleted by retention when the worker went to read them",
+            registry=self.registry,
+        )
         self.batch_seconds = Histogram(
             "uac_worker_batch_seconds",
             "Time to process and publish one batch",

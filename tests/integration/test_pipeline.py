@@ -3,6 +3,7 @@ quarantines bad input with reason codes, never duplicates, and survives restarts
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import struct
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from projections.document import event_document
 from projections.gate import GateContext
@@ -24,6 +26,7 @@ from schemas.events import Event
 from streams.event_files import read_ndjson_file
 from streams.settings import Settings
 from streams.tenants import load_gate_policy
+from streams.topic_reader import topic_partitions
 from tests.factories import make_event
 from tests.integration.harness import Pipeline, new_pipeline, running, wait_for
 
@@ -256,6 +259,55 @@ def test_given_a_worker_restart_mid_stream_then_state_is_recovered_and_nothing_i
     result = pipeline.uac("replay", "--from-kafka", "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout) == {"subjects": 40, "differences": []}
+    wait_for_history(pipeline, allergies + drugs)
+
+
+def commit_past_everything(pipeline: Pipeline) -> None:
+    """Commit the worker group's offsets at the end of the events topic, as Faust does when it
+    acknowledges records it skipped during a rebalance (`streams.continuity`)."""
+
+    async def commit() -> None:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=pipeline.bootstrap, group_id=pipeline.app_id, enable_auto_commit=False
+        )
+        await consumer.start()
+        try:
+            partitions = await topic_partitions(pipeline.bootstrap, pipeline.topics.events)
+            assigned = [TopicPartition(pipeline.topics.events, p) for p in partitions]
+            consumer.assign(assigned)
+            await consumer.commit(await consumer.end_offsets(assigned))
+        finally:
+            await consumer.stop()
+
+    asyncio.run(commit())
+
+
+@pytest.mark.parametrize("then", ["more-events", "end-of-log"])
+def test_given_offsets_committed_past_unprocessed_events_then_the_worker_reads_them_from_the_log(
+    pipeline: Pipeline, then: str
+) -> None:
+    allergies, drugs = _allergy_then_drugs(16)
+    passed_over, later = (drugs[:8], drugs[8:]) if then == "more-events" else (drugs, [])
+    pipeline.start("sink")
+    worker = pipeline.start("worker", "--loglevel", "info")
+    pipeline.publish(allergies)
+    wait_for(pipeline.accepted, lambda f: len(f) == len(allergies), what="every allergy")
+    worker.stop(signal.SIGTERM)
+    pipeline.publish(passed_over)
+    commit_past_everything(pipeline)
+    pipeline.publish(later)
+    pipeline.start("worker", "--loglevel", "info")
+    wanted = {e.subject_id for e in drugs}
+    wait_for(
+        lambda: wanted - {a.subject_id for a in pipeline.alerts()},
+        lambda missing: not missing,
+        timeout=120,
+        what="an alert for every subject (showing the subjects still without one)",
+    )
+    accepted = wait_for(
+        pipeline.accepted, lambda f: len({e.id for e in f}) == 32, what="every event accepted"
+    )
+    assert {e.id for e in accepted} == {e.id for e in allergies + drugs}
     wait_for_history(pipeline, allergies + drugs)
 
 

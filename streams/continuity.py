@@ -1,0 +1,81 @@
+"""Every offset of the events topic is processed, whatever the consumer hands the agent.
+
+Faust can, rarely, pass over a record after a rebalance: a record that reaches the stream while
+flow is suspended, or from an older consumer generation, is skipped *and acknowledged*
+(`faust.streams`), so the commit moves past it and the seek after the rebalance resumes behind
+it. Nothing in Faust notices. The worker therefore keeps its own durable record of the next
+offset it expects on each events partition (a changelog-backed table written after each batch's
+outputs) and plans every batch against it: an offset jump becomes a `Gap`, read straight from
+the log and processed, in order, before the records that follow it.
+
+Kafka-free: the agent supplies the expected offsets and runs the steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from streams.processing import Incoming
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Offsets `start` to `end` (exclusive) of an events partition that the consumer passed
+    over. Some may hold no record (transaction markers, retention): reading finds what is there."""
+
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+Step = Gap | tuple[Incoming, ...]
+
+
+def plan(expected: Mapping[int, int], messages: Sequence[Incoming]) -> list[Step]:
+    """The batch as steps to run in order: runs of messages, and before a message that jumps
+    past the next expected offset of its partition, the gap. Within a partition the delivery
+    order is kept; a record the worker already processed stays in its run (the gate refuses it
+    as a duplicate). Without any gap the whole batch is one step, as delivered. `expected` must
+    name every partition of the batch."""
+    by_partition: dict[int, list[Incoming]] = {}
+    for message in messages:
+        by_partition.setdefault(message.partition, []).append(message)
+    pieces = {p: _pieces(expected[p], p, records) for p, records in by_partition.items()}
+    if all(len(steps) == 1 for steps in pieces.values()):
+        return [tuple(messages)] if messages else []
+    whole = tuple(m for m in messages if len(pieces[m.partition]) == 1)
+    with_gaps = [step for steps in pieces.values() if len(steps) > 1 for step in steps]
+    return ([whole] if whole else []) + with_gaps
+
+
+def _pieces(expected: int, partition: int, records: Sequence[Incoming]) -> list[Step]:
+    steps: list[Step] = []
+    run: list[Incoming] = []
+    following = expected
+    for record in records:
+        if record.offset > following:
+            if run:
+                steps.append(tuple(run))
+                run = []
+            steps.append(Gap(partition, following, record.offset))
+        run.append(record)
+        following = max(following, record.offset + 1)
+    if run:
+        steps.append(tuple(run))
+    return steps
+
+
+def reached(step: Step) -> dict[int, int]:
+    """The next offset of each partition once `step` has run: after its last record, or after
+    the gap (offsets without a record in the log included)."""
+    if isinstance(step, Gap):
+        return {step.partition: step.end}
+    following: dict[int, int] = {}
+    for message in step:
+        following[message.partition] = max(following.get(message.partition, 0), message.offset + 1)
+    return following
