@@ -86,14 +86,20 @@ async def publish(pipeline: Pipeline, output: BatchOutput, decided_at: datetime)
         subject = f"{alert.tenant_id}:{alert.subject_id}"
         if subject in output.erased:
             continue
-        sealed = pipeline.sealer.seal(subject, alerts.encode(alert))
+        try:
+            sealed = pipeline.sealer.seal(subject, alerts.encode(alert))
+        except SubjectErased:
+            log.warning("alert of an erased subject not published (%s…)", ref_of_key(subject)[:12])
+            continue
         deliveries.append(await send(topics.alerts, subject.encode(), sealed, None, None, None))
     await asyncio.gather(*deliveries)
 
 
 def store(pipeline: Pipeline, output: BatchOutput, checkpoints: Checkpoints) -> None:
     """One head write per changed subject (its new events appended, sealed), after the history
-    segments that closed; the subject's checkpoint is then due on the compacted state topic."""
+    segments that closed; the subject's checkpoint is then due on the compacted state topic. A
+    subject whose key was destroyed meanwhile (erased by another worker during a rebalance) is
+    left out; the batch's other subjects are stored."""
     framed: dict[str, list[bytes]] = {}
     for item in output.accepted:
         framed.setdefault(item.key, []).append(item.framed)
@@ -101,10 +107,14 @@ def store(pipeline: Pipeline, output: BatchOutput, checkpoints: Checkpoints) -> 
         if key in output.erased:
             continue
         previous = loaded(pipeline, key)
-        if previous is None or previous.state is None:
-            head, closed = StoredState.first(state, framed[key], pipeline.sealer)
-        else:
-            head, closed = previous.extended(state, framed[key], pipeline.sealer)
+        try:
+            if previous is None or previous.state is None:
+                head, closed = StoredState.first(state, framed[key], pipeline.sealer)
+            else:
+                head, closed = previous.extended(state, framed[key], pipeline.sealer)
+        except SubjectErased:
+            log.warning("state of an erased subject not stored (%s…)", ref_of_key(key)[:12])
+            continue
         for segment, stored in closed:
             pipeline.states[segment] = stored
         pipeline.states[key] = head
@@ -415,8 +425,6 @@ class Batches:
             await publish(pipeline, output, now)
             store(pipeline, output, self.checkpoints)
             await erase(pipeline, output.erasures, now)
-        except SubjectErased as error:
-            log.warning("a subject was erased by another process during the batch: %s", error)
         except Exception as error:  # noqa: BLE001 (any failure must stop before a commit)
             fail_stop(error)
         self.metrics.observe(output, time.monotonic() - started)
