@@ -55,7 +55,10 @@ else the dispense validityPeriod.end, capped at meta.lastUpdated, or without it 
 time (the terminal status was known by then), else meta.lastUpdated; a candidate counts only
 when it is after the order. With none,
 the stop time is unknown and the stop is placed 1 ms after the order: the order is checked once
-(its alerts are raised and then resolved), and it does not stay active for ever.
+(its alerts are raised and then resolved), and it does not stay active for ever. An
+entered-in-error request yields the MedicationStopped only: it never was a prescription, so it
+raises no alert, and it ends an earlier version of the same request (same id) if one was
+imported.
 
 Patient -> FactAsserted(home_country, ISO 3166-1 alpha-2) from the first `home` address, else
 the first address: any ISO alpha-2 code, and a small table of alpha-3 codes and English names;
@@ -535,7 +538,8 @@ _REQUEST_STATUSES: Final = frozenset(
         "unknown",
     }
 )
-_ENDED_STATUSES: Final = frozenset({"stopped", "completed", "cancelled", "entered-in-error"})
+_IN_ERROR: Final = "entered-in-error"
+_ENDED_STATUSES: Final = frozenset({"stopped", "completed", "cancelled", _IN_ERROR})
 
 
 @dataclass(frozen=True)
@@ -560,7 +564,8 @@ def _medication_request_events(source: _Source, index: _Index) -> list[Event]:
         note=_notes(resource),
     )
     timing = _timing(source, (_time_at(resource, "authoredOn"),))
-    events = [_event(source, subject_id, timing, payload, EventType.MEDICATION_PRESCRIBED.value)]
+    prescribed = _event(source, subject_id, timing, payload, EventType.MEDICATION_PRESCRIBED.value)
+    events = [] if status == _IN_ERROR else [prescribed]
     if status in _ENDED_STATUSES:
         stopped_at = _stop_time(resource, timing.occurred_at, source.context.fallback_time)
         stop_timing = _Timing(stopped_at, max(timing.recorded_at, stopped_at), timing.version)

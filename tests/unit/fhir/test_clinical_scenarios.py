@@ -300,6 +300,25 @@ def test_a_later_refutation_resolves_the_alert(
     assert active_allergies(result.state) == []
 
 
+def test_given_a_zosyn_order_entered_in_error_then_no_alert_is_ever_raised() -> None:
+    in_error = for_patient(ZOSYN, "pat1", status="entered-in-error")
+    result = subject(fold(submitted_from([PENICILLIN, in_error])), "pat1")
+    assert drug_allergy_alerts(result) == []
+    assert result.state.medication_views() == []
+
+
+def test_given_an_active_zosyn_order_later_entered_in_error_then_its_alert_is_resolved() -> None:
+    active = ACTIVE_ZOSYN | {"meta": {"versionId": "1", "lastUpdated": "2015-01-15T00:00:00Z"}}
+    in_error = for_patient(ZOSYN, "pat1", status="entered-in-error") | {
+        "meta": {"versionId": "2", "lastUpdated": "2015-02-01T00:00:00Z"}
+    }
+    result = subject(fold(submitted_from([PENICILLIN, active, in_error])), "pat1")
+    records = drug_allergy_alerts(result, "medrx0319")
+    assert [a.status for a in records] == [AlertStatus.RAISED, AlertStatus.RESOLVED]
+    assert records[1].occurred_at == datetime(2015, 2, 1, tzinfo=UTC)
+    assert [v.stop_reason for v in result.state.medication_views()] == ["entered-in-error"]
+
+
 def test_given_the_same_files_imported_twice_then_the_gate_drops_every_repeat() -> None:
     once = submitted_from([PENICILLIN, ZOSYN])
     results = replay_batch([*once, *submitted_from([PENICILLIN, ZOSYN])], context_for, RULES)

@@ -573,11 +573,6 @@ ORDERED = utc(2015, 1, 15)
             id="given cancelled then a stop with reason cancelled",
         ),
         pytest.param(
-            {"status": "entered-in-error"},
-            ("entered-in-error", ORDERED + timedelta(milliseconds=1)),
-            id="given entered-in-error then a stop with reason entered-in-error",
-        ),
-        pytest.param(
             {"status": "completed", "meta": {"lastUpdated": "2015-02-01T00:00:00Z"}},
             ("completed", utc(2015, 2, 1)),
             id="given completed and lastUpdated then stopped at lastUpdated",
@@ -1070,3 +1065,14 @@ def test_given_a_whole_synthea_file_when_imported_then_every_line_is_accounted_f
     assert isinstance(aspirin.payload, AllergyRecorded)
     assert aspirin.payload.substance == "Aspirin"
     assert aspirin.occurred_at == utc(1996, 12, 27, 9, 21, 52)
+
+
+def test_given_an_order_entered_in_error_then_only_a_stop_and_never_a_prescription() -> None:
+    """It never was a prescription (no alert is raised for it); the stop ends an earlier
+    version of the same request."""
+    events = events_of(changed(ACTIVE_ORDER, status="entered-in-error"))
+    assert [e.payload for e in events] == [
+        MedicationStopped(prescription_id="medrx0332", reason="entered-in-error")
+    ]
+    assert events[0].occurred_at == ORDERED + timedelta(milliseconds=1)
+    assert events[0].source_ref == "MedicationRequest/medrx0332"
