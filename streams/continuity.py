@@ -3,10 +3,12 @@
 Faust can, rarely, pass over a record after a rebalance: a record that reaches the stream while
 flow is suspended, or from an older consumer generation, is skipped *and acknowledged*
 (`faust.streams`), so the commit moves past it and the seek after the rebalance resumes behind
-it. Nothing in Faust notices. The worker therefore keeps its own durable record of the next
-offset it expects on each events partition (a changelog-backed table written after each batch's
-outputs) and plans every batch against it: an offset jump becomes a `Gap`, read straight from
-the log and processed, in order, before the records that follow it.
+it. `take_events` also acknowledges a batch's events in a `finally`, so a batch the agent was
+cancelled in the middle of (a stop) can be acknowledged unprocessed. Nothing in Faust notices.
+The worker therefore keeps its own durable record of the next offset it expects on each events
+partition (a changelog-backed table written after each batch's outputs) and plans every batch
+against it: an offset jump becomes a `Gap`, read straight from the log and processed, in order,
+before the records that follow it.
 
 Kafka-free: the agent supplies the expected offsets and runs the steps.
 """
