@@ -431,14 +431,7 @@ class Batches:
 
     async def fill(self, gap: Gap) -> None:
         """Read the gap's records from the log and run them, chunk by chunk."""
-        log.warning(
-            "the consumer passed over offsets %d-%d of %s partition %d; reading them from the log",
-            gap.start,
-            gap.end - 1,
-            self.pipeline.topics.events,
-            gap.partition,
-        )
-        self.metrics.gaps.inc()
+        recovered = 0
         try:
             first = await self.reader.log_start(gap.partition)
             if first > gap.start:
@@ -454,10 +447,24 @@ class Batches:
                 messages = [from_record(record) for record in records]
                 await self.run(messages)
                 self.advance(tuple(messages))
-                self.metrics.recovered_records.inc(len(messages))
+                recovered += len(messages)
         except Exception as error:  # noqa: BLE001 (unread, the gap must not be committed over)
             fail_stop(error)
         self.advance(gap)
+        where = (gap.start, gap.end - 1, self.pipeline.topics.events, gap.partition)
+        if recovered:
+            self.metrics.gaps.inc()
+            self.metrics.recovered_records.inc(recovered)
+            log.warning(
+                "the consumer passed over offsets %d-%d of %s partition %d: %d events read "
+                "from the log and processed",
+                *where,
+                recovered,
+            )
+        else:
+            log.debug(
+                "offsets %d-%d of %s partition %d hold no event (transaction markers)", *where
+            )
 
     async def fill_tails(self) -> None:
         """Offsets at the end of an assigned partition that the group committed but the agent

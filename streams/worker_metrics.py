@@ -42,7 +42,7 @@ class WorkerMetrics:
         )
         self.gaps = Counter(
             "uac_worker_offset_gaps_total",
-            "Offset ranges the consumer passed over, read from the log by the worker",
+            "Offset ranges holding events that the consumer passed over (read from the log)",
             registry=self.registry,
         )
         self.recovered_records = Counter(

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from projections.document import event_document
 from projections.gate import GateContext
@@ -24,6 +24,7 @@ from schemas.alerts import Alert
 from schemas.codec import event_codec, event_record, frame
 from schemas.events import Event
 from streams.event_files import read_ndjson_file
+from streams.publisher import wire_bytes
 from streams.settings import Settings
 from streams.tenants import load_gate_policy
 from streams.topic_reader import topic_partitions
@@ -308,6 +309,49 @@ def test_given_offsets_committed_past_unprocessed_events_then_the_worker_reads_t
         pipeline.accepted, lambda f: len({e.id for e in f}) == 32, what="every event accepted"
     )
     assert {e.id for e in accepted} == {e.id for e in allergies + drugs}
+    wait_for_history(pipeline, allergies + drugs)
+
+
+def publish_in_transactions(pipeline: Pipeline, events: list[Event], per_transaction: int) -> None:
+    """Publish as a transactional producer does: every commit leaves a marker, an offset that
+    holds no record, behind each transaction's events."""
+    codec, sealer = event_codec(), pipeline.sealer
+
+    async def send() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=pipeline.bootstrap, transactional_id=f"{pipeline.app_id}-producer"
+        )
+        await producer.start()
+        try:
+            for start in range(0, len(events), per_transaction):
+                async with producer.transaction():
+                    for event in events[start : start + per_transaction]:
+                        value = wire_bytes(codec, sealer, event)
+                        await producer.send(pipeline.topics.events, value, key=event.key.encode())
+        finally:
+            await producer.stop()
+
+    asyncio.run(send())
+
+
+def test_given_a_transactional_producer_then_its_commit_markers_lose_and_stall_nothing(
+    pipeline: Pipeline,
+) -> None:
+    allergies, drugs = _allergy_then_drugs(12)
+    pipeline.start("sink")
+    pipeline.start("worker", "--loglevel", "info")
+    publish_in_transactions(pipeline, allergies + drugs, per_transaction=5)
+    wanted = {e.subject_id for e in drugs}
+    wait_for(
+        lambda: wanted - {a.subject_id for a in pipeline.alerts()},
+        lambda missing: not missing,
+        what="an alert for every subject (showing the subjects still without one)",
+    )
+    accepted = wait_for(
+        pipeline.accepted, lambda f: len({e.id for e in f}) == 24, what="every event accepted"
+    )
+    assert {e.id for e in accepted} == {e.id for e in allergies + drugs}
+    assert pipeline.quarantined() == []
     wait_for_history(pipeline, allergies + drugs)
 
 
