@@ -468,7 +468,9 @@ class Batches:
 
     async def fill_tails(self) -> None:
         """Offsets at the end of an assigned partition that the group committed but the agent
-        never processed (no later record will arrive to reveal the jump)."""
+        never processed (no later record will arrive to reveal the jump). A partition that
+        moved to another worker meanwhile (a rebalance: Faust does not pause timers) is left to
+        that worker."""
         assigned = assigned_events_partitions(self.pipeline)
         if not assigned:
             return
@@ -479,11 +481,14 @@ class Batches:
             return
         committed = await group_committed_offsets(self.pipeline, behind)
         for tp in behind:
-            if committed[tp.partition] >= ends[tp.partition]:
-                async with self.lock:
-                    start = (await self.expected([tp.partition]))[tp.partition]
-                    if start < ends[tp.partition]:
-                        await self.fill(Gap(tp.partition, start, ends[tp.partition]))
+            if committed[tp.partition] < ends[tp.partition]:
+                continue
+            async with self.lock:
+                if tp not in assigned_events_partitions(self.pipeline):
+                    continue
+                start = (await self.expected([tp.partition]))[tp.partition]
+                if start < ends[tp.partition]:
+                    await self.fill(Gap(tp.partition, start, ends[tp.partition]))
 
 
 def from_record(record: Any) -> Incoming:

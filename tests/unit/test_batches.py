@@ -1,0 +1,155 @@
+"""The agent's batch runner without Kafka: offsets the consumer passed over are read and run
+before the records after them, progress moves only after a step's outputs were delivered, and
+a failed delivery stops the worker before anything is acknowledged."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from rules.engine import default_rules
+from schemas.codec import event_codec
+from streams import agents
+from streams.agents import Batches, Checkpoints
+from streams.keys import FileKeyStore
+from streams.ledger import ErasureLedger
+from streams.processing import BatchProcessor, Incoming
+from streams.sealing import Sealer
+from streams.worker_metrics import WorkerMetrics
+from tests.factories import make_event
+from tests.fakes import TableKnowledge
+from tests.unit.test_processing import POLICY
+
+TOPIC = "uac.events"
+
+
+class Table(dict[Any, Any]):
+    @property
+    def data(self) -> dict[Any, Any]:
+        return self
+
+
+class LogOfOnePartition:
+    """The range reader over an in-memory log of partition 0."""
+
+    def __init__(self, records: list[Incoming], log_start: int = 0) -> None:
+        self.records, self.start = records, log_start
+        self.reads: list[tuple[int, int]] = []
+
+    async def log_start(self, _partition: int) -> int:
+        return self.start
+
+    async def read(self, _partition: int, start: int, end: int, chunk: int) -> AsyncIterator[Any]:
+        self.reads.append((start, end))
+        found = [r for r in self.records if max(start, self.start) <= r.offset < end]
+        for n in range(0, len(found), chunk):
+            yield found[n : n + chunk]
+
+
+def events_log(sealer: Sealer, subjects: int) -> list[Incoming]:
+    """Offsets 0..2n-1: an allergy then a conflicting drug per subject, subject by subject."""
+    records = []
+    for n in range(subjects):
+        allergy = make_event("AllergyRecorded", f"a{n}", subject=f"p{n}")
+        drug = make_event("MedicationPrescribed", f"rx{n}", subject=f"p{n}", at=timedelta(1))
+        for event in (allergy, drug):
+            value = sealer.seal(event.key, event_codec().encode(event))
+            records.append(Incoming(event.key.encode(), value, TOPIC, 0, len(records)))
+    return records
+
+
+def runner(tmp_path: Path, log: LogOfOnePartition, fail_sends: bool = False) -> Batches:
+    keys = FileKeyStore(tmp_path / "keys")
+    sealer = Sealer(keys)
+
+    async def send(topic: str, key: bytes, value: bytes, *_: Any) -> asyncio.Future[None]:
+        if fail_sends:
+            raise ConnectionError("the broker is gone")
+        sent.append((topic, key))
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    sent: list[tuple[str, bytes]] = []
+    pipeline: Any = SimpleNamespace(
+        app=SimpleNamespace(producer=SimpleNamespace(send=send)),
+        topics=SimpleNamespace(events=TOPIC, accepted="acc", quarantine="q", alerts="alerts"),
+        states=Table(),
+        progress=Table(),
+        sealer=sealer,
+        ledger=ErasureLedger(keys),
+        sent=sent,
+    )
+    processor = BatchProcessor(event_codec(), default_rules(TableKnowledge()), POLICY, sealer)
+    return Batches(pipeline, processor, Checkpoints(1.0), WorkerMetrics(), log, chunk=3)  # type: ignore[arg-type]
+
+
+def test_given_a_batch_after_passed_over_offsets_then_they_run_first_and_nothing_is_lost(
+    tmp_path: Path,
+) -> None:
+    log = LogOfOnePartition([])
+    log.records = events_log(runner(tmp_path, log).pipeline.sealer, 6)
+    batches = runner(tmp_path, log)
+    batches.pipeline.progress[0] = 2
+    asyncio.run(batches.handle(log.records[9:]))
+    assert log.reads == [(2, 9)]
+    accepted = [key for topic, key in batches.pipeline.sent if topic == "acc"]
+    assert len(accepted) == 10
+    assert {k.decode() for k in accepted} == {f"clinic-a:p{n}" for n in range(1, 6)}
+    assert sorted(batches.pipeline.states) == [f"clinic-a:p{n}" for n in range(1, 6)]
+    assert len([topic for topic, _ in batches.pipeline.sent if topic == "alerts"]) == 5
+    assert batches.pipeline.progress[0] == 12
+    samples = batches.metrics.registry.get_sample_value
+    assert samples("uac_worker_recovered_records_total") == 7
+    assert samples("uac_worker_offset_gaps_total") == 1
+
+
+def test_given_no_progress_recorded_then_the_check_starts_at_the_log_start(
+    tmp_path: Path,
+) -> None:
+    log = LogOfOnePartition([], log_start=4)
+    log.records = events_log(runner(tmp_path, log).pipeline.sealer, 4)
+    batches = runner(tmp_path, log)
+    asyncio.run(batches.handle(log.records[6:]))
+    assert log.reads == [(4, 6)]
+    assert batches.pipeline.progress[0] == 8
+    assert sorted(batches.pipeline.states) == ["clinic-a:p2", "clinic-a:p3"]
+
+
+def test_given_offsets_deleted_by_retention_then_they_are_counted_not_invented(
+    tmp_path: Path,
+) -> None:
+    log = LogOfOnePartition([], log_start=4)
+    log.records = events_log(runner(tmp_path, log).pipeline.sealer, 4)
+    batches = runner(tmp_path, log)
+    batches.pipeline.progress[0] = 1
+    asyncio.run(batches.handle(log.records[6:]))
+    samples = batches.metrics.registry.get_sample_value
+    assert samples("uac_worker_offsets_lost_to_retention_total") == 3
+    assert samples("uac_worker_recovered_records_total") == 2
+    assert batches.pipeline.progress[0] == 8
+
+
+def test_given_a_delivery_that_fails_then_the_worker_stops_and_progress_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def exit_now(code: int) -> None:
+        raise SystemExit(code)
+
+    monkeypatch.setattr(agents.os, "_exit", exit_now)
+    monkeypatch.setattr(agents.logging, "shutdown", lambda: None)
+    log = LogOfOnePartition([])
+    log.records = events_log(runner(tmp_path, log).pipeline.sealer, 2)
+    batches = runner(tmp_path, log, fail_sends=True)
+    batches.pipeline.progress[0] = 0
+    with pytest.raises(SystemExit) as stopped:
+        asyncio.run(batches.handle(log.records))
+    assert stopped.value.code == agents.EXIT_PUBLISH_FAILED
+    assert batches.pipeline.progress[0] == 0
+    assert batches.pipeline.states == {}
