@@ -245,13 +245,11 @@ def history_bytes(pipeline: Pipeline) -> Any:
     return held
 
 
-def fail_stop(reason: BaseException) -> None:
+def fail_stop(failed: str, reason: BaseException) -> None:
     """Stop the process without acknowledging the batch: Faust would otherwise commit the
     offsets of events whose results were never published (silent loss). The supervisor
     restarts the worker, which replays from the last commit."""
-    log.critical(
-        "publishing a processed batch failed; stopping without committing", exc_info=reason
-    )
+    log.critical("%s failed; stopping without committing", failed, exc_info=reason)
     logging.shutdown()
     os._exit(EXIT_PUBLISH_FAILED)
 
@@ -426,7 +424,7 @@ class Batches:
             store(pipeline, output, self.checkpoints)
             await erase(pipeline, output.erasures, now)
         except Exception as error:  # noqa: BLE001 (any failure must stop before a commit)
-            fail_stop(error)
+            fail_stop("publishing a processed batch", error)
         self.metrics.observe(output, time.monotonic() - started)
 
     async def fill(self, gap: Gap) -> None:
@@ -449,7 +447,7 @@ class Batches:
                 self.advance(tuple(messages))
                 recovered += len(messages)
         except Exception as error:  # noqa: BLE001 (unread, the gap must not be committed over)
-            fail_stop(error)
+            fail_stop("reading offsets the consumer passed over", error)
         self.advance(gap)
         where = (gap.start, gap.end - 1, self.pipeline.topics.events, gap.partition)
         if recovered:

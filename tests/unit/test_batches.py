@@ -153,3 +153,27 @@ def test_given_a_delivery_that_fails_then_the_worker_stops_and_progress_stays(
     assert stopped.value.code == agents.EXIT_PUBLISH_FAILED
     assert batches.pipeline.progress[0] == 0
     assert batches.pipeline.states == {}
+
+
+def test_given_passed_over_offsets_that_cannot_be_read_then_the_worker_stops_before_the_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def exit_now(code: int) -> None:
+        raise SystemExit(code)
+
+    class UnreadableLog(LogOfOnePartition):
+        async def read(self, _p: int, start: int, end: int, chunk: int) -> AsyncIterator[Any]:
+            raise TimeoutError(f"offsets {start}-{end} could not be read")
+            yield  # an async generator, like the real reader
+
+    monkeypatch.setattr(agents.os, "_exit", exit_now)
+    monkeypatch.setattr(agents.logging, "shutdown", lambda: None)
+    log = UnreadableLog([])
+    log.records = events_log(runner(tmp_path, log).pipeline.sealer, 3)
+    batches = runner(tmp_path, log)
+    batches.pipeline.progress[0] = 1
+    with pytest.raises(SystemExit) as stopped:
+        asyncio.run(batches.handle(log.records[4:]))
+    assert stopped.value.code == agents.EXIT_PUBLISH_FAILED
+    assert batches.pipeline.progress[0] == 1
+    assert batches.pipeline.sent == []
