@@ -4,12 +4,20 @@ payload as an object chosen by `type`."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
 from schemas.errors import InvalidRecord, MalformedJson
 from schemas.events import Event
+
+
+@dataclass(frozen=True)
+class NotUtf8:
+    """A line of an input file whose bytes are not UTF-8 (its line number still counts)."""
+
+    message: str
 
 
 def validation_summary(error: ValidationError, limit: int = 5) -> str:
@@ -29,14 +37,19 @@ def _not_a_number(literal: str) -> NoReturn:
 def strict_json(text: str) -> Any:
     """JSON text as RFC 8259 defines it. Python's reader also takes `NaN` and `Infinity` and
     `\\ud800`-style escapes of unpaired surrogates, which no record can carry (Avro strings are
-    UTF-8, canonical JSON has no NaN); those raise `MalformedJson`, as `json.JSONDecodeError` is
-    raised for text that is not JSON at all."""
-    document = json.loads(text, parse_constant=_not_a_number)
-    if "\\u" in text:
-        try:
+    UTF-8, canonical JSON has no NaN); those raise `MalformedJson`, as does nesting deeper than
+    the reader's recursion allows, and `json.JSONDecodeError` is raised for text that is not
+    JSON at all."""
+    try:
+        document = json.loads(text, parse_constant=_not_a_number)
+        if "\\u" in text:
             json.dumps(document, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:
-            raise MalformedJson("not JSON text: an escape names an unpaired surrogate") from None
+    except UnicodeEncodeError:
+        raise MalformedJson("not JSON text: an escape names an unpaired surrogate") from None
+    except RecursionError:
+        raise MalformedJson(
+            "not JSON this reader takes: arrays or objects nested too deep"
+        ) from None
     return document
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 from rules.batch import Submitted
 from schemas.codec import event_codec
 from schemas.errors import DecodeError
-from schemas.json_lines import parse_event
+from schemas.json_lines import NotUtf8, parse_event
+from schemas.reasons import ReasonCode
+from streams.text_files import utf8_lines
 
 
 @dataclass(frozen=True)
@@ -19,14 +21,19 @@ class LineError:
     message: str
 
 
-def read_ndjson(lines: Iterable[str], source: str) -> tuple[list[Submitted], list[LineError]]:
+def read_ndjson(
+    lines: Iterable[str | NotUtf8], source: str
+) -> tuple[list[Submitted], list[LineError]]:
     codec = event_codec()
     submitted: list[Submitted] = []
     errors: list[LineError] = []
     for number, line in enumerate(lines, start=1):
+        origin = f"{source}:{number}"
+        if isinstance(line, NotUtf8):
+            errors.append(LineError(origin, ReasonCode.MALFORMED_JSON.value, line.message))
+            continue
         if not line.strip():
             continue
-        origin = f"{source}:{number}"
         try:
             event = parse_event(line)
         except DecodeError as error:
@@ -37,5 +44,4 @@ def read_ndjson(lines: Iterable[str], source: str) -> tuple[list[Submitted], lis
 
 
 def read_ndjson_file(path: Path) -> tuple[list[Submitted], list[LineError]]:
-    with path.open(encoding="utf-8") as lines:
-        return read_ndjson(lines, path.name)
+    return read_ndjson(utf8_lines(path), path.name)

@@ -26,6 +26,7 @@ from schemas.fhir.mapping import (
     parse_ndjson,
 )
 from streams.event_files import LineError
+from streams.text_files import utf8_lines, utf8_text
 
 NDJSON_SUFFIXES = frozenset({".ndjson", ".jsonl"})
 
@@ -53,9 +54,8 @@ def import_fhir_files(paths: Sequence[Path], context: ImportContext) -> FhirImpo
 def _read(path: Path) -> ParsedInput:
     try:
         if path.suffix.lower() in NDJSON_SUFFIXES:
-            with path.open(encoding="utf-8") as lines:
-                return parse_ndjson(lines, path.name)
-        return parse_json_document(path.read_text(encoding="utf-8"), path.name)
+            return parse_ndjson(utf8_lines(path), path.name)
+        return parse_json_document(utf8_text(path), path.name)
     except UnicodeDecodeError as error:
         message = f"not UTF-8 text: {error.reason} at byte {error.start}"
         return ParsedInput(errors=(FhirError(path.name, Problem.MALFORMED_JSON.value, message),))

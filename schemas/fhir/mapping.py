@@ -103,7 +103,7 @@ from schemas.events import (
     Sensitivity,
     VerificationStatus,
 )
-from schemas.json_lines import strict_json, validation_summary
+from schemas.json_lines import NotUtf8, strict_json, validation_summary
 
 Json = Mapping[str, Any]
 E = TypeVar("E")
@@ -233,13 +233,20 @@ def parse_json_document(text: str, source: str) -> ParsedInput:
     return unpack(document, source)
 
 
-def parse_ndjson(lines: Iterable[str], source: str) -> ParsedInput:
-    """Bulk-export NDJSON: one resource per line, origins `source:<line number>`."""
+def parse_ndjson(lines: Iterable[str | NotUtf8], source: str) -> ParsedInput:
+    """Bulk-export NDJSON: one resource per line, origins `source:<line number>`; a line that
+    is not UTF-8 is an error of its own."""
     return combine(
-        parse_json_document(line, f"{source}:{number}")
+        _parsed_line(line, f"{source}:{number}")
         for number, line in enumerate(lines, start=1)
-        if line.strip()
+        if isinstance(line, NotUtf8) or line.strip()
     )
+
+
+def _parsed_line(line: str | NotUtf8, origin: str) -> ParsedInput:
+    if isinstance(line, NotUtf8):
+        return ParsedInput(errors=(FhirError(origin, Problem.MALFORMED_JSON.value, line.message),))
+    return parse_json_document(line, origin)
 
 
 def unpack(document: object, origin: str, full_url: str | None = None) -> ParsedInput:

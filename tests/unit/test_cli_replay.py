@@ -108,6 +108,37 @@ def test_given_text_that_python_reads_but_json_does_not_allow_then_a_line_error_
     assert sum(s["state"]["version"] for s in subjects) == 1
 
 
+@pytest.mark.parametrize(
+    ("bad_line", "error"),
+    [
+        pytest.param(b"\xff\xfe not text\n", "malformed_json: not UTF-8 text", id="not UTF-8"),
+        pytest.param(
+            b"[" * 100_000 + b"]" * 100_000 + b"\n", "malformed_json: not JSON", id="too deep"
+        ),
+    ],
+)
+def test_given_a_line_that_is_not_text_or_too_deep_then_a_line_error_and_the_rest_is_read(
+    tmp_path: Path, bad_line: bytes, error: str
+) -> None:
+    good = [line.encode() + b"\n" for line in SAMPLE.read_text(encoding="utf-8").splitlines()[:2]]
+    path = tmp_path / "mixed.ndjson"
+    path.write_bytes(good[0] + bad_line + good[1])
+    code, subjects, stderr = _replay_json(path)
+    assert code == 1
+    assert f"mixed.ndjson:2: {error}" in " ".join(stderr.split())
+    assert sum(s["state"]["version"] for s in subjects) == 2
+
+
+def test_given_a_file_that_starts_with_a_byte_order_mark_then_its_first_event_counts(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "windows.ndjson"
+    path.write_bytes(b"\xef\xbb\xbf" + SAMPLE.read_bytes())
+    code, subjects, stderr = _replay_json(path)
+    plain_code, plain_subjects, _ = _replay_json(SAMPLE)
+    assert (code, subjects) == (plain_code, plain_subjects), stderr
+
+
 def test_given_a_rejected_event_then_the_exit_code_says_so_and_the_reason_is_shown(
     tmp_path: Path,
 ) -> None:

@@ -359,16 +359,41 @@ def test_fhir_files_resolve_references_across_files(
     assert all(item.encoded_size > 0 for item in submitted)
 
 
-def test_given_a_file_that_is_not_utf8_when_read_then_an_error_naming_the_file(
+def test_given_a_line_that_is_not_utf8_when_read_then_an_error_naming_it_and_the_rest_is_read(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "export.ndjson"
-    path.write_bytes(b'{"resourceType": "Patient", "id": "p\xff"}\n')
-    submitted, errors, skipped = read_fhir_files(
+    allergy = json.dumps(PENICILLIN).encode()
+    path.write_bytes(b'{"resourceType": "Patient", "id": "p\xff"}\n' + allergy + b"\n")
+    submitted, errors, _ = read_fhir_files(
         [path], tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK
     )
-    assert (submitted, skipped) == ([], [])
-    assert [(e.origin, e.reason) for e in errors] == [("export.ndjson", "malformed_json")]
+    assert [(e.origin, e.reason) for e in errors] == [("export.ndjson:1", "malformed_json")]
+    assert [item.event.type for item in submitted] == [EventType.ALLERGY_RECORDED]
+
+
+def test_given_a_bundle_saved_with_a_byte_order_mark_then_it_is_read_as_without(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "bundle.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(PENICILLIN).encode())
+    submitted, errors, _ = read_fhir_files(
+        [path], tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK
+    )
+    assert errors == []
+    assert [item.event.type for item in submitted] == [EventType.ALLERGY_RECORDED]
+
+
+def test_given_json_nested_deeper_than_the_reader_takes_then_an_error_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    submitted, errors, _ = read_fhir_files(
+        [path], tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK
+    )
+    assert submitted == []
+    assert [(e.origin, e.reason) for e in errors] == [("deep.json", "malformed_json")]
 
 
 # f. The whole Synthea set
