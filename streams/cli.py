@@ -45,6 +45,7 @@ from streams.export import erasure_receipts, export_document, write_csv, write_j
 from streams.fhir_files import read_fhir_files
 from streams.kafka_address import KafkaNotFound, bootstrap_servers
 from streams.keys import FileKeyStore, SubjectErased
+from streams.log_check import check_log
 from streams.publisher import EventPublisher, NotSent, Published
 from streams.rebuild import checkpoint_of_subject, differences, latest_checkpoints, rebuild_states
 from streams.replay_report import print_human, print_json, print_line_errors
@@ -538,6 +539,37 @@ def _replay_from_kafka(as_json: bool) -> None:
         for difference in found:
             out.print(f"  {difference}")
     if found:
+        raise typer.Exit(code=1)
+
+
+@app.command("check-log")
+def check_log_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Check that every event the workers moved past (below their group's committed offset)
+    has a gate decision: accepted or quarantined. Exit 1 when one has none."""
+    settings = Settings()
+    try:
+        result = asyncio.run(
+            check_log(bootstrap_servers(settings), _topics(settings), settings.app_id)
+        )
+    except LookupError as error:
+        err.print(f"[red]failed[/red]: {error}")
+        raise typer.Exit(code=EXIT_FAILED) from None
+    undecided = [{"partition": p, "offset": o} for p, o in result.undecided]
+    if as_json:
+        report = {
+            "committed": result.committed,
+            "events_below_committed": result.events_below,
+            "undecided": undecided,
+        }
+        out.out(json.dumps(report, sort_keys=True), highlight=False)
+    else:
+        checked = sum(result.events_below.values())
+        out.print(f"{checked} event(s) below the committed offsets: {len(undecided)} undecided")
+        for position in undecided[:50]:
+            out.print(f"  partition {position['partition']} offset {position['offset']}")
+    if undecided:
         raise typer.Exit(code=1)
 
 

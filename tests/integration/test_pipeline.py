@@ -160,6 +160,7 @@ def test_given_bad_messages_then_quarantine_records_with_reasons_while_valid_eve
     assert all("7.5" not in d.detail for d in decisions)
     accepted = wait_for(pipeline.accepted, lambda found: len(found) == 1, what="the valid event")
     assert [e.id for e in accepted] == [good.id]
+    every_event_decided(pipeline, 7)
     recorded = wait_for(
         lambda: pipeline.clickhouse(
             "SELECT outcome, reasons FROM gate_decisions ORDER BY outcome", "clinic-a"
@@ -260,7 +261,31 @@ def test_given_a_worker_restart_mid_stream_then_state_is_recovered_and_nothing_i
     result = pipeline.uac("replay", "--from-kafka", "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout) == {"subjects": 40, "differences": []}
+    every_event_decided(pipeline, len(allergies + drugs))
     wait_for_history(pipeline, allergies + drugs)
+
+
+def every_event_decided(pipeline: Pipeline, count: int) -> None:
+    """`uac check-log`: once the worker group has committed past all `count` events, each has a
+    gate decision (accepted or quarantined)."""
+
+    def check() -> Any:
+        result = pipeline.uac("check-log", "--json")
+        return json.loads(result.stdout) if result.returncode in (0, 1) else result.stderr
+
+    report = wait_for(
+        check,
+        lambda r: isinstance(r, dict) and sum(r["events_below_committed"].values()) == count,
+        what="the worker group's commit past every event",
+    )
+    assert report["undecided"] == []
+
+
+def test_given_no_pipeline_yet_then_check_log_says_the_topic_is_missing(pipeline: Pipeline) -> None:
+    result = pipeline.uac("check-log")
+    assert result.returncode == 3
+    assert f"topic {pipeline.topics.events} does not exist" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def commit_past_everything(pipeline: Pipeline) -> None:
@@ -309,6 +334,7 @@ def test_given_offsets_committed_past_unprocessed_events_then_the_worker_reads_t
         pipeline.accepted, lambda f: len({e.id for e in f}) == 32, what="every event accepted"
     )
     assert {e.id for e in accepted} == {e.id for e in allergies + drugs}
+    every_event_decided(pipeline, len(allergies + drugs))
     wait_for_history(pipeline, allergies + drugs)
 
 
