@@ -281,6 +281,39 @@ def every_event_decided(pipeline: Pipeline, count: int) -> None:
     assert report["undecided"] == []
 
 
+def test_given_two_workers_and_one_killed_mid_stream_then_the_other_takes_over_and_loses_nothing(
+    pipeline: Pipeline,
+) -> None:
+    allergies, drugs = _allergy_then_drugs(40)
+    pipeline.start("sink")
+    first = pipeline.start("worker", "--loglevel", "info")
+    pipeline.start("worker", "--loglevel", "info")
+    pipeline.publish(allergies)
+    wait_for(
+        pipeline.accepted,
+        lambda found: len(found) >= len(allergies) // 2,
+        what="half of the allergies",
+    )
+    first.stop(signal.SIGKILL)
+    pipeline.publish(drugs)
+    wanted = {e.subject_id for e in drugs}
+    wait_for(
+        lambda: wanted - {a.subject_id for a in pipeline.alerts()},
+        lambda missing: not missing,
+        timeout=150,
+        what="an alert for every subject (showing the subjects still without one)",
+    )
+    raised = [a for a in pipeline.alerts() if a.status.value == "raised"]
+    assert len({a.lifecycle_id for a in raised}) == len(drugs)
+    accepted = wait_for(
+        pipeline.accepted, lambda f: len({e.id for e in f}) == 80, what="every event accepted"
+    )
+    assert {e.id for e in accepted} == {e.id for e in allergies + drugs}
+    result = pipeline.uac("replay", "--from-kafka", "--json")
+    assert json.loads(result.stdout) == {"subjects": 40, "differences": []}, result.stderr
+    every_event_decided(pipeline, len(allergies + drugs))
+
+
 def test_given_no_pipeline_yet_then_check_log_says_the_topic_is_missing(pipeline: Pipeline) -> None:
     result = pipeline.uac("check-log")
     assert result.returncode == 3
