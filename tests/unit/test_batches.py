@@ -64,6 +64,23 @@ def events_log(sealer: Sealer, subjects: int) -> list[Incoming]:
     return records
 
 
+def log_of(tmp_path: Path, subjects: int, log: LogOfOnePartition) -> LogOfOnePartition:
+    """`log` holding the events of `subjects` subjects, sealed with the key store at tmp_path."""
+    log.records = events_log(Sealer(FileKeyStore(tmp_path / "keys")), subjects)
+    return log
+
+
+@pytest.fixture
+def exits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's stop (`os._exit`) raises SystemExit instead of ending the test run."""
+
+    def exit_now(code: int) -> None:
+        raise SystemExit(code)
+
+    monkeypatch.setattr(agents.os, "_exit", exit_now)
+    monkeypatch.setattr(agents.logging, "shutdown", lambda: None)
+
+
 def runner(tmp_path: Path, log: LogOfOnePartition, fail_sends: bool = False) -> Batches:
     keys = FileKeyStore(tmp_path / "keys")
     sealer = Sealer(keys)
@@ -93,8 +110,7 @@ def runner(tmp_path: Path, log: LogOfOnePartition, fail_sends: bool = False) -> 
 def test_given_a_batch_after_passed_over_offsets_then_they_run_first_and_nothing_is_lost(
     tmp_path: Path,
 ) -> None:
-    log = LogOfOnePartition([])
-    log.records = events_log(runner(tmp_path, log).pipeline.sealer, 6)
+    log = log_of(tmp_path, 6, LogOfOnePartition([]))
     batches = runner(tmp_path, log)
     batches.pipeline.progress[0] = 2
     asyncio.run(batches.handle(log.records[9:]))
@@ -113,8 +129,7 @@ def test_given_a_batch_after_passed_over_offsets_then_they_run_first_and_nothing
 def test_given_no_progress_recorded_then_the_check_starts_at_the_log_start(
     tmp_path: Path,
 ) -> None:
-    log = LogOfOnePartition([], log_start=4)
-    log.records = events_log(runner(tmp_path, log).pipeline.sealer, 4)
+    log = log_of(tmp_path, 4, LogOfOnePartition([], log_start=4))
     batches = runner(tmp_path, log)
     asyncio.run(batches.handle(log.records[6:]))
     assert log.reads == [(4, 6)]
@@ -125,8 +140,7 @@ def test_given_no_progress_recorded_then_the_check_starts_at_the_log_start(
 def test_given_offsets_deleted_by_retention_then_they_are_counted_not_invented(
     tmp_path: Path,
 ) -> None:
-    log = LogOfOnePartition([], log_start=4)
-    log.records = events_log(runner(tmp_path, log).pipeline.sealer, 4)
+    log = log_of(tmp_path, 4, LogOfOnePartition([], log_start=4))
     batches = runner(tmp_path, log)
     batches.pipeline.progress[0] = 1
     asyncio.run(batches.handle(log.records[6:]))
@@ -136,16 +150,11 @@ def test_given_offsets_deleted_by_retention_then_they_are_counted_not_invented(
     assert batches.pipeline.progress[0] == 8
 
 
+@pytest.mark.usefixtures("exits")
 def test_given_a_delivery_that_fails_then_the_worker_stops_and_progress_stays(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    def exit_now(code: int) -> None:
-        raise SystemExit(code)
-
-    monkeypatch.setattr(agents.os, "_exit", exit_now)
-    monkeypatch.setattr(agents.logging, "shutdown", lambda: None)
-    log = LogOfOnePartition([])
-    log.records = events_log(runner(tmp_path, log).pipeline.sealer, 2)
+    log = log_of(tmp_path, 2, LogOfOnePartition([]))
     batches = runner(tmp_path, log, fail_sends=True)
     batches.pipeline.progress[0] = 0
     with pytest.raises(SystemExit) as stopped:
@@ -155,21 +164,16 @@ def test_given_a_delivery_that_fails_then_the_worker_stops_and_progress_stays(
     assert batches.pipeline.states == {}
 
 
+@pytest.mark.usefixtures("exits")
 def test_given_passed_over_offsets_that_cannot_be_read_then_the_worker_stops_before_the_batch(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    def exit_now(code: int) -> None:
-        raise SystemExit(code)
-
     class UnreadableLog(LogOfOnePartition):
         async def read(self, _p: int, start: int, end: int, chunk: int) -> AsyncIterator[Any]:
             raise TimeoutError(f"offsets {start}-{end} could not be read")
             yield  # an async generator, like the real reader
 
-    monkeypatch.setattr(agents.os, "_exit", exit_now)
-    monkeypatch.setattr(agents.logging, "shutdown", lambda: None)
-    log = UnreadableLog([])
-    log.records = events_log(runner(tmp_path, log).pipeline.sealer, 3)
+    log = log_of(tmp_path, 3, UnreadableLog([]))
     batches = runner(tmp_path, log)
     batches.pipeline.progress[0] = 1
     with pytest.raises(SystemExit) as stopped:
