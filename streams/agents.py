@@ -29,7 +29,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiokafka import TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from projections.document import checkpoint_of, forget_events, plain
@@ -40,7 +39,7 @@ from streams.app import Pipeline
 from streams.continuity import Gap, Step, plan, reached
 from streams.keys import SubjectErased
 from streams.ledger import follow_ledger
-from streams.liveness import StallWatch, committed_offsets
+from streams.liveness import StallWatch, group_committed_offsets
 from streams.processing import AcceptedEvent, BatchOutput, BatchProcessor, Incoming
 from streams.runtime import dump_tasks_on_signal, restart_in_place
 from streams.table_codecs import StoredSegment, StoredState, is_segment_key, segment_key
@@ -330,14 +329,10 @@ def assigned_events_partitions(pipeline: Pipeline) -> list[Any]:
     return sorted(tp for tp in app.consumer.assignment() if tp.topic == pipeline.topics.events)
 
 
-async def group_committed_offsets(pipeline: Pipeline, assigned: Sequence[Any]) -> dict[int, int]:
+async def committed_of(pipeline: Pipeline, assigned: Sequence[Any]) -> dict[int, int]:
+    """The worker group's committed offsets of `assigned` events partitions."""
     partitions = [TopicPartition(tp.topic, tp.partition) for tp in assigned]
-    admin = AIOKafkaAdminClient(bootstrap_servers=broker_address(pipeline), client_id="uac-watch")
-    await admin.start()
-    try:
-        return await committed_offsets(admin, pipeline.app.conf.id, partitions)
-    finally:
-        await admin.close()
+    return await group_committed_offsets(broker_address(pipeline), pipeline.app.conf.id, partitions)
 
 
 async def end_offsets(pipeline: Pipeline, assigned: Sequence[Any]) -> dict[int, int]:
@@ -355,7 +350,7 @@ async def check_for_stall(pipeline: Pipeline, watch: StallWatch) -> None:
     if not watch.may_stall(time.monotonic()):
         return
     ends = await end_offsets(pipeline, assigned)
-    committed = await group_committed_offsets(pipeline, assigned)
+    committed = await committed_of(pipeline, assigned)
     stalled = watch.stalled(committed, ends, time.monotonic())
     if stalled:
         log.error(
@@ -477,7 +472,7 @@ class Batches:
         behind = [tp for tp in assigned if expected[tp.partition] < ends[tp.partition]]
         if not behind:
             return
-        committed = await group_committed_offsets(self.pipeline, behind)
+        committed = await committed_of(self.pipeline, behind)
         for tp in behind:
             if committed[tp.partition] < ends[tp.partition]:
                 continue

@@ -12,14 +12,14 @@ group, which moves no offsets), so it costs a pass over the log.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from aiokafka import TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 
 from schemas.codec import decision_codec
-from streams.liveness import committed_offsets
+from streams.liveness import group_committed_offsets
 from streams.topic_reader import read_topic, topic_partitions
 from streams.topics import Topics
 
@@ -64,13 +64,10 @@ async def check_log(bootstrap: str, topics: Topics, group: str) -> LogCheck:
         if decision.source_topic == topics.events:
             decided.add((decision.source_partition, decision.source_offset))
     partitions = await topic_partitions(bootstrap, topics.events)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="uac-check-log")
-    await admin.start()
-    try:
-        committed = await committed_offsets(
-            admin, group, [TopicPartition(topics.events, p) for p in partitions]
-        )
-    finally:
-        await admin.close()
-    below = {p: sum(1 for q, o in events if q == p and o < committed[p]) for p in partitions}
-    return LogCheck(committed, below, undecided(events, decided, committed))
+    committed = await group_committed_offsets(
+        bootstrap, group, [TopicPartition(topics.events, p) for p in partitions]
+    )
+    below = Counter(p for p, o in events if o < committed[p])
+    return LogCheck(
+        committed, {p: below[p] for p in partitions}, undecided(events, decided, committed)
+    )
