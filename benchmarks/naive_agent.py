@@ -8,7 +8,7 @@ partitions as the pipeline:
   the count by its key): what Faust's delivery alone costs.
 
 Run as a process by `benchmarks/pipeline_throughput.py`:
-    python -m benchmarks.naive_agent BOOTSTRAP TOPIC APP_ID PARTITIONS per-event|read-only
+    python -m benchmarks.naive_agent BOOTSTRAP TOPIC APP_ID PARTITIONS per-event|read-only DATADIR
 """
 
 from __future__ import annotations
@@ -23,9 +23,12 @@ WITHIN = 0.05
 """The worker's default batch size and window (`UAC_BATCH_SIZE`, `UAC_BATCH_SECONDS`)."""
 
 
-def main(bootstrap: str, topic_name: str, app_id: str, partitions: int, mode: str) -> None:
+def main(
+    bootstrap: str, topic_name: str, app_id: str, partitions: int, mode: str, datadir: str
+) -> None:
     app = faust.App(
         app_id,
+        datadir=datadir,
         broker=f"kafka://{bootstrap}",
         store="memory://",
         topic_partitions=partitions,
@@ -55,4 +58,4 @@ def main(bootstrap: str, topic_name: str, app_id: str, partitions: int, mode: st
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6])

@@ -162,7 +162,9 @@ def reference(bootstrap: str, workdir: Path, total: int, mode: str) -> tuple[flo
     app_id = f"naive-{mode}"
     command = [sys.executable, "-m", "benchmarks.naive_agent", bootstrap, REFERENCE_TOPIC]
     process = spawn(
-        [*command, app_id, str(PARTITIONS), mode], os.environ.copy(), workdir / f"{app_id}.log"
+        [*command, app_id, str(PARTITIONS), mode, str(workdir / f"{app_id}-data")],
+        os.environ.copy(),
+        workdir / f"{app_id}.log",
     )
     changelog = f"{app_id}-counts-changelog"
 

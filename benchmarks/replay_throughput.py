@@ -1,8 +1,10 @@
 """Replay throughput of the pure fold, on one core.
 
 Prints events/s of `replay` (the bulk fold of a whole history) for (a) 1,000,000 events over
-10,000 subjects and (b) one subject with 100,000 events, each with the collector tuned as the
-worker tunes it and with it paused as `uac replay --from-kafka` runs; then the streaming path
+10,000 subjects and (b) one subject with 100,000 events, each with the collector paused as
+`uac replay --from-kafka` runs it and with the collector tuned as the worker tunes it (best and
+median of RUNS runs: this shared machine's speed varies by a fifth from moment to moment, and
+the best run is the one least disturbed by it); then the streaming path
 (`evolve`, one event at a time, as the worker folds) over (b), and the cost of one event after
 histories of 0 to 99,000 events (collector off, best of several tries, so neither its pauses
 nor the machine's slow moments land on one length), which shows whether the cost of an event
@@ -51,11 +53,15 @@ def timed_replay(events: list[Event], paused: bool) -> float:
     return seconds
 
 
+RUNS = 3
+
+
 def report_replay(label: str, events: list[Event]) -> None:
-    for paused, how in ((False, "collector tuned as in the worker"), (True, "collector paused")):
-        seconds = timed_replay(events, paused)
+    for paused, how in ((True, "collector paused"), (False, "collector tuned as in the worker")):
+        rates = sorted(len(events) / timed_replay(events, paused) for _ in range(RUNS))
         print(
-            f"replay {label} ({how}): {len(events) / seconds:,.0f} events/s ({seconds:.1f} s)",
+            f"replay {label} ({how}): best {rates[-1]:,.0f} events/s,"
+            f" median {rates[RUNS // 2]:,.0f} (of {RUNS} runs)",
             flush=True,
         )
 

@@ -49,6 +49,10 @@ ORIGIN_RANK: dict[Origin, int] = {
 }
 EXPLICIT_RANK = 2
 
+_new = tuple.__new__
+"""Builds a view from its fields without the Python-level `__new__` of a named tuple (steps run
+once per event of a fold; this and not `_replace` keeps a step to a few hundred nanoseconds)."""
+
 
 @dataclass(frozen=True, slots=True)
 class FoldPolicy:
@@ -84,32 +88,50 @@ class AllergyView(NamedTuple):
             and self.clinical_status not in (ClinicalStatus.RESOLVED, ClinicalStatus.INACTIVE)
         )
 
+    def changed_by(self, change: AllergyStatusChanged, event: Event) -> AllergyView:
+        """This allergy after a status change (a status the change leaves out is kept)."""
+        return _new(
+            AllergyView,
+            (
+                self.allergy_id,
+                self.substance,
+                self.codes,
+                self.allergy_type,
+                self.categories,
+                self.criticality,
+                change.verification_status or self.verification_status,
+                change.clinical_status or self.clinical_status,
+                self.negated,
+                self.reactions,
+                self.record,
+                event,
+            ),
+        )
+
 
 def step_allergy(view: AllergyView | None, event: Event) -> AllergyView | None:
-    match event.payload:
-        case AllergyRecorded() as record:
-            return AllergyView(
-                record.allergy_id,
-                record.substance,
-                record.codes,
-                record.allergy_type,
-                record.categories,
-                record.criticality,
-                record.verification_status,
-                record.clinical_status,
-                record.negated,
-                record.reactions,
+    payload = event.payload
+    if isinstance(payload, AllergyRecorded):
+        return _new(
+            AllergyView,
+            (
+                payload.allergy_id,
+                payload.substance,
+                payload.codes,
+                payload.allergy_type,
+                payload.categories,
+                payload.criticality,
+                payload.verification_status,
+                payload.clinical_status,
+                payload.negated,
+                payload.reactions,
                 event,
                 event,
-            )
-        case AllergyStatusChanged() as change if view is not None:
-            return view._replace(
-                verification_status=change.verification_status or view.verification_status,
-                clinical_status=change.clinical_status or view.clinical_status,
-                last_change=event,
-            )
-        case _:
-            return view
+            ),
+        )
+    if isinstance(payload, AllergyStatusChanged) and view is not None:
+        return view.changed_by(payload, event)
+    return view
 
 
 class MedicationView(NamedTuple):
@@ -125,6 +147,20 @@ class MedicationView(NamedTuple):
     def active(self) -> bool:
         return self.stopped is None
 
+    def stopped_by(self, event: Event) -> MedicationView:
+        return _new(
+            MedicationView,
+            (
+                self.prescription_id,
+                self.drug,
+                self.codes,
+                self.dose,
+                self.route,
+                self.prescribed,
+                event,
+            ),
+        )
+
     @property
     def stop_reason(self) -> str | None:
         if self.stopped is None or not isinstance(self.stopped.payload, MedicationStopped):
@@ -133,15 +169,23 @@ class MedicationView(NamedTuple):
 
 
 def step_medication(view: MedicationView | None, event: Event) -> MedicationView | None:
-    match event.payload:
-        case MedicationPrescribed() as rx:
-            return MedicationView(
-                rx.prescription_id, rx.drug, rx.codes, rx.dose, rx.route, event, None
-            )
-        case MedicationStopped() if view is not None and view.stopped is None:
-            return view._replace(stopped=event)
-        case _:
-            return view
+    payload = event.payload
+    if isinstance(payload, MedicationPrescribed):
+        return _new(
+            MedicationView,
+            (
+                payload.prescription_id,
+                payload.drug,
+                payload.codes,
+                payload.dose,
+                payload.route,
+                event,
+                None,
+            ),
+        )
+    if isinstance(payload, MedicationStopped) and view is not None and view.stopped is None:
+        return view.stopped_by(event)
+    return view
 
 
 class TripView(NamedTuple):
@@ -150,8 +194,9 @@ class TripView(NamedTuple):
 
 
 def step_trip(view: TripView | None, event: Event) -> TripView | None:
-    if isinstance(event.payload, TravelRecorded):
-        return TripView(event.payload, event)
+    payload = event.payload
+    if isinstance(payload, TravelRecorded):
+        return _new(TripView, (payload, event))
     return view
 
 
@@ -183,18 +228,14 @@ class ClaimView(NamedTuple):
     conflict: Conflict | None
 
 
+_VALUED = (PreferenceStated, FactAsserted)
+
+
 def claim_value(event: Event) -> FactValue:
     payload = event.payload
-    if isinstance(payload, PreferenceStated | FactAsserted):
+    if isinstance(payload, _VALUED):
         return payload.value
     raise TypeError(f"{event.type} carries no claim value")
-
-
-def claim_key(event: Event) -> str:
-    payload = event.payload
-    if isinstance(payload, PreferenceStated | FactAsserted):
-        return payload.key
-    raise TypeError(f"{event.type} carries no claim key")
 
 
 def _is_explicit(event: Event) -> bool:
@@ -202,7 +243,16 @@ def _is_explicit(event: Event) -> bool:
 
 
 def _wins(event: Event) -> ClaimView:
-    return ClaimView(claim_key(event), claim_value(event), event, None)
+    payload = event.payload
+    if isinstance(payload, _VALUED):
+        return _new(ClaimView, (payload.key, payload.value, event, None))
+    raise TypeError(f"{event.type} carries no claim value")
+
+
+def _challenged(view: ClaimView, kind: str, event: Event) -> ClaimView:
+    """The held claim, now disputed by `event`."""
+    conflict = _new(Conflict, (kind, view.key, view.winner, event))
+    return _new(ClaimView, (view.key, view.value, view.winner, conflict))
 
 
 def preference_step(policy: FoldPolicy = DEFAULT_POLICY) -> Step[ClaimView]:
@@ -220,7 +270,7 @@ def preference_step(policy: FoldPolicy = DEFAULT_POLICY) -> Step[ClaimView]:
         if view.conflict is not None and value == claim_value(view.conflict.challenger):
             return _wins(event)
         if event.occurred_at - held.occurred_at <= policy.reversal_window:
-            return view._replace(conflict=Conflict("preference", view.key, held, event))
+            return _challenged(view, "preference", event)
         return _wins(event)
 
     return step
@@ -236,8 +286,10 @@ def step_fact(view: ClaimView | None, event: Event) -> ClaimView | None:
     if rank < held_rank:
         return view
     if claim_value(event) == view.value:
-        return view._replace(winner=event) if view.conflict is None else view
-    return view._replace(conflict=Conflict("fact", view.key, view.winner, event))
+        return (
+            _new(ClaimView, (view.key, view.value, event, None)) if view.conflict is None else view
+        )
+    return _challenged(view, "fact", event)
 
 
 class ConsentView(NamedTuple):
@@ -250,7 +302,9 @@ class ConsentView(NamedTuple):
 def step_consent(view: ConsentView | None, event: Event) -> ConsentView | None:
     if isinstance(event.payload, ConsentChanged):
         consent = event.payload
-        return ConsentView(consent.purpose, consent.granted, consent.special_category, event)
+        return _new(
+            ConsentView, (consent.purpose, consent.granted, consent.special_category, event)
+        )
     return view
 
 
