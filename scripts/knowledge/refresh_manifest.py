@@ -9,6 +9,7 @@ changes, so that alerts judged by different data cite different knowledge versio
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -37,8 +38,17 @@ def refresh(release: str | None) -> dict[str, object]:
     }
 
 
+RELEASE = re.compile(r"\d{4}\.\d{2}(\.\d+)?")
+"""Year.month, optionally .N for a second release in one month."""
+
+
 def main(arguments: list[str]) -> None:
-    manifest = refresh(arguments[0] if arguments else None)
+    release = arguments[0] if arguments else None
+    if len(arguments) > 1 or (release is not None and not RELEASE.fullmatch(release)):
+        sys.exit(
+            f"usage: python -m scripts.knowledge.refresh_manifest [RELEASE like 2026.12]\n{__doc__}"
+        )
+    manifest = refresh(release)
     MANIFEST.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 

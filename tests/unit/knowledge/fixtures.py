@@ -12,10 +12,16 @@ from rules.knowledge.model import Coding
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "knowledge"
 PAIRS_CSV = FIXTURES / "pairs.csv"
 CODINGS_CSV = FIXTURES / "dataset_codings.csv"
+COMMON_PRESCRIPTIONS = FIXTURES / "common_prescriptions.txt"
 
 
 def pairs() -> tuple[Pair, ...]:
     return read_pairs(PAIRS_CSV.read_text(encoding="utf-8"))
+
+
+def common_prescriptions() -> list[str]:
+    lines = COMMON_PRESCRIPTIONS.read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line and not line.startswith("#")]
 
 
 def dataset_codings() -> list[dict[str, str]]:

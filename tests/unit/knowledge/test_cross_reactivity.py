@@ -47,6 +47,7 @@ def test_pair_table_is_broad_enough() -> None:
         "coded",
         "unresolvable",
         "non_drug",
+        "common_drugs",
     }
     assert {p.expected for p in table} == set(MatchLevel)
 

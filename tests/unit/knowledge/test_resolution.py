@@ -6,6 +6,7 @@ import pytest
 
 from rules.knowledge.bundled import BundledKnowledge
 from rules.knowledge.model import Coding
+from tests.unit.knowledge.fixtures import common_prescriptions
 
 RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 NDC = "http://hl7.org/fhir/sid/ndc"
@@ -244,3 +245,35 @@ def test_classes_hold_only_classes_that_imply_a_relation(knowledge: BundledKnowl
     resolution = knowledge.resolve("Amoxicillin 500 MG Oral Tablet")
 
     assert resolution.classes == ("aminopenicillins", "penicillins")
+
+
+def test_frequently_prescribed_drugs_resolve(knowledge: BundledKnowledge) -> None:
+    names = common_prescriptions()
+
+    unresolved = [name for name in names if not knowledge.resolve(name).resolved]
+
+    assert len(names) >= 180
+    assert unresolved == []
+
+
+@pytest.mark.parametrize(
+    ("text", "ingredients", "classes"),
+    [
+        pytest.param("Zoloft 50 mg", ("sertraline",), ("ssris",), id="given an SSRI brand"),
+        pytest.param("Eliquis", ("apixaban",), ("direct_oral_anticoagulants",), id="given a DOAC"),
+        pytest.param(
+            "Flomax 0.4 mg",
+            ("tamsulosin",),
+            ("alpha1_blockers",),
+            id="given tamsulosin then an alpha blocker",
+        ),
+        pytest.param("lithium 300 mg", ("lithium carbonate",), (), id="given lithium"),
+    ],
+)
+def test_common_drugs_resolve_to_their_classes(
+    knowledge: BundledKnowledge, text: str, ingredients: tuple[str, ...], classes: tuple[str, ...]
+) -> None:
+    resolution = knowledge.resolve(text)
+
+    assert resolution.ingredients == ingredients
+    assert resolution.classes == classes
