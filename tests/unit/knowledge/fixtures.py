@@ -13,6 +13,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "knowledge"
 PAIRS_CSV = FIXTURES / "pairs.csv"
 CODINGS_CSV = FIXTURES / "dataset_codings.csv"
 COMMON_PRESCRIPTIONS = FIXTURES / "common_prescriptions.txt"
+COMMON_ALLERGIES = FIXTURES / "common_allergies.txt"
 
 
 def pairs() -> tuple[Pair, ...]:
@@ -20,7 +21,15 @@ def pairs() -> tuple[Pair, ...]:
 
 
 def common_prescriptions() -> list[str]:
-    lines = COMMON_PRESCRIPTIONS.read_text(encoding="utf-8").splitlines()
+    return _listed(COMMON_PRESCRIPTIONS)
+
+
+def common_allergies() -> list[str]:
+    return _listed(COMMON_ALLERGIES)
+
+
+def _listed(path: Path) -> list[str]:
+    lines = path.read_text(encoding="utf-8").splitlines()
     return [line for line in lines if line and not line.startswith("#")]
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from rules.knowledge.bundled import BundledKnowledge
 from rules.knowledge.model import Coding
-from tests.unit.knowledge.fixtures import common_prescriptions
+from tests.unit.knowledge.fixtures import common_allergies, common_prescriptions
 
 RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 NDC = "http://hl7.org/fhir/sid/ndc"
@@ -253,6 +253,15 @@ def test_frequently_prescribed_drugs_resolve(knowledge: BundledKnowledge) -> Non
     unresolved = [name for name in names if not knowledge.resolve(name).resolved]
 
     assert len(names) >= 180
+    assert unresolved == []
+
+
+def test_commonly_recorded_allergies_resolve(knowledge: BundledKnowledge) -> None:
+    entries = common_allergies()
+
+    unresolved = [entry for entry in entries if not knowledge.resolve(entry).resolved]
+
+    assert len(entries) >= 100
     assert unresolved == []
 
 
