@@ -7,10 +7,12 @@
    for one that only takes the events in batches (what Faust's delivery alone costs), with the
    CPU time each agent's process spends per event;
 3. p50/p99 publish -> alert latency while events arrive at 1,000 events/s, and at 200 events/s
-   (a load one worker on this machine sustains).
+   (a load one worker on this machine sustains); `UAC_BENCH_RATES=400,600` measures other rates
+   (each pair of events is a new subject, so this is the costliest shape of load).
 
 Timestamps are Kafka record timestamps (set by the producing process on this machine) and the
-sink's `ingested_at`; nothing here is a test. Run: `python -m benchmarks.pipeline_throughput`.
+sink's `ingested_at`; nothing here is a test. Run: `python -m benchmarks.pipeline_throughput`
+(`UAC_BENCH_EVENTS` sets the size of part 1, 20,000 by default).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from streams.topics import Topics, TopicSpec, ensure_topics
 
 PARTITIONS = 4
 EVENTS = int(os.environ.get("UAC_BENCH_EVENTS", "20000"))
-RATES = (1000, 200)
+RATES = tuple(int(rate) for rate in os.environ.get("UAC_BENCH_RATES", "1000,200").split(","))
 LATENCY_SECONDS = 15
 
 
