@@ -3,8 +3,9 @@
 Memory is evidence, not permission. A claim is returned only when it was recorded for the
 purpose of the read, when special-category data (health data always is) has a legal basis for
 that purpose (a consent-exempt purpose of the tenant, such as care, or the subject's explicit
-consent), and while its validity window is open. A read names its purpose; one that does not
-gets `DEFAULT_PURPOSE`, never everything.
+consent), and while its validity window is open at the time of the read (the wiring passes its
+clock; without one, the subject's `as_of`). A read names its purpose; one that does not gets
+`DEFAULT_PURPOSE`, never everything.
 """
 
 from __future__ import annotations
@@ -23,10 +24,16 @@ SPECIAL = "special_category"
 
 
 class _Filter:
-    def __init__(self, state: UserState, purpose: str, tenant: TenantPolicy | None) -> None:
+    def __init__(
+        self,
+        state: UserState,
+        purpose: str,
+        tenant: TenantPolicy | None,
+        read_at: datetime | None,
+    ) -> None:
         self.purpose = purpose
         self.special_allowed = consent_allows(state, purpose, tenant)
-        self.moment: datetime | None = state.as_of
+        self.moment: datetime | None = state.as_of if read_at is None else read_at
         self.withheld = 0
 
     def allows(self, ref: Mapping[str, Any], health: bool = False) -> bool:
@@ -50,10 +57,12 @@ def readable_document(
     purpose: str = DEFAULT_PURPOSE,
     tenant: TenantPolicy | None = None,
     policy: FoldPolicy = DEFAULT_POLICY,
+    read_at: datetime | None = None,
 ) -> dict[str, Any]:
-    """The state document restricted to what `purpose` may use, with a count of what was withheld."""
+    """The state document restricted to what `purpose` may use at `read_at` (default: the
+    subject's `as_of`), with a count of what was withheld."""
     document = state_document(state, policy=policy)
-    check = _Filter(state, purpose, tenant)
+    check = _Filter(state, purpose, tenant, read_at)
     document["allergies"] = [
         a for a in document["allergies"] if check.allows(a["recorded"], health=True)
     ]

@@ -353,7 +353,7 @@ def state(
         raise typer.Exit(code=4)
     subject_state, hash_ = found
     tenant_policy = gate_policy_of(settings).tenants.get(tenant)
-    document = readable_document(subject_state, purpose, tenant_policy)
+    document = readable_document(subject_state, purpose, tenant_policy, read_at=datetime.now(UTC))
     document["state_hash"] = hash_
     if as_json:
         out.out(json.dumps(document, ensure_ascii=False, sort_keys=True), highlight=False)

@@ -135,3 +135,24 @@ def test_given_an_expired_claim_then_it_is_not_read() -> None:
     )
     document = readable_document(replay([expired, later]), "care", CLINIC)
     assert list(document["preferences"]) == ["other"]
+
+
+def test_given_a_claim_that_expired_after_the_latest_event_then_a_read_now_leaves_it_out() -> None:
+    meal = make_event(
+        "PreferenceStated",
+        "meal",
+        at=DAY,
+        purpose="care",
+        valid_until=T0 + 3 * DAY,
+        payload={"key": "meal", "value": "halal"},
+    )
+    state = replay([meal])
+
+    as_of_latest_event = readable_document(state, "care", CLINIC)
+    read_later = readable_document(state, "care", CLINIC, read_at=T0 + 4 * DAY)
+    read_before_expiry = readable_document(state, "care", CLINIC, read_at=T0 + 2 * DAY)
+
+    assert list(as_of_latest_event["preferences"]) == ["meal"]
+    assert list(read_later["preferences"]) == []
+    assert read_later["read"]["withheld"] == 1
+    assert list(read_before_expiry["preferences"]) == ["meal"]
