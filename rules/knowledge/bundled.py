@@ -137,4 +137,9 @@ def _incomplete(allergy: Recognition, medicine: Recognition) -> str | None:
 def _unrecognised(recognition: Recognition) -> str:
     if not recognition.unrecognised:
         return ""
-    return f" (unrecognised: {', '.join(recognition.unrecognised)})"
+    offered = dict(recognition.suggestions)
+    words = [
+        f"{word} (did you mean {' or '.join(offered[word])}?)" if word in offered else word
+        for word in recognition.unrecognised
+    ]
+    return f" (unrecognised: {', '.join(words)})"

@@ -3,19 +3,26 @@
 Text is matched greedily, longest term first, over tokens: ingredient names, synonyms, brand
 names, Chinese names and class words map to concepts; strengths, units, dose forms, routes and
 salts are noise. A term followed by "free" ("sulfite-free") is negated and dropped. Any other
-word is unrecognised, and a text with unrecognised words is not completely resolved.
+word is unrecognised, and a text with unrecognised words is not completely resolved; for a
+long enough unrecognised word the closest known one-word names are offered (a likely
+misspelling), which never changes what was resolved.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from difflib import get_close_matches
+from functools import lru_cache
 
 from rules.knowledge.model import Coding
 from rules.knowledge.normalise import fold, is_quantity, normalise_code, tokens
 from rules.knowledge.tables import SYSTEMS
 
 NEGATION = "free"
+SUGGESTION_MIN_LENGTH = 5
+SUGGESTION_CUTOFF = 0.85
+SUGGESTIONS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +32,8 @@ class Recognition:
     query: str
     concepts: tuple[str, ...]
     unrecognised: tuple[str, ...]
+    suggestions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(unrecognised word, the closest known names), for the words that have any."""
 
     @property
     def complete(self) -> bool:
@@ -42,6 +51,8 @@ class Recogniser:
         self._lexicon = lexicon
         self._codes_index = codes
         self._longest = max(len(term) for term in lexicon)
+        self._names_by_initial = _names_by_initial(lexicon)
+        self._closest = lru_cache(maxsize=4096)(self._closest_names)
 
     def recognise(self, text: str, codings: Iterable[Coding]) -> Recognition:
         """Known codes make the input resolved (text concepts are added, never removed).
@@ -54,8 +65,22 @@ class Recogniser:
         if coded:
             return Recognition(text, _sorted_unique(coded + found), ())
         if found:
-            return Recognition(text, _sorted_unique(found), unknown_words)
-        return Recognition(text, (), unknown_words + unknown_codes)
+            return Recognition(
+                text, _sorted_unique(found), unknown_words, self._suggestions(unknown_words)
+            )
+        unknown = unknown_words + unknown_codes
+        return Recognition(text, (), unknown, self._suggestions(unknown_words))
+
+    def _suggestions(self, words: Iterable[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        offered = ((word, self._closest(word)) for word in words)
+        return tuple((word, names) for word, names in offered if names)
+
+    def _closest_names(self, word: str) -> tuple[str, ...]:
+        """Known one-word names that `word` is most likely a misspelling of, best first."""
+        if len(word) < SUGGESTION_MIN_LENGTH:
+            return ()
+        candidates = self._names_by_initial.get(word[0], [])
+        return tuple(get_close_matches(word, candidates, SUGGESTIONS, SUGGESTION_CUTOFF))
 
     def parse(self, text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(concepts, unrecognised words) of a free-text name."""
@@ -101,6 +126,19 @@ class Recogniser:
         if system is None:
             return ()
         return self._codes_index.get((system, normalise_code(system, coding.code)), ())
+
+
+def _names_by_initial(
+    lexicon: Mapping[tuple[str, ...], tuple[str, ...]],
+) -> dict[str, list[str]]:
+    """One-word terms that name something (not noise words), by first letter, sorted (so the
+    suggestions are deterministic)."""
+    names: dict[str, list[str]] = {}
+    for term in sorted(
+        term[0] for term, concepts in lexicon.items() if len(term) == 1 and concepts
+    ):
+        names.setdefault(term[0], []).append(term)
+    return names
 
 
 def _sorted_unique(concepts: Iterable[str]) -> tuple[str, ...]:

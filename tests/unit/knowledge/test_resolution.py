@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from rules.knowledge.bundled import BundledKnowledge
-from rules.knowledge.model import Coding
+from rules.knowledge.model import Coding, MatchLevel
 from tests.unit.knowledge.fixtures import common_allergies, common_prescriptions
 
 RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
@@ -286,3 +290,47 @@ def test_common_drugs_resolve_to_their_classes(
 
     assert resolution.ingredients == ingredients
     assert resolution.classes == classes
+
+
+@pytest.mark.parametrize(
+    ("text", "misspelt", "offered"),
+    [
+        pytest.param("amoxicilin 500 mg", "amoxicilin", "amoxicillin", id="given amoxicilin"),
+        pytest.param("Ibuprofin", "ibuprofin", "ibuprofen", id="given ibuprofin"),
+        pytest.param("cephalexn capsule", "cephalexn", "cephalexin", id="given cephalexn"),
+    ],
+)
+def test_a_misspelt_drug_stays_unverified_and_the_reason_offers_the_closest_name(
+    knowledge: BundledKnowledge, text: str, misspelt: str, offered: str
+) -> None:
+    verdict = knowledge.cross_reactivity("penicillin", text)
+
+    assert verdict.level is MatchLevel.UNVERIFIED
+    assert verdict.ingredients == ()
+    assert f"{misspelt} (did you mean {offered}" in verdict.reason
+
+
+def test_gibberish_gets_no_suggestion(knowledge: BundledKnowledge) -> None:
+    verdict = knowledge.cross_reactivity("penicillin", "flurbleglorp")
+
+    assert "did you mean" not in verdict.reason
+
+
+def test_suggestions_are_the_same_in_every_process() -> None:
+    script = (
+        "from rules.knowledge.bundled import load_bundled_knowledge as k;"
+        "print(k().cross_reactivity('asprin', 'amoxicilin / ibuprofin').reason)"
+    )
+    reasons = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env=os.environ | {"PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+
+    assert len(reasons) == 1
+    assert "did you mean aspirin" in reasons.pop()
