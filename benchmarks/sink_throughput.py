@@ -33,6 +33,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from clickhouse_connect.driver.client import Client
 
+from benchmarks.output import quiet_producer_retries
 from benchmarks.synthetic import subject_events
 from projections.document import plain
 from schemas.codec import event_codec
@@ -229,6 +230,7 @@ def report_erasures(timing: ErasureTiming) -> None:
 
 
 def main() -> None:
+    quiet_producer_retries()
     rows = 2 * EVENTS
     print(f"building {EVENTS:,} synthetic accepted events ({rows:,} rows) ...", flush=True)
     with tempfile.TemporaryDirectory() as scratch:
