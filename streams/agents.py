@@ -23,7 +23,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -49,11 +49,6 @@ from streams.worker_metrics import WorkerMetrics
 log = logging.getLogger(__name__)
 EXIT_PUBLISH_FAILED = 75
 STALL_CHECK_SECONDS = 5.0
-
-
-def incoming(event: Any) -> Incoming:
-    message = event.message
-    return Incoming(message.key, message.value, message.topic, message.partition, message.offset)
 
 
 def accepted_headers(item: AcceptedEvent, decided_at: datetime) -> list[tuple[str, bytes]]:
@@ -270,24 +265,15 @@ def register_agents(
     @pipeline.app.agent(pipeline.events, concurrency=1, name="gate_and_project")
     async def gate_and_project(stream: Any) -> None:
         async for batch in stream.take_events(batch_size, within=within):
-            await batches.handle([incoming(event) for event in batch])
+            await batches.handle([from_record(event.message) for event in batch])
             watch.progressed(time.monotonic())
 
     @pipeline.app.timer(STALL_CHECK_SECONDS)  # type: ignore[untyped-decorator]
-    async def restart_if_stalled() -> None:
+    async def watch_idle_partitions() -> None:
         try:
-            await check_for_stall(pipeline, watch)
+            await check_idle_partitions(pipeline, watch, batches)
         except KafkaError as error:
-            log.warning("stall check skipped (the broker did not answer): %r", error)
-
-    @pipeline.app.timer(STALL_CHECK_SECONDS)  # type: ignore[untyped-decorator]
-    async def read_passed_over_tails() -> None:
-        if time.monotonic() - watch.last_progress < STALL_CHECK_SECONDS:
-            return
-        try:
-            await batches.fill_tails()
-        except KafkaError as error:
-            log.warning("tail check skipped (the broker did not answer): %r", error)
+            log.warning("offset check skipped (the broker did not answer): %r", error)
 
     @pipeline.app.timer(checkpoint_interval)  # type: ignore[untyped-decorator]
     async def publish_pending_checkpoints() -> None:
@@ -340,17 +326,26 @@ async def end_offsets(pipeline: Pipeline, assigned: Sequence[Any]) -> dict[int, 
     return {tp.partition: end for tp, end in highwaters.items()}
 
 
-async def check_for_stall(pipeline: Pipeline, watch: StallWatch) -> None:
-    """Restart the worker in place when its assigned events partitions have work but nothing
-    moved for the watch's period (see `streams.liveness`)."""
+async def check_idle_partitions(pipeline: Pipeline, watch: StallWatch, batches: Batches) -> None:
+    """When no batch arrived for a while, look at the assigned events partitions' offsets once:
+    process the tails the consumer passed over (`Batches.fill_tails`), and restart the worker
+    in place when partitions have work but nothing moved for the watch's period (see
+    `streams.liveness`). The group's committed offsets are asked only when either needs them."""
     assigned = assigned_events_partitions(pipeline)
     if not assigned:
         watch.progressed(time.monotonic())
         return
-    if not watch.may_stall(time.monotonic()):
+    if time.monotonic() - watch.last_progress < STALL_CHECK_SECONDS:
         return
     ends = await end_offsets(pipeline, assigned)
+    behind = await batches.behind(assigned, ends)
+    stalling = watch.may_stall(time.monotonic())
+    if not (behind or stalling):
+        return
     committed = await committed_of(pipeline, assigned)
+    await batches.fill_tails(behind, ends, committed)
+    if not stalling:
+        return
     stalled = watch.stalled(committed, ends, time.monotonic())
     if stalled:
         log.error(
@@ -459,20 +454,18 @@ class Batches:
                 "offsets %d-%d of %s partition %d hold no event (transaction markers)", *where
             )
 
-    async def fill_tails(self) -> None:
-        """Offsets at the end of an assigned partition that the group committed but the agent
-        never processed (no later record will arrive to reveal the jump). A partition that
-        moved to another worker meanwhile (a rebalance: Faust does not pause timers) is left to
-        that worker."""
-        assigned = assigned_events_partitions(self.pipeline)
-        if not assigned:
-            return
-        ends = await end_offsets(self.pipeline, assigned)
+    async def behind(self, assigned: Sequence[Any], ends: Mapping[int, int]) -> list[Any]:
+        """The assigned partitions whose end lies past the next offset the agent expects."""
         expected = await self.expected(ends)
-        behind = [tp for tp in assigned if expected[tp.partition] < ends[tp.partition]]
-        if not behind:
-            return
-        committed = await committed_of(self.pipeline, behind)
+        return [tp for tp in assigned if expected[tp.partition] < ends[tp.partition]]
+
+    async def fill_tails(
+        self, behind: Sequence[Any], ends: Mapping[int, int], committed: Mapping[int, int]
+    ) -> None:
+        """Offsets at the end of a partition that the group committed but the agent never
+        processed (no later record will arrive to reveal the jump). A partition that moved to
+        another worker meanwhile (a rebalance: Faust does not pause timers) is left to that
+        worker."""
         for tp in behind:
             if committed[tp.partition] < ends[tp.partition]:
                 continue

@@ -26,7 +26,7 @@ from schemas.fhir.mapping import (
     parse_ndjson,
 )
 from streams.event_files import LineError
-from streams.text_files import utf8_lines, utf8_text
+from streams.text_files import not_utf8, utf8_lines, utf8_text
 
 NDJSON_SUFFIXES = frozenset({".ndjson", ".jsonl"})
 
@@ -57,5 +57,5 @@ def _read(path: Path) -> ParsedInput:
             return parse_ndjson(utf8_lines(path), path.name)
         return parse_json_document(utf8_text(path), path.name)
     except UnicodeDecodeError as error:
-        message = f"not UTF-8 text: {error.reason} at byte {error.start}"
-        return ParsedInput(errors=(FhirError(path.name, Problem.MALFORMED_JSON.value, message),))
+        problem = Problem.MALFORMED_JSON.value
+        return ParsedInput(errors=(FhirError(path.name, problem, not_utf8(error)),))

@@ -59,22 +59,16 @@ class StallWatch:
         return [p for p in behind if now - self.behind_since[p] >= self.stall_seconds]
 
 
-async def committed_offsets(
-    admin: AIOKafkaAdminClient, group: str, partitions: list[TopicPartition]
-) -> dict[int, int]:
-    """The group's committed offset of each partition (0 where nothing was committed yet)."""
-    offsets = await admin.list_consumer_group_offsets(group, partitions=partitions)
-    found = {tp.partition: max(0, meta.offset) for tp, meta in offsets.items()}
-    return {tp.partition: found.get(tp.partition, 0) for tp in partitions}
-
-
 async def group_committed_offsets(
     bootstrap: str, group: str, partitions: list[TopicPartition]
 ) -> dict[int, int]:
-    """`committed_offsets` through an admin client of its own, opened and closed here."""
+    """The group's committed offset of each partition (0 where nothing was committed yet),
+    through an admin client of its own, opened and closed here."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="uac-watch")
     await admin.start()
     try:
-        return await committed_offsets(admin, group, partitions)
+        offsets = await admin.list_consumer_group_offsets(group, partitions=partitions)
     finally:
         await admin.close()
+    found = {tp.partition: max(0, meta.offset) for tp, meta in offsets.items()}
+    return {tp.partition: found.get(tp.partition, 0) for tp in partitions}

@@ -11,6 +11,11 @@ from pathlib import Path
 from schemas.json_lines import NotUtf8
 
 
+def not_utf8(error: UnicodeDecodeError, where: str = "") -> str:
+    """What to report for bytes that are not UTF-8, and where they went wrong."""
+    return f"not UTF-8 text: {error.reason} at byte {error.start}{where}"
+
+
 def _without_bom(data: bytes) -> bytes:
     return data[len(codecs.BOM_UTF8) :] if data.startswith(codecs.BOM_UTF8) else data
 
@@ -21,7 +26,7 @@ def utf8_lines(path: Path) -> Iterator[str | NotUtf8]:
             try:
                 yield (_without_bom(line) if number == 0 else line).decode("utf-8")
             except UnicodeDecodeError as error:
-                yield NotUtf8(f"not UTF-8 text: {error.reason} at byte {error.start} of the line")
+                yield NotUtf8(not_utf8(error, " of the line"))
 
 
 def utf8_text(path: Path) -> str:

@@ -28,17 +28,24 @@ async def topic_partitions(bootstrap: str, topic: str) -> list[int]:
     return sorted(partition["partition"] for partition in described["partitions"])
 
 
+def _groupless_consumer(bootstrap: str, client_id: str) -> AIOKafkaConsumer:
+    """A consumer outside any group: it reads where it is told and commits nothing. An offset
+    that retention already deleted resets to the start of the log."""
+    return AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        client_id=client_id,
+        max_partition_fetch_bytes=STATE_REQUEST_BYTES,
+    )
+
+
 async def _assigned_consumer(
     bootstrap: str, topic: str, partitions: list[int] | None
 ) -> AIOKafkaConsumer:
     chosen = await topic_partitions(bootstrap, topic) if partitions is None else partitions
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        enable_auto_commit=False,
-        client_id="uac-reader",
-        max_partition_fetch_bytes=STATE_REQUEST_BYTES,
-    )
+    consumer = _groupless_consumer(bootstrap, "uac-reader")
     await consumer.start()
     try:
         assignment = [TopicPartition(topic, p) for p in chosen]
@@ -96,14 +103,7 @@ class RangeReader:
 
     async def _started(self) -> AIOKafkaConsumer:
         if self._consumer is None:
-            consumer = AIOKafkaConsumer(
-                bootstrap_servers=self._bootstrap,
-                group_id=None,
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                client_id="uac-range-reader",
-                max_partition_fetch_bytes=STATE_REQUEST_BYTES,
-            )
+            consumer = _groupless_consumer(self._bootstrap, "uac-range-reader")
             await consumer.start()
             self._consumer = consumer
         return self._consumer
