@@ -127,11 +127,12 @@ def _built(
 ) -> Timeline[R]:
     """The timeline of `members` (each also in `keyed` with its sort key): every counting
     member folded in valid-time order, the last TAIL of them kept with their results."""
-    superseded = frozenset(
+    corrected = [
         event.supersedes
         for _, event in keyed
         if event.supersedes and event.event_id not in retracted
-    )
+    ]
+    superseded = frozenset(corrected) if corrected else NO_IDS
     hidden = retracted | superseded
     counting = [pair for pair in keyed if pair[1].event_id not in hidden] if hidden else keyed
     effective = sorted(counting, key=_BY_KEY)
