@@ -1,4 +1,5 @@
-"""Duplicate therapy: two active prescriptions of the same ingredient or therapeutic class."""
+"""Duplicate therapy: two active prescriptions of the same ingredient, class or therapeutic
+group."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ RULE = RuleRef(
     id="duplicate-therapy",
     version=1,
     severity=Severity.WARNING,
-    description="Two active prescriptions share an ingredient or a therapeutic class.",
+    description="Two active prescriptions share an ingredient, a class or a therapeutic group.",
 )
 
 
@@ -52,12 +53,10 @@ class DuplicateTherapyRule:
         one, two = self._resolution(first), self._resolution(second)
         if not (one.resolved and two.resolved):
             return None
-        shared_ingredients = sorted(set(one.ingredients) & set(two.ingredients))
-        shared_classes = sorted(set(one.classes) & set(two.classes))
-        if not (shared_ingredients or shared_classes):
+        shared = _shared(one, two)
+        if shared is None:
             return None
-        shared = ", ".join(shared_ingredients or shared_classes)
-        what = "ingredient" if shared_ingredients else "class"
+        what, names = shared
         return Finding(
             rule=RULE,
             cause=tuple(
@@ -67,12 +66,26 @@ class DuplicateTherapyRule:
             ),
             severity=RULE.severity,
             title=f"Duplicate therapy: {first.drug} and {second.drug}",
-            detail=f"both active prescriptions share the {what} {shared}",
+            detail=f"both active prescriptions share the {what} {names}",
             evidence=tuple(
                 evidence_of(m.prescribed, m.prescription_id, "medication", f"prescribed {m.drug}")
                 for m in (first, second)
             ),
         )
+
+
+def _shared(one: DrugResolution, two: DrugResolution) -> tuple[str, str] | None:
+    """What two drugs have in common, most specific first: ingredients, classes, then
+    therapeutic groups (two anticoagulants of different classes)."""
+    for what, first, second in (
+        ("ingredient", one.ingredients, two.ingredients),
+        ("class", one.classes, two.classes),
+        ("therapeutic group", one.therapeutic_groups, two.therapeutic_groups),
+    ):
+        common = sorted(set(first) & set(second))
+        if common:
+            return what, ", ".join(common)
+    return None
 
 
 def _key(medication: MedicationView) -> tuple[Kind, str]:

@@ -46,6 +46,7 @@ class BundledKnowledge:
             ingredients=tuple(c for c in recognition.concepts if not is_class(c)),
             classes=self._classes(recognition.concepts),
             resolved=recognition.complete,
+            therapeutic_groups=self._groups(recognition.concepts),
         )
 
     def cross_reactivity(
@@ -100,6 +101,22 @@ class BundledKnowledge:
                 if is_class(key) and self._tables.classes[class_id].shared_level is not None:
                     classes.add(class_id)
         return tuple(sorted(classes))
+
+    def _groups(self, concepts: tuple[str, ...]) -> tuple[str, ...]:
+        """The therapeutic groups holding a class (or a parent of a class) of a concept."""
+        classes = {
+            key.removeprefix(CLASS_PREFIX)
+            for concept in concepts
+            for key in self._judge.keys(concept)
+            if is_class(key)
+        }
+        return tuple(
+            sorted(
+                group.group_id
+                for group in self._tables.groups.values()
+                if classes.intersection(group.classes)
+            )
+        )
 
 
 @cache

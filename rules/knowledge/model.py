@@ -43,6 +43,9 @@ class DrugResolution:
     ingredients: tuple[str, ...]
     classes: tuple[str, ...]
     resolved: bool
+    therapeutic_groups: tuple[str, ...] = ()
+    """Groups of classes whose drugs duplicate one another's therapy (anticoagulants); they
+    say nothing about allergic cross-reactivity. A backend without such data leaves them empty."""
 
 
 @dataclass(frozen=True, slots=True)

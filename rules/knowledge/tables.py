@@ -77,10 +77,22 @@ class CrossReactivityRow:
     source: str
 
 
+@dataclass(frozen=True, slots=True)
+class TherapeuticGroup:
+    """Classes whose drugs duplicate one another's therapy (two anticoagulants, an ACE
+    inhibitor with an angiotensin receptor blocker) without sharing a class."""
+
+    group_id: str
+    label: str
+    classes: tuple[str, ...]
+    source: str
+
+
 @dataclass(frozen=True)
 class KnowledgeTables:
     version: str
     classes: Mapping[str, DrugClass]
+    groups: Mapping[str, TherapeuticGroup]
     ingredients: Mapping[str, Ingredient]
     lexicon: Mapping[tuple[str, ...], tuple[str, ...]]
     codes: Mapping[tuple[str, str], tuple[str, ...]]
@@ -95,6 +107,7 @@ def load_tables() -> KnowledgeTables:
     return KnowledgeTables(
         version=version,
         classes=classes,
+        groups=_groups(_records(texts["therapeutic_groups.csv"]), classes),
         ingredients=ingredients,
         lexicon=build_lexicon(texts, ingredients, known),
         codes=_codes(texts, known),
@@ -164,6 +177,24 @@ def _classes(records: Iterable[dict[str, str]]) -> dict[str, DrugClass]:
         if drug_class.parent is not None and drug_class.parent not in classes:
             raise KnowledgeDataError(f"class {drug_class.class_id}: unknown parent")
     return classes
+
+
+def _groups(
+    records: Iterable[dict[str, str]], classes: Mapping[str, DrugClass]
+) -> dict[str, TherapeuticGroup]:
+    groups: dict[str, TherapeuticGroup] = {}
+    for record in records:
+        group = TherapeuticGroup(
+            record["group_id"], record["label"], _split(record["classes"]), record["source"]
+        )
+        unknown = [c for c in group.classes if c not in classes]
+        if unknown or not group.classes or not group.source or group.group_id in groups:
+            raise KnowledgeDataError(
+                f"therapeutic group {group.group_id}: needs known classes, a source and a"
+                f" unique id (unknown classes: {unknown})"
+            )
+        groups[group.group_id] = group
+    return groups
 
 
 def _ingredients(

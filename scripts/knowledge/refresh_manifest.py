@@ -25,6 +25,7 @@ TABLES = (
     "noise_words.csv",
     "codes.csv",
     "cross_reactivity.csv",
+    "therapeutic_groups.csv",
 )
 
 

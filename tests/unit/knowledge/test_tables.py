@@ -21,7 +21,7 @@ DATA = Path(tables.__file__).resolve().parent / "data"
 
 
 def test_version_names_the_release(knowledge: BundledKnowledge) -> None:
-    assert re.fullmatch(r"uac-bundled-\d{4}\.\d{2}", knowledge.version)
+    assert re.fullmatch(r"uac-bundled-\d{4}\.\d{2}(\.\d+)?", knowledge.version)
 
 
 def test_manifest_lists_every_data_table_with_its_digest() -> None:

@@ -1,0 +1,134 @@
+"""Therapeutic duplication across classes: two anticoagulants, or an ACE inhibitor with an
+angiotensin receptor blocker, are a duplicate therapy; sharing a group never implies that an
+allergy to one drug reaches the other."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from projections.state import initial_state, replay
+from rules.engine import default_rules, evaluate
+from rules.knowledge import tables
+from rules.knowledge.bundled import BundledKnowledge
+from rules.knowledge.model import MatchLevel
+from rules.knowledge.tables import KnowledgeDataError, file_digest, load_tables
+from schemas.alerts import Alert, AlertStatus, Severity
+from tests.factories import make_event
+
+
+def prescribed(knowledge: BundledKnowledge, *drugs: str, stop_first: bool = False) -> list[Alert]:
+    """Alerts from prescribing `drugs` one day apart to one patient (then stopping the first)."""
+    rules = default_rules(knowledge)
+    state, alerts = initial_state("clinic-a", "patient-1"), []
+    events = [
+        make_event(
+            "MedicationPrescribed",
+            f"rx-{day}",
+            at=timedelta(days=day),
+            payload={"prescription_id": f"rx-{day}", "drug": drug},
+        )
+        for day, drug in enumerate(drugs)
+    ]
+    if stop_first:
+        stop = make_event(
+            "MedicationStopped",
+            "stop",
+            at=timedelta(days=len(drugs)),
+            payload={"prescription_id": "rx-0"},
+        )
+        events.append(stop)
+    for event in events:
+        after = replay([event], state)
+        alerts += evaluate(rules, state, after, event)
+        state = after
+    return alerts
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "group"),
+    [
+        pytest.param("warfarin 5 mg", "Eliquis", "anticoagulants", id="VKA and DOAC"),
+        pytest.param("enoxaparin", "rivaroxaban", "anticoagulants", id="heparin and DOAC"),
+        pytest.param("lisinopril", "losartan", "renin_angiotensin_blockers", id="ACEi and ARB"),
+    ],
+)
+def test_given_two_drugs_of_one_group_but_no_shared_class_then_a_duplicate_therapy_warning(
+    knowledge: BundledKnowledge, first: str, second: str, group: str
+) -> None:
+    (alert,) = prescribed(knowledge, first, second)
+
+    assert (alert.rule_id, alert.status, alert.severity) == (
+        "duplicate-therapy",
+        AlertStatus.RAISED,
+        Severity.WARNING,
+    )
+    assert alert.detail.endswith(f"share the therapeutic group {group}")
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        pytest.param("aspirin", "clopidogrel", id="dual antiplatelet therapy"),
+        pytest.param("warfarin", "lisinopril", id="different groups"),
+        pytest.param("metformin", "losartan", id="one drug outside every group"),
+    ],
+)
+def test_given_drugs_of_different_groups_then_no_duplicate_therapy(
+    knowledge: BundledKnowledge, first: str, second: str
+) -> None:
+    assert prescribed(knowledge, first, second) == []
+
+
+def test_given_one_of_the_two_stopped_then_the_group_alert_resolves(
+    knowledge: BundledKnowledge,
+) -> None:
+    raised, resolved = prescribed(knowledge, "warfarin", "apixaban", stop_first=True)
+
+    assert (raised.status, resolved.status) == (AlertStatus.RAISED, AlertStatus.RESOLVED)
+    assert resolved.alert_id == raised.alert_id
+
+
+def test_given_a_shared_class_then_the_alert_names_the_class_not_the_group(
+    knowledge: BundledKnowledge,
+) -> None:
+    (alert,) = prescribed(knowledge, "apixaban", "rivaroxaban")
+
+    assert alert.detail.endswith("share the class direct_oral_anticoagulants")
+
+
+def test_a_shared_group_implies_no_allergic_cross_reactivity(
+    knowledge: BundledKnowledge,
+) -> None:
+    verdict = knowledge.cross_reactivity("warfarin", "apixaban")
+
+    assert verdict.level is MatchLevel.NONE
+
+
+def test_resolution_names_the_groups_of_each_drug(knowledge: BundledKnowledge) -> None:
+    assert knowledge.resolve("Coumadin").therapeutic_groups == ("anticoagulants",)
+    assert knowledge.resolve("lisinopril/hydrochlorothiazide").therapeutic_groups == (
+        "renin_angiotensin_blockers",
+    )
+    assert knowledge.resolve("ibuprofen").therapeutic_groups == ()
+
+
+def test_a_group_naming_an_unknown_class_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    original_text, original_manifest = tables.data_text, tables.read_manifest
+
+    def edited(name: str) -> str:
+        text = original_text(name)
+        if name == "therapeutic_groups.csv":
+            return text.replace("heparins", "heparinoids")
+        return text
+
+    def manifest() -> tuple[str, dict[str, str]]:
+        version, digests = original_manifest()
+        return version, {name: file_digest(edited(name)) for name in digests}
+
+    monkeypatch.setattr(tables, "data_text", edited)
+    monkeypatch.setattr(tables, "read_manifest", manifest)
+
+    with pytest.raises(KnowledgeDataError, match=r"anticoagulants.*heparinoids"):
+        load_tables()
