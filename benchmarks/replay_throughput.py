@@ -60,9 +60,8 @@ RUNS = 3
 
 
 def report_replay(label: str, events: list[Event]) -> None:
-    """The first run folds into memory fresh from the operating system, as a one-off replay
-    does (on this kind of virtual machine its page faults cost a tenth of the time); the later
-    runs reuse what the first freed."""
+    """The first run folds into memory fresh from the operating system and pays its page
+    faults, as a one-off replay does; later runs may reuse what an earlier one freed."""
     for paused, how in ((True, "collector paused"), (False, "collector tuned as in the worker")):
         rates = [len(events) / timed_replay(events, paused) for _ in range(RUNS)]
         ordered = sorted(rates)
