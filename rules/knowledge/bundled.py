@@ -41,12 +41,14 @@ class BundledKnowledge:
 
     def resolve(self, text: str, codes: tuple[Coding, ...] = ()) -> DrugResolution:
         recognition = self._recogniser.recognise(text, codes)
+        concepts = recognition.concepts
+        memberships = self._memberships(concepts)
         return DrugResolution(
             query=text,
-            ingredients=tuple(c for c in recognition.concepts if not is_class(c)),
-            classes=self._classes(recognition.concepts),
+            ingredients=tuple(c for c in concepts if not is_class(c)),
+            classes=self._classes(concepts, memberships),
             resolved=recognition.complete,
-            therapeutic_groups=self._groups(recognition.concepts),
+            therapeutic_groups=self._groups(memberships),
         )
 
     def cross_reactivity(
@@ -90,31 +92,28 @@ class BundledKnowledge:
         verdicts = (self._judge.judge(allergen, drug_concept) for allergen in allergens)
         return max(verdicts, key=lambda verdict: verdict.rank)
 
-    def _classes(self, concepts: tuple[str, ...]) -> tuple[str, ...]:
-        """Classes named directly, plus every class with a `shared_level` a concept is in."""
-        classes: set[str] = set()
-        for concept in concepts:
-            if is_class(concept):
-                classes.add(concept.removeprefix(CLASS_PREFIX))
-            for key in self._judge.keys(concept):
-                class_id = key.removeprefix(CLASS_PREFIX)
-                if is_class(key) and self._tables.classes[class_id].shared_level is not None:
-                    classes.add(class_id)
-        return tuple(sorted(classes))
-
-    def _groups(self, concepts: tuple[str, ...]) -> tuple[str, ...]:
-        """The therapeutic groups holding a class (or a parent of a class) of a concept."""
-        classes = {
+    def _memberships(self, concepts: tuple[str, ...]) -> frozenset[str]:
+        """Every class the concepts are, or belong to, up to the roots."""
+        return frozenset(
             key.removeprefix(CLASS_PREFIX)
             for concept in concepts
             for key in self._judge.keys(concept)
             if is_class(key)
-        }
+        )
+
+    def _classes(self, concepts: tuple[str, ...], memberships: frozenset[str]) -> tuple[str, ...]:
+        """Classes named directly, plus every class with a `shared_level` a concept is in."""
+        named = {c.removeprefix(CLASS_PREFIX) for c in concepts if is_class(c)}
+        shared = {c for c in memberships if self._tables.classes[c].shared_level is not None}
+        return tuple(sorted(named | shared))
+
+    def _groups(self, memberships: frozenset[str]) -> tuple[str, ...]:
+        """The therapeutic groups holding a class (or a parent of a class) of a concept."""
         return tuple(
             sorted(
                 group.group_id
                 for group in self._tables.groups.values()
-                if classes.intersection(group.classes)
+                if memberships.intersection(group.classes)
             )
         )
 
