@@ -24,7 +24,7 @@ from schemas.erasures import ErasureRecorded, ReadAudited
 from schemas.errors import BadFraming, IncompatibleSchema, InvalidRecord, MalformedAvro
 from schemas.events import Event
 from schemas.json_lines import validation_summary
-from schemas.registry import RegisteredSchema, SchemaRegistry, bundled_registry
+from schemas.registry import RegisteredSchema, SchemaRegistry, default_registry
 
 MAGIC_BYTE = 0
 _HEADER = struct.Struct(">bI")
@@ -121,24 +121,24 @@ def event_record(event: Event) -> dict[str, Any]:
 
 
 def event_codec(registry: SchemaRegistry | None = None) -> AvroCodec[Event]:
-    return AvroCodec(registry or bundled_registry(), "uac.Event", Event, event_record)
+    return AvroCodec(registry or default_registry(), "uac.Event", Event, event_record)
 
 
 def alert_codec(registry: SchemaRegistry | None = None) -> AvroCodec[Alert]:
-    return AvroCodec(registry or bundled_registry(), "uac.Alert", Alert)
+    return AvroCodec(registry or default_registry(), "uac.Alert", Alert)
 
 
 def decision_codec(registry: SchemaRegistry | None = None) -> AvroCodec[GateDecision]:
-    return AvroCodec(registry or bundled_registry(), "uac.GateDecision", GateDecision)
+    return AvroCodec(registry or default_registry(), "uac.GateDecision", GateDecision)
 
 
 def checkpoint_codec(registry: SchemaRegistry | None = None) -> AvroCodec[StateCheckpoint]:
-    return AvroCodec(registry or bundled_registry(), "uac.StateCheckpoint", StateCheckpoint)
+    return AvroCodec(registry or default_registry(), "uac.StateCheckpoint", StateCheckpoint)
 
 
 def erasure_codec(registry: SchemaRegistry | None = None) -> AvroCodec[ErasureRecorded]:
-    return AvroCodec(registry or bundled_registry(), "uac.ErasureRecorded", ErasureRecorded)
+    return AvroCodec(registry or default_registry(), "uac.ErasureRecorded", ErasureRecorded)
 
 
 def read_audit_codec(registry: SchemaRegistry | None = None) -> AvroCodec[ReadAudited]:
-    return AvroCodec(registry or bundled_registry(), "uac.ReadAudited", ReadAudited)
+    return AvroCodec(registry or default_registry(), "uac.ReadAudited", ReadAudited)

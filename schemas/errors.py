@@ -33,3 +33,8 @@ class InvalidRecord(DecodeError):
 
 class MalformedJson(DecodeError):
     reason = ReasonCode.MALFORMED_JSON
+
+
+class RegistryUnavailable(RuntimeError):
+    """The schema registry did not answer. Not a verdict on the bytes (they may be fine): the
+    caller retries later instead of quarantining."""

@@ -2,7 +2,9 @@
 
 `FileSchemaRegistry` reads the committed manifest (`avro/registry.json`): ids are fixed in the
 repository, so every process and every replay agrees on them. An HTTP Confluent-compatible
-registry implements the same `SchemaRegistry` protocol.
+registry (`streams.schema_registry`) implements the same `SchemaRegistry` protocol; the shell
+picks one at start-up with `use_registry`, and every codec built without an explicit registry
+uses that choice (`default_registry`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ class RegisteredSchema:
 
 class SchemaRegistry(Protocol):
     def by_id(self, schema_id: int) -> RegisteredSchema:
-        """The schema registered under `schema_id`; raises `UnknownSchemaId`."""
+        """The schema registered under `schema_id`; raises `UnknownSchemaId`, or
+        `RegistryUnavailable` when a remote registry cannot be asked."""
         ...
 
     def latest(self, subject: str) -> RegisteredSchema:
@@ -95,3 +98,16 @@ def bundled_registry() -> FileSchemaRegistry:
             for entry in entries
         )
     )
+
+
+_chosen: list[SchemaRegistry] = []
+
+
+def use_registry(registry: SchemaRegistry | None) -> None:
+    """Make `registry` the one codecs use by default in this process (None: the bundled
+    manifest). Called once by the shell at start-up, from its settings."""
+    _chosen[:] = [] if registry is None else [registry]
+
+
+def default_registry() -> SchemaRegistry:
+    return _chosen[0] if _chosen else bundled_registry()

@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
@@ -34,6 +34,7 @@ from aiokafka.errors import KafkaError
 from projections.document import checkpoint_of, forget_events, plain
 from schemas.codec import alert_codec, checkpoint_codec, decision_codec, erasure_codec
 from schemas.erasures import ErasureRecorded, ref_of_key
+from schemas.errors import RegistryUnavailable
 from schemas.events import Event
 from streams.app import Pipeline
 from streams.continuity import Gap, Step, plan, reached
@@ -239,7 +240,7 @@ def history_bytes(pipeline: Pipeline) -> Any:
     return held
 
 
-def fail_stop(failed: str, reason: BaseException) -> None:
+def fail_stop(failed: str, reason: BaseException) -> NoReturn:
     """Stop the process without acknowledging the batch: Faust would otherwise commit the
     offsets of events whose results were never published (silent loss). The supervisor
     restarts the worker, which replays from the last commit."""
@@ -406,9 +407,16 @@ class Batches:
 
     async def run(self, messages: Sequence[Incoming]) -> None:
         pipeline, started, now = self.pipeline, time.monotonic(), datetime.now(UTC)
-        output = self.processor.process_batch(
-            messages, load_state(pipeline), now, pipeline.ledger.is_erased, history_bytes(pipeline)
-        )
+        try:
+            output = self.processor.process_batch(
+                messages,
+                load_state(pipeline),
+                now,
+                pipeline.ledger.is_erased,
+                history_bytes(pipeline),
+            )
+        except RegistryUnavailable as error:
+            fail_stop("asking the schema registry for a writer schema", error)
         try:
             await publish(pipeline, output, now)
             store(pipeline, output, self.checkpoints)

@@ -27,7 +27,9 @@ from rules.knowledge.bundled import load_bundled_knowledge
 from rules.knowledge.report import check_drug as judge_drug
 from schemas.alerts import Alert
 from schemas.codec import alert_codec
+from schemas.errors import RegistryUnavailable
 from schemas.events import ErasureRequested, Event, EventType, Origin
+from schemas.registry import use_registry
 from streams import local_kafka
 from streams.alert_output import AlertFormat, print_alert, print_alerts, readable_alerts
 from streams.analytics import (
@@ -49,6 +51,7 @@ from streams.log_check import check_log
 from streams.publisher import EventPublisher, NotSent, Published
 from streams.rebuild import checkpoint_of_subject, differences, latest_checkpoints, rebuild_states
 from streams.replay_report import print_human, print_json, print_line_errors
+from streams.schema_registry import RegistryRefused, registry_of
 from streams.sealing import Sealer, readable
 from streams.settings import Settings
 from streams.sink import serve_sink
@@ -140,6 +143,7 @@ def read_events(
 def uac() -> None:
     """UaC keeps each person's memory as an event log, folds it into typed state, raises
     alerts and keeps the history for analysts."""
+    use_registry(registry_of(Settings()))
 
 
 def _topics(settings: Settings) -> Topics:
@@ -598,7 +602,7 @@ def main() -> None:
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
     try:
         app()
-    except (KafkaNotFound, KafkaConnectionError) as error:
+    except (KafkaNotFound, KafkaConnectionError, RegistryUnavailable, RegistryRefused) as error:
         err.print(f"[red]failed[/red]: {error}")
         raise SystemExit(EXIT_FAILED) from None
 

@@ -22,7 +22,7 @@ from rules.engine import process
 from schemas.alerts import Alert
 from schemas.codec import AvroCodec
 from schemas.decisions import GateDecision, GateOutcome
-from schemas.errors import DecodeError
+from schemas.errors import DecodeError, RegistryUnavailable
 from schemas.events import ErasureRequested, Event
 from schemas.reasons import ReasonCode
 from streams.keys import SubjectErased
@@ -165,6 +165,8 @@ class BatchProcessor:
         for message in messages:
             try:
                 self._process_one(message, known, now, output)
+            except RegistryUnavailable:
+                raise
             except Exception as error:  # noqa: BLE001 (a bug must quarantine, never lose)
                 detail = (
                     f"processing failed with {type(error).__name__}; the message is kept in the log"

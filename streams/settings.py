@@ -24,6 +24,15 @@ class Settings(BaseSettings):
     clickhouse_path: Path | None = Field(
         default=None, description="chDB data path when no URL is set (default UAC_HOME/chdb)."
     )
+    schema_registry_url: str | None = Field(
+        default=None,
+        description="http(s)://[user:password@]host:port of a Confluent-compatible schema "
+        "registry; unset = the committed manifest schemas/avro/registry.json.",
+    )
+    schema_registry_auto_register: bool = Field(
+        default=True,
+        description="Register this build's schemas when the registry does not hold them yet.",
+    )
     tenants_file: Path = REPOSITORY / "deploy" / "config" / "tenants.json"
     topic_prefix: str = "uac."
     partitions: int = Field(default=4, ge=1)

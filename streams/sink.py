@@ -79,6 +79,7 @@ from schemas.codec import (
     read_audit_codec,
 )
 from schemas.erasures import ErasureRecorded
+from schemas.errors import RegistryUnavailable
 from schemas.events import subject_key
 from streams import analytics
 from streams.clickhouse import (
@@ -585,6 +586,8 @@ class Sink:
         received = Received(record.value, tuple(record.headers or ()), at, now)
         try:
             return self._records.rows(record.topic, received)
+        except RegistryUnavailable:
+            raise
         except SubjectErased:
             self.metrics.skipped.labels(topic=record.topic, reason=ERASED_SUBJECT).inc()
             return []
@@ -605,6 +608,8 @@ class Sink:
             return
         try:
             entry = self._erasure_codec.decode(record.value)
+        except RegistryUnavailable:
+            raise
         except Exception as error:  # noqa: BLE001 (a bad record is counted and skipped, never fatal)
             self._undecodable(at, error)
             return

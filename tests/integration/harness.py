@@ -62,6 +62,8 @@ class Pipeline:
     app_id: str
     partitions: int = 4
     services: list[Service] = field(default_factory=list)
+    settings: dict[str, str] = field(default_factory=dict)
+    """More UAC_* settings for every process this pipeline starts."""
 
     @property
     def topics(self) -> Topics:
@@ -69,15 +71,19 @@ class Pipeline:
 
     @property
     def env(self) -> dict[str, str]:
-        return os.environ | {
-            "UAC_HOME": str(self.home),
-            "UAC_KAFKA_BOOTSTRAP": self.bootstrap,
-            "UAC_TOPIC_PREFIX": self.prefix,
-            "UAC_APP_ID": self.app_id,
-            "UAC_PARTITIONS": str(self.partitions),
-            "UAC_BATCH_SECONDS": "0.05",
-            "UAC_SINK_BATCH_SECONDS": "0.2",
-        }
+        return (
+            os.environ
+            | {
+                "UAC_HOME": str(self.home),
+                "UAC_KAFKA_BOOTSTRAP": self.bootstrap,
+                "UAC_TOPIC_PREFIX": self.prefix,
+                "UAC_APP_ID": self.app_id,
+                "UAC_PARTITIONS": str(self.partitions),
+                "UAC_BATCH_SECONDS": "0.05",
+                "UAC_SINK_BATCH_SECONDS": "0.2",
+            }
+            | self.settings
+        )
 
     def start(self, *command: str, env: dict[str, str] | None = None) -> Service:
         log = self.home / f"{command[0]}-{len(self.services)}.log"

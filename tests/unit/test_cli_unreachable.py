@@ -1,5 +1,5 @@
-"""Commands that need the broker say so in one line when it is unknown or does not answer:
-exit code 3, never a traceback."""
+"""Commands that need the broker (or the schema registry) say so in one line when it is unknown
+or does not answer: exit code 3, never a traceback."""
 
 from __future__ import annotations
 
@@ -55,4 +55,25 @@ def test_given_a_broker_address_nobody_answers_then_one_line_and_exit_code_3(
     result = _uac(["alerts", "--json"], tmp_path, bootstrap=f"127.0.0.1:{_closed_port()}")
     assert result.returncode == 3
     assert "Unable to bootstrap" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_given_a_schema_registry_nobody_answers_then_one_line_and_exit_code_3(
+    tmp_path: Path,
+) -> None:
+    sample = Path(__file__).resolve().parents[2] / "examples" / "events.ndjson"
+    env = os.environ | {
+        "UAC_HOME": str(tmp_path),
+        "UAC_SCHEMA_REGISTRY_URL": f"http://127.0.0.1:{_closed_port()}",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "publish", str(sample)],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 3
+    assert "schema registry unreachable" in result.stderr
     assert "Traceback" not in result.stderr
