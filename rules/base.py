@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -84,9 +85,22 @@ def touched(before: UserState, event: Event) -> frozenset[tuple[Kind, str]]:
 def lifecycle(
     state: UserState, finding: Finding, status: AlertStatus, event: Event, reason: str | None = None
 ) -> Alert:
+    return lifecycle_record(state, finding, status, event.id, event.occurred_at, reason)
+
+
+def lifecycle_record(
+    state: UserState,
+    finding: Finding,
+    status: AlertStatus,
+    trigger_id: str,
+    occurred_at: datetime,
+    reason: str | None = None,
+) -> Alert:
+    """The lifecycle record of `finding` in `state`, caused by `trigger_id` (an event id, or a
+    re-judgement) at `occurred_at`."""
     identifier = alert_id(state.tenant_id, state.subject_id, finding.rule, finding.cause)
     return Alert(
-        lifecycle_id=lifecycle_id(identifier, status, event.id),
+        lifecycle_id=lifecycle_id(identifier, status, trigger_id),
         alert_id=identifier,
         tenant_id=state.tenant_id,
         subject_id=state.subject_id,
@@ -99,8 +113,8 @@ def lifecycle(
         cause=tuple(sorted(finding.cause)),
         evidence=finding.evidence,
         drug_allergy=finding.drug_allergy,
-        trigger_event_id=event.id,
-        occurred_at=event.occurred_at,
+        trigger_event_id=trigger_id,
+        occurred_at=occurred_at,
         reason=reason,
     )
 

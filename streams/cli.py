@@ -25,13 +25,20 @@ from rules.batch import Submitted, replay_batch
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from rules.knowledge.report import check_drug as judge_drug
+from rules.rejudge import Rejudgement
 from schemas.alerts import Alert
 from schemas.codec import alert_codec
 from schemas.errors import RegistryUnavailable
 from schemas.events import ErasureRequested, Event, EventType, Origin
 from schemas.registry import use_registry
 from streams import local_kafka
-from streams.alert_output import AlertFormat, print_alert, print_alerts, readable_alerts
+from streams.alert_output import (
+    AlertFormat,
+    alert_table,
+    print_alert,
+    print_alerts,
+    readable_alerts,
+)
 from streams.analytics import (
     AlertNotFound,
     QueryFailed,
@@ -50,6 +57,7 @@ from streams.keys import FileKeyStore, SubjectErased
 from streams.log_check import check_log
 from streams.publisher import EventPublisher, NotSent, Published
 from streams.rebuild import checkpoint_of_subject, differences, latest_checkpoints, rebuild_states
+from streams.rejudge import WorkersRunning, rejudge
 from streams.replay_report import print_human, print_json, print_line_errors
 from streams.schema_registry import RegistryRefused, registry_of
 from streams.sealing import Sealer, readable
@@ -544,6 +552,49 @@ def _replay_from_kafka(as_json: bool) -> None:
             out.print(f"  {difference}")
     if found:
         raise typer.Exit(code=1)
+
+
+@app.command("rejudge")
+def rejudge_command(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the records; publish nothing.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON alert per line.")] = False,
+) -> None:
+    """After an upgrade of the rules or the drug knowledge, with the workers stopped: publish
+    the alert records that bring the alerts topic in line with what they now find in every
+    subject's state (newly found, graded differently, no longer found)."""
+    settings = Settings()
+    knowledge = load_bundled_knowledge()
+    why = Rejudgement(f"knowledge:{knowledge.version}", datetime.now(UTC))
+    try:
+        result = asyncio.run(
+            rejudge(
+                bootstrap_servers(settings),
+                _topics(settings),
+                settings.app_id,
+                _sealer(settings),
+                default_rules(knowledge),
+                why,
+                publish=not dry_run,
+            )
+        )
+    except WorkersRunning as error:
+        err.print(f"[red]failed[/red]: {error}")
+        raise typer.Exit(code=EXIT_FAILED) from None
+    counts = Counter(record.status.value for record in result.records)
+    summary = (
+        f"re-judged {result.subjects} subject(s) with {why.trigger_id}: "
+        f"{counts['raised']} raised, {counts['resolved']} resolved"
+        + (" (dry run: nothing published)" if dry_run else "")
+    )
+    if as_json:
+        print_alerts(result.records, out, AlertFormat.JSON)
+        err.print(summary)
+        return
+    if result.records:
+        out.print(alert_table(result.records, title="Re-judged alerts"))
+    out.print(summary)
 
 
 @app.command("check-log")

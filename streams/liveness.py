@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+MEMBERS = 5
+"""Index of the member list in a DescribeGroups response's group entry."""
+
 
 @dataclass
 class StallWatch:
@@ -72,3 +75,14 @@ async def group_committed_offsets(
         await admin.close()
     found = {tp.partition: max(0, meta.offset) for tp, meta in offsets.items()}
     return {tp.partition: found.get(tp.partition, 0) for tp in partitions}
+
+
+async def group_member_count(bootstrap: str, group: str) -> int:
+    """How many consumers are members of `group` now (0 for an empty or unknown group)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="uac-watch")
+    await admin.start()
+    try:
+        responses = await admin.describe_consumer_groups([group])
+    finally:
+        await admin.close()
+    return sum(len(described[MEMBERS]) for response in responses for described in response.groups)

@@ -1,0 +1,101 @@
+"""`uac rejudge`: after an upgrade brings new rules or drug knowledge, bring the alerts topic in
+line with what they find in every subject's current state (`rules.rejudge`).
+
+States are rebuilt from the accepted-events topic (as `uac replay --from-kafka` does, so erased
+subjects are absent) and each subject's active alerts are read from the alerts topic. The
+records `rejudged` returns are sealed with the subject's key and published on the alerts topic
+keyed by subject, as the worker publishes, so alert consumers receive them and the sink writes
+them to ClickHouse. Running it again publishes nothing: the stream already agrees.
+
+The workers must be stopped: a worker folding events meanwhile would move states past the
+ones judged here. The command checks that the worker group has no members and refuses to run
+otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaProducer
+
+from rules.base import Rule
+from rules.rejudge import Rejudgement, active_alerts, rejudged
+from schemas.alerts import Alert
+from schemas.codec import alert_codec
+from schemas.events import subject_key
+from streams.alert_output import readable_alerts
+from streams.liveness import group_member_count
+from streams.rebuild import rebuild_states
+from streams.sealing import Sealer
+from streams.topic_reader import read_topic
+from streams.topics import Topics
+
+
+class WorkersRunning(RuntimeError):
+    """The worker group has members; re-judging now would race their transitions."""
+
+
+@dataclass(frozen=True)
+class Rejudged:
+    subjects: int
+    records: list[Alert]
+
+
+async def rejudge(
+    bootstrap: str,
+    topics: Topics,
+    worker_group: str,
+    sealer: Sealer,
+    rules: Sequence[Rule],
+    why: Rejudgement,
+    *,
+    publish: bool,
+) -> Rejudged:
+    members = await group_member_count(bootstrap, worker_group)
+    if members:
+        raise WorkersRunning(
+            f"{members} worker(s) of group {worker_group} are running; stop them first"
+        )
+    states = await rebuild_states(bootstrap, topics.accepted, sealer)
+    active = await alerts_by_subject(bootstrap, topics.alerts, sealer)
+    records = [
+        record
+        for key, state in sorted(states.items())
+        for record in rejudged(state, active_alerts(active.get(key, [])), rules, why)
+    ]
+    if publish and records:
+        await publish_alerts(bootstrap, topics.alerts, sealer, records)
+    return Rejudged(len(states), records)
+
+
+async def alerts_by_subject(bootstrap: str, topic: str, sealer: Sealer) -> dict[str, list[Alert]]:
+    """Every readable alert record, per `tenant:subject`, in the order of the stream."""
+    found: dict[str, list[Alert]] = {}
+    for alert in readable_alerts(await read_topic(bootstrap, topic), sealer):
+        found.setdefault(key_of(alert), []).append(alert)
+    return found
+
+
+async def publish_alerts(bootstrap: str, topic: str, sealer: Sealer, alerts: list[Alert]) -> None:
+    """Sealed and keyed as the worker publishes them; returns once Kafka has every one."""
+    codec = alert_codec()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", client_id="uac-rejudge")
+    await producer.start()
+    try:
+        deliveries = [
+            await producer.send(
+                topic,
+                key=key_of(alert).encode(),
+                value=sealer.seal(key_of(alert), codec.encode(alert)),
+            )
+            for alert in alerts
+        ]
+        for delivery in deliveries:
+            await delivery
+    finally:
+        await producer.stop()
+
+
+def key_of(alert: Alert) -> str:
+    return subject_key(alert.tenant_id, alert.subject_id)

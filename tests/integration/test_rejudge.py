@@ -1,0 +1,112 @@
+"""`uac rejudge` on the real broker and ClickHouse engine: refused while workers run; with them
+stopped, an alerts topic that disagrees with the current knowledge (an alert an earlier release
+never raised, one it raised that the current rules do not find) is brought in line, once, and
+the records reach alert consumers, ClickHouse and `uac explain`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from uuid import NAMESPACE_URL, uuid5
+
+import pytest
+
+from rules.knowledge.bundled import load_bundled_knowledge
+from schemas.alerts import Alert, AlertStatus
+from streams.rejudge import publish_alerts
+from tests.integration.harness import Pipeline, wait_for
+from tests.integration.test_pipeline import expected_alerts, sample_events, wait_for_history
+
+pytestmark = pytest.mark.integration
+TRIGGER = f"knowledge:{load_bundled_knowledge().version}"
+
+
+def rejudge(pipeline: Pipeline, *args: str) -> tuple[list[Alert], str]:
+    result = pipeline.uac("rejudge", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    return [Alert.model_validate_json(line) for line in result.stdout.splitlines()], result.stderr
+
+
+def a_stream_an_earlier_release_left(alerts: list[Alert]) -> tuple[Alert, Alert]:
+    """(an alert the current rules raised, marked resolved as if never found; an alert the
+    current rules do not find, marked raised as if an earlier release had found it)."""
+    raised = next(a for a in alerts if a.rule_id == "drug-allergy-conflict")
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    never_found = raised.model_copy(
+        update={
+            "lifecycle_id": uuid5(NAMESPACE_URL, f"uac-test/{raised.alert_id}/resolved"),
+            "status": AlertStatus.RESOLVED,
+            "occurred_at": at,
+        }
+    )
+    phantom = raised.model_copy(
+        update={
+            "alert_id": uuid5(NAMESPACE_URL, "uac-test/phantom-alert"),
+            "lifecycle_id": uuid5(NAMESPACE_URL, "uac-test/phantom-alert/raised"),
+            "cause": ("allergy:earlier-release", "medication:earlier-release"),
+        }
+    )
+    return never_found, phantom
+
+
+def test_given_a_knowledge_upgrade_then_rejudge_brings_the_alerts_in_line_once(
+    pipeline: Pipeline,
+) -> None:
+    events = sample_events()
+    expected = expected_alerts(events)
+    worker = pipeline.start("worker")
+    pipeline.start("sink")
+    pipeline.publish(events)
+    alerts = wait_for(pipeline.alerts, lambda found: len(found) >= len(expected))
+    wait_for_history(pipeline, events)
+    running = pipeline.uac("rejudge")
+    assert running.returncode == 3
+    assert "stop them first" in running.stderr
+    worker.stop()
+    records, summary = wait_for(
+        lambda: _attempt(pipeline), lambda outcome: outcome is not None, what="group empty"
+    )
+    assert records == []
+    assert "0 raised, 0 resolved" in summary
+
+    never_found, phantom = a_stream_an_earlier_release_left(alerts)
+    sealer, topic = pipeline.sealer, pipeline.topics.alerts
+    asyncio.run(publish_alerts(pipeline.bootstrap, topic, sealer, [never_found, phantom]))
+    dry, _ = rejudge(pipeline, "--dry-run")
+    records, summary = rejudge(pipeline)
+    assert [r.lifecycle_id for r in records] == [r.lifecycle_id for r in dry]
+    assert [(r.alert_id, r.status) for r in records] == [
+        (never_found.alert_id, AlertStatus.RAISED),
+        (phantom.alert_id, AlertStatus.RESOLVED),
+    ]
+    assert all(r.trigger_event_id == TRIGGER for r in records)
+    assert "1 raised, 1 resolved" in summary
+    assert rejudge(pipeline)[0] == []
+    on_topic = [a for a in pipeline.alerts() if a.trigger_event_id == TRIGGER]
+    assert sorted(a.lifecycle_id for a in on_topic) == sorted(r.lifecycle_id for r in records)
+
+    tenant = never_found.tenant_id
+    rows = wait_for(
+        lambda: pipeline.clickhouse(
+            "SELECT alert_id, status FROM alerts WHERE startsWith(trigger_event_id, 'knowledge:')",
+            tenant,
+        ),
+        lambda found: len(found) == 2,
+        what="re-judged alerts in ClickHouse",
+    )
+    assert sorted((str(r[0]), r[1]) for r in rows) == sorted(
+        (str(r.alert_id), r.status.value) for r in records
+    )
+    explained = pipeline.uac("explain", str(never_found.alert_id), "--tenant", tenant, "--json")
+    assert explained.returncode == 0, explained.stderr
+    assert TRIGGER in json.dumps(json.loads(explained.stdout))
+
+
+def _attempt(pipeline: Pipeline) -> tuple[list[Alert], str] | None:
+    """A dry re-judge once the stopped worker has left its group (None while it has not)."""
+    result = pipeline.uac("rejudge", "--json", "--dry-run")
+    if result.returncode == 3:
+        return None
+    assert result.returncode == 0, result.stderr
+    return [Alert.model_validate_json(line) for line in result.stdout.splitlines()], result.stderr

@@ -1,0 +1,127 @@
+"""Re-judging after a knowledge release: the alert stream is brought in line with what the rules
+now find in each state, once, and agrees with the incremental transitions under unchanged rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from hypothesis import given
+
+from projections.state import UserState, initial_state, replay
+from rules.batch import Submitted, replay_batch
+from rules.engine import default_rules, evaluate
+from rules.knowledge.model import Coding, CrossReactivity, MatchLevel
+from rules.rejudge import Rejudgement, active_alerts, rejudged
+from schemas.alerts import Alert, AlertStatus, Severity
+from tests.factories import make_event
+from tests.fakes import TableKnowledge
+from tests.strategies import event_histories
+from tests.unit.test_fold_properties import _context
+from tests.unit.test_rules import allergy, rx
+
+AT = datetime(2030, 6, 1, tzinfo=UTC)
+CURRENT = default_rules(TableKnowledge())
+UPGRADE = Rejudgement("knowledge:test-table-1", AT)
+
+
+@dataclass(frozen=True)
+class ReleaseWithClassesAs(TableKnowledge):
+    """An earlier release that judged class-level cross-reactivity as `as_level`."""
+
+    version: str = "test-table-0"
+    as_level: MatchLevel = MatchLevel.NONE
+
+    def cross_reactivity(
+        self,
+        allergen: str,
+        drug: str,
+        allergen_codes: tuple[Coding, ...] = (),
+        drug_codes: tuple[Coding, ...] = (),
+    ) -> CrossReactivity:
+        verdict = super().cross_reactivity(allergen, drug, allergen_codes, drug_codes)
+        if verdict.level is not MatchLevel.SAME_CLASS:
+            return verdict
+        return CrossReactivity(
+            allergen, drug, verdict.ingredients, (), self.as_level, "earlier release", "test"
+        )
+
+
+def folded(events: list, rules: tuple) -> tuple[UserState, list[Alert]]:
+    state, alerts = initial_state("clinic-a", "patient-1"), []
+    for event in events:
+        after = replay([event], state)
+        alerts += evaluate(rules, state, after, event)
+        state = after
+    return state, alerts
+
+
+PENICILLIN_THEN_AMOXICILLIN = [allergy(), rx("rx-amox", "amoxicillin")]
+
+
+def test_given_a_release_that_now_finds_a_conflict_then_it_is_raised_once_with_its_usual_id() -> (
+    None
+):
+    state, old_alerts = folded(PENICILLIN_THEN_AMOXICILLIN, default_rules(ReleaseWithClassesAs()))
+    assert old_alerts == []
+    (record,) = rejudged(state, active_alerts(old_alerts), CURRENT, UPGRADE)
+    (incremental,) = folded(PENICILLIN_THEN_AMOXICILLIN, CURRENT)[1]
+    assert (record.status, record.severity) == (AlertStatus.RAISED, Severity.CRITICAL)
+    assert record.alert_id == incremental.alert_id
+    assert record.trigger_event_id == "knowledge:test-table-1"
+    assert record.reason == "re-judged with knowledge:test-table-1: newly found"
+    assert rejudged(state, active_alerts([record]), CURRENT, UPGRADE) == []
+
+
+def test_given_a_release_that_no_longer_finds_a_conflict_then_its_alert_is_resolved() -> None:
+    state, alerts = folded(PENICILLIN_THEN_AMOXICILLIN, CURRENT)
+    older = default_rules(ReleaseWithClassesAs())
+    (record,) = rejudged(state, active_alerts(alerts), older, UPGRADE)
+    assert (record.status, record.alert_id) == (AlertStatus.RESOLVED, alerts[0].alert_id)
+    assert record.reason == "re-judged with knowledge:test-table-1: the rules no longer find it"
+    assert active_alerts([*alerts, record]) == {}
+    assert rejudged(state, active_alerts([*alerts, record]), older, UPGRADE) == []
+
+
+def test_given_a_release_that_grades_a_conflict_differently_then_it_is_raised_again_saying_so() -> (
+    None
+):
+    earlier = default_rules(ReleaseWithClassesAs(as_level=MatchLevel.PARTIAL))
+    state, alerts = folded(PENICILLIN_THEN_AMOXICILLIN, earlier)
+    assert [(a.severity, a.drug_allergy.level) for a in alerts if a.drug_allergy] == [
+        (Severity.WARNING, "partial")
+    ]
+    (record,) = rejudged(state, active_alerts(alerts), CURRENT, UPGRADE)
+    assert (record.status, record.alert_id, record.severity) == (
+        AlertStatus.RAISED,
+        alerts[0].alert_id,
+        Severity.CRITICAL,
+    )
+    assert record.reason == (
+        "re-judged with knowledge:test-table-1: severity warning -> critical, "
+        "level partial -> same_class"
+    )
+    assert rejudged(state, active_alerts([*alerts, record]), CURRENT, UPGRADE) == []
+
+
+def test_given_an_acknowledged_alert_then_it_counts_as_active() -> None:
+    state, alerts = folded(PENICILLIN_THEN_AMOXICILLIN, CURRENT)
+    acknowledged = alerts[0].model_copy(update={"status": AlertStatus.ACKNOWLEDGED})
+    assert rejudged(state, active_alerts([*alerts, acknowledged]), CURRENT, UPGRADE) == []
+
+
+def test_given_an_erased_subject_then_nothing_is_rejudged() -> None:
+    events = [*PENICILLIN_THEN_AMOXICILLIN, make_event("ErasureRequested", "erase", at=AT)]
+    state, alerts = folded(events, CURRENT)
+    assert state.erased
+    assert alerts
+    assert rejudged(state, active_alerts(alerts), CURRENT, UPGRADE) == []
+
+
+@given(event_histories(subjects=("patient-1", "patient-2")))
+def test_given_unchanged_rules_then_the_incremental_alerts_are_what_the_state_holds(
+    events: list,
+) -> None:
+    batch = [Submitted(str(i), e, 100) for i, e in enumerate(events)]
+    for result in replay_batch(batch, _context, CURRENT).values():
+        assert rejudged(result.state, active_alerts(result.alerts), CURRENT, UPGRADE) == []
