@@ -126,18 +126,39 @@ def transitions(
     event: Event,
     focus: frozenset[tuple[Kind, str]],
 ) -> list[Alert]:
-    """`raised` for findings new in `after`, `resolved` for findings gone from it; `focus` is
-    what the event touched (`touched(before, event)`)."""
+    """`raised` for findings new in `after`, `raised` again (saying what changed) for findings
+    the event made grade differently (an allergy corrected to an intolerance, a criticality
+    raised), `resolved` for findings gone from it; `focus` is what the event touched
+    (`touched(before, event)`)."""
     if not any(kind in rule.watches for kind, _ in focus):
         return []
     old, new = rule.findings(before, focus), rule.findings(after, focus)
-    raised = [
-        lifecycle(after, new[key], AlertStatus.RAISED, event)
-        for key in sorted(new.keys() - old.keys())
-    ]
+    raised = []
+    for key in sorted(new.keys()):
+        if key not in old:
+            raised.append(lifecycle(after, new[key], AlertStatus.RAISED, event))
+        elif change := regrading(old[key].severity, level_of(old[key].drug_allergy), new[key]):
+            reason = f"{event.type.value} {event.id} changed the judgement: {change}"
+            raised.append(lifecycle(after, new[key], AlertStatus.RAISED, event, reason))
     reason = f"{event.type.value} {event.id} removed the cause"
     resolved = [
         lifecycle(after, old[key], AlertStatus.RESOLVED, event, reason)
         for key in sorted(old.keys() - new.keys())
     ]
     return raised + resolved
+
+
+def regrading(severity: Severity, level: str | None, finding: Finding) -> str:
+    """How `finding` grades differently from an alert of `severity` and match `level`, e.g.
+    `severity critical -> warning, level same_class -> partial` ("" when it does not)."""
+    changes = []
+    if severity is not finding.severity:
+        changes.append(f"severity {severity.value} -> {finding.severity.value}")
+    after = level_of(finding.drug_allergy)
+    if level != after:
+        changes.append(f"level {level} -> {after}")
+    return ", ".join(changes)
+
+
+def level_of(finding: DrugAllergyFinding | None) -> str | None:
+    return finding.level if finding else None

@@ -25,7 +25,7 @@ from datetime import datetime
 from uuid import UUID
 
 from projections.state import UserState
-from rules.base import Finding, Rule, lifecycle_id, lifecycle_record
+from rules.base import Finding, Rule, level_of, lifecycle_id, lifecycle_record, regrading
 from schemas.alerts import Alert, AlertStatus
 
 
@@ -60,7 +60,7 @@ def rejudged(
     found = {key: finding for rule in rules for key, finding in rule.findings(state, None).items()}
     records = []
     for key in sorted(found):
-        change = "newly found" if key not in active else _change(active[key], found[key])
+        change = "newly found" if key not in active else _regrading(active[key], found[key])
         if change:
             reason = f"{why.reason}: {change}"
             records.append(
@@ -71,16 +71,8 @@ def rejudged(
     return records + [_resolved(active[key], why) for key in sorted(active.keys() - found.keys())]
 
 
-def _change(alert: Alert, finding: Finding) -> str:
-    """How the rules' judgement of an active alert changed ("" when it did not)."""
-    changes = []
-    if alert.severity is not finding.severity:
-        changes.append(f"severity {alert.severity.value} -> {finding.severity.value}")
-    before = alert.drug_allergy.level if alert.drug_allergy else None
-    after = finding.drug_allergy.level if finding.drug_allergy else None
-    if before != after:
-        changes.append(f"level {before} -> {after}")
-    return ", ".join(changes)
+def _regrading(alert: Alert, finding: Finding) -> str:
+    return regrading(alert.severity, level_of(alert.drug_allergy), finding)
 
 
 def _resolved(alert: Alert, why: Rejudgement) -> Alert:

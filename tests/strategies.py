@@ -121,9 +121,10 @@ def event_histories(
     max_size: int = 20,
     subjects: tuple[str, ...] = ("patient-1",),
     tenant: str = "clinic-a",
+    types: tuple[str, ...] = CLAIM_TYPES,
 ) -> list[Event]:
     """Events of a few subjects with distinct valid times, including corrections, retractions
-    and status changes that may arrive before what they refer to."""
+    and status changes that may arrive before what they refer to; claims of `types` only."""
     size = draw(st.integers(1, max_size))
     minutes = draw(
         st.lists(st.integers(0, 60 * 24 * 400), min_size=size, max_size=size, unique=True)
@@ -153,7 +154,7 @@ def event_histories(
                 )
             )
             continue
-        event_type = draw(st.sampled_from(CLAIM_TYPES))
+        event_type = draw(st.sampled_from(types))
         event = Event.model_validate(
             envelope | {"type": event_type, "payload": draw(payloads[event_type])}
         )

@@ -201,3 +201,23 @@ def test_severity(
     level: MatchLevel, allergy_fields: dict[str, Any], expected: Severity | None
 ) -> None:
     assert severity_for(level, _view(**allergy_fields)) is expected
+
+
+def test_given_a_correction_to_intolerance_then_the_alert_is_raised_again_as_warning() -> None:
+    corrected = allergy("correction", day=2, allergy_type="intolerance")
+    corrected = corrected.model_copy(update={"supersedes": allergy().id})
+    first, regraded = run([allergy(), rx("rx-amox", "amoxicillin"), corrected])
+    assert first.alert_id == regraded.alert_id
+    assert (first.status, first.severity) == (AlertStatus.RAISED, Severity.CRITICAL)
+    assert (regraded.status, regraded.severity) == (AlertStatus.RAISED, Severity.WARNING)
+    assert regraded.reason == (
+        f"AllergyRecorded {corrected.id} changed the judgement: severity critical -> warning"
+    )
+    assert regraded.lifecycle_id != first.lifecycle_id
+
+
+def test_given_a_correction_that_changes_nothing_the_alert_shows_then_no_new_record() -> None:
+    corrected = allergy("correction", day=2, note="confirmed by the GP")
+    corrected = corrected.model_copy(update={"supersedes": allergy().id})
+    (only,) = run([allergy(), rx("rx-amox", "amoxicillin"), corrected])
+    assert only.status is AlertStatus.RAISED
