@@ -42,47 +42,60 @@ class Rejudgement:
         return f"re-judged with {self.trigger_id}"
 
 
-def active_alerts(records: Iterable[Alert]) -> dict[UUID, Alert]:
-    """The alerts a lifecycle stream (in its order) leaves active: each alert's latest record,
+def latest_records(records: Iterable[Alert]) -> dict[UUID, Alert]:
+    """Each alert's latest lifecycle record in a stream (in its order); the alert is active
     unless that record resolved it."""
     latest: dict[UUID, Alert] = {}
     for record in records:
         latest[record.alert_id] = record
-    return {key: alert for key, alert in latest.items() if alert.status is not AlertStatus.RESOLVED}
+    return latest
 
 
 def rejudged(
-    state: UserState, active: Mapping[UUID, Alert], rules: Sequence[Rule], why: Rejudgement
+    state: UserState, latest: Mapping[UUID, Alert], rules: Sequence[Rule], why: Rejudgement
 ) -> list[Alert]:
-    """The records that make the stream's `active` alerts of this subject agree with `rules`."""
+    """The records that make the stream, whose `latest` record per alert of this subject is
+    given, agree with what `rules` find in `state`.
+
+    A record's lifecycle id derives from the release and the record it answers (the alert's
+    latest), so running again over the same stream repeats the same ids, and a later
+    re-judgement of a stream that moved on (new events, a rollback in between) gets new ones."""
     if state.erased:
         return []
     found = {key: finding for rule in rules for key, finding in rule.findings(state, None).items()}
+    active = {key for key, record in latest.items() if record.status is not AlertStatus.RESOLVED}
     records = []
     for key in sorted(found):
-        change = "newly found" if key not in active else _regrading(active[key], found[key])
+        change = "newly found" if key not in active else _regrading(latest[key], found[key])
         if change:
             reason = f"{why.reason}: {change}"
-            records.append(
-                lifecycle_record(
-                    state, found[key], AlertStatus.RAISED, why.trigger_id, why.at, reason
-                )
+            record = lifecycle_record(
+                state, found[key], AlertStatus.RAISED, why.trigger_id, why.at, reason
             )
-    return records + [_resolved(active[key], why) for key in sorted(active.keys() - found.keys())]
+            records.append(_answering(record, latest.get(key), why))
+    return records + [_resolved(latest[key], why) for key in sorted(active - found.keys())]
 
 
 def _regrading(alert: Alert, finding: Finding) -> str:
     return regrading(alert.severity, level_of(alert.drug_allergy), finding)
 
 
+def _answering(record: Alert, previous: Alert | None, why: Rejudgement) -> Alert:
+    answered = previous.lifecycle_id if previous else "none"
+    basis = f"{why.trigger_id}/{answered}"
+    return record.model_copy(
+        update={"lifecycle_id": lifecycle_id(record.alert_id, record.status, basis)}
+    )
+
+
 def _resolved(alert: Alert, why: Rejudgement) -> Alert:
-    return Alert.model_validate(
+    record = Alert.model_validate(
         alert.model_dump()
         | {
-            "lifecycle_id": lifecycle_id(alert.alert_id, AlertStatus.RESOLVED, why.trigger_id),
             "status": AlertStatus.RESOLVED,
             "trigger_event_id": why.trigger_id,
             "occurred_at": why.at,
             "reason": f"{why.reason}: the rules no longer find it",
         }
     )
+    return _answering(record, alert, why)

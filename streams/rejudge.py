@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaProducer
 
 from rules.base import Rule
-from rules.rejudge import Rejudgement, active_alerts, rejudged
+from rules.rejudge import Rejudgement, latest_records, rejudged
 from schemas.alerts import Alert
 from schemas.codec import alert_codec
 from schemas.events import subject_key
@@ -58,11 +58,11 @@ async def rejudge(
             f"{members} worker(s) of group {worker_group} are running; stop them first"
         )
     states = await rebuild_states(bootstrap, topics.accepted, sealer)
-    active = await alerts_by_subject(bootstrap, topics.alerts, sealer)
+    by_subject = await alerts_by_subject(bootstrap, topics.alerts, sealer)
     records = [
         record
         for key, state in sorted(states.items())
-        for record in rejudged(state, active_alerts(active.get(key, [])), rules, why)
+        for record in rejudged(state, latest_records(by_subject.get(key, [])), rules, why)
     ]
     if publish and records:
         await publish_alerts(bootstrap, topics.alerts, sealer, records)

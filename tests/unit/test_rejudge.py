@@ -12,7 +12,7 @@ from projections.state import UserState, initial_state, replay
 from rules.batch import Submitted, replay_batch
 from rules.engine import default_rules, evaluate
 from rules.knowledge.model import Coding, CrossReactivity, MatchLevel
-from rules.rejudge import Rejudgement, active_alerts, rejudged
+from rules.rejudge import Rejudgement, latest_records, rejudged
 from schemas.alerts import Alert, AlertStatus, Severity
 from tests.factories import make_event
 from tests.fakes import TableKnowledge
@@ -62,23 +62,23 @@ PENICILLIN_THEN_AMOXICILLIN = [allergy(), rx("rx-amox", "amoxicillin")]
 def test_given_a_release_that_finds_a_conflict_then_it_is_raised_once_with_its_id() -> None:
     state, old_alerts = folded(PENICILLIN_THEN_AMOXICILLIN, default_rules(ReleaseWithClassesAs()))
     assert old_alerts == []
-    (record,) = rejudged(state, active_alerts(old_alerts), CURRENT, UPGRADE)
+    (record,) = rejudged(state, latest_records(old_alerts), CURRENT, UPGRADE)
     (incremental,) = folded(PENICILLIN_THEN_AMOXICILLIN, CURRENT)[1]
     assert (record.status, record.severity) == (AlertStatus.RAISED, Severity.CRITICAL)
     assert record.alert_id == incremental.alert_id
     assert record.trigger_event_id == "knowledge:test-table-1"
     assert record.reason == "re-judged with knowledge:test-table-1: newly found"
-    assert rejudged(state, active_alerts([record]), CURRENT, UPGRADE) == []
+    assert rejudged(state, latest_records([record]), CURRENT, UPGRADE) == []
 
 
 def test_given_a_release_that_no_longer_finds_a_conflict_then_its_alert_is_resolved() -> None:
     state, alerts = folded(PENICILLIN_THEN_AMOXICILLIN, CURRENT)
     older = default_rules(ReleaseWithClassesAs())
-    (record,) = rejudged(state, active_alerts(alerts), older, UPGRADE)
+    (record,) = rejudged(state, latest_records(alerts), older, UPGRADE)
     assert (record.status, record.alert_id) == (AlertStatus.RESOLVED, alerts[0].alert_id)
     assert record.reason == "re-judged with knowledge:test-table-1: the rules no longer find it"
-    assert active_alerts([*alerts, record]) == {}
-    assert rejudged(state, active_alerts([*alerts, record]), older, UPGRADE) == []
+    assert latest_records([*alerts, record])[record.alert_id].status is AlertStatus.RESOLVED
+    assert rejudged(state, latest_records([*alerts, record]), older, UPGRADE) == []
 
 
 def test_given_a_release_that_grades_differently_then_it_is_raised_again_saying_so() -> None:
@@ -87,7 +87,7 @@ def test_given_a_release_that_grades_differently_then_it_is_raised_again_saying_
     assert [(a.severity, a.drug_allergy.level) for a in alerts if a.drug_allergy] == [
         (Severity.WARNING, "partial")
     ]
-    (record,) = rejudged(state, active_alerts(alerts), CURRENT, UPGRADE)
+    (record,) = rejudged(state, latest_records(alerts), CURRENT, UPGRADE)
     assert (record.status, record.alert_id, record.severity) == (
         AlertStatus.RAISED,
         alerts[0].alert_id,
@@ -97,13 +97,32 @@ def test_given_a_release_that_grades_differently_then_it_is_raised_again_saying_
         "re-judged with knowledge:test-table-1: severity warning -> critical, "
         "level partial -> same_class"
     )
-    assert rejudged(state, active_alerts([*alerts, record]), CURRENT, UPGRADE) == []
+    assert rejudged(state, latest_records([*alerts, record]), CURRENT, UPGRADE) == []
+
+
+def test_given_a_rollback_in_between_then_the_second_upgrade_gets_new_lifecycle_ids() -> None:
+    """X raises, a rollback to W resolves, X again raises: consumers that drop lifecycle ids
+    they have seen must not drop the second raise, and a rerun over the same stream must
+    repeat the same ids."""
+    older = default_rules(ReleaseWithClassesAs())
+    rollback = Rejudgement("knowledge:test-table-0", AT)
+    state, _ = folded(PENICILLIN_THEN_AMOXICILLIN, older)
+    (first,) = rejudged(state, {}, CURRENT, UPGRADE)
+    assert rejudged(state, {}, CURRENT, UPGRADE) == [first]
+    (undone,) = rejudged(state, latest_records([first]), older, rollback)
+    (again,) = rejudged(state, latest_records([first, undone]), CURRENT, UPGRADE)
+    assert [r.status for r in (first, undone, again)] == [
+        AlertStatus.RAISED,
+        AlertStatus.RESOLVED,
+        AlertStatus.RAISED,
+    ]
+    assert len({first.lifecycle_id, undone.lifecycle_id, again.lifecycle_id}) == 3
 
 
 def test_given_an_acknowledged_alert_then_it_counts_as_active() -> None:
     state, alerts = folded(PENICILLIN_THEN_AMOXICILLIN, CURRENT)
     acknowledged = alerts[0].model_copy(update={"status": AlertStatus.ACKNOWLEDGED})
-    assert rejudged(state, active_alerts([*alerts, acknowledged]), CURRENT, UPGRADE) == []
+    assert rejudged(state, latest_records([*alerts, acknowledged]), CURRENT, UPGRADE) == []
 
 
 def test_given_an_erased_subject_then_nothing_is_rejudged() -> None:
@@ -111,7 +130,7 @@ def test_given_an_erased_subject_then_nothing_is_rejudged() -> None:
     state, alerts = folded(events, CURRENT)
     assert state.erased
     assert alerts
-    assert rejudged(state, active_alerts(alerts), CURRENT, UPGRADE) == []
+    assert rejudged(state, latest_records(alerts), CURRENT, UPGRADE) == []
 
 
 MEDICATION_HISTORIES = event_histories(
@@ -129,4 +148,4 @@ def test_given_unchanged_rules_then_the_incremental_alerts_are_what_the_state_ho
     same rules publishes nothing)."""
     batch = [Submitted(str(i), e, 100) for i, e in enumerate(events)]
     for result in replay_batch(batch, _context, CURRENT).values():
-        assert rejudged(result.state, active_alerts(result.alerts), CURRENT, UPGRADE) == []
+        assert rejudged(result.state, latest_records(result.alerts), CURRENT, UPGRADE) == []
