@@ -1,5 +1,6 @@
-"""Therapeutic duplication across classes: two anticoagulants, or an ACE inhibitor with an
-angiotensin receptor blocker, are a duplicate therapy; sharing a group never implies that an
+"""Therapeutic duplication across classes: two anticoagulants, an ACE inhibitor with an
+angiotensin receptor blocker, or two opioids of different chemical classes are a duplicate
+therapy; sharing a group never implies that an
 allergy to one drug reaches the other."""
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def prescribed(knowledge: BundledKnowledge, *drugs: str, stop_first: bool = Fals
         pytest.param("warfarin 5 mg", "Eliquis", "anticoagulants", id="VKA and DOAC"),
         pytest.param("enoxaparin", "rivaroxaban", "anticoagulants", id="heparin and DOAC"),
         pytest.param("lisinopril", "losartan", "renin_angiotensin_blockers", id="ACEi and ARB"),
+        pytest.param("morphine", "fentanyl patch", "opioid_analgesics", id="two opioid classes"),
+        pytest.param("tramadol 50 mg", "oxycodone", "opioid_analgesics", id="tramadol and opiate"),
+        pytest.param("methadone", "hydromorphone", "opioid_analgesics", id="methadone and opiate"),
     ],
 )
 def test_given_two_drugs_of_one_group_but_no_shared_class_then_a_duplicate_therapy_warning(
@@ -73,6 +77,7 @@ def test_given_two_drugs_of_one_group_but_no_shared_class_then_a_duplicate_thera
         pytest.param("aspirin", "clopidogrel", id="dual antiplatelet therapy"),
         pytest.param("warfarin", "lisinopril", id="different groups"),
         pytest.param("metformin", "losartan", id="one drug outside every group"),
+        pytest.param("morphine", "naloxone", id="opioid with its antagonist (rescue kit)"),
     ],
 )
 def test_given_drugs_of_different_groups_then_no_duplicate_therapy(
