@@ -5,7 +5,9 @@
    and the broker spend per event (what bounds the rate on a machine whose cores they share);
 2. the same for a naive Faust agent that only updates a table per event (the baseline), and
    for one that only takes the events in batches (what Faust's delivery alone costs), with the
-   CPU time each agent's process spends per event;
+   CPU time each agent's process spends per event; and the CPU time of the worker's batch step
+   alone (open, decode, gate, fold, rules, over the same events, no Kafka), so the worker's
+   figure can be split into delivery, the pure step, and publishing and storing;
 3. p50/p99 publish -> alert latency while events arrive at 1,000 events/s, and at 200 events/s
    (a load one worker on this machine sustains); `UAC_BENCH_RATES=400,600` measures other rates
    (each pair of events is a new subject, so this is the costliest shape of load).
@@ -36,14 +38,18 @@ from aiokafka import AIOKafkaProducer
 
 from benchmarks.output import quiet_producer_retries
 from benchmarks.synthetic import conflict_pair, subject_events
+from projections.state import UserState
 from schemas.codec import alert_codec, event_codec
 from schemas.events import Event
 from streams import local_kafka
 from streams.analytics import query_via_sink
 from streams.keys import FileKeyStore
+from streams.processing import Incoming
 from streams.sealing import Sealer
+from streams.settings import Settings
 from streams.topic_reader import read_topic
 from streams.topics import Topics, TopicSpec, ensure_topics
+from streams.worker import build_processor
 
 PARTITIONS = 4
 EVENTS = int(os.environ.get("UAC_BENCH_EVENTS", "20000"))
@@ -261,6 +267,23 @@ def end_to_end(
     return len(messages) / (last - first), worker_only, cpu.micros()
 
 
+def batch_step_cpu(home: Path, events: list[Event]) -> float:
+    """CPU microseconds per event of the worker's batch step over `events`, sealed as the
+    producer sends them, in batches of the worker's size, each subject's state carried over."""
+    settings = Settings(home=home)
+    messages = sealed(home, events)
+    processor = build_processor(settings, FileKeyStore(settings.keys_dir))
+    states: dict[str, UserState] = {}
+    started = time.process_time()
+    for start in range(0, len(messages), settings.batch_size):
+        batch = [
+            Incoming(key, value, "bench.events", 0, start + index)
+            for index, (key, value) in enumerate(messages[start : start + settings.batch_size])
+        ]
+        states.update(processor.process_batch(batch, states.get, datetime.now(UTC)).states)
+    return (time.process_time() - started) / len(messages) * 1e6
+
+
 def conflict_pairs(count: int) -> list[tuple[Event, Event]]:
     at = datetime.now(UTC) - timedelta(hours=1)
     return [conflict_pair(n, at) for n in range(count)]
@@ -351,6 +374,10 @@ def main() -> None:
             f"UaC end to end (to ClickHouse rows): {e2e:,.0f} events/s = {e2e / naive:.2f}x the naive baseline"
         )
         print(f"UaC worker alone (to the accepted topic): {worker_only:,.0f} events/s")
+        step = batch_step_cpu(workdir / "step", events)
+        print(
+            f"UaC batch step alone (open, decode, gate, fold, rules; no Kafka): {step:,.0f} us CPU per event"
+        )
         if cpu:
             spent = ", ".join(f"{name} {micros:,.0f} us" for name, micros in cpu.items())
             print(f"CPU per event end to end, start-up left out ({os.cpu_count()} cores): {spent}")
