@@ -17,7 +17,9 @@ A registry that does not answer raises `RegistryUnavailable` (retry later), neve
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
@@ -30,18 +32,26 @@ from streams.settings import Settings
 
 SCHEMA_NOT_FOUND = (40401, 40403)
 HTTP_SERVER_ERROR = 500
+UNKNOWN_ID_SECONDS = 60.0
+UNKNOWN_IDS_KEPT = 10_000
 T = TypeVar("T")
 
 
 class HttpSchemaRegistry:
     def __init__(
-        self, client: SchemaRegistryClient, bundled: FileSchemaRegistry, auto_register: bool
+        self,
+        client: SchemaRegistryClient,
+        bundled: FileSchemaRegistry,
+        auto_register: bool,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
         self._bundled = bundled
         self._auto_register = auto_register
+        self._clock = clock
         self._by_subject: dict[str, tuple[RegisteredSchema, ...]] = {}
         self._by_id: dict[int, RegisteredSchema] = {}
+        self._unknown_until: dict[int, float] = {}
         self._lock = threading.Lock()
 
     def latest(self, subject: str) -> RegisteredSchema:
@@ -57,11 +67,27 @@ class HttpSchemaRegistry:
             return known
 
     def by_id(self, schema_id: int) -> RegisteredSchema:
+        """Ids are immutable, so an answer is kept for good; an id the server does not know
+        is not asked about again for `UNKNOWN_ID_SECONDS` (a burst of garbage frames costs one
+        request per id, and an id registered meanwhile is found soon after)."""
         with self._lock:
             known = self._by_id.get(schema_id)
-            if known is None:
+            if known is not None:
+                return known
+            if self._clock() < self._unknown_until.get(schema_id, -math.inf):
+                raise UnknownSchemaId(f"schema id {schema_id} is not registered")
+            try:
                 known = self._by_id[schema_id] = self._fetched(schema_id)
+            except UnknownSchemaId:
+                self._remember_unknown(schema_id)
+                raise
             return known
+
+    def _remember_unknown(self, schema_id: int) -> None:
+        now = self._clock()
+        if len(self._unknown_until) >= UNKNOWN_IDS_KEPT:
+            self._unknown_until = {i: t for i, t in self._unknown_until.items() if t > now}
+        self._unknown_until[schema_id] = now + UNKNOWN_ID_SECONDS
 
     def _on_server(self, schema: RegisteredSchema) -> RegisteredSchema:
         """The bundled `schema` with the id and version the server holds it under."""

@@ -117,6 +117,27 @@ def test_given_an_id_the_registry_never_issued_then_it_is_an_unknown_schema(
         event_codec(http_registry(url, auto_register=True)).decode(frame(4242, b"\x00"))
 
 
+def test_given_an_unknown_id_then_the_server_is_asked_again_only_after_a_while(
+    server: tuple[str, Store],
+) -> None:
+    url, store = server
+    now = [0.0]
+    registry = HttpSchemaRegistry(_quick_client(url), bundled_registry(), True, lambda: now[0])
+    codec = event_codec(registry)
+    unseen = FIRST_ID + 1  # the id the server gives the next schema registered
+    for _ in range(3):
+        with pytest.raises(UnknownSchemaId):
+            codec.decode(frame(unseen, b"\x00"))
+    assert store.requests.count(f"GET /schemas/ids/{unseen}") == 1
+    newer = newer_event_schema({"name": "channel", "type": "string", "default": "web"})
+    assert store.register("uac.Event", newer) == (200, {"id": unseen})
+    framed = written_with(newer, unseen, event_record(event()) | {"channel": "app"})
+    with pytest.raises(UnknownSchemaId):
+        codec.decode(framed)
+    now[0] += 61
+    assert codec.decode(framed) == event()
+
+
 def test_given_the_registry_down_then_reading_an_unseen_id_is_unavailable_not_bad_bytes(
     server: tuple[str, Store], tmp_path: Path
 ) -> None:
