@@ -15,7 +15,14 @@ from typing import Protocol
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from projections.state import Kind, UserState, claim_address
-from schemas.alerts import Alert, AlertStatus, DrugAllergyFinding, Evidence, Severity
+from schemas.alerts import (
+    Alert,
+    AlertStatus,
+    DrugAllergyFinding,
+    DuplicateTherapyFinding,
+    Evidence,
+    Severity,
+)
 from schemas.events import ClaimRetracted, Event
 
 ALERT_NAMESPACE = uuid5(NAMESPACE_URL, "https://uac.example/alert")
@@ -42,6 +49,7 @@ class Finding:
     detail: str
     evidence: tuple[Evidence, ...]
     drug_allergy: DrugAllergyFinding | None = None
+    duplicate_therapy: DuplicateTherapyFinding | None = None
 
 
 def alert_id(tenant_id: str, subject_id: str, rule: RuleRef, cause: Iterable[str]) -> UUID:
@@ -116,6 +124,7 @@ def lifecycle_record(
         trigger_event_id=trigger_id,
         occurred_at=occurred_at,
         reason=reason,
+        duplicate_therapy=finding.duplicate_therapy,
     )
 
 

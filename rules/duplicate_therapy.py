@@ -15,7 +15,7 @@ from projections.state import Kind, UserState
 from projections.views import MedicationView
 from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of
 from rules.knowledge.model import Coding, DrugKnowledge, DrugResolution
-from schemas.alerts import Severity
+from schemas.alerts import DuplicateTherapyFinding, Severity
 
 RULE = RuleRef(
     id="duplicate-therapy",
@@ -56,7 +56,7 @@ class DuplicateTherapyRule:
         shared = _shared(one, two)
         if shared is None:
             return None
-        what, names = shared
+        what, common = shared
         return Finding(
             rule=RULE,
             cause=tuple(
@@ -66,15 +66,22 @@ class DuplicateTherapyRule:
             ),
             severity=RULE.severity,
             title=f"Duplicate therapy: {first.drug} and {second.drug}",
-            detail=f"both active prescriptions share the {what} {names}",
+            detail=f"both active prescriptions share the {what} {', '.join(common)}",
             evidence=tuple(
                 evidence_of(m.prescribed, m.prescription_id, "medication", f"prescribed {m.drug}")
                 for m in (first, second)
             ),
+            duplicate_therapy=DuplicateTherapyFinding(
+                prescription_ids=(first.prescription_id, second.prescription_id),
+                drugs=(first.drug, second.drug),
+                shared_by=what,
+                shared=common,
+                knowledge_version=self.knowledge.version,
+            ),
         )
 
 
-def _shared(one: DrugResolution, two: DrugResolution) -> tuple[str, str] | None:
+def _shared(one: DrugResolution, two: DrugResolution) -> tuple[str, tuple[str, ...]] | None:
     """What two drugs have in common, most specific first: ingredients, classes, then
     therapeutic groups (two anticoagulants of different classes)."""
     for what, first, second in (
@@ -82,9 +89,9 @@ def _shared(one: DrugResolution, two: DrugResolution) -> tuple[str, str] | None:
         ("class", one.classes, two.classes),
         ("therapeutic group", one.therapeutic_groups, two.therapeutic_groups),
     ):
-        common = sorted(set(first) & set(second))
+        common = tuple(sorted(set(first) & set(second)))
         if common:
-            return what, ", ".join(common)
+            return what, common
     return None
 
 

@@ -1,4 +1,5 @@
-"""The alert contract consumers subscribe to (mirrors `avro/alert.v1.avsc`)."""
+"""The alert contract consumers subscribe to (mirrors `avro/alert.v2.avsc`; v1 records, without
+`duplicate_therapy`, read as v2 records in which it is null)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,14 @@ class DrugAllergyFinding(WireModel):
     knowledge_version: str
 
 
+class DuplicateTherapyFinding(WireModel):
+    prescription_ids: tuple[str, ...]
+    drugs: tuple[str, ...]
+    shared_by: str
+    shared: tuple[str, ...]
+    knowledge_version: str
+
+
 class Alert(WireModel):
     lifecycle_id: UUID
     alert_id: UUID
@@ -62,3 +71,4 @@ class Alert(WireModel):
     trigger_event_id: str
     occurred_at: UtcMillis
     reason: str | None = None
+    duplicate_therapy: DuplicateTherapyFinding | None = None

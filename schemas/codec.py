@@ -66,6 +66,10 @@ class AvroCodec(Generic[M]):
     def schema_id(self) -> int:
         return self._reader.schema_id
 
+    @property
+    def schema_version(self) -> int:
+        return self._reader.version
+
     def encode(self, value: M) -> bytes:
         body = io.BytesIO()
         schemaless_writer(body, self._reader.parsed, self._to_record(value))

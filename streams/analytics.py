@@ -40,8 +40,8 @@ Relations and their columns (every time is DateTime64(3, 'UTC')):
     tenant_id, alert_id, lifecycle_id, subject_id, rule_id, rule_version, status (raised |
     resolved | acknowledged | overridden), severity (info | warning | critical), title, detail,
     cause (Array of claim ids), evidence (JSON array), drug_allergy (JSON object or NULL),
-    trigger_event_id, occurred_at, reason, source_topic, source_partition, source_offset,
-    ingested_at.
+    duplicate_therapy (JSON object or NULL), trigger_event_id, occurred_at, reason,
+    source_topic, source_partition, source_offset, ingested_at.
 `open_alerts`
     The columns of `alerts`: the latest lifecycle record of each alert (latest = highest offset
     on the alerts topic, i.e. the order the worker emitted them, which event times do not give

@@ -62,6 +62,7 @@ ALERT_COLUMNS = (
     "occurred_at",
     "reason",
     "drug_allergy",
+    "duplicate_therapy",
     "evidence",
 )
 

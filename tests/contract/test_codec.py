@@ -40,7 +40,11 @@ from schemas.registry import FileSchemaRegistry, bundled_registry, registered
 from tests.factories import make_event
 from tests.strategies import event_histories
 
-GOLDEN = json.loads((Path(__file__).parent / "golden" / "v1.json").read_text(encoding="utf-8"))
+GOLDEN = {
+    version: json.loads((Path(__file__).parent / "golden" / f"v{version}.json").read_text("utf-8"))
+    for version in (1, 2)
+}
+"""Golden bytes per schema version: `v2.json` holds the kinds whose schema has a version 2."""
 CODECS: dict[str, tuple[Any, Any]] = {
     "events": (event_codec(), Event),
     "alerts": (alert_codec(), Alert),
@@ -50,32 +54,42 @@ CODECS: dict[str, tuple[Any, Any]] = {
     "read_audits": (read_audit_codec(), ReadAudited),
 }
 GOLDEN_CASES = [
-    pytest.param(kind, case, id=f"{kind}-{index}")
+    pytest.param(kind, version, case, id=f"{kind}-v{version}-{index}")
+    for version, golden in GOLDEN.items()
     for kind in CODECS
-    for index, case in enumerate(GOLDEN[kind])
+    for index, case in enumerate(golden.get(kind, ()))
+]
+LATEST_GOLDEN = [
+    case for case in GOLDEN_CASES if CODECS[case.values[0]][0].schema_version == case.values[1]
 ]
 
 
-@pytest.mark.parametrize(("kind", "case"), GOLDEN_CASES)
-def test_given_a_v1_record_when_encoded_then_the_committed_golden_bytes(
-    kind: str, case: dict[str, Any]
+@pytest.mark.parametrize(("kind", "version", "case"), LATEST_GOLDEN)
+def test_given_a_record_when_encoded_then_the_golden_bytes_of_the_latest_version(
+    kind: str, version: int, case: dict[str, Any]
 ) -> None:
     codec, model = CODECS[kind]
     assert codec.encode(model.model_validate(case["json"])).hex() == case["avro_hex"]
 
 
-@pytest.mark.parametrize(("kind", "case"), GOLDEN_CASES)
-def test_given_committed_v1_bytes_when_decoded_then_the_same_record(
-    kind: str, case: dict[str, Any]
+@pytest.mark.parametrize(("kind", "version", "case"), GOLDEN_CASES)
+def test_given_committed_bytes_of_any_version_when_decoded_then_the_same_record(
+    kind: str, version: int, case: dict[str, Any]
 ) -> None:
+    """Bytes of every released version stay readable: v1 alerts read as v2 records whose
+    `duplicate_therapy` is null."""
     codec, model = CODECS[kind]
     assert codec.decode(bytes.fromhex(case["avro_hex"])) == model.model_validate(case["json"])
+
+
+def test_every_kind_has_golden_bytes_of_its_latest_version() -> None:
+    assert {case.values[0] for case in LATEST_GOLDEN} == set(CODECS)
 
 
 def test_golden_events_cover_every_event_type() -> None:
     from schemas.events import EventType
 
-    assert {case["json"]["type"] for case in GOLDEN["events"]} == {t.value for t in EventType}
+    assert {case["json"]["type"] for case in GOLDEN[1]["events"]} == {t.value for t in EventType}
 
 
 @given(event_histories(max_size=8))
@@ -117,13 +131,13 @@ def test_given_bad_bytes_when_decoded_then_a_typed_error(
 
 
 def test_given_trailing_bytes_after_a_record_then_malformed_avro() -> None:
-    valid = bytes.fromhex(GOLDEN["events"][0]["avro_hex"])
+    valid = bytes.fromhex(GOLDEN[1]["events"][0]["avro_hex"])
     with pytest.raises(MalformedAvro):
         event_codec().decode(valid + b"\x00\x01")
 
 
 def test_given_a_record_that_breaks_model_rules_then_invalid_record_without_values() -> None:
-    case = copy.deepcopy(GOLDEN["events"][0]["json"])
+    case = copy.deepcopy(GOLDEN[1]["events"][0]["json"])
     record = event_record(Event.model_validate(case))
     record["confidence"] = 7.5
     record["tenant_id"] = "has:colon"
@@ -165,7 +179,7 @@ def test_given_a_writer_schema_incompatible_with_the_reader_then_refused_not_gue
             registered("uac.Event", 1, 1, bundled_registry().latest("uac.Event").schema_json),
         )
     )
-    record = event_record(event_codec().decode(bytes.fromhex(GOLDEN["events"][0]["avro_hex"])))
+    record = event_record(event_codec().decode(bytes.fromhex(GOLDEN[1]["events"][0]["avro_hex"])))
     record["confidence"] = "0.9"
     body = io.BytesIO()
     schemaless_writer(body, parse_schema(old), record)
@@ -190,7 +204,7 @@ def test_given_v1_bytes_when_read_by_a_v2_reader_with_a_new_optional_field_then_
     class EventV2(Event):
         language: str | None = None
 
-    for case in GOLDEN["events"]:
+    for case in GOLDEN[1]["events"]:
         decoded = AvroCodec(registry, "uac.Event", EventV2, event_record).decode(
             bytes.fromhex(case["avro_hex"])
         )
@@ -224,7 +238,7 @@ def test_manifest_ids_are_unique_and_fixed() -> None:
         for s in bundled_registry().subjects()
     }
     assert ids == {
-        "uac.Alert": [2],
+        "uac.Alert": [2, 7],
         "uac.Event": [1],
         "uac.GateDecision": [3],
         "uac.StateCheckpoint": [4],

@@ -596,6 +596,21 @@ def test_the_schema_applies_twice(client: Client) -> None:
     assert apply_schema(client) == statements
 
 
+def test_given_an_alerts_table_of_a_release_before_v2_then_the_schema_adds_the_finding(
+    client: Client,
+) -> None:
+    rows = client.query("SELECT count() FROM uac.alerts").result_rows[0][0]
+    client.command("ALTER TABLE uac.alerts DROP COLUMN duplicate_therapy")
+    apply_schema(client)
+    column = client.query(
+        "SELECT type FROM system.columns WHERE database = 'uac' AND table = 'alerts' "
+        "AND name = 'duplicate_therapy'"
+    )
+    assert column.result_rows == [("Nullable(String)",)]
+    kept = client.query("SELECT count(), countIf(duplicate_therapy IS NULL) FROM uac.alerts")
+    assert kept.result_rows == [(rows, rows)]
+
+
 def test_tenant_is_the_first_sort_key_everywhere(client: Client) -> None:
     result = client.query("SELECT name, sorting_key FROM system.tables WHERE database = 'uac'")
     assert sorted(name for name, _ in result.result_rows) == sorted(COLUMNS)

@@ -306,6 +306,7 @@ ALERT_CASES = [
             "severity": "critical",
             "cause": ["a", "b"],
             "drug_allergy": None,
+            "duplicate_therapy": None,
             "source_offset": 9,
             "occurred_at": T0,
         },
@@ -332,6 +333,20 @@ def test_alert_row_keeps_evidence_and_finding_as_json() -> None:
     ]
     assert json.loads(row["drug_allergy"])["ingredients"] == ["amoxicillin"]
     assert row["alert_id"] == _alert().alert_id
+
+
+def test_alert_row_keeps_a_duplicate_therapy_finding_as_json() -> None:
+    finding = {
+        "prescription_ids": ["rx-1", "rx-2"],
+        "drugs": ["warfarin", "apixaban"],
+        "shared_by": "therapeutic group",
+        "shared": ["anticoagulants"],
+        "knowledge_version": "uac-bundled-2026.12.2",
+    }
+    alert = _alert(rule_id="duplicate-therapy", duplicate_therapy=finding)
+    row = _by_name(ALERT_COLUMNS, alert_row(alert, ALERT_AT, INGESTED))
+    assert json.loads(row["duplicate_therapy"]) == finding
+    assert row["drug_allergy"] is None
 
 
 def test_checkpoint_row_keeps_the_state_document_verbatim() -> None:

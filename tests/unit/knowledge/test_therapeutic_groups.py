@@ -69,6 +69,11 @@ def test_given_two_drugs_of_one_group_but_no_shared_class_then_a_duplicate_thera
         Severity.WARNING,
     )
     assert alert.detail.endswith(f"share the therapeutic group {group}")
+    finding = alert.duplicate_therapy
+    assert finding is not None
+    assert (finding.prescription_ids, finding.drugs) == (("rx-0", "rx-1"), (first, second))
+    assert (finding.shared_by, finding.shared) == ("therapeutic group", (group,))
+    assert finding.knowledge_version == knowledge.version
 
 
 @pytest.mark.parametrize(
