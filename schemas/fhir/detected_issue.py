@@ -14,7 +14,8 @@ Decisions
 - `identifiedDateTime`: the alert record's `occurred_at`, or `identified_at` when the caller
   knows when the alert was first raised (for a lifecycle record other than `raised`).
 - `implicated`: `AllergyIntolerance/<allergy_id>` and `MedicationRequest/<prescription_id>` from
-  the alert's cause (`allergy:<id>`, `medication:<id>`), with the allergen and drug as display.
+  the alert's cause (`allergy:<id>`, `medication:<id>`), with the allergen and drug as display
+  (both drugs of a duplicate therapy).
 - `evidence`: one entry per UaC evidence item, its role as code text and a reference to the
   implicated resource, the UaC event id in the display (the lineage back to the event log).
 - `mitigation`: for `acknowledged` (text only: what was done is not known) and `overridden`
@@ -109,6 +110,10 @@ def _displays(alert: Alert) -> dict[str, str]:
     if finding is not None:
         displays[f"allergy:{finding.allergy_id}"] = finding.allergen
         displays[f"medication:{finding.prescription_id}"] = finding.drug
+    therapy = alert.duplicate_therapy
+    if therapy is not None:
+        for prescription_id, drug in zip(therapy.prescription_ids, therapy.drugs, strict=False):
+            displays[f"medication:{prescription_id}"] = drug
     return displays
 
 

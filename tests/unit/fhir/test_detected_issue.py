@@ -11,7 +11,14 @@ from uuid import UUID, uuid5
 
 import pytest
 
-from schemas.alerts import Alert, AlertStatus, DrugAllergyFinding, Evidence, Severity
+from schemas.alerts import (
+    Alert,
+    AlertStatus,
+    DrugAllergyFinding,
+    DuplicateTherapyFinding,
+    Evidence,
+    Severity,
+)
 from schemas.fhir.detected_issue import detected_issue
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "fhir" / "fhir-r4-examples"
@@ -254,6 +261,21 @@ def test_given_a_duplicate_therapy_alert_then_dupthpy_and_both_requests_implicat
     assert issue["implicated"] == [
         {"reference": "MedicationRequest/rx-1", "display": "prescribed a"},
         {"reference": "MedicationRequest/rx-2", "display": "prescribed b"},
+    ]
+
+
+def test_given_a_duplicate_therapy_finding_then_the_implicated_requests_show_the_drugs() -> None:
+    finding = DuplicateTherapyFinding(
+        prescription_ids=("rx-1", "rx-2"),
+        drugs=("lisinopril 10 MG Oral Tablet", "Zestril"),
+        shared_by="ingredient",
+        shared=("lisinopril",),
+        knowledge_version="uac-bundled-2026.12.2",
+    )
+    alert = duplicate_therapy_alert().model_copy(update={"duplicate_therapy": finding})
+    assert detected_issue(alert)["implicated"] == [
+        {"reference": "MedicationRequest/rx-1", "display": "lisinopril 10 MG Oral Tablet"},
+        {"reference": "MedicationRequest/rx-2", "display": "Zestril"},
     ]
 
 
