@@ -34,6 +34,7 @@ from projections.document import checkpoint_of, plain
 from projections.state import replay
 from schemas.alerts import Alert
 from schemas.codec import (
+    AvroCodec,
     alert_codec,
     checkpoint_codec,
     decision_codec,
@@ -43,6 +44,7 @@ from schemas.codec import (
 )
 from schemas.decisions import GateDecision
 from schemas.erasures import ErasureRecorded, ReadAudited, subject_ref
+from schemas.errors import RegistryUnavailable
 from schemas.events import Event
 from streams import local_kafka
 from streams.analytics import (
@@ -467,6 +469,39 @@ def test_a_failing_insert_is_retried_and_nothing_is_committed_meanwhile(
             await eventually(lambda: all_committed(settings, published))
             assert await counts(settings) == expected_counts(published)
             assert await http_status(sink, "/health") == (200, "ok")
+
+    asyncio.run(scenario())
+
+
+def test_given_the_schema_registry_unreachable_then_the_sink_stops_without_committing(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An alert whose writer schema the registry cannot be asked about is not skipped as
+    undecodable: the sink stops, and its offset stays for the restarted sink."""
+    alert_schema = alert_codec().schema_id
+    decode = AvroCodec.decode
+
+    def registry_down_for_alerts(codec: AvroCodec[Any], data: bytes) -> Any:
+        if codec.schema_id == alert_schema:
+            raise RegistryUnavailable("schema registry unreachable: connection refused")
+        return decode(codec, data)
+
+    monkeypatch.setattr(AvroCodec, "decode", registry_down_for_alerts)
+
+    async def scenario() -> None:
+        published = await publish(settings, 20, alerts=5)
+        sink = Sink(settings, retry=FAST_RETRY)
+        await sink.start()
+        try:
+            with pytest.raises(RegistryUnavailable):
+                await asyncio.wait_for(sink.run(asyncio.Event()), timeout=60)
+        finally:
+            await sink.stop()
+        done = await committed(settings)
+        alerts_topic = Topics(settings.topic_prefix, settings.partitions).alerts
+        assert [tp for tp in published.ends if tp.topic == alerts_topic]
+        assert not [tp for tp in done if tp.topic == alerts_topic]
+        assert metric(sink, "uac_sink_undecodable_records_total", {"topic": alerts_topic}) == 0
 
     asyncio.run(scenario())
 

@@ -15,6 +15,7 @@ import pytest
 
 from rules.engine import default_rules
 from schemas.codec import event_codec
+from schemas.errors import RegistryUnavailable
 from streams import agents
 from streams.agents import Batches, Checkpoints
 from streams.keys import FileKeyStore
@@ -180,4 +181,25 @@ def test_given_passed_over_offsets_that_cannot_be_read_then_the_worker_stops_bef
         asyncio.run(batches.handle(log.records[4:]))
     assert stopped.value.code == agents.EXIT_PUBLISH_FAILED
     assert batches.pipeline.progress[0] == 1
+    assert batches.pipeline.sent == []
+
+
+@pytest.mark.usefixtures("exits")
+def test_given_the_schema_registry_unreachable_then_the_worker_stops_before_the_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An outage is not a verdict on the bytes: nothing is quarantined, sent or committed, and
+    the restarted worker reads the batch again."""
+    log = log_of(tmp_path, 2, LogOfOnePartition([]))
+    batches = runner(tmp_path, log)
+    batches.pipeline.progress[0] = 0
+
+    def unreachable(_data: bytes) -> Any:
+        raise RegistryUnavailable("schema registry unreachable: connection refused")
+
+    monkeypatch.setattr(batches.processor.codec, "decode", unreachable)
+    with pytest.raises(SystemExit) as stopped:
+        asyncio.run(batches.handle(log.records))
+    assert stopped.value.code == agents.EXIT_PUBLISH_FAILED
+    assert batches.pipeline.progress[0] == 0
     assert batches.pipeline.sent == []
