@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastavro import parse_schema, schemaless_writer
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from hypothesis import given
 
 from schemas.alerts import Alert
@@ -24,8 +24,9 @@ from schemas.codec import (
     event_record,
     frame,
     read_audit_codec,
+    unframe,
 )
-from schemas.compatibility import backward_problems
+from schemas.compatibility import backward_problems, can_read
 from schemas.decisions import GateDecision
 from schemas.erasures import ErasureRecorded, ReadAudited
 from schemas.errors import (
@@ -215,6 +216,21 @@ def test_given_v1_bytes_when_read_by_a_v2_reader_with_a_new_optional_field_then_
 @pytest.mark.parametrize("subject", bundled_registry().subjects())
 def test_every_registered_version_reads_every_earlier_one(subject: str) -> None:
     assert backward_problems(bundled_registry(), subject) == []
+
+
+def test_an_alert_consumer_still_on_v1_reads_v2_records() -> None:
+    """Adding an optional field is compatible both ways: a consumer built on alert v1 (a
+    Confluent deserializer resolves the writer's v2 to its v1) reads v2 records, without
+    `duplicate_therapy`."""
+    v1, v2 = bundled_registry().versions("uac.Alert")
+    assert can_read(v1, v2) is None
+    for case in GOLDEN[2]["alerts"]:
+        schema_id, body = unframe(bytes.fromhex(case["avro_hex"]))
+        assert schema_id == v2.schema_id
+        record = schemaless_reader(io.BytesIO(body), v2.parsed, v1.parsed)
+        assert "duplicate_therapy" not in record
+        assert str(record["alert_id"]) == case["json"]["alert_id"]
+        assert record["severity"] == case["json"]["severity"]
 
 
 def test_given_a_breaking_version_then_the_compatibility_check_names_it() -> None:
