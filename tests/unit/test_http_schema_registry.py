@@ -51,6 +51,16 @@ def written_with(schema_json: str, schema_id: int, record: dict[str, object]) ->
     return frame(schema_id, body.getvalue())
 
 
+def a_newer_producers_record(store: Store) -> tuple[int, bytes]:
+    """A newer producer registers uac.Event with an optional `channel` and frames `event()`
+    with it: (the id the server gave, the framed record)."""
+    newer = newer_event_schema({"name": "channel", "type": "string", "default": "web"})
+    status, answer = store.register("uac.Event", newer)
+    assert status == 200
+    record = event_record(event()) | {"channel": "app"}
+    return answer["id"], written_with(newer, answer["id"], record)
+
+
 def test_given_a_registry_then_frames_carry_its_ids_and_decode_back(
     server: tuple[str, Store],
 ) -> None:
@@ -81,11 +91,8 @@ def test_given_a_newer_compatible_version_then_its_records_are_read_with_this_bu
     url, store = server
     registry = http_registry(url, auto_register=True)
     event_codec(registry).encode(event())
-    newer = newer_event_schema({"name": "channel", "type": "string", "default": "web"})
-    status, answer = store.register("uac.Event", newer)
-    assert status == 200
-    record = event_record(event()) | {"channel": "app"}
-    assert event_codec(registry).decode(written_with(newer, answer["id"], record)) == event()
+    _, framed = a_newer_producers_record(store)
+    assert event_codec(registry).decode(framed) == event()
 
 
 def test_given_an_id_of_an_incompatible_schema_then_decoding_refuses_it(
@@ -129,9 +136,8 @@ def test_given_an_unknown_id_then_the_server_is_asked_again_only_after_a_while(
         with pytest.raises(UnknownSchemaId):
             codec.decode(frame(unseen, b"\x00"))
     assert store.requests.count(f"GET /schemas/ids/{unseen}") == 1
-    newer = newer_event_schema({"name": "channel", "type": "string", "default": "web"})
-    assert store.register("uac.Event", newer) == (200, {"id": unseen})
-    framed = written_with(newer, unseen, event_record(event()) | {"channel": "app"})
+    registered_id, framed = a_newer_producers_record(store)
+    assert registered_id == unseen
     with pytest.raises(UnknownSchemaId):
         codec.decode(framed)
     now[0] += 61
@@ -143,9 +149,7 @@ def test_given_the_registry_down_then_reading_an_unseen_id_is_unavailable_not_ba
 ) -> None:
     url, store = server
     event_codec(http_registry(url, auto_register=True)).encode(event())
-    newer = newer_event_schema({"name": "channel", "type": "string", "default": "web"})
-    _, answer = store.register("uac.Event", newer)
-    framed = written_with(newer, answer["id"], event_record(event()) | {"channel": "app"})
+    _, framed = a_newer_producers_record(store)
     codec = event_codec(HttpSchemaRegistry(_quick_client(url), bundled_registry(), True))
     store.down = True
     with pytest.raises(RegistryUnavailable):
