@@ -9,6 +9,7 @@ from uuid import UUID
 from pydantic import Field
 
 from schemas.base import UtcMillis, WireModel
+from schemas.events import subject_key
 
 
 class AlertStatus(StrEnum):
@@ -72,3 +73,8 @@ class Alert(WireModel):
     occurred_at: UtcMillis
     reason: str | None = None
     duplicate_therapy: DuplicateTherapyFinding | None = None
+
+    @property
+    def key(self) -> str:
+        """The Kafka message key of the subject's records: `tenant_id:subject_id`."""
+        return subject_key(self.tenant_id, self.subject_id)

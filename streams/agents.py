@@ -78,7 +78,7 @@ async def publish(pipeline: Pipeline, output: BatchOutput, decided_at: datetime)
         value = decisions.encode(decision)
         deliveries.append(await send(topics.quarantine, subject.encode(), value, None, None, None))
     for alert in output.alerts:
-        subject = f"{alert.tenant_id}:{alert.subject_id}"
+        subject = alert.key
         if subject in output.erased:
             continue
         try:

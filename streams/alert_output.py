@@ -42,7 +42,7 @@ def alert_table(alerts: list[Alert], title: str = "Alerts") -> Table:
         table.add_column(column, overflow="fold")
     for alert in alerts:
         table.add_row(
-            f"{alert.tenant_id}:{alert.subject_id}",
+            alert.key,
             alert.status.value,
             alert.severity.value,
             alert.rule_id,
@@ -68,8 +68,7 @@ def print_alert(alert: Alert, console: Console, output: AlertFormat) -> None:
     """One alert as it arrives: a line, a JSON line, or a DetectedIssue as one NDJSON line."""
     if output is AlertFormat.TABLE:
         console.print(
-            f"{alert.status.value:>12} {alert.severity.value:<8} "
-            f"{alert.tenant_id}:{alert.subject_id} {alert.title}"
+            f"{alert.status.value:>12} {alert.severity.value:<8} {alert.key} {alert.title}"
         )
     elif output is AlertFormat.JSON:
         console.out(alert_json(alert), highlight=False)

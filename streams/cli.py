@@ -400,7 +400,7 @@ def export(
         for a in _alerts_of(
             settings, asyncio.run(read_topic(bootstrap_servers(settings), _topics(settings).alerts))
         )
-        if f"{a.tenant_id}:{a.subject_id}" == key
+        if a.key == key
     ]
     document = export_document(subject_state, alerts, receipts, plain(datetime.now(UTC)))
     written = (write_json if output is ExportFormat.JSON else write_csv)(document, out_dir)

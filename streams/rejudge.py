@@ -23,7 +23,6 @@ from rules.base import Rule
 from rules.rejudge import Rejudgement, latest_records, rejudged
 from schemas.alerts import Alert
 from schemas.codec import alert_codec
-from schemas.events import subject_key
 from streams.alert_output import readable_alerts
 from streams.liveness import group_member_count
 from streams.rebuild import rebuild_states
@@ -73,7 +72,7 @@ async def alerts_by_subject(bootstrap: str, topic: str, sealer: Sealer) -> dict[
     """Every readable alert record, per `tenant:subject`, in the order of the stream."""
     found: dict[str, list[Alert]] = {}
     for alert in readable_alerts(await read_topic(bootstrap, topic), sealer):
-        found.setdefault(key_of(alert), []).append(alert)
+        found.setdefault(alert.key, []).append(alert)
     return found
 
 
@@ -86,8 +85,8 @@ async def publish_alerts(bootstrap: str, topic: str, sealer: Sealer, alerts: lis
         deliveries = [
             await producer.send(
                 topic,
-                key=key_of(alert).encode(),
-                value=sealer.seal(key_of(alert), codec.encode(alert)),
+                key=alert.key.encode(),
+                value=sealer.seal(alert.key, codec.encode(alert)),
             )
             for alert in alerts
         ]
@@ -95,7 +94,3 @@ async def publish_alerts(bootstrap: str, topic: str, sealer: Sealer, alerts: lis
             await delivery
     finally:
         await producer.stop()
-
-
-def key_of(alert: Alert) -> str:
-    return subject_key(alert.tenant_id, alert.subject_id)
