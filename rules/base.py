@@ -146,7 +146,7 @@ def transitions(
     for key in sorted(new.keys()):
         if key not in old:
             raised.append(lifecycle(after, new[key], AlertStatus.RAISED, event))
-        elif change := regrading(old[key].severity, level_of(old[key].drug_allergy), new[key]):
+        elif change := regrading(old[key], new[key]):
             reason = f"{event.type.value} {event.id} changed the judgement: {change}"
             raised.append(lifecycle(after, new[key], AlertStatus.RAISED, event, reason))
     reason = f"{event.type.value} {event.id} removed the cause"
@@ -157,17 +157,27 @@ def transitions(
     return raised + resolved
 
 
-def regrading(severity: Severity, level: str | None, finding: Finding) -> str:
-    """How `finding` grades differently from an alert of `severity` and match `level`, e.g.
-    `severity critical -> warning, level same_class -> partial` ("" when it does not)."""
+class Graded(Protocol):
+    """A judgement of a cause: a finding, or the alert record that carries one."""
+
+    @property
+    def severity(self) -> Severity: ...
+
+    @property
+    def drug_allergy(self) -> DrugAllergyFinding | None: ...
+
+
+def regrading(before: Graded, after: Graded) -> str:
+    """How `after` grades the cause differently from `before`, e.g. `severity critical ->
+    warning, level same_class -> partial` ("" when it does not)."""
     changes = []
-    if severity is not finding.severity:
-        changes.append(f"severity {severity.value} -> {finding.severity.value}")
-    after = level_of(finding.drug_allergy)
-    if level != after:
-        changes.append(f"level {level} -> {after}")
+    if before.severity is not after.severity:
+        changes.append(f"severity {before.severity.value} -> {after.severity.value}")
+    old, new = _level(before), _level(after)
+    if old != new:
+        changes.append(f"level {old} -> {new}")
     return ", ".join(changes)
 
 
-def level_of(finding: DrugAllergyFinding | None) -> str | None:
-    return finding.level if finding else None
+def _level(graded: Graded) -> str | None:
+    return graded.drug_allergy.level if graded.drug_allergy else None

@@ -25,7 +25,7 @@ from datetime import datetime
 from uuid import UUID
 
 from projections.state import UserState
-from rules.base import Finding, Rule, level_of, lifecycle_id, lifecycle_record, regrading
+from rules.base import Rule, lifecycle_id, lifecycle_record, regrading
 from schemas.alerts import Alert, AlertStatus
 
 
@@ -66,7 +66,7 @@ def rejudged(
     active = {key for key, record in latest.items() if record.status is not AlertStatus.RESOLVED}
     records = []
     for key in sorted(found):
-        change = "newly found" if key not in active else _regrading(latest[key], found[key])
+        change = "newly found" if key not in active else regrading(latest[key], found[key])
         if change:
             reason = f"{why.reason}: {change}"
             record = lifecycle_record(
@@ -74,10 +74,6 @@ def rejudged(
             )
             records.append(_answering(record, latest.get(key), why))
     return records + [_resolved(latest[key], why) for key in sorted(active - found.keys())]
-
-
-def _regrading(alert: Alert, finding: Finding) -> str:
-    return regrading(alert.severity, level_of(alert.drug_allergy), finding)
 
 
 def _answering(record: Alert, previous: Alert | None, why: Rejudgement) -> Alert:
