@@ -15,7 +15,8 @@ replayed events are refused by the gate as duplicates and alerts keep their ids.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from aiokafka import TopicPartition
@@ -67,22 +68,25 @@ async def group_committed_offsets(
 ) -> dict[int, int]:
     """The group's committed offset of each partition (0 where nothing was committed yet),
     through an admin client of its own, opened and closed here."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="uac-watch")
-    await admin.start()
-    try:
+    async with _admin(bootstrap) as admin:
         offsets = await admin.list_consumer_group_offsets(group, partitions=partitions)
-    finally:
-        await admin.close()
     found = {tp.partition: max(0, meta.offset) for tp, meta in offsets.items()}
     return {tp.partition: found.get(tp.partition, 0) for tp in partitions}
 
 
 async def group_member_count(bootstrap: str, group: str) -> int:
     """How many consumers are members of `group` now (0 for an empty or unknown group)."""
+    async with _admin(bootstrap) as admin:
+        responses = await admin.describe_consumer_groups([group])
+    return sum(len(described[MEMBERS]) for response in responses for described in response.groups)
+
+
+@asynccontextmanager
+async def _admin(bootstrap: str) -> AsyncIterator[AIOKafkaAdminClient]:
+    """An admin client of its own, opened here and closed on the way out."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="uac-watch")
     await admin.start()
     try:
-        responses = await admin.describe_consumer_groups([group])
+        yield admin
     finally:
         await admin.close()
-    return sum(len(described[MEMBERS]) for response in responses for described in response.groups)
