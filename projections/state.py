@@ -333,6 +333,7 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
     members: dict[tuple[Kind, str], list[Keyed]] = {}
     retractions: list[Event] = []
     last: SortKey | None = None
+    address_of = CLAIM_KEYS.get
     for event in events:
         event_id = event.event_id
         if event_id in unique:
@@ -340,11 +341,11 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
         if event.subject_id != subject_id or event.tenant_id != tenant_id:
             raise ValueError(f"event for {event.key} folded into the state of {empty.key}")
         unique[event_id] = event
-        key = sort_key(event)
+        key = (event.occurred_at, event.recorded_at, event_id)
         if last is None or key > last:
             last = key
         payload = event.payload
-        found = CLAIM_KEYS.get(type(payload))
+        found = address_of(type(payload))
         if found is None:
             if isinstance(payload, ClaimRetracted):
                 retractions.append(event)

@@ -45,9 +45,9 @@ def sort_key(event: Event) -> SortKey:
 
 
 _BY_KEY = itemgetter(0)
-_new = tuple.__new__
-"""Builds a named tuple from its fields without the Python-level `__new__` (the bulk replay
-builds one timeline per claim key; this is a third of the cost of a single-member one)."""
+new_tuple = tuple.__new__
+"""Builds a named tuple from its fields without the Python-level `__new__`: the fold builds a
+timeline, a folded entry and a view for nearly every event, and this is a third of their cost."""
 
 
 class Folded(NamedTuple, Generic[R]):
@@ -96,7 +96,7 @@ def _folded_from(resolution: R | None, keyed: Iterable[Keyed], step: Step[R]) ->
     folded = []
     for key, event in keyed:
         resolution = step(resolution, event)
-        folded.append(_new(Folded, (key, event, resolution)))
+        folded.append(new_tuple(Folded, (key, event, resolution)))
     return folded
 
 
@@ -118,8 +118,8 @@ def timeline_of(keyed: list[Keyed], retracted: frozenset[str], step: Step[R]) ->
     members = NO_EVENTS.set(event.event_id, event)
     if retracted or event.supersedes:
         return _built(members, keyed, retracted, step)
-    only = _new(Folded, (key, event, step(None, event)))
-    return _new(Timeline, (members, NO_IDS, NO_IDS, None, (only,)))
+    only = new_tuple(Folded, (key, event, step(None, event)))
+    return new_tuple(Timeline, (members, NO_IDS, NO_IDS, None, (only,)))
 
 
 def _built(
@@ -137,9 +137,9 @@ def _built(
     counting = [pair for pair in keyed if pair[1].event_id not in hidden] if hidden else keyed
     effective = sorted(counting, key=_BY_KEY)
     cut = max(0, len(effective) - TAIL)
-    base = fold((event for _, event in effective[:cut]), step)
-    tail = tuple(_folded_from(base, effective[cut:], step))
-    return _new(Timeline, (members, superseded, retracted, base, tail))
+    base = fold((event for _, event in effective[:cut]), step) if cut else None
+    tail = tuple(_folded_from(base, effective[cut:] if cut else effective, step))
+    return new_tuple(Timeline, (members, superseded, retracted, base, tail))
 
 
 def _inserted(

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 from uuid import NAMESPACE_URL, uuid5
 
-from projections.timeline import Step
+from projections.timeline import Step, new_tuple
 from schemas.events import (
     AcknowledgementAction,
     AlertAcknowledged,
@@ -105,19 +105,22 @@ class AllergyView(NamedTuple):
 def step_allergy(view: AllergyView | None, event: Event) -> AllergyView | None:
     payload = event.payload
     if isinstance(payload, AllergyRecorded):
-        return AllergyView(
-            payload.allergy_id,
-            payload.substance,
-            payload.codes,
-            payload.allergy_type,
-            payload.categories,
-            payload.criticality,
-            payload.verification_status,
-            payload.clinical_status,
-            payload.negated,
-            payload.reactions,
-            event,
-            event,
+        return new_tuple(
+            AllergyView,
+            (
+                payload.allergy_id,
+                payload.substance,
+                payload.codes,
+                payload.allergy_type,
+                payload.categories,
+                payload.criticality,
+                payload.verification_status,
+                payload.clinical_status,
+                payload.negated,
+                payload.reactions,
+                event,
+                event,
+            ),
         )
     if isinstance(payload, AllergyStatusChanged) and view is not None:
         return view.changed_by(payload, event)
@@ -158,14 +161,17 @@ class MedicationView(NamedTuple):
 def step_medication(view: MedicationView | None, event: Event) -> MedicationView | None:
     payload = event.payload
     if isinstance(payload, MedicationPrescribed):
-        return MedicationView(
-            payload.prescription_id,
-            payload.drug,
-            payload.codes,
-            payload.dose,
-            payload.route,
-            event,
-            None,
+        return new_tuple(
+            MedicationView,
+            (
+                payload.prescription_id,
+                payload.drug,
+                payload.codes,
+                payload.dose,
+                payload.route,
+                event,
+                None,
+            ),
         )
     if isinstance(payload, MedicationStopped) and view is not None and view.stopped is None:
         return view.stopped_by(event)
@@ -180,7 +186,7 @@ class TripView(NamedTuple):
 def step_trip(view: TripView | None, event: Event) -> TripView | None:
     payload = event.payload
     if isinstance(payload, TravelRecorded):
-        return TripView(payload, event)
+        return new_tuple(TripView, (payload, event))
     return view
 
 
@@ -229,7 +235,7 @@ def _is_explicit(event: Event) -> bool:
 def _wins(event: Event) -> ClaimView:
     payload = event.payload
     if isinstance(payload, _VALUED):
-        return ClaimView(payload.key, payload.value, event, None)
+        return new_tuple(ClaimView, (payload.key, payload.value, event, None))
     raise TypeError(f"{event.type} carries no claim value")
 
 
@@ -270,7 +276,11 @@ def step_fact(view: ClaimView | None, event: Event) -> ClaimView | None:
     if rank < held_rank:
         return view
     if claim_value(event) == view.value:
-        return ClaimView(view.key, view.value, event, None) if view.conflict is None else view
+        return (
+            new_tuple(ClaimView, (view.key, view.value, event, None))
+            if view.conflict is None
+            else view
+        )
     return _challenged(view, "fact", event)
 
 
@@ -284,7 +294,9 @@ class ConsentView(NamedTuple):
 def step_consent(view: ConsentView | None, event: Event) -> ConsentView | None:
     if isinstance(event.payload, ConsentChanged):
         consent = event.payload
-        return ConsentView(consent.purpose, consent.granted, consent.special_category, event)
+        return new_tuple(
+            ConsentView, (consent.purpose, consent.granted, consent.special_category, event)
+        )
     return view
 
 
@@ -300,7 +312,7 @@ def step_acknowledgement(
 ) -> AcknowledgementView | None:
     if isinstance(event.payload, AlertAcknowledged):
         ack = event.payload
-        return AcknowledgementView(ack.alert_id, ack.action, ack.reason, event)
+        return new_tuple(AcknowledgementView, (ack.alert_id, ack.action, ack.reason, event))
     return view
 
 
