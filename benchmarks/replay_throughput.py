@@ -21,6 +21,7 @@ import random
 import time
 from collections.abc import Sequence
 
+from benchmarks.output import machine_speed
 from benchmarks.synthetic import subject_events
 from projections.state import evolve, initial_state, replay_all
 from schemas.events import Event
@@ -140,4 +141,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    print(machine_speed(), "(at the start)", flush=True)
     main()
+    print(machine_speed(), "(at the end)")
