@@ -45,6 +45,7 @@ from streams import local_kafka
 from streams.analytics import query_via_sink
 from streams.keys import FileKeyStore
 from streams.processing import Incoming
+from streams.runtime import tune_garbage_collector
 from streams.sealing import Sealer
 from streams.settings import Settings
 from streams.topic_reader import read_topic
@@ -269,11 +270,13 @@ def end_to_end(
 
 def batch_step_cpu(home: Path, events: list[Event]) -> float:
     """CPU microseconds per event of the worker's batch step over `events`, sealed as the
-    producer sends them, in batches of the worker's size, each subject's state carried over."""
+    producer sends them, in batches of the worker's size, each subject's state carried over,
+    with the garbage collector tuned as the worker tunes it."""
     settings = Settings(home=home)
     messages = sealed(home, events)
     processor = build_processor(settings, FileKeyStore(settings.keys_dir))
     states: dict[str, UserState] = {}
+    tune_garbage_collector()
     started = time.process_time()
     for start in range(0, len(messages), settings.batch_size):
         batch = [
