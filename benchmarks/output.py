@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def quiet_producer_retries() -> None:
@@ -29,3 +31,11 @@ def machine_speed() -> str:
     return (
         f"machine speed: an empty {CALIBRATION_LOOPS:,}-iteration Python loop took {seconds:.2f} s"
     )
+
+
+@contextmanager
+def machine_speed_around() -> Iterator[None]:
+    """Print the machine's speed before and after the figures printed inside."""
+    print(machine_speed(), "(at the start)", flush=True)
+    yield
+    print(machine_speed(), "(at the end)")

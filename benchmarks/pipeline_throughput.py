@@ -36,7 +36,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from benchmarks.output import machine_speed, quiet_producer_retries
+from benchmarks.output import machine_speed_around, quiet_producer_retries
 from benchmarks.synthetic import conflict_pair, subject_events
 from projections.state import UserState
 from schemas.codec import alert_codec, event_codec
@@ -393,6 +393,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    print(machine_speed(), "(at the start)", flush=True)
-    main()
-    print(machine_speed(), "(at the end)")
+    with machine_speed_around():
+        main()

@@ -21,7 +21,7 @@ import random
 import time
 from collections.abc import Sequence
 
-from benchmarks.output import machine_speed
+from benchmarks.output import machine_speed_around
 from benchmarks.synthetic import subject_events
 from projections.state import evolve, initial_state, replay_all
 from schemas.events import Event
@@ -141,6 +141,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    print(machine_speed(), "(at the start)", flush=True)
-    main()
-    print(machine_speed(), "(at the end)")
+    with machine_speed_around():
+        main()

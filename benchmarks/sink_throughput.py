@@ -33,7 +33,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from clickhouse_connect.driver.client import Client
 
-from benchmarks.output import machine_speed, quiet_producer_retries
+from benchmarks.output import machine_speed_around, quiet_producer_retries
 from benchmarks.synthetic import subject_events
 from projections.document import plain
 from schemas.codec import event_codec
@@ -278,6 +278,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    print(machine_speed(), "(at the start)", flush=True)
-    main()
-    print(machine_speed(), "(at the end)")
+    with machine_speed_around():
+        main()

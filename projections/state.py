@@ -341,7 +341,7 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
         if event.subject_id != subject_id or event.tenant_id != tenant_id:
             raise ValueError(f"event for {event.key} folded into the state of {empty.key}")
         unique[event_id] = event
-        key = (event.occurred_at, event.recorded_at, event_id)
+        key = sort_key(event)
         if last is None or key > last:
             last = key
         payload = event.payload
