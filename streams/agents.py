@@ -3,11 +3,13 @@
 `gate_and_project` reads raw messages from the events topic in batches, lets the Kafka-free
 `BatchProcessor` open, decode, gate, fold and evaluate them, publishes accepted events,
 quarantine decisions and (sealed) alerts, writes each changed subject's (sealed) state to the
-table once per batch, and carries out erasures; a timer publishes the changed subjects'
-checkpoints on the compacted state topic. The batch's sends are delivered before the table
-write, and Faust flushes the producer before it commits offsets, so a crash replays events
-instead of losing them or their outputs; replays are harmless (duplicate event ids are refused
-by the gate, alert ids are deterministic). Each batch is checked against the next offset the
+table and its changelog once per batch, and carries out erasures; a timer publishes the changed
+subjects' checkpoints on the compacted state topic. Outputs and changelog records go out as one
+record batch per partition (`streams.record_batches`). The batch's outputs are delivered before
+the table write, the table write before the batch is done, and Faust flushes the producer
+before it commits offsets, so a crash replays events instead of losing them or their outputs;
+replays are harmless (duplicate event ids are refused by the gate, alert ids are
+deterministic). Each batch is checked against the next offset the
 worker expects on each partition, so records the consumer passed over are read from the log
 and processed rather than lost (`streams.continuity`, `Batches`).
 
@@ -42,6 +44,7 @@ from streams.keys import SubjectErased
 from streams.ledger import follow_ledger
 from streams.liveness import StallWatch, group_committed_offsets
 from streams.processing import AcceptedEvent, BatchOutput, BatchProcessor, Incoming
+from streams.record_batches import RecordBatches, default_partition
 from streams.runtime import dump_tasks_on_signal, restart_in_place
 from streams.table_codecs import StoredSegment, StoredState, is_segment_key, segment_key
 from streams.topic_reader import RangeReader
@@ -61,22 +64,32 @@ def accepted_headers(item: AcceptedEvent, decided_at: datetime) -> list[tuple[st
     ]
 
 
+def kafka_producer(pipeline: Pipeline) -> Any:
+    """The app's aiokafka producer (Faust flushes it before every offset commit)."""
+    faust_producer: Any = pipeline.app.producer
+    return faust_producer._ensure_producer()  # Faust exposes it no other way
+
+
+def partition_of(pipeline: Pipeline, key: str) -> int:
+    """The partition of a subject's records in every partitioned topic and the state table:
+    the events topic's, by Kafka's default partitioner."""
+    return default_partition(key.encode(), pipeline.topics.partitions)
+
+
 async def publish(pipeline: Pipeline, output: BatchOutput, decided_at: datetime) -> None:
     """Send the batch's accepted events, quarantine decisions and (sealed) alerts, and wait
     until Kafka has every one: only then may the table learn the new state (a replay after a
     crash in between finds the events already seen, so their outputs must already be out)."""
     decisions, alerts = decision_codec(), alert_codec()
-    topics, send = pipeline.topics, pipeline.app.producer.send
-    deliveries = []
+    topics, batches = pipeline.topics, RecordBatches(kafka_producer(pipeline))
     for item in output.accepted:
         headers = accepted_headers(item, decided_at)
-        deliveries.append(
-            await send(topics.accepted, item.key.encode(), item.value, None, None, headers)
-        )
+        partition = partition_of(pipeline, item.key)
+        batches.add(topics.accepted, partition, item.key.encode(), item.value, headers)
     for decision in output.quarantined:
         subject = f"{decision.tenant_id}:{decision.subject_id}" if decision.tenant_id else "unknown"
         value = decisions.encode(decision)
-        deliveries.append(await send(topics.quarantine, subject.encode(), value, None, None, None))
+        batches.add(topics.quarantine, partition_of(pipeline, subject), subject.encode(), value)
     for alert in output.alerts:
         subject = alert.key
         if subject in output.erased:
@@ -86,18 +99,21 @@ async def publish(pipeline: Pipeline, output: BatchOutput, decided_at: datetime)
         except SubjectErased:
             log.warning("alert of an erased subject not published (%s…)", ref_of_key(subject)[:12])
             continue
-        deliveries.append(await send(topics.alerts, subject.encode(), sealed, None, None, None))
-    await asyncio.gather(*deliveries)
+        batches.add(topics.alerts, partition_of(pipeline, subject), subject.encode(), sealed)
+    await asyncio.gather(*await batches.send())
 
 
-def store(pipeline: Pipeline, output: BatchOutput, checkpoints: Checkpoints) -> None:
+async def store(pipeline: Pipeline, output: BatchOutput, checkpoints: Checkpoints) -> None:
     """One head write per changed subject (its new events appended, sealed), after the history
-    segments that closed; the subject's checkpoint is then due on the compacted state topic. A
-    subject whose key was destroyed meanwhile (erased by another worker during a rebalance) is
-    left out; the batch's other subjects are stored."""
+    segments that closed, into the table and its changelog (delivered before this returns);
+    the subject's checkpoint is then due on the compacted state topic. A subject whose key was
+    destroyed meanwhile (erased by another worker during a rebalance) is left out; the batch's
+    other subjects are stored."""
     framed: dict[str, list[bytes]] = {}
     for item in output.accepted:
         framed.setdefault(item.key, []).append(item.framed)
+    table, changelog = pipeline.states, pipeline.states.changelog_topic.get_topic_name()
+    batches = RecordBatches(kafka_producer(pipeline))
     for key, state in output.states.items():
         if key in output.erased:
             continue
@@ -110,10 +126,13 @@ def store(pipeline: Pipeline, output: BatchOutput, checkpoints: Checkpoints) -> 
         except SubjectErased:
             log.warning("state of an erased subject not stored (%s…)", ref_of_key(key)[:12])
             continue
-        for segment, stored in closed:
-            pipeline.states[segment] = stored
-        pipeline.states[key] = head
+        partition = partition_of(pipeline, key)
+        records: list[tuple[str, StoredState | StoredSegment]] = [*closed, (key, head)]
+        for name, stored in records:
+            table.data[name] = stored
+            batches.add(changelog, partition, name.encode(), stored.encoded)
         checkpoints.touched(key)
+    await asyncio.gather(*await batches.send())
 
 
 def loaded(pipeline: Pipeline, key: str) -> StoredState | None:
@@ -140,7 +159,7 @@ async def publish_checkpoints(
     checkpoint cannot be made is logged (by reference) and counted, and the others go on: an
     exception here would crash the whole worker, in a loop, since recovery re-publishes every
     checkpoint."""
-    codec, send = checkpoint_codec(), pipeline.app.producer.send
+    codec, batches = checkpoint_codec(), RecordBatches(kafka_producer(pipeline))
     for key in keys:
         try:
             stored = loaded(pipeline, key)
@@ -157,7 +176,8 @@ async def publish_checkpoints(
                 type(error).__name__,
             )
             continue
-        await send(pipeline.topics.state, key.encode(), sealed, None, None, None)
+        batches.add(pipeline.topics.state, partition_of(pipeline, key), key.encode(), sealed)
+    await batches.send()
 
 
 @dataclass
@@ -419,7 +439,7 @@ class Batches:
             fail_stop("asking the schema registry for a writer schema", error)
         try:
             await publish(pipeline, output, now)
-            store(pipeline, output, self.checkpoints)
+            await store(pipeline, output, self.checkpoints)
             await erase(pipeline, output.erasures, now)
         except Exception as error:  # noqa: BLE001 (any failure must stop before a commit)
             fail_stop("publishing a processed batch", error)

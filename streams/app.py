@@ -22,6 +22,11 @@ from streams.table_codecs import (
 from streams.topics import STATE_MESSAGE_BYTES, STATE_REQUEST_BYTES, Topics
 
 STATE_TABLE = "user-state"
+PRODUCER_BATCH_BYTES = 256 * 1024
+"""Room in one record batch (Faust's default is 16 KiB): a processed batch's outputs go out as
+one record batch per partition (`streams.record_batches`), and below about 128 KiB the cost per
+batch dominates (24 µs of CPU per 500-byte record at 16 KiB, 8 µs at 128 KiB and above). Well
+under the brokers' default limit of a record batch (1 MiB)."""
 PROGRESS_TABLE = "events-progress"
 
 
@@ -66,6 +71,7 @@ def create_app(
         web_enabled=False,
         processing_guarantee="at_least_once",
         producer_max_request_size=STATE_REQUEST_BYTES,
+        producer_max_batch_size=PRODUCER_BATCH_BYTES,
         consumer_max_fetch_size=STATE_REQUEST_BYTES,
         Table=SubjectTable,
     )

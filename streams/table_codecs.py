@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import faust
-from aiokafka.partitioner import murmur2
 from faust.serializers import codecs
 
 from projections.state import UserState, replay
 from schemas.codec import event_codec
 from streams.keys import SubjectErased
+from streams.record_batches import default_partition
 from streams.sealing import Sealer, SealError
 
 KEY_CODEC = "uac-subject-key"
@@ -146,9 +146,8 @@ class SubjectTable(faust.Table[str, StoredState | StoredSegment]):
     events."""
 
     def partition_for_key(self, key: Any) -> int | None:
-        subject = subject_of(str(key)).encode("utf-8")
         partitions = int(self.partitions or self.app.conf.topic_partitions)
-        return int(murmur2(subject) & 0x7FFFFFFF) % partitions
+        return default_partition(subject_of(str(key)).encode("utf-8"), partitions)
 
 
 class PartitionProgressTable(faust.Table[int, int]):

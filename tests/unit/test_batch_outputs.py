@@ -19,13 +19,8 @@ from streams.sealing import Sealer
 from streams.table_codecs import StoredState
 from tests.factories import T0, make_event
 from tests.fakes import TableKnowledge
+from tests.kafka_fakes import BatchProducer, Table, faust_app
 from tests.unit.test_processing import POLICY
-
-
-class Table(dict[str, Any]):
-    @property
-    def data(self) -> dict[str, Any]:
-        return self
 
 
 def conflicting_events(sealer: Sealer, subject: str, first_offset: int) -> list[Incoming]:
@@ -47,27 +42,22 @@ def test_given_a_key_destroyed_during_the_batch_then_only_that_subject_is_left_o
     output = processor.process_batch(messages, lambda _key: None, T0 + timedelta(days=30))
     assert {a.subject_id for a in output.alerts} == {"kept", "erased"}
     keys.destroy("clinic-a:erased")
-    sent: list[tuple[str, bytes, bytes]] = []
-
-    async def send(topic: str, key: bytes, value: bytes, *_: Any) -> asyncio.Future[None]:
-        sent.append((topic, key, value))
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
-
+    producer = BatchProducer()
     pipeline: Any = SimpleNamespace(
-        app=SimpleNamespace(producer=SimpleNamespace(send=send)),
-        topics=SimpleNamespace(accepted="acc", quarantine="q", alerts="alerts"),
+        app=faust_app(producer),
+        topics=SimpleNamespace(accepted="acc", quarantine="q", alerts="alerts", partitions=4),
         states=Table(),
         sealer=sealer,
     )
     asyncio.run(publish(pipeline, output, T0))
+    sent = producer.sent
     alerts = [alert_codec().decode(sealer.open(v)[1]) for t, _, v in sent if t == "alerts"]
     assert [a.subject_id for a in alerts] == ["kept"]
     assert len([t for t, _, _ in sent if t == "acc"]) == 4
     checkpoints = Checkpoints(1.0)
-    store(pipeline, output, checkpoints)
+    asyncio.run(store(pipeline, output, checkpoints))
     assert list(pipeline.states) == ["clinic-a:kept"]
+    assert [key for t, key, _ in producer.sent if t == "changelog"] == [b"clinic-a:kept"]
     head = pipeline.states["clinic-a:kept"]
     assert isinstance(head, StoredState) and head.state is not None
     assert head.state.version == 2

@@ -25,15 +25,10 @@ from streams.sealing import Sealer
 from streams.worker_metrics import WorkerMetrics
 from tests.factories import make_event
 from tests.fakes import TableKnowledge
+from tests.kafka_fakes import BatchProducer, Table, faust_app
 from tests.unit.test_processing import POLICY
 
 TOPIC = "uac.events"
-
-
-class Table(dict[Any, Any]):
-    @property
-    def data(self) -> dict[Any, Any]:
-        return self
 
 
 class LogOfOnePartition:
@@ -85,27 +80,26 @@ def exits(monkeypatch: pytest.MonkeyPatch) -> None:
 def runner(tmp_path: Path, log: LogOfOnePartition, fail_sends: bool = False) -> Batches:
     keys = FileKeyStore(tmp_path / "keys")
     sealer = Sealer(keys)
-
-    async def send(topic: str, key: bytes, value: bytes, *_: Any) -> asyncio.Future[None]:
-        if fail_sends:
-            raise ConnectionError("the broker is gone")
-        sent.append((topic, key))
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
-
-    sent: list[tuple[str, bytes]] = []
+    producer = BatchProducer(fail=fail_sends)
     pipeline: Any = SimpleNamespace(
-        app=SimpleNamespace(producer=SimpleNamespace(send=send)),
-        topics=SimpleNamespace(events=TOPIC, accepted="acc", quarantine="q", alerts="alerts"),
+        app=faust_app(producer),
+        topics=SimpleNamespace(
+            events=TOPIC, accepted="acc", quarantine="q", alerts="alerts", partitions=4
+        ),
         states=Table(),
         progress=Table(),
         sealer=sealer,
         ledger=ErasureLedger(keys),
-        sent=sent,
+        producer=producer,
     )
     processor = BatchProcessor(event_codec(), default_rules(TableKnowledge()), POLICY, sealer)
     return Batches(pipeline, processor, Checkpoints(1.0), WorkerMetrics(), log, chunk=3)  # type: ignore[arg-type]
+
+
+def sent(batches: Batches, topic: str) -> list[bytes]:
+    """Keys of the records the runner sent to `topic`, in order."""
+    records: list[tuple[str, bytes, bytes]] = batches.pipeline.producer.sent  # type: ignore[attr-defined]
+    return [key for to, key, _ in records if to == topic]
 
 
 def test_given_a_batch_after_passed_over_offsets_then_they_run_first_and_nothing_is_lost(
@@ -116,11 +110,11 @@ def test_given_a_batch_after_passed_over_offsets_then_they_run_first_and_nothing
     batches.pipeline.progress[0] = 2
     asyncio.run(batches.handle(log.records[9:]))
     assert log.reads == [(2, 9)]
-    accepted = [key for topic, key in batches.pipeline.sent if topic == "acc"]
+    accepted = sent(batches, "acc")
     assert len(accepted) == 10
     assert {k.decode() for k in accepted} == {f"clinic-a:p{n}" for n in range(1, 6)}
     assert sorted(batches.pipeline.states) == [f"clinic-a:p{n}" for n in range(1, 6)]
-    assert len([topic for topic, _ in batches.pipeline.sent if topic == "alerts"]) == 5
+    assert len(sent(batches, "alerts")) == 5
     assert batches.pipeline.progress[0] == 12
     samples = batches.metrics.registry.get_sample_value
     assert samples("uac_worker_recovered_records_total") == 7
@@ -181,7 +175,7 @@ def test_given_passed_over_offsets_that_cannot_be_read_then_the_worker_stops_bef
         asyncio.run(batches.handle(log.records[4:]))
     assert stopped.value.code == agents.EXIT_PUBLISH_FAILED
     assert batches.pipeline.progress[0] == 1
-    assert batches.pipeline.sent == []
+    assert batches.pipeline.producer.sent == []  # type: ignore[attr-defined]
 
 
 @pytest.mark.usefixtures("exits")
@@ -202,4 +196,4 @@ def test_given_the_schema_registry_unreachable_then_the_worker_stops_before_the_
         asyncio.run(batches.handle(log.records))
     assert stopped.value.code == agents.EXIT_PUBLISH_FAILED
     assert batches.pipeline.progress[0] == 0
-    assert batches.pipeline.sent == []
+    assert batches.pipeline.producer.sent == []  # type: ignore[attr-defined]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 from projections.state import replay
 from schemas.codec import checkpoint_codec, event_codec
@@ -16,12 +15,7 @@ from streams.sealing import Sealer
 from streams.table_codecs import StoredState
 from streams.worker_metrics import WorkerMetrics
 from tests.factories import make_event
-
-
-class Table(dict[str, Any]):
-    @property
-    def data(self) -> dict[str, Any]:
-        return self
+from tests.kafka_fakes import BatchProducer, Table, faust_app
 
 
 def test_given_a_subject_whose_history_is_incomplete_then_the_others_still_get_checkpoints(
@@ -36,20 +30,17 @@ def test_given_a_subject_whose_history_is_incomplete_then_the_others_still_get_c
             "clinic-a:patient-2": head,
         }
     )
-    sent: list[tuple[str, bytes, bytes]] = []
-
-    async def send(topic: str, key: bytes, value: bytes, *_: Any) -> None:
-        sent.append((topic, key, value))
-
+    producer = BatchProducer()
     pipeline = SimpleNamespace(
-        app=SimpleNamespace(producer=SimpleNamespace(send=send)),
-        topics=SimpleNamespace(state="uac.state"),
+        app=faust_app(producer),
+        topics=SimpleNamespace(state="uac.state", partitions=4),
         states=states,
         sealer=sealer,
     )
     metrics = WorkerMetrics()
     keys = ["clinic-a:patient-1", "clinic-a:patient-2"]
     asyncio.run(publish_checkpoints(pipeline, keys, metrics))  # type: ignore[arg-type]
+    sent = producer.sent
     assert [(topic, key) for topic, key, _ in sent] == [("uac.state", b"clinic-a:patient-2")]
     checkpoint = checkpoint_codec().decode(sealer.open(sent[0][2])[1])
     assert (checkpoint.subject_id, checkpoint.version) == ("patient-2", 1)
