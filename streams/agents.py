@@ -100,7 +100,7 @@ async def publish(pipeline: Pipeline, output: BatchOutput, decided_at: datetime)
             log.warning("alert of an erased subject not published (%s…)", ref_of_key(subject)[:12])
             continue
         batches.add(topics.alerts, partition_of(pipeline, subject), subject.encode(), sealed)
-    await asyncio.gather(*await batches.send())
+    await batches.deliver()
 
 
 async def store(pipeline: Pipeline, output: BatchOutput, checkpoints: Checkpoints) -> None:
@@ -132,7 +132,7 @@ async def store(pipeline: Pipeline, output: BatchOutput, checkpoints: Checkpoint
             table.data[name] = stored
             batches.add(changelog, partition, name.encode(), stored.encoded)
         checkpoints.touched(key)
-    await asyncio.gather(*await batches.send())
+    await batches.deliver()
 
 
 def loaded(pipeline: Pipeline, key: str) -> StoredState | None:

@@ -66,3 +66,7 @@ class RecordBatches:
             deliveries.append(await self.producer.send_batch(batch, topic, partition=partition))
         self.pending = {}
         return deliveries
+
+    async def deliver(self) -> None:
+        """`send`, then wait until Kafka has every record (raises if it refused any)."""
+        await asyncio.gather(*await self.send())
