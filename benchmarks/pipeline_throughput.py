@@ -9,10 +9,13 @@
    CPU time each agent's process spends per event; and the CPU time of the worker's batch step
    alone (open, decode, gate, fold, rules, over the same events, no Kafka), so the worker's
    figure can be split into delivery, the pure step, and publishing and storing;
-3. p50/p99 publish -> alert latency while events arrive at 1,000 events/s, and at 200 events/s
-   (a load one worker on this machine sustains); `UAC_BENCH_RATES=400,600` measures other rates
-   (each pair of events is a new subject, so this is the costliest shape of load; the records
-   are sent as UaC's publisher sends them, encoded and sealed before the clock starts).
+3. p50/p99 publish -> alert latency while events arrive at a steady rate, for two shapes of
+   load: `mixed`, the throughput workload with a conflict pair (an allergy, then a drug that
+   conflicts with it, in a new subject) in every 20 events, timing the pairs' alerts; and
+   `pairs`, where every pair of events is such a pair, the costliest shape (each pair costs a
+   new key, a new state, a checkpoint and an alert). By default 1,000 events/s of each, and
+   200 events/s of `pairs`; `UAC_BENCH_LATENCY=400:pairs,600:mixed` runs others. The records
+   are sent as UaC's publisher sends them, encoded and sealed before the clock starts.
 
 Timestamps are Kafka record timestamps (set by the producing process on this machine) and the
 sink's `ingested_at`; nothing here is a test. Run: `python -m benchmarks.pipeline_throughput`
@@ -56,7 +59,12 @@ from streams.worker import build_processor
 
 PARTITIONS = 4
 EVENTS = int(os.environ.get("UAC_BENCH_EVENTS", "20000"))
-RATES = tuple(int(rate) for rate in os.environ.get("UAC_BENCH_RATES", "1000,200").split(","))
+LATENCY_RUNS = tuple(
+    (int(rate), shape)
+    for run in os.environ.get("UAC_BENCH_LATENCY", "1000:mixed,1000:pairs,200:pairs").split(",")
+    for rate, shape in [run.split(":")]
+)
+"""(events/s, load shape) of each latency run (`UAC_BENCH_LATENCY`, e.g. `400:pairs,600:mixed`)."""
 LATENCY_SECONDS = 15
 
 
@@ -292,64 +300,129 @@ def batch_step_cpu(home: Path, events: list[Event]) -> float:
     return (time.process_time() - started) / len(messages) * 1e6
 
 
-def conflict_pairs(count: int) -> list[tuple[Event, Event]]:
+def conflict_pairs(first: int, count: int) -> list[tuple[Event, Event]]:
     at = datetime.now(UTC) - timedelta(hours=1)
-    return [conflict_pair(n, at) for n in range(count)]
+    return [conflict_pair(n, at) for n in range(first, first + count)]
+
+
+@dataclass(frozen=True)
+class Load:
+    """Events to publish at a steady rate, and the ids of those whose alert is timed (each
+    the drug event of a conflict pair, so it raises exactly one alert)."""
+
+    name: str
+    events: list[Event]
+    timed: frozenset[str]
+
+
+def alerting_pairs(count: int) -> Load:
+    """Every pair of events a new subject whose drug conflicts with its allergy: the costliest
+    load (each pair costs a new key, a new state, a checkpoint and an alert)."""
+    pairs = conflict_pairs(WARMUP_PAIRS, count // 2)
+    return Load(
+        "every pair of events a new subject with an alert",
+        [event for pair in pairs for event in pair],
+        frozenset(drug.id for _, drug in pairs),
+    )
+
+
+MIXED_PAIR_EVERY = 20
+
+
+def mixed(count: int) -> Load:
+    """The throughput workload (`workload`), with a conflict pair in every MIXED_PAIR_EVERY
+    events: one alert per 20 events, most events those of subjects already known."""
+    pairs = conflict_pairs(WARMUP_PAIRS, count // MIXED_PAIR_EVERY)
+    background = iter(workload(count - 2 * len(pairs)))
+    events: list[Event] = []
+    for allergy, drug in pairs:
+        events += [allergy, drug]
+        events += [next(background) for _ in range(MIXED_PAIR_EVERY - 2)]
+    return Load(
+        f"the throughput workload with one alerting pair per {MIXED_PAIR_EVERY} events",
+        events + list(background),
+        frozenset(drug.id for _, drug in pairs),
+    )
+
+
+WARMUP_PAIRS = 50
+LOADS: dict[str, Callable[[int], Load]] = {"pairs": alerting_pairs, "mixed": mixed}
 
 
 async def paced(
-    bootstrap: str, topic: str, pairs: list[tuple[Event, Event]], sealer: Sealer, rate: int
+    bootstrap: str,
+    topic: str,
+    events: list[Event],
+    timed: frozenset[str],
+    sealer: Sealer,
+    rate: int,
 ) -> dict[str, int]:
-    """Publish at `rate` events/s, as UaC's publisher does (`linger_ms=5`); return the record
-    timestamp of every drug event. The records are encoded and sealed beforehand: on this
-    2-core machine the load generator's own CPU would otherwise be taken from the pipeline."""
+    """Publish `events` at `rate` events/s, as UaC's publisher does (`linger_ms=5`); return the
+    record timestamp of each timed event. The records are encoded and sealed beforehand: on
+    this 2-core machine the load generator's own CPU would otherwise be taken from the
+    pipeline."""
     codec = event_codec()
     records = [
-        [(event.key.encode(), sealer.seal(event.key, codec.encode(event))) for event in pair]
-        for pair in pairs
+        (event.key.encode(), sealer.seal(event.key, codec.encode(event))) for event in events
     ]
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     await producer.start()
     sent: dict[str, int] = {}
     try:
-        started, interval = time.monotonic(), 2 / rate
-        for index, ((_, drug), pair) in enumerate(zip(pairs, records, strict=True)):
+        started, interval = time.monotonic(), 1 / rate
+        for index, (event, (key, value)) in enumerate(zip(events, records, strict=True)):
             await asyncio.sleep(max(0.0, started + index * interval - time.monotonic()))
-            for key, value in pair:
-                future = await producer.send(topic, value, key=key)
-            future.add_done_callback(
-                lambda done, e=drug: sent.__setitem__(e.id, done.result().timestamp)
-            )
+            future = await producer.send(topic, value, key=key)
+            if event.id in timed:
+                future.add_done_callback(
+                    lambda done, event_id=event.id: sent.__setitem__(
+                        event_id, done.result().timestamp
+                    )
+                )
         await producer.flush()
     finally:
         await producer.stop()
     return sent
 
 
-def latency(bootstrap: str, workdir: Path, rate: int) -> tuple[float, float, int]:
-    prefix = f"lat{rate}."
-    home, topics = workdir / f"latency-{rate}", Topics(prefix, PARTITIONS)
+def alert_times(bootstrap: str, topic: str, sealer: Sealer) -> dict[str, int]:
+    """Trigger event id -> record timestamp of the alerts on `topic`."""
+    codec = alert_codec()
+    return {
+        codec.decode(sealer.open(r.value)[1]).trigger_event_id: r.timestamp
+        for r in records(bootstrap, topic)
+    }
+
+
+def latency(bootstrap: str, workdir: Path, rate: int, shape: str) -> tuple[float, float, int]:
+    prefix = f"lat{rate}{shape}."
+    home, topics = workdir / f"latency-{rate}-{shape}", Topics(prefix, PARTITIONS)
     asyncio.run(ensure_topics(bootstrap, topics.specs()))
-    env = pipeline_env(bootstrap, home, prefix) | {"UAC_BATCH_SECONDS": "0.02"}
+    env = pipeline_env(bootstrap, home, prefix)
     home.mkdir(parents=True)
     sealer = sealer_of(home)
     command = [sys.executable, "-m", "streams.cli"]
-    worker = spawn([*command, "worker"], env, workdir / f"lat-{rate}-worker.log")
-    sink = spawn([*command, "sink"], env, workdir / f"lat-{rate}-sink.log")
+    worker = spawn([*command, "worker"], env, workdir / f"lat-{rate}-{shape}-worker.log")
+    sink = spawn([*command, "sink"], env, workdir / f"lat-{rate}-{shape}-sink.log")
     try:
-        warmup = conflict_pairs(50)
-        asyncio.run(paced(bootstrap, topics.events, warmup, sealer, rate))
-        wait_until(lambda: len(records(bootstrap, topics.alerts)), len(warmup), timeout=120)
-        pairs = conflict_pairs(rate * LATENCY_SECONDS // 2)[50:]
-        sent = asyncio.run(paced(bootstrap, topics.events, pairs, sealer, rate))
-        wait_until(
-            lambda: len(records(bootstrap, topics.alerts)), len(warmup) + len(pairs), timeout=300
+        warmup = conflict_pairs(0, WARMUP_PAIRS)
+        warm = frozenset(drug.id for _, drug in warmup)
+        asyncio.run(
+            paced(bootstrap, topics.events, [e for p in warmup for e in p], warm, sealer, rate)
         )
-        codec = alert_codec()
-        alerted = {
-            codec.decode(sealer.open(r.value)[1]).trigger_event_id: r.timestamp
-            for r in records(bootstrap, topics.alerts)
-        }
+        wait_until(
+            lambda: len(warm & alert_times(bootstrap, topics.alerts, sealer).keys()),
+            len(warm),
+            timeout=120,
+        )
+        load = LOADS[shape](rate * LATENCY_SECONDS)
+        sent = asyncio.run(paced(bootstrap, topics.events, load.events, load.timed, sealer, rate))
+        wait_until(
+            lambda: len(load.timed & alert_times(bootstrap, topics.alerts, sealer).keys()),
+            len(load.timed),
+            timeout=300,
+        )
+        alerted = alert_times(bootstrap, topics.alerts, sealer)
     finally:
         stop(sink)
         stop(worker)
@@ -403,11 +476,11 @@ def main() -> None:
         if cpu:
             spent = ", ".join(f"{name} {micros:,.0f} us" for name, micros in cpu.items())
             print(f"CPU per event end to end, start-up left out ({os.cpu_count()} cores): {spent}")
-        for rate in RATES:
-            p50, p99, samples = latency(broker.bootstrap, workdir, rate)
+        for rate, shape in LATENCY_RUNS:
+            p50, p99, samples = latency(broker.bootstrap, workdir, rate, shape)
             print(
-                f"publish -> alert latency at {rate} events/s: p50 {p50:.0f} ms,",
-                f"p99 {p99:.0f} ms ({samples} alerts)",
+                f"publish -> alert latency at {rate} events/s, {LOADS[shape](0).name}:",
+                f"p50 {p50:.0f} ms, p99 {p99:.0f} ms ({samples} alerts)",
             )
 
 
