@@ -310,7 +310,6 @@ class Load:
     """Events to publish at a steady rate, and the ids of those whose alert is timed (each
     the drug event of a conflict pair, so it raises exactly one alert)."""
 
-    name: str
     events: list[Event]
     timed: frozenset[str]
 
@@ -320,7 +319,6 @@ def alerting_pairs(count: int) -> Load:
     load (each pair costs a new key, a new state, a checkpoint and an alert)."""
     pairs = conflict_pairs(WARMUP_PAIRS, count // 2)
     return Load(
-        "every pair of events a new subject with an alert",
         [event for pair in pairs for event in pair],
         frozenset(drug.id for _, drug in pairs),
     )
@@ -339,14 +337,20 @@ def mixed(count: int) -> Load:
         events += [allergy, drug]
         events += [next(background) for _ in range(MIXED_PAIR_EVERY - 2)]
     return Load(
-        f"the throughput workload with one alerting pair per {MIXED_PAIR_EVERY} events",
         events + list(background),
         frozenset(drug.id for _, drug in pairs),
     )
 
 
 WARMUP_PAIRS = 50
-LOADS: dict[str, Callable[[int], Load]] = {"pairs": alerting_pairs, "mixed": mixed}
+LOADS: dict[str, tuple[str, Callable[[int], Load]]] = {
+    "pairs": ("every pair of events a new subject with an alert", alerting_pairs),
+    "mixed": (
+        f"the throughput workload with one alerting pair per {MIXED_PAIR_EVERY} events",
+        mixed,
+    ),
+}
+"""Shape -> (what it is, the load of a number of events)."""
 
 
 async def paced(
@@ -415,7 +419,7 @@ def latency(bootstrap: str, workdir: Path, rate: int, shape: str) -> tuple[float
             len(warm),
             timeout=120,
         )
-        load = LOADS[shape](rate * LATENCY_SECONDS)
+        load = LOADS[shape][1](rate * LATENCY_SECONDS)
         sent = asyncio.run(paced(bootstrap, topics.events, load.events, load.timed, sealer, rate))
         wait_until(
             lambda: len(load.timed & alert_times(bootstrap, topics.alerts, sealer).keys()),
@@ -479,7 +483,7 @@ def main() -> None:
         for rate, shape in LATENCY_RUNS:
             p50, p99, samples = latency(broker.bootstrap, workdir, rate, shape)
             print(
-                f"publish -> alert latency at {rate} events/s, {LOADS[shape](0).name}:",
+                f"publish -> alert latency at {rate} events/s, {LOADS[shape][0]}:",
                 f"p50 {p50:.0f} ms, p99 {p99:.0f} ms ({samples} alerts)",
             )
 
