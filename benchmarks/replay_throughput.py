@@ -7,7 +7,8 @@ run, which pays for memory fresh from the operating system as a one-off replay d
 best and median of RUNS runs: this shared machine's speed varies by a fifth from moment to
 moment, and the best run is the one least disturbed by it); then the streaming path
 (`evolve`, one event at a time, as the worker folds) over (b), and the cost of one event after
-histories of 0 to 99,000 events (collector off, best of several tries, so neither its pauses
+histories of 0 to 400,000 events (the subject's own, then the same kind of history continued;
+collector off, best of several tries, so neither its pauses
 nor the machine's slow moments land on one length), which shows whether the cost of an event
 grows with the length of the history. Each of (a) and (b) runs in a fresh process. Run:
 `make bench`.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import os
 import random
 import subprocess
@@ -124,10 +126,16 @@ def wide() -> None:
     report_replay("1,000,000 events / 10,000 subjects", events)
 
 
+HISTORY_LENGTHS = (0, 1_000, 10_000, 20_000, 40_000, 60_000, 80_000, 99_000, 200_000, 400_000)
+"""Lengths of history after which the cost of one more event is measured: the subject's
+100,000 events, and on to four times as many to show the shape of the growth."""
+
+
 def deep() -> None:
     print("building one subject with 100,000 events ...", flush=True)
+    history = subject_events(random.Random(7), "bench", "deep", HISTORY_LENGTHS[-1] + 1_000, 0)
     gc.disable()
-    events = list(subject_events(random.Random(7), "bench", "deep", 100_000, 0))
+    events = list(itertools.islice(history, 100_000))
     gc.enable()
     report_replay("100,000 events / 1 subject", events)
     seconds = timed_evolve(events)
@@ -135,11 +143,20 @@ def deep() -> None:
         f"evolve one event at a time, 100,000 events / 1 subject: {len(events) / seconds:,.0f}"
         f" events/s ({seconds:.1f} s)"
     )
-    lengths = (0, 20_000, 40_000, 60_000, 80_000, 99_000)
-    costs = per_event_costs(events, lengths, probe=1_000, rounds=9)
+    print("continuing its history to 401,000 events ...", flush=True)
+    gc.disable()
+    longest = events + list(history)
+    gc.enable()
+    costs = per_event_costs(longest, HISTORY_LENGTHS, probe=1_000, rounds=9)
     print(
         "evolve: per-event cost after a history of N events (us; the next 1,000, best of 9):",
         "  ".join(f"{length:,}: {micros:.1f}" for length, micros in costs),
+    )
+    by_length = dict(costs)
+    print(
+        f"evolve: from 1,000 to 400,000 events of history (400 times as long) one event costs"
+        f" {by_length[400_000] / by_length[1_000]:.2f} times as much; from 100,000 to 400,000"
+        f" (4 times) {by_length[400_000] / by_length[99_000]:.2f} times"
     )
 
 
