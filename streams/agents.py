@@ -25,7 +25,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NoReturn
@@ -213,6 +213,17 @@ class Checkpoints:
             del self.dirty[key]
         return keys
 
+    async def publish_due(self, publish: Callable[[list[str]], Awaitable[None]]) -> None:
+        """One tick: `publish` chunk after chunk of dirty subjects, pausing after each, until
+        none is left or the tick's budget of work is spent."""
+        spent = 0.0
+        while self.dirty and spent < self.BUDGET * self.interval:
+            started = time.monotonic()
+            await publish(self.take(self.CHUNK))
+            took = time.monotonic() - started
+            spent += took
+            await asyncio.sleep(self.PAUSE * took)
+
 
 async def erase(pipeline: Pipeline, erasures: Sequence[Event], now: datetime) -> None:
     """Ledger entry (delivered before anything is destroyed), key destruction, tombstones.
@@ -302,13 +313,7 @@ def register_agents(
 
     @pipeline.app.timer(checkpoint_interval)  # type: ignore[untyped-decorator]
     async def publish_pending_checkpoints() -> None:
-        spent = 0.0
-        while checkpoints.dirty and spent < Checkpoints.BUDGET * checkpoint_interval:
-            started = time.monotonic()
-            await publish_checkpoints(pipeline, checkpoints.take(Checkpoints.CHUNK), metrics)
-            took = time.monotonic() - started
-            spent += took
-            await asyncio.sleep(Checkpoints.PAUSE * took)
+        await checkpoints.publish_due(lambda keys: publish_checkpoints(pipeline, keys, metrics))
 
     @pipeline.app.on_rebalance_complete.connect
     async def republish_after_recovery(_sender: Any, /, *_args: Any, **_kwargs: Any) -> None:
