@@ -273,14 +273,24 @@ def fresh_pipeline(
     return home, topics, pipeline_env(bootstrap, home, prefix)
 
 
-def worker_process(env: dict[str, str], workdir: Path, name: str) -> subprocess.Popen[bytes]:
-    return spawn([sys.executable, "-m", "streams.cli", "worker"], env, workdir / f"{name}.log")
+def uac_process(role: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`uac worker` or `uac sink` in a process of its own, its output in `log`."""
+    return spawn([sys.executable, "-m", "streams.cli", role], env, log)
 
 
-def accepted_rate(bootstrap: str, topics: Topics) -> float:
-    """Events/s of the worker, from the first to the last record on the accepted topic."""
-    accepted: list[int] = [r.timestamp for r in records(bootstrap, topics.accepted)]
-    return len(accepted) / ((max(accepted) - min(accepted)) / 1000)
+def accepted_times(bootstrap: str, topics: Topics) -> list[int]:
+    """Record timestamps (ms) of the accepted topic."""
+    return [r.timestamp for r in records(bootstrap, topics.accepted)]
+
+
+def rate_between(timestamps: list[int]) -> float:
+    """Records per second from the first to the last of `timestamps` (ms)."""
+    return len(timestamps) / ((max(timestamps) - min(timestamps)) / 1000)
+
+
+def cpu_summary(micros: dict[str, float]) -> str:
+    spent = ", ".join(f"{name} {each:,.0f} us" for name, each in micros.items())
+    return spent or "not measured"
 
 
 def end_to_end(
@@ -291,12 +301,12 @@ def end_to_end(
     groups) over `events`, published before it starts."""
     name = f"bench{run}"
     home, topics, env = fresh_pipeline(bootstrap, workdir, events, name)
-    worker = worker_process(env, workdir, f"{name}-worker")
-    sink = spawn([sys.executable, "-m", "streams.cli", "sink"], env, workdir / f"{name}-sink.log")
+    worker = uac_process("worker", env, workdir / f"{name}-worker.log")
+    sink = uac_process("sink", env, workdir / f"{name}-sink.log")
     try:
         cpu = CpuPerEvent({"worker": worker.pid, "sink": sink.pid, "broker": broker_pid})
         wait_until(lambda: ingested(home), len(events), observe=cpu.observe)
-        accepted = [r.timestamp for r in records(bootstrap, topics.accepted)]
+        accepted = accepted_times(bootstrap, topics)
         newest = "SELECT max(ingested_at) FROM gate_decisions"
         last_row = query_via_sink(home, newest, "clinic-a").rows[0][0]
     finally:
@@ -304,7 +314,7 @@ def end_to_end(
         stop(worker)
     first = min(accepted) / 1000
     last = datetime.fromisoformat(str(last_row)).replace(tzinfo=UTC).timestamp()
-    return len(events) / (last - first), accepted_rate(bootstrap, topics), cpu.micros()
+    return len(events) / (last - first), rate_between(accepted), cpu.micros()
 
 
 def worker_without_sink(
@@ -314,7 +324,7 @@ def worker_without_sink(
     microseconds per event of the worker and the broker: what the worker does when it has a
     core to itself."""
     _home, topics, env = fresh_pipeline(bootstrap, workdir, events, "alone")
-    worker = worker_process(env, workdir, "alone-worker")
+    worker = uac_process("worker", env, workdir / "alone-worker.log")
     try:
         cpu = CpuPerEvent({"worker": worker.pid, "broker": broker_pid})
         wait_until(
@@ -322,7 +332,7 @@ def worker_without_sink(
         )
     finally:
         stop(worker)
-    return accepted_rate(bootstrap, topics), cpu.micros()
+    return rate_between(accepted_times(bootstrap, topics)), cpu.micros()
 
 
 def batch_step_cpu(home: Path, events: list[Event]) -> float:
@@ -449,9 +459,8 @@ def latency(bootstrap: str, workdir: Path, rate: int, shape: str) -> tuple[float
     env = pipeline_env(bootstrap, home, prefix)
     home.mkdir(parents=True)
     sealer = sealer_of(home)
-    command = [sys.executable, "-m", "streams.cli"]
-    worker = spawn([*command, "worker"], env, workdir / f"lat-{rate}-{shape}-worker.log")
-    sink = spawn([*command, "sink"], env, workdir / f"lat-{rate}-{shape}-sink.log")
+    worker = uac_process("worker", env, workdir / f"lat-{rate}-{shape}-worker.log")
+    sink = uac_process("sink", env, workdir / f"lat-{rate}-{shape}-sink.log")
     try:
         warmup = conflict_pairs(0, WARMUP_PAIRS)
         warm = frozenset(drug.id for _, drug in warmup)
@@ -531,12 +540,11 @@ def rounds(bootstrap: str, broker_pid: int, workdir: Path, events: list[Event]) 
 
 def report_rounds(done: list[Round]) -> None:
     for number, one in enumerate(done, 1):
-        spent = ", ".join(f"{name} {micros:,.0f} us" for name, micros in one.cpu.items())
         print(
             f"round {number}: UaC end to end {one.ratio:.2f}x the naive agent (its runs just"
             f" before and after, mean {one.naive:,.0f} events/s); the worker alone"
             f" {one.worker_only / one.naive:.2f}x; CPU per event ({os.cpu_count()} cores,"
-            f" start-up left out): {spent or 'not measured'}"
+            f" start-up left out): {cpu_summary(one.cpu)}"
         )
     ratios = [one.ratio for one in done]
     alone = [one.worker_only / one.naive for one in done]
@@ -561,10 +569,9 @@ def throughput(broker: local_kafka.BrokerInfo, workdir: Path, events: list[Event
     )
     report_rounds(rounds(broker.bootstrap, broker.pid, workdir, events))
     alone, alone_cpu = worker_without_sink(broker.bootstrap, broker.pid, workdir, events)
-    spent = ", ".join(f"{name} {micros:,.0f} us" for name, micros in alone_cpu.items())
     print(
         f"UaC worker with no sink beside it (to the accepted topic): {alone:,.0f} events/s;"
-        f" CPU per event: {spent or 'not measured'} ({machine_speed()})"
+        f" CPU per event: {cpu_summary(alone_cpu)} ({machine_speed()})"
     )
     step = batch_step_cpu(workdir / "step", events)
     print(
