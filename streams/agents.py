@@ -55,12 +55,14 @@ EXIT_PUBLISH_FAILED = 75
 STALL_CHECK_SECONDS = 5.0
 
 
-def accepted_headers(item: AcceptedEvent, decided_at: datetime) -> list[tuple[str, bytes]]:
+def accepted_headers(item: AcceptedEvent, decided_at: bytes) -> list[tuple[str, bytes]]:
+    """The decision's id, the event's place in the events topic and `decided_at` (the batch's
+    decision time, as `plain` writes it)."""
     source = item.source
     return [
         ("uac-decision-id", str(item.decision_id).encode()),
         ("uac-source", f"{source.topic}/{source.partition}/{source.offset}".encode()),
-        ("uac-decided-at", plain(decided_at).encode()),
+        ("uac-decided-at", decided_at),
     ]
 
 
@@ -82,8 +84,9 @@ async def publish(pipeline: Pipeline, output: BatchOutput, decided_at: datetime)
     crash in between finds the events already seen, so their outputs must already be out)."""
     decisions, alerts = decision_codec(), alert_codec()
     topics, batches = pipeline.topics, RecordBatches(kafka_producer(pipeline))
+    decided = plain(decided_at).encode()
     for item in output.accepted:
-        headers = accepted_headers(item, decided_at)
+        headers = accepted_headers(item, decided)
         partition = partition_of(pipeline, item.key)
         batches.add(topics.accepted, partition, item.key.encode(), item.value, headers)
     for decision in output.quarantined:

@@ -13,6 +13,8 @@ KMS envelope keys, an HSM) implements the same four methods; see docs/operator.m
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import mmap
 import os
 from pathlib import Path
 from typing import Protocol
@@ -26,6 +28,8 @@ from streams.private_files import (
 )
 
 KEY_BYTES = 32
+GENERATION_FILE = "destroyed.generation"
+_GENERATION_BYTES = 8
 
 
 class SubjectErased(LookupError):
@@ -52,8 +56,42 @@ class SubjectKeys(Protocol):
         ...
 
 
+class DestructionCount:
+    """How many keys were destroyed under a key directory, shared by every process of the
+    machine through one memory-mapped 8-byte file: a process reads it without a system call and
+    sees another process's destruction as soon as that process has counted it."""
+
+    def __init__(self, directory: Path) -> None:
+        path = directory / GENERATION_FILE
+        private_directory(directory)
+        with contextlib.suppress(FileExistsError):
+            draft = private_draft(path, bytes(_GENERATION_BYTES))
+            try:
+                os.link(draft, path)
+            finally:
+                draft.unlink()
+        self._path = path
+        with path.open("rb") as handle:
+            self._view = mmap.mmap(handle.fileno(), _GENERATION_BYTES, access=mmap.ACCESS_READ)
+
+    def current(self) -> bytes:
+        return self._view[:_GENERATION_BYTES]
+
+    def increment(self) -> None:
+        with self._path.open("r+b") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            count = int.from_bytes(handle.read(_GENERATION_BYTES), "little") + 1
+            handle.seek(0)
+            handle.write(count.to_bytes(_GENERATION_BYTES, "little"))
+
+
 class FileKeyStore:
-    """Keys as files named by the subject's sha256 reference (no subject ids on disk)."""
+    """Keys as files named by the subject's sha256 reference (no subject ids on disk).
+
+    A destroyed key leaves a marker file, so it is never created again. Keys read once are
+    cached; every lookup first compares the machine's `DestructionCount` with the count the
+    cache was filled under, and empties the cache when another destruction happened since, so a
+    key destroyed by any process is never used again, without a file check per lookup."""
 
     def __init__(self, directory: Path) -> None:
         self._directory = directory
@@ -62,6 +100,8 @@ class FileKeyStore:
         if directory.is_dir():
             for folder in (directory, *(path for path in directory.iterdir() if path.is_dir())):
                 narrowed_directory(folder)
+        self._destructions = DestructionCount(directory)
+        self._cached_under = self._destructions.current()
 
     def _paths(self, subject: str) -> tuple[Path, Path]:
         paths = self._path_cache.get(subject)
@@ -74,13 +114,16 @@ class FileKeyStore:
         return folder / f"{ref}.key", folder / f"{ref}.destroyed"
 
     def key_for(self, subject: str) -> bytes | None:
-        key_path, marker = self._paths(subject)
-        if os.path.exists(marker):  # noqa: PTH110 (the cheaper check on the hot path)
-            self._cache.pop(subject, None)
-            return None
+        destructions = self._destructions.current()
+        if destructions != self._cached_under:
+            self._cache.clear()
+            self._cached_under = destructions
         cached = self._cache.get(subject)
         if cached is not None:
             return cached
+        key_path, marker = self._paths(subject)
+        if marker.exists():
+            return None
         try:
             key = read_private(key_path)
         except FileNotFoundError:
@@ -114,9 +157,12 @@ class FileKeyStore:
         return self.destroy_by_ref(ref_of_key(subject))
 
     def destroy_by_ref(self, ref: str) -> bool:
+        """Marker first, then the count (a process that sees the new count finds the marker),
+        then the key file is overwritten and removed."""
         key_path, marker = self._ref_paths(ref)
-        marker.parent.mkdir(parents=True, exist_ok=True)
+        private_directory(marker.parent)
         marker.touch()
+        self._destructions.increment()
         self._cache = {s: k for s, k in self._cache.items() if ref_of_key(s) != ref}
         try:
             size = key_path.stat().st_size

@@ -176,8 +176,9 @@ class BatchProcessor:
                 )
         return output
 
-    def _opened(self, message: Incoming, value: bytes) -> bytes | Refusal:
-        """The framed record of a (possibly sealed) message, or why it cannot be read."""
+    def _opened(self, key: str | None, value: bytes) -> bytes | Refusal:
+        """The framed record of a (possibly sealed) message with this key, or why it cannot be
+        read."""
         if not is_sealed(value):
             return value
         if self.sealer is None:
@@ -188,7 +189,7 @@ class BatchProcessor:
             return ReasonCode.SUBJECT_ERASED, "the subject was erased; its key no longer exists"
         except SealError as error:
             return ReasonCode.UNREADABLE_SEAL, str(error)
-        if subject != _key_text(message):
+        if subject != key:
             return ReasonCode.KEY_MISMATCH, "the record is sealed for another subject than its key"
         return framed
 
@@ -208,7 +209,8 @@ class BatchProcessor:
                 rejection(message, [ReasonCode.BAD_FRAMING], "empty message", now)
             )
             return
-        opened = self._opened(message, message.value)
+        key = _key_text(message)
+        opened = self._opened(key, message.value)
         if isinstance(opened, tuple):
             output.quarantined.append(rejection(message, [opened[0]], opened[1], now))
             return
@@ -217,22 +219,22 @@ class BatchProcessor:
         except DecodeError as error:
             output.quarantined.append(rejection(message, [error.reason], str(error), now))
             return
-        if _key_text(message) != event.key:
+        if key != event.key:
             detail = "the message key must be tenant_id:subject_id of the event"
             output.quarantined.append(
                 rejection(message, [ReasonCode.KEY_MISMATCH], detail, now, event)
             )
             return
-        state = output.states.get(event.key) or known.state(event.key)
+        state = output.states.get(key) or known.state(key)
         state = state or initial_state(event.tenant_id, event.subject_id)
-        held = output.history_bytes.get(event.key)
-        held = known.history_bytes(event.key) if held is None else held
+        held = output.history_bytes.get(key)
+        held = known.history_bytes(key) if held is None else held
         sealed = opened is not message.value
         context = GateContext(
             now=now,
             policy=self.gate_policy,
             encoded_size=len(opened),
-            erased=event.key in output.erased or known.is_erased(event.key, key_in_use=sealed),
+            erased=key in output.erased or known.is_erased(key, key_in_use=sealed),
             sealed=sealed,
             history_bytes=held,
         )
@@ -243,13 +245,13 @@ class BatchProcessor:
                 rejection(message, decision.reasons, decision.detail, now, event)
             )
             return
-        output.states[event.key] = outcome.after
-        output.history_bytes[event.key] = held + len(opened)
+        output.states[key] = outcome.after
+        output.history_bytes[key] = held + len(opened)
         accepted_id = decision_id(message, GateOutcome.ACCEPTED)
         output.accepted.append(
-            AcceptedEvent(event.key, message.value, opened, event, accepted_id, message)
+            AcceptedEvent(key, message.value, opened, event, accepted_id, message)
         )
         output.alerts.extend(outcome.alerts)
         if isinstance(event.payload, ErasureRequested):
             output.erasures.append(event)
-            output.erased.add(event.key)
+            output.erased.add(key)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,24 @@ def test_given_another_process_erased_the_subject_then_a_cached_key_is_not_used(
     sealed = Sealer(mine).seal(SUBJECT, b"\x00cached")
     theirs.destroy(SUBJECT)
     assert readable(Sealer(mine), sealed) is None
+
+
+DESTROY_IN_ANOTHER_PROCESS = (
+    "import sys; from pathlib import Path; from streams.keys import FileKeyStore; "
+    "FileKeyStore(Path(sys.argv[1])).destroy(sys.argv[2])"
+)
+
+
+def test_given_a_key_destroyed_by_another_process_then_its_cached_copy_is_dropped_here(
+    tmp_path: Path,
+) -> None:
+    sealer = Sealer(FileKeyStore(tmp_path))
+    erased = sealer.seal(SUBJECT, b"\x00erased")
+    kept = sealer.seal("clinic-a:patient-2", b"\x00kept")
+    command = [sys.executable, "-c", DESTROY_IN_ANOTHER_PROCESS, str(tmp_path), SUBJECT]
+    subprocess.run(command, check=True)
+    assert readable(sealer, erased) is None
+    assert readable(sealer, kept) == b"\x00kept"
 
 
 def test_given_two_stores_creating_the_same_key_then_they_agree(tmp_path: Path) -> None:
