@@ -70,7 +70,7 @@ def test_given_a_long_history_then_each_write_stays_small_and_old_events_move_to
     batches = [facts(10, first) for first in range(0, 1_000, 10)]
     head, segments, sizes = written(sealer, batches)
     assert head.segments == len(segments) >= 7
-    assert max(sizes) < SEGMENT_BYTES + 64 * 1024
+    assert max(sizes) < SEGMENT_BYTES + 1024
     assert sorted(segments) == sorted(segment_key(KEY, n) for n in range(head.segments))
     assert head.history_bytes == len(head.events) + sum(len(s.events) for s in segments.values())
 
