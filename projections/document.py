@@ -40,8 +40,15 @@ class CorruptCheckpoint(ValueError):
     """A state document whose content does not match its recorded hash or identity."""
 
 
+_AS_IS = frozenset({str, int, float, bool, type(None)})
+"""The types `plain` returns unchanged, checked first by exact type: most values are these (a
+`str` enum is not: its type is the enum)."""
+
+
 def plain(value: Any) -> Any:
     """JSON-ready form with one fixed spelling per type (the canonical encoding)."""
+    if type(value) in _AS_IS:
+        return value
     if isinstance(value, datetime):
         utc = value.astimezone(UTC)
         return f"{utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z"
