@@ -153,17 +153,16 @@ class FileKeyStore:
         return key
 
     def destroy(self, subject: str) -> bool:
-        self._cache.pop(subject, None)
         return self.destroy_by_ref(ref_of_key(subject))
 
     def destroy_by_ref(self, ref: str) -> bool:
-        """Marker first, then the count (a process that sees the new count finds the marker),
-        then the key file is overwritten and removed."""
+        """Marker first, then the count (every process that sees the new count, this one
+        included, empties its cache and finds the marker), then the key file is overwritten and
+        removed."""
         key_path, marker = self._ref_paths(ref)
         private_directory(marker.parent)
         marker.touch()
         self._destructions.increment()
-        self._cache = {s: k for s, k in self._cache.items() if ref_of_key(s) != ref}
         try:
             size = key_path.stat().st_size
         except FileNotFoundError:
