@@ -59,9 +59,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as keys, machine_speed_around():
         sealer = Sealer(FileKeyStore(Path(keys)))
         print(f"one subject, {EVENTS:,} events, one event per batch")
-        for segment_bytes in (in_use, *(kib * 1024 for kib in COMPARED_SEGMENT_KIB)):
-            changelog_writes(segment_bytes, events, framed, sealer)
-    table_codecs.SEGMENT_BYTES = in_use
+        try:
+            for segment_bytes in (in_use, *(kib * 1024 for kib in COMPARED_SEGMENT_KIB)):
+                changelog_writes(segment_bytes, events, framed, sealer)
+        finally:
+            table_codecs.SEGMENT_BYTES = in_use
 
 
 if __name__ == "__main__":

@@ -39,7 +39,8 @@ STATE_CODEC = "uac-user-state"
 SEGMENT_BYTES = 16 * 1024
 """The most a head holds, so the most a batch rewrites (and seals, and sends) per subject. A
 subject that gets one event per batch rewrites half of it per event on average: with 256 KiB
-segments, about 128,000 changelog bytes per 119-byte event; with 16 KiB, about 8,400."""
+segments, about 128,000 changelog bytes per 122-byte event; with 16 KiB, about 8,400
+(`benchmarks/state_writes.py`)."""
 HEAD_MAGIC = b"UACH\x01"
 SEGMENT_MAGIC = b"UACG\x01"
 
