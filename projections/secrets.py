@@ -11,6 +11,8 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
+from schemas.base import field_names
+
 _TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
     ("an API key", re.compile(r"\b(?:sk|pk|rk)[-_](?:live[-_]|test[-_])?[A-Za-z0-9]{16,}")),
@@ -75,7 +77,7 @@ def text_fields(value: Any, path: str) -> Iterator[tuple[str, str]]:
         return
     if isinstance(value, BaseModel):
         parts: Iterator[tuple[str, Any]] = (
-            (f"{path}.{name}", getattr(value, name)) for name in type(value).model_fields
+            (f"{path}.{name}", getattr(value, name)) for name in field_names(type(value))
         )
     elif isinstance(value, tuple | list):
         parts = ((f"{path}[{index}]", item) for index, item in enumerate(value))
@@ -88,7 +90,26 @@ def text_fields(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from text_fields(item, part_path)
 
 
+def strings_in(value: Any) -> Iterator[str]:
+    """Every string inside a model, tuple or list: what `text_fields` yields, without paths."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, BaseModel):
+        for name in field_names(type(value)):
+            yield from strings_in(getattr(value, name))
+    elif isinstance(value, tuple | list):
+        for item in value:
+            yield from strings_in(item)
+
+
 def secrets_in(value: Any, path: str) -> list[SecretFinding]:
+    """The secrets in every string inside `value`. The strings are first searched together,
+    one per line: a line break bounds words and digit runs as the ends of a string do, so
+    whatever any pattern matches within one string it also matches there, and a value with
+    nothing that looks like a secret (most values) is searched once."""
+    together = "\n".join(strings_in(value))
+    if not (_ANY_TOKEN.search(together) or _CARD_CANDIDATE.search(together)):
+        return []
     return [
         finding
         for field, text in text_fields(value, path)

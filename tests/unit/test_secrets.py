@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
-from projections.secrets import _ANY_TOKEN, _TOKEN_PATTERNS, secrets_in_text
+from projections.secrets import (
+    _ANY_TOKEN,
+    _TOKEN_PATTERNS,
+    secrets_in,
+    secrets_in_text,
+    text_fields,
+)
 
 FRAGMENTS = (
     "sk_live_",
@@ -23,6 +30,9 @@ FRAGMENTS = (
     ": ",
     "=",
     "4111 1111 1111 1111",
+    "4111",
+    " 1111",
+    "\n",
 )
 texts = st.lists(
     st.one_of(st.sampled_from(FRAGMENTS), st.text(alphabet="aZ09_-. :=/", max_size=40)),
@@ -42,3 +52,50 @@ def test_given_any_text_then_the_kinds_named_are_those_of_the_patterns_that_matc
     kinds = {finding.kind for finding in secrets_in_text("note", text)}
     expected = {kind for kind, pattern in _TOKEN_PATTERNS if pattern.search(text)}
     assert kinds - {"a payment card number"} == expected
+
+
+class Reaction(BaseModel):
+    manifestation: str
+    notes: tuple[str, ...]
+
+
+class Claim(BaseModel):
+    text: str
+    reactions: tuple[Reaction, ...]
+    tags: list[str]
+
+
+claims = st.builds(
+    Claim,
+    text=texts,
+    reactions=st.lists(st.builds(Reaction, manifestation=texts, notes=st.tuples(texts, texts))).map(
+        tuple
+    ),
+    tags=st.lists(texts, max_size=3),
+)
+
+
+@given(claims)
+def test_given_any_value_then_its_findings_are_those_of_each_string_searched_alone(
+    claim: Claim,
+) -> None:
+    alone = [
+        finding
+        for field, text in text_fields(claim, "payload")
+        for finding in secrets_in_text(field, text)
+    ]
+    assert secrets_in(claim, "payload") == alone
+
+
+def test_given_a_card_number_split_across_two_strings_then_nothing_is_found() -> None:
+    claim = Claim(text="4111 1111", reactions=(), tags=["1111 1111"])
+    assert secrets_in(claim, "payload") == []
+
+
+def test_given_a_card_number_in_a_nested_string_then_its_path_is_named() -> None:
+    reaction = Reaction(manifestation="rash", notes=("paid with 4111 1111 1111 1111",))
+    claim = Claim(text="x", reactions=(reaction,), tags=[])
+    found = secrets_in(claim, "payload")
+    assert [(f.field, f.kind) for f in found] == [
+        ("payload.reactions[0].notes[0]", "a payment card number")
+    ]
