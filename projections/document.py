@@ -29,6 +29,7 @@ from projections.views import (
     MedicationView,
     claim_value,
 )
+from schemas.base import field_names
 from schemas.checkpoint import StateCheckpoint
 from schemas.events import Event
 
@@ -59,7 +60,7 @@ def plain(value: Any) -> Any:
     if isinstance(value, UUID):
         return str(value)
     if isinstance(value, BaseModel):
-        return {name: plain(getattr(value, name)) for name in type(value).model_fields}
+        return {name: plain(getattr(value, name)) for name in field_names(type(value))}
     if isinstance(value, Mapping):
         return {str(key): plain(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
@@ -75,17 +76,20 @@ def _plain_leaf(value: Any) -> Any:
     return converted
 
 
+_CANONICAL = json.JSONEncoder(
+    default=_plain_leaf,
+    sort_keys=True,
+    separators=(",", ":"),
+    ensure_ascii=False,
+    allow_nan=False,
+)
+"""One encoder for every document (`json.dumps` with these options builds one per call)."""
+
+
 def canonical_json(document: Any) -> bytes:
     """The canonical encoding: the same bytes as `json.dumps(plain(document), ...)`, without
     first copying the parts that are already plain."""
-    return json.dumps(
-        document,
-        default=_plain_leaf,
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
-    ).encode("utf-8")
+    return _CANONICAL.encode(document).encode("utf-8")
 
 
 def event_document(event: Event) -> dict[str, Any]:
