@@ -113,12 +113,16 @@ class FileKeyStore:
         folder = self._directory / ref[:2]
         return folder / f"{ref}.key", folder / f"{ref}.destroyed"
 
-    def key_for(self, subject: str) -> bytes | None:
+    def _current_cache(self) -> dict[str, bytes]:
+        """The cached keys, emptied first if a key was destroyed since they were read."""
         destructions = self._destructions.current()
         if destructions != self._cached_under:
             self._cache.clear()
             self._cached_under = destructions
-        cached = self._cache.get(subject)
+        return self._cache
+
+    def key_for(self, subject: str) -> bytes | None:
+        cached = self._current_cache().get(subject)
         if cached is not None:
             return cached
         key_path, marker = self._paths(subject)
@@ -175,5 +179,9 @@ class FileKeyStore:
         return True
 
     def is_destroyed(self, subject: str) -> bool:
+        """A cached key was not destroyed (no key was since it was read); any other subject's
+        marker is looked up."""
+        if subject in self._current_cache():
+            return False
         _, marker = self._paths(subject)
         return marker.exists()

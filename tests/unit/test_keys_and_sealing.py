@@ -75,6 +75,19 @@ def test_given_a_key_destroyed_by_another_process_then_its_cached_copy_is_droppe
     assert readable(sealer, kept) == b"\x00kept"
 
 
+def test_given_a_cached_key_destroyed_by_another_process_then_it_is_reported_destroyed_here(
+    tmp_path: Path,
+) -> None:
+    store = FileKeyStore(tmp_path)
+    store.key_for_writing(SUBJECT)
+    store.key_for_writing("clinic-a:patient-2")
+    assert not store.is_destroyed(SUBJECT)
+    command = [sys.executable, "-c", DESTROY_IN_ANOTHER_PROCESS, str(tmp_path), SUBJECT]
+    subprocess.run(command, check=True)
+    assert store.is_destroyed(SUBJECT)
+    assert not store.is_destroyed("clinic-a:patient-2")
+
+
 def test_given_two_stores_creating_the_same_key_then_they_agree(tmp_path: Path) -> None:
     first, second = FileKeyStore(tmp_path), FileKeyStore(tmp_path)
     assert first.key_for_writing(SUBJECT) == second.key_for_writing(SUBJECT)
