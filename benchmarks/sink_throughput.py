@@ -98,7 +98,7 @@ def decode_and_map(
     for offset, (_, value, headers) in enumerate(records):
         framed = sealer.open(value)[1] if opened is None else opened[offset]
         at = Coordinates("uac.events.accepted", 0, offset)
-        event_row, decision = accepted_rows(codec.decode(framed), value, headers, at, now)
+        event_row, decision = accepted_rows(codec.decode_record(framed), value, headers, at, now)
         events.append(event_row)
         decisions.append(decision)
     return events, decisions, time.perf_counter() - started

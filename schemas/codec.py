@@ -76,9 +76,15 @@ class AvroCodec(Generic[M]):
         return frame(self._reader.schema_id, body.getvalue())
 
     def decode(self, data: bytes) -> M:
+        return self._model_from(self.decode_record(data))
+
+    def decode_record(self, data: bytes) -> dict[str, Any]:
+        """The record as fastavro reads it (resolved to this build's reader schema), without
+        the model's validation: for records this system wrote itself from validated models,
+        such as the sink's reading of the worker's accepted events. Raises what `decode`
+        raises for bad framing, unknown or incompatible schemas and malformed Avro."""
         schema_id, body = unframe(data)
-        writer = self._writer(schema_id)
-        return self._model_from(self._read(writer, body))
+        return self._read(self._writer(schema_id), body)
 
     def _writer(self, schema_id: int) -> RegisteredSchema:
         known = self._checked.get(schema_id)

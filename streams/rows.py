@@ -24,7 +24,6 @@ from schemas.alerts import Alert
 from schemas.checkpoint import StateCheckpoint
 from schemas.decisions import GateDecision, GateOutcome
 from schemas.erasures import ErasureRecorded, ReadAudited
-from schemas.events import Event
 
 Row = tuple[Any, ...]
 
@@ -239,27 +238,29 @@ def json_text(value: Any) -> str:
 
 
 def event_row(
-    event: Event, headers: AcceptedHeaders, at: Coordinates, ingested_at: datetime
+    event: Mapping[str, Any], headers: AcceptedHeaders, at: Coordinates, ingested_at: datetime
 ) -> Row:
-    """One `events` row: the envelope as typed columns, the payload as canonical JSON."""
+    """One `events` row from an accepted event's Avro record (`AvroCodec.decode_record`): the
+    envelope as typed columns, the payload as canonical JSON (the JSON of the event model's
+    payload: the record carries the same fields and values)."""
     return (
-        event.tenant_id,
-        event.subject_id,
-        UUID(event.event_id),
-        event.type.value,
-        event.actor,
-        event.occurred_at,
-        event.recorded_at,
-        event.origin.value,
-        event.source_ref,
-        event.confidence,
-        event.sensitivity.value,
-        event.purpose,
-        event.scope,
-        event.valid_from,
-        event.valid_until,
-        event.supersedes,
-        json_text(event.payload),
+        event["tenant_id"],
+        event["subject_id"],
+        as_uuid(event["event_id"]),
+        event["type"],
+        event["actor"],
+        event["occurred_at"],
+        event["recorded_at"],
+        event["origin"],
+        event["source_ref"],
+        event["confidence"],
+        event["sensitivity"],
+        event["purpose"],
+        event["scope"],
+        event["valid_from"],
+        event["valid_until"],
+        event["supersedes"],
+        json_text(event["payload"]),
         headers.decision_id,
         headers.decided_at,
         headers.source.topic,
@@ -271,20 +272,25 @@ def event_row(
     )
 
 
+def as_uuid(value: UUID | str) -> UUID:
+    return value if isinstance(value, UUID) else UUID(value)
+
+
 def accepted_decision_row(
-    event: Event, value: bytes, headers: AcceptedHeaders, ingested_at: datetime
+    event: Mapping[str, Any], value: bytes, headers: AcceptedHeaders, ingested_at: datetime
 ) -> Row:
-    """The `accepted` gate decision an accepted event stands for (`value` is its framed bytes)."""
+    """The `accepted` gate decision an accepted event (its Avro record) stands for (`value` is
+    its framed bytes)."""
     return (
-        event.tenant_id,
+        event["tenant_id"],
         headers.decision_id,
         GateOutcome.ACCEPTED.value,
         [],
         "",
-        event.event_id,
-        event.subject_id,
-        event.actor,
-        event.type.value,
+        str(event["event_id"]),
+        event["subject_id"],
+        event["actor"],
+        event["type"],
         hashlib.sha256(value).hexdigest(),
         headers.source.topic,
         headers.source.partition,
@@ -295,13 +301,15 @@ def accepted_decision_row(
 
 
 def accepted_rows(
-    event: Event,
+    event: Mapping[str, Any],
     value: bytes,
     headers: Iterable[tuple[str, bytes]],
     at: Coordinates,
     ingested_at: datetime,
 ) -> tuple[Row, Row]:
-    """An accepted event's `events` row and its `gate_decisions` row."""
+    """An accepted event's `events` row and its `gate_decisions` row, from its Avro record
+    (`AvroCodec.decode_record`; the sink does not build the event model: the worker validated
+    the event before it wrote the record)."""
     parsed = accepted_headers(headers)
     return (
         event_row(event, parsed, at, ingested_at),

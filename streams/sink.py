@@ -334,8 +334,8 @@ class RecordRows:
 
     def _accepted(self, received: Received) -> list[tuple[str, Row]]:
         sealed_for, framed = self._opened(received)
-        event = self._events.decode(framed)
-        require_sealed_for(sealed_for, event.key)
+        event = self._events.decode_record(framed)
+        require_sealed_for(sealed_for, subject_key(event["tenant_id"], event["subject_id"]))
         event_row, decision = accepted_rows(
             event, received.value, received.headers, received.at, received.ingested_at
         )

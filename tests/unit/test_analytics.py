@@ -91,7 +91,8 @@ def _accepted(events: Sequence[Event], first_offset: int = 0) -> tuple[list[Row]
             ("uac-decided-at", b"2024-06-01T00:00:00.000Z"),
         ]
         at = Coordinates("uac.events.accepted", 0, offset)
-        event_row, decision = accepted_rows(event, CODEC.encode(event), headers, at, NOW)
+        value = CODEC.encode(event)
+        event_row, decision = accepted_rows(CODEC.decode_record(value), value, headers, at, NOW)
         event_rows.append(event_row)
         decision_rows.append(decision)
     return event_rows, decision_rows

@@ -15,6 +15,7 @@ from uuid import UUID, uuid5
 
 import pytest
 from aiokafka import TopicPartition
+from hypothesis import given, settings
 
 from projections.document import checkpoint_of
 from projections.state import replay
@@ -29,6 +30,7 @@ from schemas.codec import (
 )
 from schemas.decisions import GateDecision
 from schemas.erasures import ErasureRecorded, ReadAudited, subject_ref
+from schemas.events import Event
 from streams.keys import FileKeyStore
 from streams.rows import (
     ALERT_COLUMNS,
@@ -48,6 +50,7 @@ from streams.rows import (
     audit_row,
     checkpoint_row,
     decision_row,
+    json_text,
     receipt_row,
     rows_of_living_subjects,
 )
@@ -55,6 +58,7 @@ from streams.sealing import Sealer
 from streams.settings import Settings
 from streams.sink import Batch, Sink
 from tests.factories import T0, make_event
+from tests.strategies import event_histories
 
 INGESTED = datetime(2024, 6, 1, 12, 0, 0, 123000, tzinfo=UTC)
 DECISION_ID = UUID("6f1c2b1e-1111-4c1e-8f00-000000000001")
@@ -67,6 +71,7 @@ EVENT = make_event(
     supersedes="claim-0",
 )
 VALUE = event_codec().encode(EVENT)
+RECORD = event_codec().decode_record(VALUE)
 HEADERS = [
     ("uac-decision-id", str(DECISION_ID).encode()),
     ("uac-source", b"uac.events/2/17"),
@@ -81,7 +86,7 @@ def _by_name(columns: tuple[str, ...], row: Row) -> dict[str, Any]:
 
 
 def _accepted() -> tuple[dict[str, Any], dict[str, Any]]:
-    event, decision = accepted_rows(EVENT, VALUE, HEADERS, ACCEPTED_AT, INGESTED)
+    event, decision = accepted_rows(RECORD, VALUE, HEADERS, ACCEPTED_AT, INGESTED)
     return _by_name(EVENT_COLUMNS, event), _by_name(DECISION_COLUMNS, decision)
 
 
@@ -205,6 +210,50 @@ def test_accepted_decision_row(column: str, expected: Any) -> None:
     assert decision[column] == expected
 
 
+def _model_columns(event: Event) -> dict[str, Any]:
+    """What the `events` and `gate_decisions` rows say about an event, read off its model."""
+    return {
+        "tenant_id": event.tenant_id,
+        "subject_id": event.subject_id,
+        "event_id": UUID(event.event_id),
+        "type": event.type.value,
+        "actor": event.actor,
+        "occurred_at": event.occurred_at,
+        "recorded_at": event.recorded_at,
+        "origin": event.origin.value,
+        "source_ref": event.source_ref,
+        "confidence": event.confidence,
+        "sensitivity": event.sensitivity.value,
+        "purpose": event.purpose,
+        "scope": event.scope,
+        "valid_from": event.valid_from,
+        "valid_until": event.valid_until,
+        "supersedes": event.supersedes,
+        "payload": json_text(event.payload),
+    }
+
+
+@settings(max_examples=60)
+@given(event_histories(max_size=8))
+def test_given_any_event_then_the_rows_of_its_avro_record_say_what_its_model_says(
+    events: list[Event],
+) -> None:
+    codec = event_codec()
+    for event in events:
+        value = codec.encode(event)
+        row, decision = accepted_rows(
+            codec.decode_record(value), value, HEADERS, ACCEPTED_AT, INGESTED
+        )
+        expected = _model_columns(event)
+        assert {name: _by_name(EVENT_COLUMNS, row)[name] for name in expected} == expected
+        decided = _by_name(DECISION_COLUMNS, decision)
+        assert (decided["event_id"], decided["event_type"], decided["actor"]) == (
+            event.event_id,
+            event.type.value,
+            event.actor,
+        )
+
+
 BAD_HEADERS = [
     pytest.param(HEADERS[1:], "uac-decision-id", id="given no decision header then refused"),
     pytest.param([HEADERS[0], HEADERS[2]], "uac-source", id="given no source header then refused"),
@@ -240,7 +289,7 @@ BAD_HEADERS = [
 @pytest.mark.parametrize(("headers", "message"), BAD_HEADERS)
 def test_accepted_headers_refused(headers: list[tuple[str, bytes]], message: str) -> None:
     with pytest.raises(RowMappingError, match=message):
-        accepted_rows(EVENT, VALUE, headers, ACCEPTED_AT, INGESTED)
+        accepted_rows(RECORD, VALUE, headers, ACCEPTED_AT, INGESTED)
 
 
 def test_decided_at_with_an_offset_is_normalised_to_utc() -> None:
@@ -524,7 +573,8 @@ def _erased(tenant: str, subject: str) -> bool:
 def _rows_of(tenant: str, subject: str) -> dict[str, Row]:
     """One row per table that names a subject, for `tenant:subject`."""
     event = make_event("PreferenceStated", f"{tenant}/{subject}", tenant=tenant, subject=subject)
-    event_row, decision = accepted_rows(event, VALUE, HEADERS, ACCEPTED_AT, INGESTED)
+    record = event_codec().decode_record(event_codec().encode(event))
+    event_row, decision = accepted_rows(record, VALUE, HEADERS, ACCEPTED_AT, INGESTED)
     checkpoint = checkpoint_of(replay([event]))
     return {
         "events": event_row,
