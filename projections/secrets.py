@@ -90,28 +90,13 @@ def text_fields(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from text_fields(item, part_path)
 
 
-def strings_in(value: Any) -> Iterator[str]:
-    """Every string inside a model, tuple or list: what `text_fields` yields, without paths."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, BaseModel):
-        for name in field_names(type(value)):
-            yield from strings_in(getattr(value, name))
-    elif isinstance(value, tuple | list):
-        for item in value:
-            yield from strings_in(item)
-
-
 def secrets_in(value: Any, path: str) -> list[SecretFinding]:
     """The secrets in every string inside `value`. The strings are first searched together,
     one per line: a line break bounds words and digit runs as the ends of a string do, so
     whatever any pattern matches within one string it also matches there, and a value with
     nothing that looks like a secret (most values) is searched once."""
-    together = "\n".join(strings_in(value))
+    fields = list(text_fields(value, path))
+    together = "\n".join(text for _, text in fields)
     if not (_ANY_TOKEN.search(together) or _CARD_CANDIDATE.search(together)):
         return []
-    return [
-        finding
-        for field, text in text_fields(value, path)
-        for finding in secrets_in_text(field, text)
-    ]
+    return [finding for field, text in fields for finding in secrets_in_text(field, text)]
