@@ -246,7 +246,7 @@ def event_row(
     return (
         event["tenant_id"],
         event["subject_id"],
-        as_uuid(event["event_id"]),
+        event["event_id"],
         event["type"],
         event["actor"],
         event["occurred_at"],
@@ -270,10 +270,6 @@ def event_row(
         at.offset,
         ingested_at,
     )
-
-
-def as_uuid(value: UUID | str) -> UUID:
-    return value if isinstance(value, UUID) else UUID(value)
 
 
 def accepted_decision_row(

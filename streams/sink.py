@@ -6,9 +6,10 @@ A plain aiokafka consumer loop, not a Faust agent, because it must own its commi
    value is opened with its subject's key first (the worker seals accepted events, alerts and
    checkpoints; quarantine decisions, audit records and ledger entries are not sealed), then
    decoded and mapped to rows (`streams.rows`; an accepted event only to its Avro record, not
-   to the event model again: the worker wrote it from a validated model). A record whose subject was erased no longer
-   opens: it is skipped and counted, like a tombstone; a record that does not decode is logged
-   with its coordinates, counted and skipped; neither is ever fatal;
+   to the event model again: the worker wrote it from a validated model). A record whose
+   subject was erased no longer opens: it is skipped and counted, like a tombstone; a record
+   that does not decode is logged with its coordinates, counted and skipped; neither is ever
+   fatal;
 2. when `sink_batch_rows` rows are pending or `sink_batch_seconds` have passed, drop the rows of
    erased subjects, insert each table's rows in one column-wise insert whose
    `insert_deduplication_token` is derived from the batch's topic/partition/offset ranges (and
