@@ -140,12 +140,13 @@ async def store(pipeline: Pipeline, output: BatchOutput, checkpoints: Checkpoint
 
 def loaded(pipeline: Pipeline, key: str) -> StoredState | None:
     """A subject's head, its state folded from its segments if recovery left it unfolded (kept
-    in the table's store as it is: nothing is written to the changelog)."""
-    stored = pipeline.states.get(key)
+    in the table's store as it is: nothing is written to the changelog). Read from the store
+    directly, as `store` writes it, without the table's per-read sensor hook."""
+    stored = pipeline.states.data.get(key)
     if not isinstance(stored, StoredState):
         return None
     if stored.needs_fold:
-        segments = [pipeline.states.get(segment_key(key, n)) for n in range(stored.segments)]
+        segments = [pipeline.states.data.get(segment_key(key, n)) for n in range(stored.segments)]
         whole = [segment for segment in segments if isinstance(segment, StoredSegment)]
         if len(whole) != stored.segments:
             raise LookupError(f"history segments of a subject are missing from the table ({key})")
@@ -272,7 +273,7 @@ def load_state(pipeline: Pipeline) -> Any:
 
 def history_bytes(pipeline: Pipeline) -> Any:
     def held(key: str) -> int:
-        stored = pipeline.states.get(key)
+        stored = pipeline.states.data.get(key)
         return stored.history_bytes if isinstance(stored, StoredState) else 0
 
     return held
