@@ -8,6 +8,7 @@ from typing import Any
 
 import faust
 
+from streams.delivery import InlineDeliveryApp
 from streams.keys import SubjectKeys
 from streams.ledger import ErasureLedger
 from streams.sealing import Sealer
@@ -56,7 +57,7 @@ def create_app(
     sealer = Sealer(keys)
     register_table_codecs(sealer)
     topics = Topics(settings.topic_prefix, settings.partitions)
-    app = faust.App(
+    app = InlineDeliveryApp(
         settings.app_id,
         broker=f"kafka://{bootstrap}",
         store="memory://",

@@ -1,0 +1,145 @@
+"""Faust's consumer, with each fetched message handed to the app's topics inline.
+
+Faust's fetch loop (`faust.transport.consumer.Consumer._drain_messages`) delivers every message
+by racing its delivery against the consumer's flow being suspended (a rebalance), stopped or
+crashed: `Service.wait_first` makes four tasks per message and cancels three of them. On the
+benchmark machine that is about 35 µs of CPU per event, the worker's largest cost outside its
+pure step (docs/operator.md, Capacity). Yet a delivery nearly always completes at once (it puts
+the message in its agent's buffer), and then there is nothing to race.
+
+`InlineDeliveryConsumer` runs the first step of a delivery inline, in the fetch loop. When it
+completes, the message is delivered and no task was made. When it waits (its agent's buffer is
+full, the producer's buffer is over its limit), the rest of the delivery is raced exactly as
+Faust races it, so a rebalance still cancels a delivery that waits. While the flow is
+suspended, a delivery is raced from its start, as Faust does. Everything else is Faust's loop
+as it is in the pinned faust-streaming (a test fails when that loop changes, so that this copy
+is reviewed against the new one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any
+
+import faust
+from faust.transport.consumer import CONSUMER_FETCHING
+from faust.transport.drivers import aiokafka as aiokafka_driver
+
+Delivery = Coroutine[Any, Any, Any]
+YIELD_EVERY = 100
+"""Messages delivered between two yields to the event loop (Faust's figure)."""
+
+
+async def deliver_inline(delivery: Delivery, race: Callable[[Delivery], Awaitable[Any]]) -> None:
+    """Run `delivery` up to its first wait; if it has to wait, let `race` run the rest."""
+    try:
+        waiting_for = delivery.send(None)
+    except StopIteration:
+        return
+    await race(_resumed(delivery, waiting_for))
+
+
+async def _resumed(delivery: Delivery, waiting_for: Any) -> Any:
+    return await _continued(delivery, waiting_for)
+
+
+@types.coroutine
+def _continued(delivery: Delivery, waiting_for: Any) -> Generator[Any, Any, Any]:
+    """Drive `delivery` on from the future it first waited for, as its own task would have: the
+    enclosing task waits for each future it is handed, and a cancellation is passed in."""
+    while True:
+        try:
+            sent = yield waiting_for
+        except GeneratorExit:
+            delivery.close()
+            raise
+        except BaseException as error:  # noqa: BLE001 (cancellation included: passed on as a task does)
+            try:
+                waiting_for = delivery.throw(error)
+            except StopIteration as done:
+                return done.value
+            continue
+        try:
+            waiting_for = delivery.send(sent)
+        except StopIteration as done:
+            return done.value
+
+
+class InlineDeliveryConsumer(aiokafka_driver.Consumer):
+    """Faust's aiokafka consumer whose fetch loop delivers messages inline (module docstring)."""
+
+    async def _deliver(self, message: Any) -> None:
+        delivery = self.callback(message)
+        if self.suspend_flow.is_set() or not isinstance(delivery, Coroutine):
+            await self.wait_first(delivery, self.suspend_flow.wait())
+            return
+        await deliver_inline(delivery, lambda rest: self.wait_first(rest, self.suspend_flow.wait()))
+
+    async def _drain_messages(self, fetcher: Any) -> None:
+        """Faust's loop (faust-streaming 0.15), split in two, with `_deliver` for its
+        `wait_first`."""
+        consumer_should_stop = self._stopped.is_set
+        fetcher_should_stop = fetcher._stopped.is_set
+        try:
+            while not (consumer_should_stop() or fetcher_should_stop()):
+                self.diag.set_flag(CONSUMER_FETCHING)
+                messages = self.getmany(timeout=1.0)
+                await self.sleep(0)
+                if not self.should_stop:
+                    await self._drain_fetched(messages)
+                    self.diag.unset_flag(CONSUMER_FETCHING)
+        except self.consumer_stopped_errors:
+            if self.transport.app.should_stop:
+                self.log.info("Broker stopped consumer, shutting down...")
+                return
+            raise
+        except asyncio.CancelledError:
+            if self.transport.app.should_stop:
+                self.log.info("Consumer shutting down for user cancel.")
+                return
+            raise
+        except Exception as exc:
+            self.log.exception("Drain messages raised: %r", exc)
+            raise
+        finally:
+            self.diag.unset_flag(CONSUMER_FETCHING)
+
+    async def _drain_fetched(self, messages: Any) -> None:
+        get_read_offset = self._read_offset.__getitem__
+        set_read_offset = self._read_offset.__setitem__
+        commit_every = self._commit_every
+        acks_enabled_for = self.app.topics.acks_enabled_for
+        num_since_yield = 0
+        async for tp, message in messages:
+            num_since_yield += 1
+            if num_since_yield > YIELD_EVERY:
+                await asyncio.sleep(0)
+                num_since_yield = 0
+            offset = message.offset
+            r_offset = get_read_offset(tp)
+            if r_offset is None or offset >= r_offset:
+                gap = offset - (r_offset or 0)
+                if gap > 1 and r_offset and acks_enabled_for(message.topic):
+                    await self._add_gap(tp, r_offset + 1, offset)
+                if commit_every is not None and self._n_acked >= commit_every:
+                    self._n_acked = 0
+                    await self.commit()
+                await self._deliver(message)
+                set_read_offset(tp, offset)
+            else:
+                self.log.dev(
+                    "DROPPED MESSAGE ROFF %r: k=%r v=%r", offset, message.key, message.value
+                )
+
+
+class InlineDeliveryTransport(aiokafka_driver.Transport):
+    Consumer = InlineDeliveryConsumer
+
+
+class InlineDeliveryApp(faust.App):
+    """A Faust app whose consumer is `InlineDeliveryConsumer`."""
+
+    def _new_transport(self) -> InlineDeliveryTransport:
+        return InlineDeliveryTransport(self.conf.broker_consumer, self)
