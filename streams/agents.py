@@ -32,6 +32,7 @@ from typing import Any, NoReturn
 
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
+from faust.exceptions import NotReady
 
 from projections.document import checkpoint_of, forget_events, plain
 from schemas.codec import alert_codec, checkpoint_codec, decision_codec, erasure_codec
@@ -67,9 +68,20 @@ def accepted_headers(item: AcceptedEvent, decided_at: bytes) -> list[tuple[str, 
 
 
 def kafka_producer(pipeline: Pipeline) -> Any:
-    """The app's aiokafka producer (Faust flushes it before every offset commit)."""
+    """The app's aiokafka producer (Faust flushes it before every offset commit). Raises
+    `NotReady` before it started and after it stopped."""
     faust_producer: Any = pipeline.app.producer
     return faust_producer._ensure_producer()  # Faust exposes it no other way
+
+
+def producer_running(pipeline: Pipeline) -> bool:
+    """Whether the app's producer can send: Faust stops it before the app's timers while the
+    worker shuts down, so a timer may still fire after it stopped."""
+    try:
+        kafka_producer(pipeline)
+    except NotReady:
+        return False
+    return True
 
 
 def partition_of(pipeline: Pipeline, key: str) -> int:
@@ -217,11 +229,16 @@ class Checkpoints:
             del self.dirty[key]
         return keys
 
-    async def publish_due(self, publish: Callable[[list[str]], Awaitable[None]]) -> None:
+    async def publish_due(
+        self,
+        publish: Callable[[list[str]], Awaitable[None]],
+        can_publish: Callable[[], bool] = lambda: True,
+    ) -> None:
         """One tick: `publish` chunk after chunk of dirty subjects, pausing after each, until
-        none is left or the tick's budget of work is spent."""
+        none is left, the tick's budget of work is spent, or `can_publish()` says no (the
+        producer stopped: the subjects stay dirty)."""
         spent = 0.0
-        while self.dirty and spent < self.BUDGET * self.interval:
+        while self.dirty and spent < self.BUDGET * self.interval and can_publish():
             started = time.monotonic()
             await publish(self.take(self.CHUNK))
             took = time.monotonic() - started
@@ -317,7 +334,10 @@ def register_agents(
 
     @pipeline.app.timer(checkpoint_interval)  # type: ignore[untyped-decorator]
     async def publish_pending_checkpoints() -> None:
-        await checkpoints.publish_due(lambda keys: publish_checkpoints(pipeline, keys, metrics))
+        await checkpoints.publish_due(
+            lambda keys: publish_checkpoints(pipeline, keys, metrics),
+            lambda: producer_running(pipeline),
+        )
 
     @pipeline.app.on_rebalance_complete.connect
     async def republish_after_recovery(_sender: Any, /, *_args: Any, **_kwargs: Any) -> None:

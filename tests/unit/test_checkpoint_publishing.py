@@ -1,15 +1,19 @@
 """The worker's checkpoint timer: one subject whose checkpoint cannot be made is counted and
-skipped; it never stops the others (an exception would crash the worker, in a loop)."""
+skipped; it never stops the others (an exception would crash the worker, in a loop); a tick
+after the producer stopped (the worker shutting down) publishes nothing and crashes nothing."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
+
+from faust.exceptions import NotReady
 
 from projections.state import replay
 from schemas.codec import checkpoint_codec, event_codec
-from streams.agents import publish_checkpoints
+from streams.agents import Checkpoints, producer_running, publish_checkpoints
 from streams.keys import FileKeyStore
 from streams.sealing import Sealer
 from streams.table_codecs import StoredState
@@ -45,3 +49,42 @@ def test_given_a_subject_whose_history_is_incomplete_then_the_others_still_get_c
     checkpoint = checkpoint_codec().decode(sealer.open(sent[0][2])[1])
     assert (checkpoint.subject_id, checkpoint.version) == ("patient-2", 1)
     assert metrics.registry.get_sample_value("uac_worker_checkpoint_failures_total") == 1
+
+
+def stopped_producer() -> Any:
+    """Faust's producer after it stopped: its aiokafka producer is gone."""
+
+    def gone() -> Any:
+        raise NotReady("Producer service not yet started")
+
+    return SimpleNamespace(producer=SimpleNamespace(_ensure_producer=gone))
+
+
+def test_given_the_producer_stopped_then_a_timer_tick_publishes_nothing_and_keeps_them_due() -> (
+    None
+):
+    checkpoints = Checkpoints(1.0)
+    checkpoints.touch_all(["clinic-a:patient-1", "clinic-a:patient-2"])
+    published: list[list[str]] = []
+
+    async def publish(keys: list[str]) -> None:
+        published.append(keys)
+
+    pipeline = SimpleNamespace(app=stopped_producer())
+    asyncio.run(checkpoints.publish_due(publish, lambda: producer_running(pipeline)))  # type: ignore[arg-type]
+    assert published == []
+    assert list(checkpoints.dirty) == ["clinic-a:patient-1", "clinic-a:patient-2"]
+
+
+def test_given_a_running_producer_then_a_timer_tick_publishes_the_due_subjects() -> None:
+    checkpoints = Checkpoints(1.0)
+    checkpoints.touch_all(["clinic-a:patient-1", "clinic-a:patient-2"])
+    published: list[str] = []
+
+    async def publish(keys: list[str]) -> None:
+        published.extend(keys)
+
+    pipeline = SimpleNamespace(app=faust_app(BatchProducer()))
+    asyncio.run(checkpoints.publish_due(publish, lambda: producer_running(pipeline)))  # type: ignore[arg-type]
+    assert published == ["clinic-a:patient-1", "clinic-a:patient-2"]
+    assert not checkpoints.dirty
