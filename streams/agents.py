@@ -232,7 +232,7 @@ class Checkpoints:
     async def publish_due(
         self,
         publish: Callable[[list[str]], Awaitable[None]],
-        can_publish: Callable[[], bool] = lambda: True,
+        can_publish: Callable[[], bool],
     ) -> None:
         """One tick: `publish` chunk after chunk of dirty subjects, pausing after each, until
         none is left, the tick's budget of work is spent, or `can_publish()` says no (the
