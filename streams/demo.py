@@ -3,7 +3,8 @@ answers, then everything it started is stopped again.
 
 It owns `UAC_HOME/demo` (wiped at the start): a local Kafka broker, a worker and a sink run
 from there, the sample events are published, and the demo waits (with progress) until every
-event has been decided and the sink has written the history to ClickHouse.
+event has been decided and the sink has written the history and every subject's final state
+(its latest checkpoint, which the analyst views read) to ClickHouse.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,18 +137,29 @@ def _count(bootstrap: str, topic: str) -> int:
     return len(asyncio.run(read_topic(bootstrap, topic)))
 
 
-def _ingested(settings: Settings, tenants: set[str]) -> int:
-    """Gate decisions plus subject states the sink has written (what the report reads)."""
+def _final_versions(bootstrap: str, topics: Topics) -> dict[str, int]:
+    """Subject key -> the version its state reaches: one per accepted event of the subject."""
+    accepted = asyncio.run(read_topic(bootstrap, topics.accepted))
+    return dict(Counter(record.key.decode() for record in accepted))
+
+
+def _ingested(settings: Settings, versions: Mapping[str, int]) -> int:
+    """Gate decisions plus subjects whose final state the sink has written (what the report
+    reads: the current views come from each subject's latest checkpoint)."""
     total = 0
+    tenants = {key.split(":", 1)[0] for key in versions}
     with open_query_client(settings) as client:
         for tenant in sorted(tenants):
-            decisions = client.query("SELECT count() FROM gate_decisions", tenant, actor=DEMO).rows[
-                0
-            ][0]
-            subjects = client.query("SELECT count() FROM current_state", tenant, actor=DEMO).rows[
-                0
-            ][0]
-            total += int(decisions) + int(subjects)
+            decisions = client.query("SELECT count() FROM gate_decisions", tenant, actor=DEMO)
+            states = client.query(
+                "SELECT subject_id, version FROM current_state", tenant, actor=DEMO
+            )
+            total += int(decisions.rows[0][0])
+            total += sum(
+                1
+                for subject, version in states.rows
+                if int(version) >= versions.get(f"{tenant}:{subject}", 0)
+            )
     return total
 
 
@@ -204,7 +217,6 @@ def run_demo(console: Console) -> None:
                     await publisher.publish_all(submitted)
 
             asyncio.run(send())
-            tenants = {item.event.tenant_id for item in submitted}
             with Progress(console=console, transient=False) as progress:
 
                 def decided() -> int:
@@ -213,14 +225,12 @@ def run_demo(console: Console) -> None:
                     )
 
                 _wait(progress, "events decided by the gate", len(submitted), decided, children)
-                subjects = {
-                    record.key for record in asyncio.run(read_topic(broker.bootstrap, topics.state))
-                }
+                versions = _final_versions(broker.bootstrap, topics)
                 _wait(
                     progress,
-                    "history written to ClickHouse",
-                    len(submitted) + len(subjects),
-                    lambda: _ingested(settings, tenants),
+                    "history and states written to ClickHouse",
+                    len(submitted) + len(versions),
+                    lambda: _ingested(settings, versions),
                     children,
                 )
             _report(console, settings, broker.bootstrap, topics)

@@ -1,4 +1,6 @@
-"""The README's main-job command: `uac demo` on embedded defaults shows alerts and answers."""
+"""The README's main-job command: `uac demo` on embedded defaults shows alerts and answers (the
+analyst views, which read each subject's latest checkpoint, with the sample's trips and
+allergies in them)."""
 
 from __future__ import annotations
 
@@ -31,4 +33,18 @@ def test_given_a_fresh_home_then_the_demo_prints_the_alerts_and_the_analyst_answ
     assert "resolved" in shown
     for answer in ("International trips per subject per year", "Active allergies"):
         assert answer in shown
+    rows = table_rows(shown)
+    assert ["p-1001", "2024", "2", "3"] in rows
+    assert ["p-1001", "2025", "2", "2"] in rows
+    assert ["u-42", "2024", "2", "4"] in rows
+    assert ["p-1001", "Penicillin", "high", "confirmed"] in rows
     assert "Stopped" in shown
+
+
+def table_rows(shown: str) -> list[list[str]]:
+    """The cells of every one-line row of the tables rich printed."""
+    return [
+        [cell.strip() for cell in line.strip().strip("│").split("│")]
+        for line in shown.splitlines()
+        if line.startswith("│")
+    ]
