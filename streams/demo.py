@@ -27,6 +27,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from rules.batch import Submitted, processing_order
+from schemas.events import subject_key
 from streams import local_kafka
 from streams.alert_output import alert_table, readable_alerts
 from streams.analytics import QueryResult, open_query_client
@@ -158,7 +159,7 @@ def _ingested(settings: Settings, versions: Mapping[str, int]) -> int:
             total += sum(
                 1
                 for subject, version in states.rows
-                if int(version) >= versions.get(f"{tenant}:{subject}", 0)
+                if int(version) >= versions.get(subject_key(tenant, subject), 0)
             )
     return total
 
