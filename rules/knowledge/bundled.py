@@ -86,7 +86,8 @@ class BundledKnowledge:
         if incomplete is not None and STRENGTH[top.level] < STRENGTH[MatchLevel.UNVERIFIED]:
             reason = f"{incomplete}; the recognised part gives {top.level.value}: {top.reason}"
             return _Outcome(MatchLevel.UNVERIFIED, reason, PARTLY_RESOLVED_SOURCE)
-        return _Outcome(top.level, top.reason, top.source, _matched(verdicts, top.level))
+        reason = _all_reasons(verdicts) if top.level is MatchLevel.NONE else top.reason
+        return _Outcome(top.level, reason, top.source, _matched(verdicts, top.level))
 
     def _strongest(self, allergens: tuple[str, ...], drug_concept: str) -> Verdict:
         verdicts = (self._judge.judge(allergen, drug_concept) for allergen in allergens)
@@ -129,6 +130,11 @@ def _matched(verdicts: list[Verdict], level: MatchLevel) -> tuple[str, ...]:
     if level is MatchLevel.NONE:
         return ()
     return tuple(sorted(verdict.drug_concept for verdict in verdicts if verdict.level is level))
+
+
+def _all_reasons(verdicts: list[Verdict]) -> str:
+    """Why none of a combination's ingredients conflicts: one reason per ingredient."""
+    return "; ".join(dict.fromkeys(verdict.reason for verdict in verdicts))
 
 
 def _unresolved(allergy: Recognition, medicine: Recognition) -> str | None:

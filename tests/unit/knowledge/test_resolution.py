@@ -107,6 +107,31 @@ SNOMED = "http://snomed.info/sct"
         pytest.param(
             "Rocephin", ("ceftriaxone",), id="given a derived brand name then its ingredient"
         ),
+        pytest.param(
+            "Tylenol #3",
+            ("acetaminophen", "codeine"),
+            id="given a numbered Tylenol when resolved then the codeine is not lost",
+        ),
+        pytest.param(
+            "Tylenol with Codeine No. 3 tablet",
+            ("acetaminophen", "codeine"),
+            id="given 'No. 3' after a codeine product when resolved then it is complete",
+        ),
+        pytest.param(
+            "Advil PM caplet",
+            ("diphenhydramine", "ibuprofen"),
+            id="given a PM brand when resolved then the antihistamine is not lost",
+        ),
+        pytest.param(
+            "Claritin-D 12 hour",
+            ("loratadine", "pseudoephedrine"),
+            id="given a -D brand when resolved then the decongestant is not lost",
+        ),
+        pytest.param(
+            "Mucinex DM",
+            ("dextromethorphan", "guaifenesin"),
+            id="given a DM brand when resolved then both ingredients",
+        ),
     ],
 )
 def test_text_resolves_to_ingredients(
@@ -234,6 +259,22 @@ def test_unknown_text_is_unresolved(knowledge: BundledKnowledge, text: str) -> N
 
     assert not resolution.resolved
     assert resolution.ingredients == ()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("Excedrin PM", id="given an unlisted PM variant of a brand"),
+        pytest.param("Benadryl-D", id="given an unlisted -D variant of a brand"),
+    ],
+)
+def test_a_suffix_that_adds_an_ingredient_leaves_an_unlisted_brand_unresolved(
+    knowledge: BundledKnowledge, text: str
+) -> None:
+    resolution = knowledge.resolve(text)
+
+    assert resolution.ingredients
+    assert not resolution.resolved
 
 
 def test_partly_known_text_keeps_what_it_found_but_is_not_resolved(
