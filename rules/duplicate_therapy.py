@@ -82,10 +82,10 @@ class DuplicateTherapyRule:
 
 
 def _shared(one: DrugResolution, two: DrugResolution) -> tuple[str, tuple[str, ...]] | None:
-    """What two drugs have in common, most specific first: ingredients, classes, then
+    """What two drugs have in common, most specific first: active ingredients, classes, then
     therapeutic groups (two anticoagulants of different classes)."""
     for what, first, second in (
-        ("ingredient", one.ingredients, two.ingredients),
+        ("ingredient", _active(one), _active(two)),
         ("class", one.classes, two.classes),
         ("therapeutic group", one.therapeutic_groups, two.therapeutic_groups),
     ):
@@ -93,6 +93,11 @@ def _shared(one: DrugResolution, two: DrugResolution) -> tuple[str, tuple[str, .
         if common:
             return what, common
     return None
+
+
+def _active(drug: DrugResolution) -> tuple[str, ...]:
+    """Its ingredients but the vehicles (two infusions in dextrose duplicate nothing)."""
+    return tuple(ingredient for ingredient in drug.ingredients if ingredient not in drug.vehicles)
 
 
 def _key(medication: MedicationView) -> tuple[Kind, str]:

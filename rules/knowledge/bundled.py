@@ -14,6 +14,9 @@ from rules.knowledge.model import Coding, CrossReactivity, DrugResolution, Match
 from rules.knowledge.recognise import Recogniser, Recognition
 from rules.knowledge.tables import CLASS_PREFIX, KnowledgeTables, load_tables
 
+VEHICLES = f"{CLASS_PREFIX}infusion_vehicles"
+"""The class of the ingredients that carry or dilute an infusion (`DrugResolution.vehicles`)."""
+
 UNRESOLVED_SOURCE = "unresolved input: no ingredient or class could be recognised"
 PARTLY_RESOLVED_SOURCE = "partly resolved input: unrecognised words or codes"
 STATEMENT_SOURCE = "allergy record is a 'no known allergy' statement"
@@ -43,12 +46,14 @@ class BundledKnowledge:
         recognition = self._recogniser.recognise(text, codes)
         concepts = recognition.concepts
         memberships = self._memberships(concepts)
+        ingredients = tuple(c for c in concepts if not is_class(c))
         return DrugResolution(
             query=text,
-            ingredients=tuple(c for c in concepts if not is_class(c)),
+            ingredients=ingredients,
             classes=self._classes(concepts, memberships),
             resolved=recognition.complete,
             therapeutic_groups=self._groups(memberships),
+            vehicles=tuple(c for c in ingredients if VEHICLES in self._judge.keys(c)),
         )
 
     def cross_reactivity(

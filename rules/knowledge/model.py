@@ -46,6 +46,10 @@ class DrugResolution:
     therapeutic_groups: tuple[str, ...] = ()
     """Groups of classes whose drugs duplicate one another's therapy (anticoagulants); they
     say nothing about allergic cross-reactivity. A backend without such data leaves them empty."""
+    vehicles: tuple[str, ...] = ()
+    """The ingredients that carry or dilute the active drug (dextrose, sodium chloride in an
+    infusion): two prescriptions sharing only these do not duplicate a therapy. A backend
+    without such data leaves them empty."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Therapeutic duplication across classes: two anticoagulants, an ACE inhibitor with an
 angiotensin receptor blocker, or two opioids of different chemical classes are a duplicate
-therapy; sharing a group never implies that an
-allergy to one drug reaches the other."""
+therapy; sharing a group never implies that an allergy to one drug reaches the other. A
+basal-bolus insulin regimen, or two infusions sharing only their vehicle, duplicate nothing."""
 
 from __future__ import annotations
 
@@ -83,6 +83,17 @@ def test_given_two_drugs_of_one_group_but_no_shared_class_then_a_duplicate_thera
         pytest.param("warfarin", "lisinopril", id="different groups"),
         pytest.param("metformin", "losartan", id="one drug outside every group"),
         pytest.param("morphine", "naloxone", id="opioid with its antagonist (rescue kit)"),
+        pytest.param("Lantus SoloStar", "Novolog FlexPen", id="basal-bolus insulin regimen"),
+        pytest.param(
+            "Dopamine / Dextrose 5% injection",
+            "Vancomycin 1 g in Dextrose 5% 250 mL",
+            id="two infusions sharing only their dextrose vehicle",
+        ),
+        pytest.param(
+            "Ceftriaxone 1 g in sodium chloride 0.9% 100 mL",
+            "Sodium Chloride 0.9% 1000 mL",
+            id="a drug in saline and a saline infusion",
+        ),
     ],
 )
 def test_given_drugs_of_different_groups_then_no_duplicate_therapy(
@@ -98,6 +109,35 @@ def test_given_one_of_the_two_stopped_then_the_group_alert_resolves(
 
     assert (raised.status, resolved.status) == (AlertStatus.RAISED, AlertStatus.RESOLVED)
     assert resolved.alert_id == raised.alert_id
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "shared"),
+    [
+        pytest.param("Lantus", "Levemir", "the class basal_insulins", id="two basal insulins"),
+        pytest.param("Humalog", "Novolog", "the class prandial_insulins", id="two prandial"),
+        pytest.param(
+            "Dopamine / Dextrose 5% injection",
+            "Dopamine 400 mg in Dextrose 5% 250 mL",
+            "the ingredient dopamine",
+            id="two infusions of one drug in one vehicle",
+        ),
+    ],
+)
+def test_given_two_insulins_of_one_kind_or_two_infusions_of_one_drug_then_a_duplicate(
+    knowledge: BundledKnowledge, first: str, second: str, shared: str
+) -> None:
+    (alert,) = prescribed(knowledge, first, second)
+
+    assert alert.detail.endswith(f"share {shared}")
+
+
+def test_an_allergy_to_one_insulin_still_warns_of_another_kind(
+    knowledge: BundledKnowledge,
+) -> None:
+    verdict = knowledge.cross_reactivity("insulin glargine", "Humalog")
+
+    assert verdict.level is MatchLevel.PARTIAL
 
 
 def test_given_a_shared_class_then_the_alert_names_the_class_not_the_group(
