@@ -1,5 +1,6 @@
 """Duplicate therapy: two active prescriptions of the same ingredient, class or therapeutic
-group."""
+group, acting on the same site (oral prednisone with an inhaled corticosteroid, or nystatin by
+mouth and on the skin, act apart: see `rules.administration`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from uuid import UUID
 from projections.queries import active_medications
 from projections.state import Kind, UserState
 from projections.views import MedicationView
+from rules.administration import Site, act_apart, site_of
 from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of
 from rules.knowledge.model import Coding, DrugKnowledge, DrugResolution
 from schemas.alerts import DuplicateTherapyFinding, Severity
@@ -21,7 +23,10 @@ RULE = RuleRef(
     id="duplicate-therapy",
     version=1,
     severity=Severity.WARNING,
-    description="Two active prescriptions share an ingredient, a class or a therapeutic group.",
+    description=(
+        "Two active prescriptions acting on the same site share an ingredient, a class or a"
+        " therapeutic group."
+    ),
 )
 
 
@@ -31,9 +36,11 @@ class DuplicateTherapyRule:
     ref: RuleRef = RULE
     watches: ClassVar[frozenset[Kind]] = frozenset({Kind.MEDICATION})
     _resolve: Callable[[str, tuple[Coding, ...]], DrugResolution] = field(init=False, repr=False)
+    _site_of: Callable[[str | None, str], Site | None] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._resolve = lru_cache(maxsize=65536)(self.knowledge.resolve)
+        self._site_of = lru_cache(maxsize=65536)(site_of)
 
     def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
         found: dict[UUID, Finding] = {}
@@ -45,11 +52,16 @@ class DuplicateTherapyRule:
                 found[alert_id(state.tenant_id, state.subject_id, RULE, finding.cause)] = finding
         return found
 
+    def _site(self, medication: MedicationView) -> Site | None:
+        return self._site_of(medication.route, medication.drug)
+
     def _resolution(self, medication: MedicationView) -> DrugResolution:
         codes = tuple(Coding(c.system, c.code, c.display) for c in medication.codes)
         return self._resolve(medication.drug, codes)
 
     def _finding(self, first: MedicationView, second: MedicationView) -> Finding | None:
+        if act_apart(self._site(first), self._site(second)):
+            return None
         one, two = self._resolution(first), self._resolution(second)
         if not (one.resolved and two.resolved):
             return None
