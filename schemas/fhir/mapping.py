@@ -20,6 +20,7 @@ Times: `occurred_at` is the first present of
     comes first, because recordedDate is when the allergy was first recorded, not when it was
     refuted (so a refuting re-import resolves alerts at the time of the refutation)
   - MedicationRequest: authoredOn, meta.lastUpdated
+  - MedicationStatement: effectiveDateTime, effectivePeriod.start, dateAsserted, meta.lastUpdated
   - Patient (home country): the address's period.start, meta.lastUpdated
 and the caller's `fallback_time` when none is present (a clock is never read). `recorded_at` is
 meta.lastUpdated, else `occurred_at`. A FHIR date without a time (`2015-01-15`, `2015-01`,
@@ -59,6 +60,15 @@ the stop time is unknown and the stop is placed 1 ms after the order: the order 
 entered-in-error request yields the MedicationStopped only: it never was a prescription, so it
 raises no alert, and it ends an earlier version of the same request (same id) if one was
 imported.
+
+MedicationStatement -> MedicationPrescribed: the patient takes (status active, intended,
+on-hold, unknown) or took (completed, stopped) the drug, mapped like a request (medication,
+dosage[0] text and route, notes). Its prescription id is the MedicationRequest it is `basedOn`
+(so a statement about an imported order updates that order instead of duplicating it), else
+`MedicationStatement/<id>`. `occurred_at`: effectiveDateTime, effectivePeriod.start,
+dateAsserted, meta.lastUpdated. Completed and stopped statements also yield a MedicationStopped
+at effectivePeriod.end (capped and defaulted as for requests); entered-in-error yields only
+the stop; not-taken is skipped (the patient does not take the drug).
 
 Patient -> FactAsserted(home_country, ISO 3166-1 alpha-2) from the first `home` address, else
 the first address: any ISO alpha-2 code, and a small table of alpha-3 codes and English names;
@@ -574,7 +584,9 @@ def _medication_request_events(source: _Source, index: _Index) -> list[Event]:
     prescribed = _event(source, subject_id, timing, payload, EventType.MEDICATION_PRESCRIBED.value)
     events = [] if status == _IN_ERROR else [prescribed]
     if status in _ENDED_STATUSES:
-        stopped_at = _stop_time(resource, timing.occurred_at, source.context.fallback_time)
+        stopped_at = _stop_time(
+            resource, timing.occurred_at, source.context.fallback_time, _request_ends(resource)
+        )
         stop_timing = _Timing(stopped_at, max(timing.recorded_at, stopped_at), timing.version)
         stop = MedicationStopped(
             prescription_id=source.resource_id, reason=_stop_reason(resource, status)
@@ -667,18 +679,23 @@ def _ingredient_names(medication: Json) -> str | None:
     return " / ".join(names) or None
 
 
-def _stop_time(resource: Json, ordered_at: datetime, fallback: datetime) -> datetime:
-    """When an ended request stopped (see the module docstring for the order of preference)."""
-    last_updated = _after(_time_at(resource, "meta", "lastUpdated"), ordered_at)
-    therapy_end = _after(_latest(_bounds_ends(resource)), ordered_at)
-    validity_end = _after(
-        _time_at(resource, "dispenseRequest", "validityPeriod", "end"), ordered_at
-    )
-    end = therapy_end or validity_end
-    known_by = last_updated or _after(fallback, ordered_at)
+def _request_ends(resource: Json) -> tuple[datetime | None, ...]:
+    """A request's therapy end (latest dosage bounds), then its dispense validity end."""
+    validity_end = _time_at(resource, "dispenseRequest", "validityPeriod", "end")
+    return (_latest(_bounds_ends(resource)), validity_end)
+
+
+def _stop_time(
+    resource: Json, started: datetime, fallback: datetime, ends: Sequence[datetime | None]
+) -> datetime:
+    """When an ended therapy stopped: the first of `ends` after its start, capped at when the
+    end was known (see the module docstring for the order of preference)."""
+    last_updated = _after(_time_at(resource, "meta", "lastUpdated"), started)
+    end = next((time for time in (_after(end, started) for end in ends) if time), None)
+    known_by = last_updated or _after(fallback, started)
     if end is not None:
         return min(end, known_by) if known_by is not None else end
-    return last_updated or ordered_at + JUST_AFTER
+    return last_updated or started + JUST_AFTER
 
 
 def _bounds_ends(resource: Json) -> list[datetime | None]:
@@ -697,9 +714,77 @@ def _after(time: datetime | None, start: datetime) -> datetime | None:
 
 
 def _stop_reason(resource: Json, status: str) -> str:
+    """The status, and the text of its statusReason (one concept in a request, a list in a
+    statement: the first)."""
     reason = resource.get("statusReason")
+    if isinstance(reason, list):
+        reason = next(iter(reason), None)
     detail = _concept_text(reason) if isinstance(reason, Mapping) else None
     return f"{status}: {detail}" if detail else status
+
+
+# MedicationStatement
+
+_TAKING_STATUSES: Final = frozenset({"active", "intended", "on-hold", "unknown"})
+_TAKEN_STATUSES: Final = frozenset({"completed", "stopped", _IN_ERROR})
+
+
+def _medication_statement_events(source: _Source, index: _Index) -> list[Event]:
+    resource = source.resource
+    status = _statement_status(resource)
+    subject_id = _subject_of(resource, "subject", index)
+    drug = _drug_of(resource, index)
+    dosage = next(iter(_objects(resource, "dosage")), {})
+    route = dosage.get("route")
+    prescription_id = _based_on_request(resource) or f"{source.resource_type}/{source.resource_id}"
+    payload = MedicationPrescribed(
+        prescription_id=prescription_id,
+        drug=drug.text,
+        codes=drug.codes,
+        dose=_string(dosage, "text"),
+        route=_concept_text(route) if isinstance(route, Mapping) else None,
+        note=_notes(resource),
+    )
+    effective = (
+        _time_at(resource, "effectiveDateTime"),
+        _time_at(resource, "effectivePeriod", "start"),
+        _time_at(resource, "dateAsserted"),
+    )
+    timing = _timing(source, effective)
+    taking = _event(source, subject_id, timing, payload, EventType.MEDICATION_PRESCRIBED.value)
+    events = [] if status == _IN_ERROR else [taking]
+    if status in _TAKEN_STATUSES:
+        ends = (_time_at(resource, "effectivePeriod", "end"),)
+        stopped_at = _stop_time(resource, timing.occurred_at, source.context.fallback_time, ends)
+        stop_timing = _Timing(stopped_at, max(timing.recorded_at, stopped_at), timing.version)
+        stop = MedicationStopped(
+            prescription_id=prescription_id, reason=_stop_reason(resource, status)
+        )
+        events.append(
+            _event(source, subject_id, stop_timing, stop, EventType.MEDICATION_STOPPED.value)
+        )
+    return events
+
+
+def _statement_status(resource: Json) -> str:
+    """The statement's status, or why it records no medication taken."""
+    status = _required_string(resource, "status")
+    if status == "not-taken":
+        raise _Unsupported("MedicationStatement not-taken: the patient does not take the drug")
+    if status not in _TAKING_STATUSES | _TAKEN_STATUSES:
+        raise _Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not a statement status")
+    return status
+
+
+def _based_on_request(resource: Json) -> str | None:
+    """The id of the MedicationRequest a statement reports on (`basedOn`), if it names one: the
+    statement is then news of that prescription, not a second one."""
+    for reference in _objects(resource, "basedOn"):
+        target = _string(reference, "reference")
+        relative = _relative(target) if target is not None else None
+        if relative is not None and relative.startswith("MedicationRequest/"):
+            return relative.split("/", 1)[1]
+    return None
 
 
 # Patient
@@ -767,12 +852,13 @@ def _home_address(resource: Json) -> Json | None:
 
 
 def _medication_definition(_source: _Source, _index: _Index) -> list[Event]:
-    raise _Unsupported("Medication: no event of its own (it resolves MedicationRequest references)")
+    raise _Unsupported("Medication: no event of its own (it resolves medication references)")
 
 
 _MAPPERS: Final[dict[str, Mapper]] = {
     "AllergyIntolerance": _allergy_events,
     "MedicationRequest": _medication_request_events,
+    "MedicationStatement": _medication_statement_events,
     "Patient": _patient_events,
     "Medication": _medication_definition,
 }

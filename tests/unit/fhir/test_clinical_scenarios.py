@@ -319,6 +319,51 @@ def test_given_an_active_zosyn_order_later_entered_in_error_then_its_alert_is_re
     assert [v.stop_reason for v in result.state.medication_views()] == ["entered-in-error"]
 
 
+# f. Medication statements (a patient summary's medication list) are checked like orders
+
+
+AMOXICILLIN_TAKEN = {
+    "resourceType": "MedicationStatement",
+    "id": "ms-amox",
+    "status": "active",
+    "medicationCodeableConcept": {"text": "Amoxicillin 500 mg capsule"},
+    "subject": {"reference": "Patient/pat1"},
+    "effectiveDateTime": "2016-03-01",
+}
+
+
+def test_given_a_penicillin_allergy_and_a_statement_of_amoxicillin_taken_then_a_critical_alert() -> (
+    None
+):
+    result = subject(fold(submitted_from([PENICILLIN, AMOXICILLIN_TAKEN])), "pat1")
+    (alert,) = drug_allergy_alerts(result, "MedicationStatement/ms-amox")
+    assert alert.drug_allergy is not None
+    assert (alert.status, alert.severity, alert.drug_allergy.matched) == (
+        AlertStatus.RAISED,
+        Severity.CRITICAL,
+        ("amoxicillin",),
+    )
+
+
+def test_given_a_statement_that_the_zosyn_order_was_completed_then_no_duplicate_and_resolved() -> (
+    None
+):
+    statement = {
+        "resourceType": "MedicationStatement",
+        "id": "ms-zosyn",
+        "status": "completed",
+        "basedOn": [{"reference": "MedicationRequest/medrx0319"}],
+        "medicationCodeableConcept": {"text": "Zosyn 4.5 g"},
+        "subject": {"reference": "Patient/pat1"},
+        "effectivePeriod": {"start": "2015-01-15", "end": "2015-01-25"},
+    }
+    result = subject(fold(submitted_from([PENICILLIN, ACTIVE_ZOSYN, statement])), "pat1")
+    assert [a.rule_id for a in result.alerts if a.rule_id != DRUG_ALLERGY] == []
+    records = drug_allergy_alerts(result, "medrx0319")
+    assert [a.status for a in records] == [AlertStatus.RAISED, AlertStatus.RESOLVED]
+    assert [v.prescription_id for v in result.state.medication_views()] == ["medrx0319"]
+
+
 def test_given_the_same_files_imported_twice_then_the_gate_drops_every_repeat() -> None:
     once = submitted_from([PENICILLIN, ZOSYN])
     results = replay_batch([*once, *submitted_from([PENICILLIN, ZOSYN])], context_for, RULES)

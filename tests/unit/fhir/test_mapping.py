@@ -694,6 +694,139 @@ def test_given_a_prescribing_intent_when_imported_then_a_prescription(intent: st
     ]
 
 
+# MedicationStatement
+
+STATEMENT: dict[str, Any] = {
+    "resourceType": "MedicationStatement",
+    "id": "ms-1",
+    "status": "active",
+    "medicationCodeableConcept": {
+        "coding": [{"system": RXNORM, "code": "308182", "display": "amoxicillin 250 MG"}],
+        "text": "Amoxicillin 250 mg capsule",
+    },
+    "subject": {"reference": "Patient/pat1"},
+    "effectiveDateTime": "2024-03-01T08:00:00Z",
+    "dateAsserted": "2024-03-05T10:00:00Z",
+    "dosage": [{"text": "250 mg three times a day", "route": {"text": "Oral Route"}}],
+    "note": [{"text": "reported by the patient"}],
+}
+
+
+def test_given_a_statement_of_a_drug_taken_when_imported_then_a_prescription_with_its_fields() -> (
+    None
+):
+    (event,) = events_of(STATEMENT)
+    assert event.payload == MedicationPrescribed(
+        prescription_id="MedicationStatement/ms-1",
+        drug="Amoxicillin 250 mg capsule",
+        codes=(Coding(system=RXNORM, code="308182", display="amoxicillin 250 MG"),),
+        dose="250 mg three times a day",
+        route="Oral Route",
+        note="reported by the patient",
+    )
+    assert (event.occurred_at, event.source_ref, event.origin) == (
+        utc(2024, 3, 1, 8),
+        "MedicationStatement/ms-1",
+        Origin.IMPORTED,
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "occurred"),
+    [
+        pytest.param({}, utc(2024, 3, 1, 8), id="given effectiveDateTime then it"),
+        pytest.param(
+            {"effectiveDateTime": None, "effectivePeriod": {"start": "2024-02-01"}},
+            utc(2024, 2, 1),
+            id="given an effective period then its start",
+        ),
+        pytest.param(
+            {"effectiveDateTime": None},
+            utc(2024, 3, 5, 10),
+            id="given no effective time then dateAsserted",
+        ),
+    ],
+)
+def test_statement_times(fields: dict[str, Any], occurred: datetime) -> None:
+    (event,) = events_of(changed(STATEMENT, **fields))
+    assert event.occurred_at == occurred
+
+
+@pytest.mark.parametrize("state", ["active", "intended", "on-hold", "unknown"])
+def test_given_a_drug_being_taken_then_a_prescription_without_a_stop(state: str) -> None:
+    assert [e.type for e in events_of(changed(STATEMENT, status=state))] == [
+        EventType.MEDICATION_PRESCRIBED
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "stop"),
+    [
+        pytest.param(
+            {
+                "status": "completed",
+                "effectiveDateTime": None,
+                "effectivePeriod": {"start": "2024-02-01", "end": "2024-02-10"},
+            },
+            ("completed", utc(2024, 2, 10)),
+            id="given a completed course then stopped at the end of its period",
+        ),
+        pytest.param(
+            {"status": "stopped", "statusReason": [{"text": "rash"}]},
+            ("stopped: rash", utc(2024, 3, 1, 8) + timedelta(milliseconds=1)),
+            id="given stopped with a reason and no end then a stop just after the start",
+        ),
+    ],
+)
+def test_given_a_drug_no_longer_taken_then_a_prescription_and_its_stop(
+    fields: dict[str, Any], stop: tuple[str, datetime]
+) -> None:
+    prescribed, stopped = events_of(changed(STATEMENT, **fields))
+    assert stopped.payload == MedicationStopped(
+        prescription_id="MedicationStatement/ms-1", reason=stop[0]
+    )
+    assert stopped.occurred_at == stop[1]
+    assert stopped.occurred_at > prescribed.occurred_at
+
+
+def test_given_a_statement_entered_in_error_then_only_a_stop() -> None:
+    (event,) = events_of(changed(STATEMENT, status="entered-in-error"))
+    assert event.type == EventType.MEDICATION_STOPPED
+
+
+def test_given_a_drug_not_taken_then_skipped_with_a_reason() -> None:
+    result = run(changed(STATEMENT, status="not-taken"))
+    assert (result.events, result.errors) == ([], [])
+    assert [s.reason for s in result.skipped] == [
+        "MedicationStatement not-taken: the patient does not take the drug"
+    ]
+
+
+def test_given_an_invalid_status_then_an_error() -> None:
+    result = run(changed(STATEMENT, status="taking"))
+    assert [(e.reason, e.message) for e in result.errors] == [
+        ("invalid_value", "MedicationStatement/ms-1: status 'taking' is not a statement status")
+    ]
+
+
+def test_given_a_statement_based_on_an_order_then_it_reports_on_that_prescription() -> None:
+    order = changed(ACTIVE_ORDER, subject={"reference": "Patient/pat1"})
+    statement = changed(
+        STATEMENT,
+        status="completed",
+        basedOn=[{"reference": "MedicationRequest/medrx0332"}],
+        effectiveDateTime=None,
+        effectivePeriod={"start": "2015-01-15", "end": "2015-02-15"},
+    )
+    events = events_of(order, statement)
+    assert {e.payload.prescription_id for e in events} == {"medrx0332"}
+    assert [e.type for e in events] == [
+        EventType.MEDICATION_PRESCRIBED,
+        EventType.MEDICATION_PRESCRIBED,
+        EventType.MEDICATION_STOPPED,
+    ]
+
+
 # Subjects
 
 
@@ -899,7 +1032,7 @@ def test_given_synthea_resources_of_other_types_when_imported_then_each_is_skipp
         ),
         pytest.param(
             "Medication-med0316",
-            ["Medication: no event of its own (it resolves MedicationRequest references)"],
+            ["Medication: no event of its own (it resolves medication references)"],
             id="given a Medication then skipped: it only resolves references",
         ),
         pytest.param(
