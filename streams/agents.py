@@ -193,7 +193,20 @@ async def publish_checkpoints(
             )
             continue
         batches.add(pipeline.topics.state, partition_of(pipeline, key), key.encode(), sealed)
-    await batches.send()
+    for delivery in await batches.send():
+        delivery.add_done_callback(lambda done: checkpoints_delivered(done, metrics))
+
+
+def checkpoints_delivered(delivery: asyncio.Future[Any], metrics: WorkerMetrics) -> None:
+    """A refused batch of checkpoints is counted and logged (nobody else awaits it): the
+    subjects' states stay in the table, their checkpoints behind until they change again."""
+    if delivery.cancelled() or delivery.exception() is None:
+        return
+    metrics.checkpoint_batches_refused.inc()
+    log.error(
+        "Kafka refused a batch of checkpoints: %s; those subjects' checkpoints stay behind",
+        type(delivery.exception()).__name__,
+    )
 
 
 @dataclass

@@ -40,6 +40,12 @@ class WorkerMetrics:
             "Subjects whose checkpoint could not be made (logged by reference)",
             registry=self.registry,
         )
+        self.checkpoint_batches_refused = Counter(
+            "uac_worker_checkpoint_batches_refused_total",
+            "Batches of checkpoints Kafka refused (e.g. a state larger than the state topic's"
+            " max.message.bytes); those subjects' checkpoints stay behind their states",
+            registry=self.registry,
+        )
         self.gaps = Counter(
             "uac_worker_offset_gaps_total",
             "Offset ranges holding events that the consumer passed over (read from the log)",

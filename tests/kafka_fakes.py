@@ -26,10 +26,13 @@ class Batch(list[tuple[bytes, bytes]]):
 
 class BatchProducer:
     """aiokafka's producer as the worker sends with it: keeps (topic, key, value) of every
-    record in the order sent; with `fail`, every send raises as a lost broker does."""
+    record in the order sent; with `fail`, every send raises as a lost broker does; with
+    `refuse`, every delivery fails with it, as a broker refusing a record does."""
 
-    def __init__(self, partitions: int = 4, fail: bool = False) -> None:
-        self.partitions, self.fail = partitions, fail
+    def __init__(
+        self, partitions: int = 4, fail: bool = False, refuse: Exception | None = None
+    ) -> None:
+        self.partitions, self.fail, self.refuse = partitions, fail, refuse
         self.sent: list[tuple[str, bytes, bytes]] = []
 
     def create_batch(self) -> Batch:
@@ -41,7 +44,10 @@ class BatchProducer:
         assert partition in range(self.partitions)
         self.sent.extend((topic, key, value) for key, value in batch)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        done.set_result(None)
+        if self.refuse is None:
+            done.set_result(None)
+        else:
+            done.set_exception(self.refuse)
         return done
 
 

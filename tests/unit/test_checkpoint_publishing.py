@@ -1,6 +1,7 @@
 """The worker's checkpoint timer: one subject whose checkpoint cannot be made is counted and
-skipped; it never stops the others (an exception would crash the worker, in a loop); a tick
-after the producer stopped (the worker shutting down) publishes nothing and crashes nothing."""
+skipped; it never stops the others (an exception would crash the worker, in a loop); a batch
+Kafka refuses is counted and logged; a tick after the producer stopped (the worker shutting
+down) publishes nothing and crashes nothing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from aiokafka.errors import MessageSizeTooLargeError
 from faust.exceptions import NotReady
 
 from projections.state import replay
@@ -49,6 +51,31 @@ def test_given_a_subject_whose_history_is_incomplete_then_the_others_still_get_c
     checkpoint = checkpoint_codec().decode(sealer.open(sent[0][2])[1])
     assert (checkpoint.subject_id, checkpoint.version) == ("patient-2", 1)
     assert metrics.registry.get_sample_value("uac_worker_checkpoint_failures_total") == 1
+
+
+def test_given_kafka_refuses_a_checkpoint_then_it_is_counted_and_logged_not_lost_silently(
+    tmp_path: Path, caplog: Any
+) -> None:
+    sealer = Sealer(FileKeyStore(tmp_path / "keys"))
+    event = make_event("PreferenceStated", "diet")
+    head, _ = StoredState.first(replay([event]), [event_codec().encode(event)], sealer)
+    producer = BatchProducer(refuse=MessageSizeTooLargeError())
+    pipeline = SimpleNamespace(
+        app=faust_app(producer),
+        topics=SimpleNamespace(state="uac.state", partitions=4),
+        states=Table({"clinic-a:patient-1": head}),
+        sealer=sealer,
+    )
+    metrics = WorkerMetrics()
+
+    async def publish_and_settle() -> None:
+        await publish_checkpoints(pipeline, ["clinic-a:patient-1"], metrics)  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+
+    asyncio.run(publish_and_settle())
+    refused = "uac_worker_checkpoint_batches_refused_total"
+    assert metrics.registry.get_sample_value(refused) == 1
+    assert "MessageSizeTooLargeError" in caplog.text
 
 
 def stopped_producer() -> Any:
