@@ -68,7 +68,9 @@ dosage[0] text and route, notes). Its prescription id is the MedicationRequest i
 `MedicationStatement/<id>`. `occurred_at`: effectiveDateTime, effectivePeriod.start,
 dateAsserted, meta.lastUpdated. Completed and stopped statements also yield a MedicationStopped
 at effectivePeriod.end (capped and defaulted as for requests); entered-in-error yields only
-the stop; not-taken is skipped (the patient does not take the drug).
+the stop; not-taken is skipped (the patient does not take the drug), and so is an IPS "no
+known medications" or "no medication information" statement (absent-unknown code, or that
+text without a code): it names no drug.
 
 Patient -> FactAsserted(home_country, ISO 3166-1 alpha-2) from the first `home` address, else
 the first address: any ISO alpha-2 code, and a small table of alpha-3 codes and English names;
@@ -766,14 +768,46 @@ def _medication_statement_events(source: _Source, index: _Index) -> list[Event]:
     return events
 
 
+_NO_MEDICATION_CODES: Final = frozenset(
+    {(IPS_ABSENT_UNKNOWN, "no-known-medications"), (IPS_ABSENT_UNKNOWN, "no-medication-info")}
+)
+_NO_MEDICATION_TEXTS: Final = frozenset(
+    {
+        "no known medications",
+        "no known medication",
+        "no current medications",
+        "no medications",
+        "no medication information",
+        "none",
+    }
+)
+
+
 def _statement_status(resource: Json) -> str:
     """The statement's status, or why it records no medication taken."""
     status = _required_string(resource, "status")
     if status == "not-taken":
         raise _Unsupported("MedicationStatement not-taken: the patient does not take the drug")
+    if _states_no_medication(resource):
+        raise _Unsupported("MedicationStatement states that no medication is known (or no info)")
     if status not in _TAKING_STATUSES | _TAKEN_STATUSES:
         raise _Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not a statement status")
     return status
+
+
+def _states_no_medication(resource: Json) -> bool:
+    """An IPS "no known medications" / "no information" statement (by code, or by its text
+    alone), which names no drug."""
+    concept = resource.get("medicationCodeableConcept")
+    if not isinstance(concept, Mapping):
+        return False
+    codes = {(_SYSTEM_ALIASES.get(c.system, c.system), c.code) for c in _codings(concept)}
+    if codes & _NO_MEDICATION_CODES:
+        return True
+    text = _concept_text(concept)
+    return (
+        not codes and text is not None and " ".join(text.casefold().split()) in _NO_MEDICATION_TEXTS
+    )
 
 
 def _based_on_request(resource: Json) -> str | None:

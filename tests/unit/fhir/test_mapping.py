@@ -802,6 +802,33 @@ def test_given_a_drug_not_taken_then_skipped_with_a_reason() -> None:
     ]
 
 
+IPS_ABSENT = "http://hl7.org/fhir/uv/ips/CodeSystem/absent-unknown-uv-ips"
+
+
+@pytest.mark.parametrize(
+    "medication",
+    [
+        pytest.param(
+            {"coding": [{"system": IPS_ABSENT, "code": "no-known-medications"}]},
+            id="given the IPS no-known-medications code",
+        ),
+        pytest.param(
+            {"coding": [{"system": IPS_ABSENT, "code": "no-medication-info"}]},
+            id="given the IPS no-medication-info code",
+        ),
+        pytest.param({"text": "No known medications"}, id="given that text without a code"),
+    ],
+)
+def test_given_a_statement_that_no_medication_is_known_then_skipped_not_a_drug(
+    medication: dict[str, Any],
+) -> None:
+    result = run(changed(STATEMENT, medicationCodeableConcept=medication))
+    assert (result.events, result.errors) == ([], [])
+    assert [s.reason for s in result.skipped] == [
+        "MedicationStatement states that no medication is known (or no info)"
+    ]
+
+
 def test_given_an_invalid_status_then_an_error() -> None:
     result = run(changed(STATEMENT, status="taking"))
     assert [(e.reason, e.message) for e in result.errors] == [
