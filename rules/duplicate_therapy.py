@@ -1,6 +1,8 @@
 """Duplicate therapy: two active prescriptions of the same ingredient, class or therapeutic
-group, acting on the same site (oral prednisone with an inhaled corticosteroid, or nystatin by
-mouth and on the skin, act apart: see `rules.administration`)."""
+group. Two of a class whose local forms act where applied, used at different sites, are a
+treatment plan instead (oral prednisone with an inhaled corticosteroid, nystatin by mouth and
+on the skin: `rules.administration` reads the sites); topical diclofenac with an oral NSAID, or
+timolol eye drops with an oral beta blocker, stay duplicates."""
 
 from __future__ import annotations
 
@@ -24,8 +26,8 @@ RULE = RuleRef(
     version=1,
     severity=Severity.WARNING,
     description=(
-        "Two active prescriptions acting on the same site share an ingredient, a class or a"
-        " therapeutic group."
+        "Two active prescriptions share an ingredient, a class or a therapeutic group (not two"
+        " of a locally acting class used at different sites)."
     ),
 )
 
@@ -52,18 +54,19 @@ class DuplicateTherapyRule:
                 found[alert_id(state.tenant_id, state.subject_id, RULE, finding.cause)] = finding
         return found
 
-    def _site(self, medication: MedicationView) -> Site | None:
-        return self._site_of(medication.route, medication.drug)
+    def _act_apart(self, first: MedicationView, second: MedicationView) -> bool:
+        sites = (self._site_of(m.route, m.drug) for m in (first, second))
+        return act_apart(*sites)
 
     def _resolution(self, medication: MedicationView) -> DrugResolution:
         codes = tuple(Coding(c.system, c.code, c.display) for c in medication.codes)
         return self._resolve(medication.drug, codes)
 
     def _finding(self, first: MedicationView, second: MedicationView) -> Finding | None:
-        if act_apart(self._site(first), self._site(second)):
-            return None
         one, two = self._resolution(first), self._resolution(second)
         if not (one.resolved and two.resolved):
+            return None
+        if self._act_apart(first, second) and _site_specific(one, two):
             return None
         shared = _shared(one, two)
         if shared is None:
@@ -105,6 +108,11 @@ def _shared(one: DrugResolution, two: DrugResolution) -> tuple[str, tuple[str, .
         if common:
             return what, common
     return None
+
+
+def _site_specific(one: DrugResolution, two: DrugResolution) -> bool:
+    """Whether the two drugs share a class whose local forms act where applied."""
+    return bool(set(one.site_specific_classes) & set(two.site_specific_classes))
 
 
 def _active(drug: DrugResolution) -> tuple[str, ...]:

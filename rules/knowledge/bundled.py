@@ -54,6 +54,7 @@ class BundledKnowledge:
             resolved=recognition.complete,
             therapeutic_groups=self._groups(memberships),
             vehicles=tuple(c for c in ingredients if VEHICLES in self._judge.keys(c)),
+            site_specific_classes=tuple(sorted(memberships & self._tables.site_specific)),
         )
 
     def cross_reactivity(

@@ -50,6 +50,10 @@ class DrugResolution:
     """The ingredients that carry or dilute the active drug (dextrose, sodium chloride in an
     infusion): two prescriptions sharing only these do not duplicate a therapy. A backend
     without such data leaves them empty."""
+    site_specific_classes: tuple[str, ...] = ()
+    """The drug's classes whose local forms act where applied (corticosteroids, nystatin): two
+    prescriptions of such a class at different sites do not duplicate a therapy. A backend
+    without such data leaves them empty (every pair at two sites is then judged as usual)."""
 
 
 @dataclass(frozen=True, slots=True)

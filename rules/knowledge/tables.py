@@ -97,6 +97,8 @@ class KnowledgeTables:
     lexicon: Mapping[tuple[str, ...], tuple[str, ...]]
     codes: Mapping[tuple[str, str], tuple[str, ...]]
     rows: tuple[CrossReactivityRow, ...]
+    site_specific: frozenset[str] = frozenset()
+    """Classes whose local forms act where applied (`site_specific_classes.csv`)."""
 
 
 def load_tables() -> KnowledgeTables:
@@ -112,6 +114,7 @@ def load_tables() -> KnowledgeTables:
         lexicon=build_lexicon(texts, ingredients, known),
         codes=_codes(texts, known),
         rows=_rows(_records(texts["cross_reactivity.csv"]), known),
+        site_specific=_site_specific(_records(texts["site_specific_classes.csv"]), classes),
     )
 
 
@@ -195,6 +198,20 @@ def _groups(
             )
         groups[group.group_id] = group
     return groups
+
+
+def _site_specific(
+    records: Iterable[dict[str, str]], classes: Mapping[str, DrugClass]
+) -> frozenset[str]:
+    found: set[str] = set()
+    for record in records:
+        class_id = record["class_id"]
+        if class_id not in classes or not record["reason"] or not record["source"]:
+            raise KnowledgeDataError(
+                f"site-specific class {class_id}: needs a known class, a reason and a source"
+            )
+        found.add(class_id)
+    return frozenset(found)
 
 
 def _ingredients(

@@ -26,6 +26,7 @@ TABLES = (
     "codes.csv",
     "cross_reactivity.csv",
     "therapeutic_groups.csv",
+    "site_specific_classes.csv",
 )
 
 

@@ -1,6 +1,6 @@
-"""Where a prescription acts, and duplicate therapy only between prescriptions acting on one
-site: oral prednisone with an inhaled corticosteroid is a treatment plan, two oral NSAIDs are
-a duplicate."""
+"""Where a prescription acts, and duplicate therapy across sites: oral prednisone with an
+inhaled corticosteroid is a treatment plan (corticosteroids act where applied), topical
+diclofenac with oral ibuprofen is still a duplicate (a topical NSAID adds to an oral one)."""
 
 from __future__ import annotations
 
@@ -122,9 +122,19 @@ def test_given_the_same_class_at_two_sites_then_no_duplicate_therapy(
             rx("rx-2", "clobetasol ointment", day=2),
             id="two corticosteroids on the skin",
         ),
+        pytest.param(
+            rx("rx-1", "diclofenac 1% gel", "Topical"),
+            rx("rx-2", "ibuprofen 400 mg tablet", "Oral Route", day=2),
+            id="a topical NSAID adds to an oral one",
+        ),
+        pytest.param(
+            rx("rx-1", "timolol 0.5% eye drops", "Ophthalmic route"),
+            rx("rx-2", "metoprolol 50 mg tablet", day=2),
+            id="beta-blocker eye drops add to an oral beta blocker",
+        ),
     ],
 )
-def test_given_the_same_site_or_an_unknown_one_then_duplicate_therapy(
+def test_given_the_same_site_an_unknown_one_or_a_systemically_acting_class_then_a_duplicate(
     first: Event, second: Event
 ) -> None:
     assert len(duplicates(first, second)) == 1

@@ -164,21 +164,37 @@ def test_resolution_names_the_groups_of_each_drug(knowledge: BundledKnowledge) -
     assert knowledge.resolve("ibuprofen").therapeutic_groups == ()
 
 
-def test_a_group_naming_an_unknown_class_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+def load_edited(monkeypatch: pytest.MonkeyPatch, name: str, old: str, new: str) -> None:
+    """Load the tables with `old` replaced by `new` in data file `name` (manifest matching)."""
     original_text, original_manifest = tables.data_text, tables.read_manifest
 
-    def edited(name: str) -> str:
-        text = original_text(name)
-        if name == "therapeutic_groups.csv":
-            return text.replace("heparins", "heparinoids")
-        return text
+    def edited(file: str) -> str:
+        text = original_text(file)
+        return text.replace(old, new) if file == name else text
 
     def manifest() -> tuple[str, dict[str, str]]:
         version, digests = original_manifest()
-        return version, {name: file_digest(edited(name)) for name in digests}
+        return version, {file: file_digest(edited(file)) for file in digests}
 
     monkeypatch.setattr(tables, "data_text", edited)
     monkeypatch.setattr(tables, "read_manifest", manifest)
+    load_tables()
 
+
+def test_a_group_naming_an_unknown_class_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(KnowledgeDataError, match=r"anticoagulants.*heparinoids"):
-        load_tables()
+        load_edited(monkeypatch, "therapeutic_groups.csv", "heparins", "heparinoids")
+
+
+def test_a_site_specific_entry_naming_an_unknown_class_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(KnowledgeDataError, match=r"site-specific class polyenes"):
+        load_edited(
+            monkeypatch, "site_specific_classes.csv", "\npolyene_antifungals,", "\npolyenes,"
+        )
+
+
+def test_resolution_names_the_locally_acting_classes(knowledge: BundledKnowledge) -> None:
+    assert knowledge.resolve("prednisone").site_specific_classes == ("corticosteroids",)
+    assert knowledge.resolve("diclofenac gel").site_specific_classes == ()
