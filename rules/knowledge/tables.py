@@ -12,9 +12,11 @@ import csv
 import hashlib
 import io
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib.resources import files
+from typing import Final
 
 from rules.knowledge.model import MatchLevel
 from rules.knowledge.normalise import normalise_code, tokens
@@ -111,7 +113,7 @@ def load_tables() -> KnowledgeTables:
         classes=classes,
         groups=_groups(_records(texts["therapeutic_groups.csv"]), classes),
         ingredients=ingredients,
-        lexicon=build_lexicon(texts, ingredients, known),
+        lexicon=build_lexicon(texts, ingredients, known, classes=classes),
         codes=_codes(texts, known),
         rows=_rows(_records(texts["cross_reactivity.csv"]), known),
         site_specific=_site_specific(_records(texts["site_specific_classes.csv"]), classes),
@@ -240,12 +242,14 @@ def build_lexicon(
     known: frozenset[str],
     *,
     with_derived: bool = True,
+    classes: Mapping[str, DrugClass] | None = None,
 ) -> dict[tuple[str, ...], tuple[str, ...]]:
     """Token sequence -> concepts; noise words map to no concept.
 
-    Precedence, lowest first: derived synonyms, noise words, ingredient names, curated terms.
+    Precedence, lowest first: class names (`class_words`), derived synonyms, noise words,
+    ingredient names, curated terms.
     """
-    lexicon: dict[tuple[str, ...], tuple[str, ...]] = {}
+    lexicon: dict[tuple[str, ...], tuple[str, ...]] = dict(class_words(classes or {}))
     if with_derived:
         lexicon.update(_terms(texts["derived_terms.csv"], known, "derived term"))
     for record in _records(texts["noise_words.csv"]):
@@ -255,6 +259,40 @@ def build_lexicon(
     lexicon.update(_terms(texts["terms.csv"], known, "term"))
     lexicon.pop((), None)
     return lexicon
+
+
+def class_words(
+    classes: Mapping[str, DrugClass],
+) -> Iterator[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Each class with a `shared_level` (a pharmacological class whose members are curated,
+    not a loose grouping such as "anticonvulsants": a class word for a grouping that misses a
+    member would judge that member `none` instead of `unverified`) under its id and its label
+    as words ("loop diuretics", "beta blockers"), its label without parentheses, and a
+    closing one-word parenthesis ("statins"), each also with its last word in the singular ("ACE
+    inhibitor", "aminoglycoside"), so that an allergy recorded as a class name resolves to
+    the class. Every other table takes precedence."""
+    for class_id, drug_class in classes.items():
+        if drug_class.shared_level is None:
+            continue
+        names = {class_id.replace("_", " "), _PARENTHESIS.sub("", drug_class.label)}
+        names.update(_ONE_WORD_ASIDE.findall(drug_class.label))
+        for name in names:
+            words = tokens(name)
+            for form in (words, _singular(words)):
+                if form:
+                    yield form, (CLASS_PREFIX + class_id,)
+
+
+_PARENTHESIS: Final = re.compile(r"\s*\([^)]*\)")
+_ONE_WORD_ASIDE: Final = re.compile(r"\(([\w-]+)\)$")
+"""A label's closing parenthesis of one word, another name of the class: "(statins)"."""
+
+
+def _singular(words: tuple[str, ...]) -> tuple[str, ...]:
+    """The words with the last one in the singular, or () when it is not a plain plural."""
+    if not words or not words[-1].endswith("s") or words[-1].endswith(("ss", "us", "is")):
+        return ()
+    return (*words[:-1], words[-1][:-1])
 
 
 def _terms(

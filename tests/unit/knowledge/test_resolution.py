@@ -154,6 +154,12 @@ def test_text_resolves_to_ingredients(
         pytest.param("头孢类", ("cephalosporins",), id="given 头孢类 then the cephalosporin class"),
         pytest.param("磺胺类", ("sulfonamide_antibiotics",), id="given 磺胺类 then sulfonamides"),
         pytest.param("contrast", ("contrast_media",), id="given 'contrast' then contrast media"),
+        pytest.param("ACE inhibitor", ("ace_inhibitors",), id="given a class name in the singular"),
+        pytest.param("Statin", ("statins",), id="given a label's one-word parenthesis"),
+        pytest.param(
+            "Aminoglycoside antibiotics", ("aminoglycosides",), id="given a class and a filler"
+        ),
+        pytest.param("beta blockers", ("beta_blockers",), id="given a class label as words"),
     ],
 )
 def test_class_words_resolve_to_classes_without_ingredients(
@@ -275,6 +281,14 @@ def test_a_suffix_that_adds_an_ingredient_leaves_an_unlisted_brand_unresolved(
 
     assert resolution.ingredients
     assert not resolution.resolved
+
+
+def test_a_loose_grouping_is_no_class_word_so_its_members_are_never_judged_none(
+    knowledge: BundledKnowledge,
+) -> None:
+    verdict = knowledge.cross_reactivity("Anticonvulsants", "phenytoin")
+
+    assert verdict.level is MatchLevel.UNVERIFIED
 
 
 def test_partly_known_text_keeps_what_it_found_but_is_not_resolved(
