@@ -15,7 +15,8 @@ Decisions
   knows when the alert was first raised (for a lifecycle record other than `raised`).
 - `implicated`: `AllergyIntolerance/<allergy_id>` and `MedicationRequest/<prescription_id>` from
   the alert's cause (`allergy:<id>`, `medication:<id>`), with the allergen and drug as display
-  (both drugs of a duplicate therapy).
+  (both drugs of a duplicate therapy); a prescription imported from a MedicationStatement is
+  `MedicationStatement/<id>` already and is referenced as it is.
 - `evidence`: one entry per UaC evidence item, its role as code text and a reference to the
   implicated resource, the UaC event id in the display (the lineage back to the event log).
 - `mitigation`: for `acknowledged` (text only: what was done is not known) and `overridden`
@@ -52,6 +53,9 @@ RESOURCE_OF_CLAIM: Final = {
     "medication": "MedicationRequest",
 }
 """UaC claim kind / evidence role -> the FHIR resource type the claim was imported from."""
+QUALIFIED_CLAIMS: Final = ("MedicationStatement/",)
+"""Claim ids that already name their resource (a prescription imported from a
+MedicationStatement is `MedicationStatement/<id>`), referenced as they are."""
 
 
 def detected_issue(alert: Alert, identified_at: datetime | None = None) -> dict[str, Any]:
@@ -97,10 +101,14 @@ def _implicated(alert: Alert) -> list[dict[str, str]]:
         kind, _, claim_id = cause.partition(":")
         resource_type = RESOURCE_OF_CLAIM.get(kind)
         if resource_type is not None:
-            reference = {"reference": f"{resource_type}/{claim_id}"}
+            reference = {"reference": _reference(resource_type, claim_id)}
             display = displays.get(cause)
             references.append(reference | ({"display": display} if display else {}))
     return references
+
+
+def _reference(resource_type: str, claim_id: str) -> str:
+    return claim_id if claim_id.startswith(QUALIFIED_CLAIMS) else f"{resource_type}/{claim_id}"
 
 
 def _displays(alert: Alert) -> dict[str, str]:
@@ -121,7 +129,7 @@ def _evidence(item: Evidence) -> dict[str, Any]:
     detail: dict[str, str] = {"display": f"{item.description} (UaC event {item.event_id})"}
     resource_type = RESOURCE_OF_CLAIM.get(item.role)
     if resource_type is not None:
-        detail = {"reference": f"{resource_type}/{item.claim_id}"} | detail
+        detail = {"reference": _reference(resource_type, item.claim_id)} | detail
     return {"code": [{"text": item.role}], "detail": [detail]}
 
 

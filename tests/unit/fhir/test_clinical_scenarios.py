@@ -24,6 +24,7 @@ from rules.knowledge.bundled import load_bundled_knowledge
 from schemas.alerts import Alert, AlertStatus, Severity
 from schemas.codec import event_codec
 from schemas.events import Event, EventType
+from schemas.fhir.detected_issue import detected_issue
 from schemas.fhir.mapping import ImportContext, combine, import_fhir, unpack
 from streams.fhir_files import read_fhir_files
 from streams.tenants import load_gate_policy
@@ -343,6 +344,11 @@ def test_given_a_penicillin_allergy_and_a_statement_of_amoxicillin_taken_then_a_
         Severity.CRITICAL,
         ("amoxicillin",),
     )
+    issue = detected_issue(alert)
+    implicated = [item["reference"] for item in issue["implicated"]]
+    assert "MedicationStatement/ms-amox" in implicated
+    evidence = [d.get("reference") for e in issue["evidence"] for d in e["detail"]]
+    assert "MedicationStatement/ms-amox" in evidence
 
 
 def test_given_a_statement_that_the_zosyn_order_was_completed_then_no_duplicate_and_resolved() -> (
