@@ -66,7 +66,7 @@ class DuplicateTherapyRule:
         one, two = self._resolution(first), self._resolution(second)
         if not (one.resolved and two.resolved):
             return None
-        if self._act_apart(first, second) and _site_specific(one, two):
+        if _site_specific(one, two) and self._act_apart(first, second):
             return None
         shared = _shared(one, two)
         if shared is None:

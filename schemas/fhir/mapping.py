@@ -569,29 +569,57 @@ class _Drug:
 
 def _medication_request_events(source: _Source, index: _Index) -> list[Event]:
     resource = source.resource
-    status = _prescription_status(resource)
+    course = _Course(
+        status=_prescription_status(resource),
+        prescription_id=source.resource_id,
+        ended=_ENDED_STATUSES,
+        dosage_field="dosageInstruction",
+        starts=(_time_at(resource, "authoredOn"),),
+        ends=_request_ends,
+    )
+    return _course_events(source, index, course)
+
+
+@dataclass(frozen=True)
+class _Course:
+    """What a MedicationRequest or a MedicationStatement says about one course of a drug."""
+
+    prescription_id: str
+    status: str
+    ended: frozenset[str]
+    """The statuses whose course is over (a stop follows the prescription)."""
+    dosage_field: str
+    starts: tuple[datetime | None, ...]
+    """Candidates for when it started, first present wins (then meta.lastUpdated)."""
+    ends: Callable[[Json], Sequence[datetime | None]]
+    """Candidates for when an ended course stopped, read only for an ended one."""
+
+
+def _course_events(source: _Source, index: _Index, course: _Course) -> list[Event]:
+    """The prescription (none when entered in error) and, for an ended course, its stop."""
+    resource = source.resource
     subject_id = _subject_of(resource, "subject", index)
     drug = _drug_of(resource, index)
-    dosage = next(iter(_objects(resource, "dosageInstruction")), {})
+    dosage = next(iter(_objects(resource, course.dosage_field)), {})
     route = dosage.get("route")
     payload = MedicationPrescribed(
-        prescription_id=source.resource_id,
+        prescription_id=course.prescription_id,
         drug=drug.text,
         codes=drug.codes,
         dose=_string(dosage, "text"),
         route=_concept_text(route) if isinstance(route, Mapping) else None,
         note=_notes(resource),
     )
-    timing = _timing(source, (_time_at(resource, "authoredOn"),))
+    timing = _timing(source, course.starts)
     prescribed = _event(source, subject_id, timing, payload, EventType.MEDICATION_PRESCRIBED.value)
-    events = [] if status == _IN_ERROR else [prescribed]
-    if status in _ENDED_STATUSES:
+    events = [] if course.status == _IN_ERROR else [prescribed]
+    if course.status in course.ended:
         stopped_at = _stop_time(
-            resource, timing.occurred_at, source.context.fallback_time, _request_ends(resource)
+            resource, timing.occurred_at, source.context.fallback_time, course.ends(resource)
         )
         stop_timing = _Timing(stopped_at, max(timing.recorded_at, stopped_at), timing.version)
         stop = MedicationStopped(
-            prescription_id=source.resource_id, reason=_stop_reason(resource, status)
+            prescription_id=course.prescription_id, reason=_stop_reason(resource, course.status)
         )
         events.append(
             _event(source, subject_id, stop_timing, stop, EventType.MEDICATION_STOPPED.value)
@@ -733,39 +761,24 @@ _TAKEN_STATUSES: Final = frozenset({"completed", "stopped", _IN_ERROR})
 
 def _medication_statement_events(source: _Source, index: _Index) -> list[Event]:
     resource = source.resource
-    status = _statement_status(resource)
-    subject_id = _subject_of(resource, "subject", index)
-    drug = _drug_of(resource, index)
-    dosage = next(iter(_objects(resource, "dosage")), {})
-    route = dosage.get("route")
-    prescription_id = _based_on_request(resource) or f"{source.resource_type}/{source.resource_id}"
-    payload = MedicationPrescribed(
-        prescription_id=prescription_id,
-        drug=drug.text,
-        codes=drug.codes,
-        dose=_string(dosage, "text"),
-        route=_concept_text(route) if isinstance(route, Mapping) else None,
-        note=_notes(resource),
+    course = _Course(
+        status=_statement_status(resource),
+        prescription_id=_based_on_request(resource)
+        or f"{source.resource_type}/{source.resource_id}",
+        ended=_TAKEN_STATUSES,
+        dosage_field="dosage",
+        starts=(
+            _time_at(resource, "effectiveDateTime"),
+            _time_at(resource, "effectivePeriod", "start"),
+            _time_at(resource, "dateAsserted"),
+        ),
+        ends=_statement_ends,
     )
-    effective = (
-        _time_at(resource, "effectiveDateTime"),
-        _time_at(resource, "effectivePeriod", "start"),
-        _time_at(resource, "dateAsserted"),
-    )
-    timing = _timing(source, effective)
-    taking = _event(source, subject_id, timing, payload, EventType.MEDICATION_PRESCRIBED.value)
-    events = [] if status == _IN_ERROR else [taking]
-    if status in _TAKEN_STATUSES:
-        ends = (_time_at(resource, "effectivePeriod", "end"),)
-        stopped_at = _stop_time(resource, timing.occurred_at, source.context.fallback_time, ends)
-        stop_timing = _Timing(stopped_at, max(timing.recorded_at, stopped_at), timing.version)
-        stop = MedicationStopped(
-            prescription_id=prescription_id, reason=_stop_reason(resource, status)
-        )
-        events.append(
-            _event(source, subject_id, stop_timing, stop, EventType.MEDICATION_STOPPED.value)
-        )
-    return events
+    return _course_events(source, index, course)
+
+
+def _statement_ends(resource: Json) -> tuple[datetime | None, ...]:
+    return (_time_at(resource, "effectivePeriod", "end"),)
 
 
 _NO_MEDICATION_CODES: Final = frozenset(
