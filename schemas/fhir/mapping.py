@@ -8,6 +8,11 @@ in exactly one place: events, an explained skip, or an error.
 
 Mapping decisions
 -----------------
+Identity: a resource's `id`; a resource without one (a new resource in a document or
+transaction Bundle) is identified by its entry's fullUrl: the uuid of `urn:uuid:<uuid>`, the oid
+of `urn:oid:<oid>`, or `<id>` of a URL ending in `<resourceType>/<id>`. With neither, the
+resource is an error (no stable event id is possible).
+
 Envelope: `origin=imported`, `source_ref=ResourceType/id`, `confidence=1.0`, `purpose=care`,
 `scope=subject`, tenant and actor from the caller; allergies and medications are
 `special_category`, the home-country fact is `normal`. `subject_id` is the FHIR Patient id (from
@@ -166,6 +171,32 @@ class SourcedResource:
     resource: Json
     full_url: str | None = None
 
+    @property
+    def resource_type(self) -> str:
+        return str(self.resource["resourceType"])
+
+    @property
+    def identity(self) -> str | None:
+        """The resource's id; without one, the id its Bundle entry's fullUrl gives it (the
+        uuid of `urn:uuid:<uuid>`, the oid of `urn:oid:<oid>`, or `<id>` of a URL ending in
+        `<resourceType>/<id>`), as document and transaction Bundles identify new resources."""
+        identifier = self.resource.get("id")
+        if isinstance(identifier, str) and identifier.strip():
+            return identifier
+        return _id_in_full_url(self.full_url, self.resource_type)
+
+
+def _id_in_full_url(full_url: str | None, resource_type: str) -> str | None:
+    if full_url is None:
+        return None
+    for prefix in ("urn:uuid:", "urn:oid:"):
+        if full_url.startswith(prefix):
+            return full_url.removeprefix(prefix).strip() or None
+    relative = _relative(full_url)
+    if relative is None or relative.split("/")[0] != resource_type:
+        return None
+    return relative.split("/")[1]
+
 
 @dataclass(frozen=True)
 class Skipped:
@@ -299,14 +330,12 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
     index = _Index.of(parsed.resources)
     result = FhirImport(skipped=list(parsed.skipped), errors=list(parsed.errors))
     for item in parsed.resources:
-        resource_type = str(item.resource["resourceType"])
-        resource_id = item.resource.get("id")
-        label = f"{resource_type}/{resource_id}" if isinstance(resource_id, str) else resource_type
+        resource_type, resource_id = item.resource_type, item.identity
+        label = f"{resource_type}/{resource_id}" if resource_id else resource_type
         try:
             events = _events_of(item, index, context)
         except _Unsupported as skip:
-            identifier = resource_id if isinstance(resource_id, str) else None
-            result.skipped.append(Skipped(item.origin, resource_type, identifier, skip.reason))
+            result.skipped.append(Skipped(item.origin, resource_type, resource_id, skip.reason))
         except _Unmappable as error:
             message = f"{label}: {error.message}"
             result.errors.append(FhirError(item.origin, error.problem.value, message))
@@ -340,11 +369,11 @@ class _Index:
         medications: dict[str, Json] = {}
         patients: dict[str, str] = {}
         for item in resources:
-            resource_type, identifier = item.resource["resourceType"], item.resource.get("id")
+            resource_type, identifier = item.resource_type, item.identity
             keys = [item.full_url, f"{resource_type}/{identifier}" if identifier else None]
             if resource_type == "Medication":
                 medications.update((key, item.resource) for key in keys if key)
-            if resource_type == "Patient" and item.full_url and isinstance(identifier, str):
+            if resource_type == "Patient" and item.full_url and identifier:
                 patients[item.full_url] = identifier
         return cls(medications, patients)
 
@@ -373,18 +402,15 @@ Mapper = Callable[[_Source, _Index], list[Event]]
 
 
 def _events_of(item: SourcedResource, index: _Index, context: ImportContext) -> list[Event]:
-    resource_type = str(item.resource["resourceType"])
-    mapper = _MAPPERS.get(resource_type)
+    mapper = _MAPPERS.get(item.resource_type)
     if mapper is None:
-        raise _Unsupported(f"unsupported resource type {resource_type}")
-    return mapper(_Source(item.resource, _resource_id(item.resource), context), index)
-
-
-def _resource_id(resource: Json) -> str:
-    identifier = _string(resource, "id")
-    if identifier is None:
-        raise _Unmappable(Problem.MISSING_FIELD, "id is missing: no stable event id is possible")
-    return identifier
+        raise _Unsupported(f"unsupported resource type {item.resource_type}")
+    if item.identity is None:
+        raise _Unmappable(
+            Problem.MISSING_FIELD,
+            "id is missing (and no urn:uuid or resource URL fullUrl): no stable event id is possible",
+        )
+    return mapper(_Source(item.resource, item.identity, context), index)
 
 
 def _event(source: _Source, subject_id: str, timing: _Timing, payload: Payload, kind: str) -> Event:

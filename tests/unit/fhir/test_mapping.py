@@ -902,6 +902,55 @@ def test_given_a_urn_uuid_matching_a_patient_entry_when_imported_then_that_patie
     ]
 
 
+@pytest.mark.parametrize(
+    ("full_url", "identity"),
+    [
+        pytest.param(
+            "urn:uuid:47600e0f-b6b5-4308-84b5-5dec157f7637",
+            "47600e0f-b6b5-4308-84b5-5dec157f7637",
+            id="given a urn uuid then the uuid",
+        ),
+        pytest.param("urn:oid:1.2.3.4", "1.2.3.4", id="given a urn oid then the oid"),
+        pytest.param(
+            "https://fhir.example/r4/AllergyIntolerance/a-7/_history/2",
+            "a-7",
+            id="given a resource URL then its id",
+        ),
+    ],
+)
+def test_given_a_bundle_entry_without_an_id_then_its_full_url_identifies_it(
+    full_url: str, identity: str
+) -> None:
+    bundle = {
+        "resourceType": "Bundle",
+        "type": "document",
+        "entry": [{"fullUrl": full_url, "resource": changed(PENICILLIN, id=None)}],
+    }
+    first, second = run(bundle), run(bundle)
+    assert first.errors == []
+    assert [event.source_ref for _, event in first.events] == [f"AllergyIntolerance/{identity}"]
+    assert [event.payload.allergy_id for _, event in first.events] == [identity]
+    assert [event.id for _, event in first.events] == [event.id for _, event in second.events]
+
+
+@pytest.mark.parametrize(
+    "full_url",
+    [
+        pytest.param(None, id="given no fullUrl"),
+        pytest.param("https://fhir.example/r4/Patient/p-1", id="given the URL of another type"),
+    ],
+)
+def test_given_no_id_and_no_identifying_full_url_then_an_error(full_url: str | None) -> None:
+    entry: dict[str, Any] = {"resource": changed(PENICILLIN, id=None)}
+    if full_url is not None:
+        entry["fullUrl"] = full_url
+    result = run({"resourceType": "Bundle", "type": "transaction", "entry": [entry]})
+    assert result.events == []
+    assert [(error.reason, "id is missing" in error.message) for error in result.errors] == [
+        ("missing_field", True)
+    ]
+
+
 # Patient -> home country
 
 
