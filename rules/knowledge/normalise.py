@@ -41,9 +41,13 @@ def is_quantity(token: str) -> bool:
 
 
 def normalise_code(system: str, code: str) -> str:
-    """Codes compare on digits; hyphenated NDCs are padded to the 11-digit 5-4-2 form."""
+    """Codes compare on digits; hyphenated NDCs are padded to the 11-digit 5-4-2 form; CVX
+    codes compare without leading zeros ("03" and "3" are MMR)."""
     stripped = code.strip()
     if system == "ndc" and stripped.count("-") == 2:
         parts = stripped.split("-")
         return "".join(part.zfill(width) for part, width in zip(parts, _NDC_WIDTHS, strict=True))
-    return re.sub(r"[^0-9A-Za-z]", "", stripped).lower()
+    folded = re.sub(r"[^0-9A-Za-z]", "", stripped).lower()
+    if system == "cvx":
+        return folded.lstrip("0") or folded
+    return folded

@@ -35,11 +35,15 @@ SYSTEMS: Mapping[str, str] = {
     "urn:oid:2.16.840.1.113883.6.96": "snomed",
     "snomed": "snomed",
     "snomed-ct": "snomed",
+    "http://hl7.org/fhir/sid/cvx": "cvx",
+    "urn:oid:2.16.840.1.113883.12.292": "cvx",
+    "cvx": "cvx",
 }
 SYSTEM_URIS: Mapping[str, str] = {
     "rxnorm": "http://www.nlm.nih.gov/research/umls/rxnorm",
     "ndc": "http://hl7.org/fhir/sid/ndc",
     "snomed": "http://snomed.info/sct",
+    "cvx": "http://hl7.org/fhir/sid/cvx",
 }
 CROSS_REACTIVITY_LEVELS = frozenset(
     {
