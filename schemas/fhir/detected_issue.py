@@ -15,8 +15,9 @@ Decisions
   knows when the alert was first raised (for a lifecycle record other than `raised`).
 - `implicated`: `AllergyIntolerance/<allergy_id>` and `MedicationRequest/<prescription_id>` from
   the alert's cause (`allergy:<id>`, `medication:<id>`), with the allergen and drug as display
-  (both drugs of a duplicate therapy); a prescription imported from a MedicationStatement is
-  `MedicationStatement/<id>` already and is referenced as it is.
+  (both drugs of a duplicate therapy); a prescription imported from a MedicationStatement,
+  Immunization, MedicationAdministration or MedicationDispense of its own is
+  `<ResourceType>/<id>` already and is referenced as it is.
 - `evidence`: one entry per UaC evidence item, its role as code text and a reference to the
   implicated resource, the UaC event id in the display (the lineage back to the event log).
 - `mitigation`: for `acknowledged` (text only: what was done is not known) and `overridden`
@@ -53,7 +54,12 @@ RESOURCE_OF_CLAIM: Final = {
     "medication": "MedicationRequest",
 }
 """UaC claim kind / evidence role -> the FHIR resource type the claim was imported from."""
-QUALIFIED_CLAIMS: Final = ("MedicationStatement/",)
+QUALIFIED_CLAIMS: Final = (
+    "MedicationStatement/",
+    "Immunization/",
+    "MedicationAdministration/",
+    "MedicationDispense/",
+)
 """Claim ids that already name their resource (a prescription imported from a
 MedicationStatement is `MedicationStatement/<id>`), referenced as they are."""
 

@@ -77,6 +77,26 @@ the stop; not-taken is skipped (the patient does not take the drug), and so is a
 known medications" or "no medication information" statement (absent-unknown code, or that
 text without a code): it names no drug.
 
+Drugs given. A record that names its order (a MedicationAdministration's `request`, a
+MedicationDispense's `authorizingPrescription`) is news of that prescription, like a statement
+`basedOn` it: a MedicationPrescribed with the order's id and the drug as given (a substitute
+replaces the ordered drug), never a stop (one dose given or one fill dispensed does not end the
+order; an entered-in-error record leaves the order alone and is skipped). A record that names
+no order is a course of its own, `<ResourceType>/<id>`:
+  - Immunization (vaccineCode, dose from doseQuantity, route; `occurred_at` occurrenceDateTime,
+    recorded, meta.lastUpdated; subject `patient`): completed is a single dose, a prescription
+    and its stop 1 ms later (checked once: alerts raised, then resolved); entered-in-error only
+    the stop; not-done and IPS absent-unknown codes are skipped.
+  - MedicationAdministration (dosage text, else its dose quantity, and route; `occurred_at`
+    effectiveDateTime, effectivePeriod.start): completed, stopped and unknown end at
+    effectivePeriod.end (capped and defaulted as for requests), or 1 ms after an
+    effectiveDateTime (one dose); in-progress and on-hold do not stop (an infusion running);
+    entered-in-error only the stop; not-done is skipped.
+  - MedicationDispense (dosageInstruction; `occurred_at` whenHandedOver, whenPrepared): checked
+    once, stopped 1 ms after (which course a fill belongs to is unknown, and counting each
+    fill as a course of its own would make every early refill a duplicate therapy);
+    entered-in-error only the stop. Cancelled and declined dispenses are skipped.
+
 Patient -> FactAsserted(home_country, ISO 3166-1 alpha-2) from the first `home` address, else
 the first address: any ISO alpha-2 code, and a small table of alpha-3 codes and English names;
 anything else is skipped with the value in the reason, never guessed.
@@ -595,62 +615,96 @@ class _Drug:
 
 def _medication_request_events(source: _Source, index: _Index) -> list[Event]:
     resource = source.resource
+    status = _prescription_status(resource)
     course = _Course(
-        status=_prescription_status(resource),
         prescription_id=source.resource_id,
-        ended=_ENDED_STATUSES,
-        dosage_field="dosageInstruction",
+        subject_id=_subject_of(resource, "subject", index),
+        drug=_drug_of(resource, index),
+        dosage=_dosage(_first(resource, "dosageInstruction")),
         starts=(_time_at(resource, "authoredOn"),),
-        ends=_request_ends,
+        in_error=status == _IN_ERROR,
+        stop=_stopped_by(source, _request_ends) if status in _ENDED_STATUSES else None,
+        stop_reason=_stop_reason(resource, status),
     )
-    return _course_events(source, index, course)
+    return _course_events(source, course)
+
+
+@dataclass(frozen=True)
+class _Dosage:
+    dose: str | None = None
+    route: str | None = None
 
 
 @dataclass(frozen=True)
 class _Course:
-    """What a MedicationRequest or a MedicationStatement says about one course of a drug."""
+    """What one FHIR record says about a course of a drug: which prescription, which drug, when
+    it started, and whether (and when) it is over."""
 
     prescription_id: str
-    status: str
-    ended: frozenset[str]
-    """The statuses whose course is over (a stop follows the prescription)."""
-    dosage_field: str
+    subject_id: str
+    drug: _Drug
+    dosage: _Dosage
     starts: tuple[datetime | None, ...]
     """Candidates for when it started, first present wins (then meta.lastUpdated)."""
-    ends: Callable[[Json], Sequence[datetime | None]]
-    """Candidates for when an ended course stopped, read only for an ended one."""
+    in_error: bool = False
+    """Entered in error: only the stop (it never was a prescription)."""
+    stop: Callable[[datetime], datetime | None] | None = None
+    """For a course that is over: when it stopped, given when it started (None: not yet)."""
+    stop_reason: str | None = None
 
 
-def _course_events(source: _Source, index: _Index, course: _Course) -> list[Event]:
-    """The prescription (none when entered in error) and, for an ended course, its stop."""
-    resource = source.resource
-    subject_id = _subject_of(resource, "subject", index)
-    drug = _drug_of(resource, index)
-    dosage = next(iter(_objects(resource, course.dosage_field)), {})
-    route = dosage.get("route")
+def _course_events(source: _Source, course: _Course) -> list[Event]:
+    """The prescription (none when entered in error) and, for a course that is over, its stop."""
     payload = MedicationPrescribed(
         prescription_id=course.prescription_id,
-        drug=drug.text,
-        codes=drug.codes,
-        dose=_string(dosage, "text"),
-        route=_concept_text(route) if isinstance(route, Mapping) else None,
-        note=_notes(resource),
+        drug=course.drug.text,
+        codes=course.drug.codes,
+        dose=course.dosage.dose,
+        route=course.dosage.route,
+        note=_notes(source.resource),
     )
     timing = _timing(source, course.starts)
-    prescribed = _event(source, subject_id, timing, payload, EventType.MEDICATION_PRESCRIBED.value)
-    events = [] if course.status == _IN_ERROR else [prescribed]
-    if course.status in course.ended:
-        stopped_at = _stop_time(
-            resource, timing.occurred_at, source.context.fallback_time, course.ends(resource)
-        )
+    kind = EventType.MEDICATION_PRESCRIBED.value
+    events = [] if course.in_error else [_event(source, course.subject_id, timing, payload, kind)]
+    stopped_at = course.stop(timing.occurred_at) if course.stop is not None else None
+    if stopped_at is not None:
         stop_timing = _Timing(stopped_at, max(timing.recorded_at, stopped_at), timing.version)
-        stop = MedicationStopped(
-            prescription_id=course.prescription_id, reason=_stop_reason(resource, course.status)
-        )
-        events.append(
-            _event(source, subject_id, stop_timing, stop, EventType.MEDICATION_STOPPED.value)
-        )
+        stop = MedicationStopped(prescription_id=course.prescription_id, reason=course.stop_reason)
+        kind = EventType.MEDICATION_STOPPED.value
+        events.append(_event(source, course.subject_id, stop_timing, stop, kind))
     return events
+
+
+def _stopped_by(
+    source: _Source, ends: Callable[[Json], Sequence[datetime | None]]
+) -> Callable[[datetime], datetime]:
+    """The stop of an ended course: the first of `ends` after its start (see `_stop_time`)."""
+
+    def stopped_at(started: datetime) -> datetime:
+        fallback = source.context.fallback_time
+        return _stop_time(source.resource, started, fallback, ends(source.resource))
+
+    return stopped_at
+
+
+def _first(holder: Json, key: str) -> Json:
+    return next(iter(_objects(holder, key)), {})
+
+
+def _dosage(dosage: Json, dose: Json | None = None) -> _Dosage:
+    """A Dosage's text (else the text of `dose`, a Quantity) and route."""
+    route = dosage.get("route")
+    return _Dosage(
+        dose=_string(dosage, "text") or (_quantity_text(dose) if dose else None),
+        route=_concept_text(route) if isinstance(route, Mapping) else None,
+    )
+
+
+def _quantity_text(quantity: Json) -> str | None:
+    value, unit = quantity.get("value"), _string(quantity, "unit") or _string(quantity, "code")
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    return f"{value:g} {unit}" if unit else f"{value:g}"
 
 
 def _prescription_status(resource: Json) -> str:
@@ -787,20 +841,23 @@ _TAKEN_STATUSES: Final = frozenset({"completed", "stopped", _IN_ERROR})
 
 def _medication_statement_events(source: _Source, index: _Index) -> list[Event]:
     resource = source.resource
+    status = _statement_status(resource)
     course = _Course(
-        status=_statement_status(resource),
-        prescription_id=_based_on_request(resource)
+        prescription_id=_based_on_request(resource, "basedOn")
         or f"{source.resource_type}/{source.resource_id}",
-        ended=_TAKEN_STATUSES,
-        dosage_field="dosage",
+        subject_id=_subject_of(resource, "subject", index),
+        drug=_drug_of(resource, index),
+        dosage=_dosage(_first(resource, "dosage")),
         starts=(
             _time_at(resource, "effectiveDateTime"),
             _time_at(resource, "effectivePeriod", "start"),
             _time_at(resource, "dateAsserted"),
         ),
-        ends=_statement_ends,
+        in_error=status == _IN_ERROR,
+        stop=_stopped_by(source, _statement_ends) if status in _TAKEN_STATUSES else None,
+        stop_reason=_stop_reason(resource, status),
     )
-    return _course_events(source, index, course)
+    return _course_events(source, course)
 
 
 def _statement_ends(resource: Json) -> tuple[datetime | None, ...]:
@@ -849,15 +906,136 @@ def _states_no_medication(resource: Json) -> bool:
     )
 
 
-def _based_on_request(resource: Json) -> str | None:
-    """The id of the MedicationRequest a statement reports on (`basedOn`), if it names one: the
-    statement is then news of that prescription, not a second one."""
-    for reference in _objects(resource, "basedOn"):
+def _based_on_request(resource: Json, field_name: str) -> str | None:
+    """The id of the MedicationRequest a record reports on (a statement's `basedOn`, an
+    administration's `request`, a dispense's `authorizingPrescription`), if it names one: the
+    record is then news of that prescription, not a second one."""
+    value = resource.get(field_name)
+    references = [value] if isinstance(value, Mapping) else _objects(resource, field_name)
+    for reference in references:
         target = _string(reference, "reference")
         relative = _relative(target) if target is not None else None
         if relative is not None and relative.startswith("MedicationRequest/"):
             return relative.split("/", 1)[1]
     return None
+
+
+# Immunization, MedicationAdministration, MedicationDispense
+
+
+def _immunization_events(source: _Source, index: _Index) -> list[Event]:
+    resource = source.resource
+    status = _required_string(resource, "status")
+    if status == "not-done":
+        raise _Unsupported("Immunization not-done: the vaccine was not given")
+    if status not in ("completed", _IN_ERROR):
+        raise _Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not an immunization status")
+    vaccine = _required_object(resource, "vaccineCode")
+    codes = _codings(vaccine)
+    if any(_SYSTEM_ALIASES.get(c.system, c.system) == IPS_ABSENT_UNKNOWN for c in codes):
+        raise _Unsupported("Immunization states that no immunization is known (or no info)")
+    route = resource.get("route")
+    course = _Course(
+        prescription_id=f"{source.resource_type}/{source.resource_id}",
+        subject_id=_subject_of(resource, "patient", index),
+        drug=_Drug(_concept_label(vaccine, "vaccineCode"), codes),
+        dosage=_Dosage(
+            dose=_quantity_text(_object_at(resource, "doseQuantity")),
+            route=_concept_text(route) if isinstance(route, Mapping) else None,
+        ),
+        starts=(_time_at(resource, "occurrenceDateTime"), _time_at(resource, "recorded")),
+        in_error=status == _IN_ERROR,
+        stop=_one_dose,
+        stop_reason=f"{status}: a single dose",
+    )
+    return _course_events(source, course)
+
+
+def _one_dose(started: datetime) -> datetime:
+    return started + JUST_AFTER
+
+
+_ADMINISTRATION_STATUSES: Final = frozenset(
+    {"in-progress", "not-done", "on-hold", "completed", _IN_ERROR, "stopped", "unknown"}
+)
+_ADMINISTRATION_UNDER_WAY: Final = frozenset({"in-progress", "on-hold"})
+
+
+def _medication_administration_events(source: _Source, index: _Index) -> list[Event]:
+    resource = source.resource
+    status = _required_string(resource, "status")
+    if status not in _ADMINISTRATION_STATUSES:
+        message = f"status {status!r} is not an administration status"
+        raise _Unmappable(Problem.INVALID_VALUE, message)
+    if status == "not-done":
+        raise _Unsupported("MedicationAdministration not-done: the drug was not given")
+    order = _based_on_request(resource, "request")
+    if order is not None and status == _IN_ERROR:
+        raise _Unsupported(
+            f"MedicationAdministration entered-in-error: MedicationRequest/{order} is unchanged"
+        )
+    dosage = _object_at(resource, "dosage")
+    one_dose = _time_at(resource, "effectiveDateTime") is not None
+    over = order is None and status not in _ADMINISTRATION_UNDER_WAY
+    course = _Course(
+        prescription_id=order or f"{source.resource_type}/{source.resource_id}",
+        subject_id=_subject_of(resource, "subject", index),
+        drug=_drug_of(resource, index),
+        dosage=_dosage(dosage, _object_at(dosage, "dose")),
+        starts=(
+            _time_at(resource, "effectiveDateTime"),
+            _time_at(resource, "effectivePeriod", "start"),
+        ),
+        in_error=status == _IN_ERROR,
+        stop=(_one_dose if one_dose else _stopped_by(source, _period_end)) if over else None,
+        stop_reason=_stop_reason(resource, status),
+    )
+    return _course_events(source, course)
+
+
+def _period_end(resource: Json) -> tuple[datetime | None, ...]:
+    return (_time_at(resource, "effectivePeriod", "end"),)
+
+
+_DISPENSE_STATUSES: Final = frozenset(
+    {
+        "preparation",
+        "in-progress",
+        "cancelled",
+        "on-hold",
+        "completed",
+        _IN_ERROR,
+        "stopped",
+        "declined",
+        "unknown",
+    }
+)
+_NOT_DISPENSED: Final = frozenset({"cancelled", "declined"})
+
+
+def _medication_dispense_events(source: _Source, index: _Index) -> list[Event]:
+    resource = source.resource
+    status = _required_string(resource, "status")
+    if status not in _DISPENSE_STATUSES:
+        raise _Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not a dispense status")
+    order = _based_on_request(resource, "authorizingPrescription")
+    if status in _NOT_DISPENSED:
+        raise _Unsupported(f"MedicationDispense {status}: nothing was dispensed")
+    if order is not None and status == _IN_ERROR:
+        raise _Unsupported(
+            f"MedicationDispense entered-in-error: MedicationRequest/{order} is unchanged"
+        )
+    course = _Course(
+        prescription_id=order or f"{source.resource_type}/{source.resource_id}",
+        subject_id=_subject_of(resource, "subject", index),
+        drug=_drug_of(resource, index),
+        dosage=_dosage(_first(resource, "dosageInstruction")),
+        starts=(_time_at(resource, "whenHandedOver"), _time_at(resource, "whenPrepared")),
+        in_error=status == _IN_ERROR,
+        stop=None if order is not None else _one_dose,
+        stop_reason=f"{status}: checked once (the dispense names no prescription)",
+    )
+    return _course_events(source, course)
 
 
 # Patient
@@ -932,6 +1110,9 @@ _MAPPERS: Final[dict[str, Mapper]] = {
     "AllergyIntolerance": _allergy_events,
     "MedicationRequest": _medication_request_events,
     "MedicationStatement": _medication_statement_events,
+    "MedicationAdministration": _medication_administration_events,
+    "MedicationDispense": _medication_dispense_events,
+    "Immunization": _immunization_events,
     "Patient": _patient_events,
     "Medication": _medication_definition,
 }

@@ -379,6 +379,94 @@ def test_given_the_same_files_imported_twice_then_the_gate_drops_every_repeat() 
     assert len(drug_allergy_alerts(result, "medrx0319")) == 2
 
 
+# g. Drugs given: administrations, dispenses and vaccinations
+
+
+def test_given_an_administration_and_a_dispense_of_the_zosyn_order_then_one_alert_no_duplicate() -> (
+    None
+):
+    piperacillin = {"text": "piperacillin 4 g / tazobactam 0.5 g injection"}
+    given = for_patient(
+        example("MedicationAdministration-medadmin0304"),
+        "pat1",
+        medicationCodeableConcept=piperacillin,
+    )
+    del given["medicationReference"]
+    dispensed = for_patient(example("MedicationDispense-meddisp0304"), "pat1")
+    result = subject(fold(submitted_from([PENICILLIN, ACTIVE_ZOSYN, given, dispensed])), "pat1")
+    assert [a.rule_id for a in result.alerts if a.rule_id != DRUG_ALLERGY] == []
+    records = drug_allergy_alerts(result, "medrx0319")
+    assert len({a.alert_id for a in records}) == 1
+    assert [a.status for a in records if a.status is AlertStatus.RAISED] == [AlertStatus.RAISED]
+    assert [v.prescription_id for v in result.state.medication_views()] == ["medrx0319"]
+
+
+def test_given_an_amoxicillin_dose_given_without_an_order_then_a_critical_alert_checked_once() -> (
+    None
+):
+    dose = {
+        "resourceType": "MedicationAdministration",
+        "id": "adm-amox",
+        "status": "completed",
+        "medicationCodeableConcept": {"text": "Amoxicillin 500 mg capsule"},
+        "subject": {"reference": "Patient/pat1"},
+        "effectiveDateTime": "2016-03-01T08:00:00Z",
+    }
+    result = subject(fold(submitted_from([PENICILLIN, dose])), "pat1")
+    records = drug_allergy_alerts(result, "MedicationAdministration/adm-amox")
+    assert [(a.status, a.severity) for a in records] == [
+        (AlertStatus.RAISED, Severity.CRITICAL),
+        (AlertStatus.RESOLVED, Severity.CRITICAL),
+    ]
+    implicated = [item["reference"] for item in detected_issue(records[0])["implicated"]]
+    assert "MedicationAdministration/adm-amox" in implicated
+
+
+GELATIN = {
+    "resourceType": "AllergyIntolerance",
+    "id": "gelatin-1",
+    "clinicalStatus": {"coding": [{"code": "active"}]},
+    "verificationStatus": {"coding": [{"code": "confirmed"}]},
+    "type": "allergy",
+    "category": ["food"],
+    "code": {"text": "Gelatin"},
+    "patient": {"reference": "Patient/child-1"},
+    "recordedDate": "2019-05-01",
+}
+
+
+def vaccination(identifier: str, cvx: str, display: str, when: str) -> dict[str, Any]:
+    return {
+        "resourceType": "Immunization",
+        "id": identifier,
+        "status": "completed",
+        "vaccineCode": {
+            "coding": [{"system": "http://hl7.org/fhir/sid/cvx", "code": cvx, "display": display}],
+            "text": display,
+        },
+        "patient": {"reference": "Patient/child-1"},
+        "occurrenceDateTime": when,
+    }
+
+
+def test_given_a_gelatin_allergy_then_a_varicella_vaccination_alerts_and_a_flu_shot_does_not() -> (
+    None
+):
+    varicella = vaccination("imm-var", "21", "varicella", "2020-02-01T09:00:00Z")
+    flu = vaccination("imm-flu", "140", "Influenza, seasonal, injectable", "2020-10-01T09:00:00Z")
+    result = subject(fold(submitted_from([GELATIN, varicella, flu])), "child-1")
+    alerts = drug_allergy_alerts(result)
+    assert [(a.status, a.drug_allergy.level if a.drug_allergy else None) for a in alerts] == [
+        (AlertStatus.RAISED, "partial"),
+        (AlertStatus.RESOLVED, "partial"),
+    ]
+    assert {a.drug_allergy.prescription_id for a in alerts if a.drug_allergy} == {
+        "Immunization/imm-var"
+    }
+    implicated = [item["reference"] for item in detected_issue(alerts[0])["implicated"]]
+    assert implicated == ["AllergyIntolerance/gelatin-1", "Immunization/imm-var"]
+
+
 # Files read together form one input set
 
 
@@ -465,15 +553,14 @@ def test_given_the_whole_synthea_set_when_imported_then_no_errors_and_every_skip
     assert counts == {
         "unsupported resource type Encounter": 1215,
         "unsupported resource type Condition": 555,
-        "unsupported resource type Immunization": 161,
     }
     by_type: dict[EventType, int] = {}
     for item in submitted:
         by_type[item.event.type] = by_type.get(item.event.type, 0) + 1
     assert by_type == {
         EventType.ALLERGY_RECORDED: 11,
-        EventType.MEDICATION_PRESCRIBED: 1745,
-        EventType.MEDICATION_STOPPED: 1722,
+        EventType.MEDICATION_PRESCRIBED: 1745 + 161,
+        EventType.MEDICATION_STOPPED: 1722 + 161,
         EventType.FACT_ASSERTED: 13,
     }
     assert len({item.event.event_id for item in submitted}) == len(submitted)
