@@ -81,8 +81,11 @@ Drugs given. A record that names its order (a MedicationAdministration's `reques
 MedicationDispense's `authorizingPrescription`) is news of that prescription, like a statement
 `basedOn` it: a MedicationPrescribed with the order's id and the drug as given (a substitute
 replaces the ordered drug), never a stop (one dose given or one fill dispensed does not end the
-order; an entered-in-error record leaves the order alone and is skipped). A record that names
-no order is a course of its own, `<ResourceType>/<id>`:
+order; an entered-in-error record leaves the order alone and is skipped). When the order is in
+the input set (by `MedicationRequest/<id>` or its entry's `urn:uuid`) and its own import ends it
+before the record, the record is skipped: it would restart the order with no end, and the order
+was checked while it ran. A record that names no order is a course of its own,
+`<ResourceType>/<id>`:
   - Immunization (vaccineCode, dose from doseQuantity, route; `occurred_at` occurrenceDateTime,
     recorded, meta.lastUpdated; subject `patient`): completed is a single dose, a prescription
     and its stop 1 ms later (checked once: alerts raised, then resolved); entered-in-error only
@@ -383,19 +386,24 @@ class _Index:
     """`Medication/<id>` and entry fullUrls -> Medication resource."""
     patients: Mapping[str, str]
     """Entry fullUrl -> Patient id."""
+    orders: Mapping[str, SourcedResource]
+    """`MedicationRequest/<id>` and entry fullUrls -> MedicationRequest."""
 
     @classmethod
     def of(cls, resources: Iterable[SourcedResource]) -> _Index:
         medications: dict[str, Json] = {}
         patients: dict[str, str] = {}
+        orders: dict[str, SourcedResource] = {}
         for item in resources:
             resource_type, identifier = item.resource_type, item.identity
             keys = [item.full_url, f"{resource_type}/{identifier}" if identifier else None]
             if resource_type == "Medication":
                 medications.update((key, item.resource) for key in keys if key)
+            if resource_type == "MedicationRequest":
+                orders.update((key, item) for key in keys if key)
             if resource_type == "Patient" and item.full_url and identifier:
                 patients[item.full_url] = identifier
-        return cls(medications, patients)
+        return cls(medications, patients, orders)
 
 
 @dataclass(frozen=True)
@@ -843,7 +851,7 @@ def _medication_statement_events(source: _Source, index: _Index) -> list[Event]:
     resource = source.resource
     status = _statement_status(resource)
     course = _Course(
-        prescription_id=_based_on_request(resource, "basedOn")
+        prescription_id=_based_on_request(resource, "basedOn", index)
         or f"{source.resource_type}/{source.resource_id}",
         subject_id=_subject_of(resource, "subject", index),
         drug=_drug_of(resource, index),
@@ -906,14 +914,18 @@ def _states_no_medication(resource: Json) -> bool:
     )
 
 
-def _based_on_request(resource: Json, field_name: str) -> str | None:
+def _based_on_request(resource: Json, field_name: str, index: _Index) -> str | None:
     """The id of the MedicationRequest a record reports on (a statement's `basedOn`, an
     administration's `request`, a dispense's `authorizingPrescription`), if it names one: the
-    record is then news of that prescription, not a second one."""
+    record is then news of that prescription, not a second one. A `urn:uuid:` reference is
+    resolved against the input set's entries."""
     value = resource.get(field_name)
     references = [value] if isinstance(value, Mapping) else _objects(resource, field_name)
     for reference in references:
         target = _string(reference, "reference")
+        entry = index.orders.get(target) if target is not None else None
+        if entry is not None and entry.identity is not None:
+            return entry.identity
         relative = _relative(target) if target is not None else None
         if relative is not None and relative.startswith("MedicationRequest/"):
             return relative.split("/", 1)[1]
@@ -969,7 +981,11 @@ def _medication_administration_events(source: _Source, index: _Index) -> list[Ev
         raise _Unmappable(Problem.INVALID_VALUE, message)
     if status == "not-done":
         raise _Unsupported("MedicationAdministration not-done: the drug was not given")
-    order = _based_on_request(resource, "request")
+    starts = (
+        _time_at(resource, "effectiveDateTime"),
+        _time_at(resource, "effectivePeriod", "start"),
+    )
+    order = _reported_order(source, index, "request", starts)
     if order is not None and status == _IN_ERROR:
         raise _Unsupported(
             f"MedicationAdministration entered-in-error: MedicationRequest/{order} is unchanged"
@@ -982,15 +998,44 @@ def _medication_administration_events(source: _Source, index: _Index) -> list[Ev
         subject_id=_subject_of(resource, "subject", index),
         drug=_drug_of(resource, index),
         dosage=_dosage(dosage, _object_at(dosage, "dose")),
-        starts=(
-            _time_at(resource, "effectiveDateTime"),
-            _time_at(resource, "effectivePeriod", "start"),
-        ),
+        starts=starts,
         in_error=status == _IN_ERROR,
         stop=(_one_dose if one_dose else _stopped_by(source, _period_end)) if over else None,
         stop_reason=_stop_reason(resource, status),
     )
     return _course_events(source, course)
+
+
+def _reported_order(
+    source: _Source, index: _Index, field_name: str, starts: tuple[datetime | None, ...]
+) -> str | None:
+    """The order a record of a drug given reports on, if it names one. When that order is in
+    the input set and had ended before the record, the record is skipped: reported on the
+    order, it would restart it (with no end), and the order was checked while it ran."""
+    order = _based_on_request(source.resource, field_name, index)
+    ordered = index.orders.get(f"MedicationRequest/{order}") if order is not None else None
+    if ordered is None:
+        return order
+    ended = _order_end(ordered, index, source.context)
+    given = _timing(source, starts).occurred_at
+    if ended is not None and given >= ended:
+        raise _Unsupported(
+            f"{source.resource_type} after MedicationRequest/{order} ended (it would restart the order)"
+        )
+    return order
+
+
+def _order_end(order: SourcedResource, index: _Index, context: ImportContext) -> datetime | None:
+    """When an order of the input set stopped, as its own import says (None: not stopped, or
+    not importable)."""
+    if order.identity is None:
+        return None
+    try:
+        events = _medication_request_events(_Source(order.resource, order.identity, context), index)
+    except (_Unsupported, _Unmappable, ValidationError):
+        return None
+    stops = [e.occurred_at for e in events if e.type == EventType.MEDICATION_STOPPED]
+    return min(stops, default=None)
 
 
 def _period_end(resource: Json) -> tuple[datetime | None, ...]:
@@ -1018,9 +1063,10 @@ def _medication_dispense_events(source: _Source, index: _Index) -> list[Event]:
     status = _required_string(resource, "status")
     if status not in _DISPENSE_STATUSES:
         raise _Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not a dispense status")
-    order = _based_on_request(resource, "authorizingPrescription")
     if status in _NOT_DISPENSED:
         raise _Unsupported(f"MedicationDispense {status}: nothing was dispensed")
+    starts = (_time_at(resource, "whenHandedOver"), _time_at(resource, "whenPrepared"))
+    order = _reported_order(source, index, "authorizingPrescription", starts)
     if order is not None and status == _IN_ERROR:
         raise _Unsupported(
             f"MedicationDispense entered-in-error: MedicationRequest/{order} is unchanged"
@@ -1030,7 +1076,7 @@ def _medication_dispense_events(source: _Source, index: _Index) -> list[Event]:
         subject_id=_subject_of(resource, "subject", index),
         drug=_drug_of(resource, index),
         dosage=_dosage(_first(resource, "dosageInstruction")),
-        starts=(_time_at(resource, "whenHandedOver"), _time_at(resource, "whenPrepared")),
+        starts=starts,
         in_error=status == _IN_ERROR,
         stop=None if order is not None else _one_dose,
         stop_reason=f"{status}: checked once (the dispense names no prescription)",

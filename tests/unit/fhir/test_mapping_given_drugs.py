@@ -249,3 +249,56 @@ def test_given_the_official_document_bundle_then_its_urn_identified_resources_im
         "MedicationStatement/673f8db5-0ffd-4395-9657-6da00420bbc1",
     ]
     assert {event.subject_id for _, event in result.events} == {"d1"}
+
+
+# Records of an order imported with them
+
+ZOSYN_ORDER = example("MedicationRequest-medrx0319")
+ORDER_ENDED_AT = datetime.fromisoformat("2015-01-15T00:00:00+00:00") + JUST_AFTER
+
+
+def test_given_a_dispense_after_its_imported_order_ended_then_skipped_not_restarting_it() -> None:
+    result = run(ZOSYN_ORDER, ZOSYN_DISPENSED)
+    assert result.errors == []
+    stops = [e for _, e in result.events if e.type == EventType.MEDICATION_STOPPED]
+    assert [(e.source_ref, e.occurred_at) for e in stops] == [
+        ("MedicationRequest/medrx0319", ORDER_ENDED_AT)
+    ]
+    assert [e.source_ref for _, e in result.events] == ["MedicationRequest/medrx0319"] * 2
+    assert [s.reason for s in result.skipped] == [
+        "MedicationDispense after MedicationRequest/medrx0319 ended (it would restart the order)"
+    ]
+
+
+def test_given_a_dispense_while_its_imported_order_runs_then_news_of_that_order() -> None:
+    result = run(changed(ZOSYN_ORDER, status="active"), ZOSYN_DISPENSED)
+    assert (result.skipped, result.errors) == ([], [])
+    assert [
+        (e.source_ref, getattr(e.payload, "prescription_id", None)) for _, e in result.events
+    ] == [
+        ("MedicationRequest/medrx0319", "medrx0319"),
+        ("MedicationDispense/meddisp0304", "medrx0319"),
+    ]
+
+
+def test_given_an_order_referenced_by_its_bundle_entry_urn_then_its_id() -> None:
+    order_url = "urn:uuid:6b1d4c1e-0000-4000-8000-000000000319"
+    bundle = {
+        "resourceType": "Bundle",
+        "type": "transaction",
+        "entry": [
+            {"fullUrl": order_url, "resource": changed(ZOSYN_ORDER, status="active")},
+            {
+                "fullUrl": "urn:uuid:6b1d4c1e-0000-4000-8000-000000000320",
+                "resource": changed(
+                    ZOSYN_DISPENSED, authorizingPrescription=[{"reference": order_url}]
+                ),
+            },
+        ],
+    }
+    result = run(bundle)
+    assert result.errors == []
+    assert [getattr(e.payload, "prescription_id", None) for _, e in result.events] == [
+        "medrx0319",
+        "medrx0319",
+    ]
