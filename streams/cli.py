@@ -24,7 +24,9 @@ from projections.state import UserState, initial_state
 from rules.batch import Submitted, replay_batch
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
+from rules.knowledge.model import Coding
 from rules.knowledge.report import check_drug as judge_drug
+from rules.knowledge.tables import parse_coding
 from rules.rejudge import Rejudgement
 from schemas.alerts import Alert
 from schemas.codec import alert_codec
@@ -631,20 +633,51 @@ def check_log_command(
 @app.command("check-drug")
 def check_drug(
     allergy: Annotated[
-        str, typer.Option("--allergy", help="Allergen as recorded (name, class, brand).")
-    ],
+        str | None, typer.Option("--allergy", help="Allergen as recorded (name, class, brand).")
+    ] = None,
     drug: Annotated[
-        str, typer.Option("--drug", help="Drug as prescribed (name, brand, strength...).")
-    ],
+        str | None, typer.Option("--drug", help="Drug as prescribed (name, brand, strength...).")
+    ] = None,
+    allergy_codes: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allergy-code",
+            help="Allergen coding system|code (rxnorm, ndc, snomed, cvx or a URI); repeatable.",
+        ),
+    ] = None,
+    drug_codes: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--drug-code",
+            help="Drug coding system|code, e.g. rxnorm|723 or cvx|21; repeatable.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
 ) -> None:
-    """Judge one allergy/drug pair with the drug knowledge layer."""
-    verdict = judge_drug(load_bundled_knowledge(), allergy, drug)
+    """Judge one allergy/drug pair with the drug knowledge layer (by name, code, or both)."""
+    allergen, allergen_codings = _named_or_coded(allergy, allergy_codes or [], "allergy")
+    medicine, medicine_codings = _named_or_coded(drug, drug_codes or [], "drug")
+    verdict = judge_drug(
+        load_bundled_knowledge(), allergen, medicine, allergen_codings, medicine_codings
+    )
     if as_json:
         out.out(json.dumps(verdict, ensure_ascii=False, sort_keys=True), highlight=False)
         return
     for name, value in verdict.items():
         out.print(f"{name:>18}: {value}")
+
+
+def _named_or_coded(
+    name: str | None, codes: list[str], option: str
+) -> tuple[str, tuple[Coding, ...]]:
+    """The name and codings of one side of a check; without a name, its codes name it."""
+    try:
+        codings = tuple(parse_coding(code) for code in codes)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint=f"--{option}-code") from None
+    if not (name or "").strip() and not codings:
+        raise typer.BadParameter("give a name or a code", param_hint=f"--{option}")
+    return (name or "").strip() or " ".join(codes), codings
 
 
 def main() -> None:

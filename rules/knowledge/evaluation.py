@@ -2,7 +2,7 @@
 
 The pair table is CSV (`#` lines are comments) with the columns
 `allergen, allergen_codes, drug, drug_codes, expected, topic`; codes are written
-`system|code` with `system` one of rxnorm, ndc, snomed, several separated by `;`.
+`system|code` with `system` one of rxnorm, ndc, snomed, cvx, several separated by `;`.
 The unit tests and `scripts/knowledge_eval.py` read the same table.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rules.knowledge.model import Coding, DrugKnowledge, MatchLevel
-from rules.knowledge.tables import SYSTEM_URIS
+from rules.knowledge.tables import parse_coding
 
 ALERTING = frozenset({MatchLevel.SAME_INGREDIENT, MatchLevel.SAME_CLASS, MatchLevel.PARTIAL})
 NON_ALERTING = frozenset({MatchLevel.NONE, MatchLevel.LOW_RISK})
@@ -110,11 +110,7 @@ def _pair(record: dict[str, str]) -> Pair:
 
 
 def _codings(cell: str) -> tuple[Coding, ...]:
-    codings = []
-    for entry in filter(None, (part.strip() for part in cell.split(";"))):
-        system, _, code = entry.partition("|")
-        codings.append(Coding(SYSTEM_URIS[system], code))
-    return tuple(codings)
+    return tuple(parse_coding(entry) for entry in filter(None, map(str.strip, cell.split(";"))))
 
 
 def _codes_text(codes: tuple[Coding, ...]) -> str:

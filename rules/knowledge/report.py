@@ -6,7 +6,7 @@ or an intolerance (rather than an allergy) are applied by the alerting rules.
 
 from __future__ import annotations
 
-from rules.knowledge.model import DrugKnowledge, MatchLevel
+from rules.knowledge.model import Coding, DrugKnowledge, MatchLevel
 
 BASE_SEVERITY: dict[MatchLevel, str] = {
     MatchLevel.SAME_INGREDIENT: "critical",
@@ -23,9 +23,15 @@ def base_severity(level: MatchLevel) -> str:
     return BASE_SEVERITY[level]
 
 
-def check_drug(knowledge: DrugKnowledge, allergy: str, drug: str) -> dict[str, object]:
-    """Judge `drug` for someone allergic to `allergy`."""
-    verdict = knowledge.cross_reactivity(allergy, drug)
+def check_drug(
+    knowledge: DrugKnowledge,
+    allergy: str,
+    drug: str,
+    allergy_codes: tuple[Coding, ...] = (),
+    drug_codes: tuple[Coding, ...] = (),
+) -> dict[str, object]:
+    """Judge `drug` for someone allergic to `allergy` (names, and codings when known)."""
+    verdict = knowledge.cross_reactivity(allergy, drug, allergy_codes, drug_codes)
     return {
         "allergen": verdict.allergen,
         "drug": verdict.drug,

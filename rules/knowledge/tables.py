@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from typing import Final
 
-from rules.knowledge.model import MatchLevel
+from rules.knowledge.model import Coding, MatchLevel
 from rules.knowledge.normalise import normalise_code, tokens
 
 CLASS_PREFIX = "class:"
@@ -45,6 +45,21 @@ SYSTEM_URIS: Mapping[str, str] = {
     "snomed": "http://snomed.info/sct",
     "cvx": "http://hl7.org/fhir/sid/cvx",
 }
+
+
+def parse_coding(text: str) -> Coding:
+    """A coding written `system|code`: `system` a short name (rxnorm, ndc, snomed, cvx) or a
+    code system URI (`http://snomed.info/sct|91936005`)."""
+    system, separator, code = (part.strip() for part in text.partition("|"))
+    uri = SYSTEM_URIS.get(system.lower(), system if ":" in system else None)
+    if not separator or not code or uri is None:
+        short_names = ", ".join(SYSTEM_URIS)
+        raise ValueError(
+            f"{text!r} is not system|code (system: {short_names}, or a code system URI)"
+        )
+    return Coding(uri, code)
+
+
 CROSS_REACTIVITY_LEVELS = frozenset(
     {
         MatchLevel.SAME_CLASS,
