@@ -35,6 +35,14 @@ DAY = timedelta(days=1)
         pytest.param(None, "Paracetamol 240mg suppository", Site.SYSTEMIC, id="suppository"),
         pytest.param(None, "Prednisone 5mg tablet (Product)", Site.SYSTEMIC, id="tablet"),
         pytest.param("Oral Route", "Nystatin ointment", Site.SYSTEMIC, id="route beats name"),
+        pytest.param("口服", "泼尼松", Site.SYSTEMIC, id="chinese oral route"),
+        pytest.param(None, "泼尼松片", Site.SYSTEMIC, id="chinese tablet"),
+        pytest.param(None, "布地奈德混悬液 雾化吸入", Site.AIRWAYS, id="chinese nebulised"),
+        pytest.param(None, "氢化可的松乳膏", Site.SKIN, id="chinese cream"),
+        pytest.param(None, "红霉素眼膏", Site.EYE, id="chinese eye ointment"),
+        pytest.param(None, "糠酸莫米松鼻喷雾剂", Site.NOSE, id="chinese nasal spray"),
+        pytest.param(None, "硝酸咪康唑阴道栓", Site.VAGINA, id="chinese route beats form"),
+        pytest.param(None, "芬太尼透皮贴剂", Site.SYSTEMIC, id="chinese transdermal"),
     ],
 )
 def test_the_site_comes_from_the_route_then_the_name(
@@ -50,6 +58,8 @@ def test_the_site_comes_from_the_route_then_the_name(
         pytest.param(None, "lidocaine 5% patch", id="a patch says nothing"),
         pytest.param("Intra-articular route", "Kenalog", id="an unknown route and no form"),
         pytest.param(None, "hydrocortisone oral and topical", id="words of two sites"),
+        pytest.param(None, "利多卡因贴片", id="a chinese patch is not a tablet"),
+        pytest.param(None, "西地碘含片", id="a chinese lozenge says nothing"),
     ],
 )
 def test_without_a_clear_word_the_site_is_unknown(route: str | None, drug: str) -> None:
@@ -96,6 +106,11 @@ def duplicates(*events: Event) -> list[Alert]:
             rx("rx-2", "hydrocortisone 1% rectal", day=2),
             id="one drug on the skin and rectally",
         ),
+        pytest.param(
+            rx("rx-1", "醋酸泼尼松片"),
+            rx("rx-2", "布地奈德吸入剂", day=2),
+            id="chinese oral and inhaled corticosteroids",
+        ),
     ],
 )
 def test_given_the_same_class_at_two_sites_then_no_duplicate_therapy(
@@ -131,6 +146,11 @@ def test_given_the_same_class_at_two_sites_then_no_duplicate_therapy(
             rx("rx-1", "timolol 0.5% eye drops", "Ophthalmic route"),
             rx("rx-2", "metoprolol 50 mg tablet", day=2),
             id="beta-blocker eye drops add to an oral beta blocker",
+        ),
+        pytest.param(
+            rx("rx-1", "双氯芬酸钠凝胶"),
+            rx("rx-2", "布洛芬片", day=2),
+            id="a chinese topical NSAID adds to an oral one",
         ),
     ],
 )
