@@ -1,0 +1,184 @@
+"""AllergyIntolerance -> AllergyRecorded (see `schemas.fhir.mapping` for the decisions). Pure."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Final
+
+from schemas.events import (
+    AllergyCategory,
+    AllergyRecorded,
+    AllergyType,
+    ClinicalStatus,
+    Coding,
+    Criticality,
+    Event,
+    EventType,
+    Reaction,
+    ReactionSeverity,
+    VerificationStatus,
+)
+from schemas.fhir.json_access import (
+    IPS_ABSENT_UNKNOWN,
+    SNOMED,
+    SYSTEM_ALIASES,
+    Json,
+    Problem,
+    Unmappable,
+    Unsupported,
+    codings_of,
+    concept_label,
+    concept_text,
+    lookup,
+    notes_of,
+    objects_at,
+    required_lookup,
+    required_object,
+    status_code,
+    string_at,
+    time_at,
+)
+from schemas.fhir.sources import Index, Source, new_event, subject_of, timing_of
+
+_ALL_CATEGORIES: Final = tuple(AllergyCategory)
+
+
+_NEGATIONS: Final[dict[tuple[str, str], tuple[AllergyCategory, ...]]] = {
+    (SNOMED, "716186003"): _ALL_CATEGORIES,
+    (SNOMED, "160244002"): _ALL_CATEGORIES,
+    (SNOMED, "409137002"): (AllergyCategory.MEDICATION,),
+    (SNOMED, "429625007"): (AllergyCategory.FOOD,),
+    (SNOMED, "428607008"): (AllergyCategory.ENVIRONMENT,),
+    (SNOMED, "716184000"): (AllergyCategory.ENVIRONMENT,),
+    (IPS_ABSENT_UNKNOWN, "no-known-allergies"): _ALL_CATEGORIES,
+    (IPS_ABSENT_UNKNOWN, "no-known-medication-allergies"): (AllergyCategory.MEDICATION,),
+    (IPS_ABSENT_UNKNOWN, "no-known-food-allergies"): (AllergyCategory.FOOD,),
+    (IPS_ABSENT_UNKNOWN, "no-known-environmental-allergies"): (AllergyCategory.ENVIRONMENT,),
+}
+"""Codes that state the absence of allergies, and the categories each statement covers."""
+
+
+_UNKNOWN_ALLERGY_STATUS: Final = frozenset({(IPS_ABSENT_UNKNOWN, "no-allergy-info")})
+
+
+_NEGATION_TEXTS: Final[dict[str, tuple[AllergyCategory, ...]]] = {
+    "nka": _ALL_CATEGORIES,
+    "no known allergies": _ALL_CATEGORIES,
+    "no known allergy": _ALL_CATEGORIES,
+    "nkda": (AllergyCategory.MEDICATION,),
+    "no known drug allergies": (AllergyCategory.MEDICATION,),
+    "no known drug allergy": (AllergyCategory.MEDICATION,),
+    "nkfa": (AllergyCategory.FOOD,),
+    "no known food allergies": (AllergyCategory.FOOD,),
+    "no known food allergy": (AllergyCategory.FOOD,),
+    "nkla": (AllergyCategory.ENVIRONMENT,),
+    "no known latex allergy": (AllergyCategory.ENVIRONMENT,),
+}
+"""Text-only negations (used only when the code has no codings at all)."""
+
+
+_ALLERGY_TYPES: Final = {"allergy": AllergyType.ALLERGY, "intolerance": AllergyType.INTOLERANCE}
+
+
+_CATEGORIES: Final = {category.value: category for category in AllergyCategory}
+
+
+_CRITICALITIES: Final = {
+    "low": Criticality.LOW,
+    "high": Criticality.HIGH,
+    "unable-to-assess": Criticality.UNABLE_TO_ASSESS,
+}
+
+
+_VERIFICATIONS: Final = {
+    "unconfirmed": VerificationStatus.UNCONFIRMED,
+    "presumed": VerificationStatus.UNCONFIRMED,
+    "confirmed": VerificationStatus.CONFIRMED,
+    "refuted": VerificationStatus.REFUTED,
+    "entered-in-error": VerificationStatus.ENTERED_IN_ERROR,
+}
+
+
+_CLINICAL_STATUSES: Final = {status.value: status for status in ClinicalStatus}
+
+
+_REACTION_SEVERITIES: Final = {severity.value: severity for severity in ReactionSeverity}
+
+
+def allergy_events(source: Source, index: Index) -> list[Event]:
+    resource = source.resource
+    subject_id = subject_of(resource, "patient", index)
+    code = required_object(resource, "code")
+    codes = codings_of(code)
+    if any((c.system, c.code) in _UNKNOWN_ALLERGY_STATUS for c in codes):
+        raise Unsupported("allergy status unknown (no information): neither allergy nor negation")
+    negation = _negated_categories(code, codes)
+    payload = AllergyRecorded(
+        allergy_id=source.resource_id,
+        substance=concept_label(code, "code"),
+        codes=codes,
+        allergy_type=lookup(_ALLERGY_TYPES, string_at(resource, "type"), "type"),
+        categories=negation if negation is not None else _allergy_categories(resource),
+        criticality=lookup(_CRITICALITIES, string_at(resource, "criticality"), "criticality"),
+        verification_status=_verification_status(resource),
+        clinical_status=lookup(
+            _CLINICAL_STATUSES, status_code(resource, "clinicalStatus"), "clinicalStatus"
+        ),
+        negated=negation is not None,
+        reactions=tuple(_reaction(reaction) for reaction in objects_at(resource, "reaction")),
+        note=notes_of(resource),
+    )
+    candidates: tuple[datetime | None, ...] = (
+        time_at(resource, "recordedDate"),
+        time_at(resource, "onsetDateTime"),
+        time_at(resource, "onsetPeriod", "start"),
+    )
+    if _no_longer_holds(payload):
+        candidates = (time_at(resource, "meta", "lastUpdated"), *candidates)
+    timing = timing_of(source, candidates)
+    return [new_event(source, subject_id, timing, payload, EventType.ALLERGY_RECORDED.value)]
+
+
+def _no_longer_holds(allergy: AllergyRecorded) -> bool:
+    """Refuted, entered in error, inactive or resolved: a status known as of the last update."""
+    return allergy.verification_status in (
+        VerificationStatus.REFUTED,
+        VerificationStatus.ENTERED_IN_ERROR,
+    ) or allergy.clinical_status in (ClinicalStatus.INACTIVE, ClinicalStatus.RESOLVED)
+
+
+def _negated_categories(
+    code: Json, codes: tuple[Coding, ...]
+) -> tuple[AllergyCategory, ...] | None:
+    """The categories a "no known allergy" statement covers; None for a real substance."""
+    for coding in codes:
+        system = SYSTEM_ALIASES.get(coding.system, coding.system)
+        categories = _NEGATIONS.get((system, coding.code))
+        if categories is not None:
+            return categories
+    if codes or not isinstance(code.get("text"), str):
+        return None
+    return _NEGATION_TEXTS.get(" ".join(str(code["text"]).casefold().split()))
+
+
+def _allergy_categories(resource: Json) -> tuple[AllergyCategory, ...]:
+    values = resource.get("category", [])
+    if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
+        raise Unmappable(Problem.INVALID_VALUE, "category is not a list of codes")
+    return tuple(required_lookup(_CATEGORIES, value, "category") for value in values)
+
+
+def _verification_status(resource: Json) -> VerificationStatus:
+    code = status_code(resource, "verificationStatus")
+    if code is None:
+        return VerificationStatus.UNCONFIRMED
+    return required_lookup(_VERIFICATIONS, code, "verificationStatus")
+
+
+def _reaction(reaction: Json) -> Reaction:
+    names = [label for m in objects_at(reaction, "manifestation") if (label := concept_text(m))]
+    manifestation = "; ".join(names) or string_at(reaction, "description")
+    return Reaction(
+        manifestation=manifestation or "unspecified manifestation",
+        severity=lookup(_REACTION_SEVERITIES, string_at(reaction, "severity"), "reaction.severity"),
+    )

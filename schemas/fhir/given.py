@@ -1,0 +1,198 @@
+"""Drugs given: Immunization, MedicationAdministration and MedicationDispense -> the course of
+the order they report on, or a course of their own (see `schemas.fhir.mapping`). Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Final
+
+from pydantic import ValidationError
+
+from schemas.events import Event, EventType
+from schemas.fhir.inputs import SourcedResource
+from schemas.fhir.json_access import (
+    IPS_ABSENT_UNKNOWN,
+    SYSTEM_ALIASES,
+    Json,
+    Problem,
+    Unmappable,
+    Unsupported,
+    codings_of,
+    concept_label,
+    concept_text,
+    first_object,
+    object_at,
+    quantity_text,
+    required_object,
+    required_string,
+    time_at,
+)
+from schemas.fhir.medications import (
+    IN_ERROR,
+    Course,
+    Dosage,
+    Drug,
+    based_on_request,
+    course_events,
+    dosage_of,
+    drug_of,
+    request_events,
+    stop_reason_of,
+    stopped_by,
+)
+from schemas.fhir.sources import JUST_AFTER, ImportContext, Index, Source, subject_of, timing_of
+
+
+def immunization_events(source: Source, index: Index) -> list[Event]:
+    resource = source.resource
+    status = required_string(resource, "status")
+    if status == "not-done":
+        raise Unsupported("Immunization not-done: the vaccine was not given")
+    if status not in ("completed", IN_ERROR):
+        raise Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not an immunization status")
+    vaccine = required_object(resource, "vaccineCode")
+    codes = codings_of(vaccine)
+    if any(SYSTEM_ALIASES.get(c.system, c.system) == IPS_ABSENT_UNKNOWN for c in codes):
+        raise Unsupported("Immunization states that no immunization is known (or no info)")
+    route = resource.get("route")
+    course = Course(
+        prescription_id=f"{source.resource_type}/{source.resource_id}",
+        subject_id=subject_of(resource, "patient", index),
+        drug=Drug(concept_label(vaccine, "vaccineCode"), codes),
+        dosage=Dosage(
+            dose=quantity_text(object_at(resource, "doseQuantity")),
+            route=concept_text(route) if isinstance(route, Mapping) else None,
+        ),
+        starts=(time_at(resource, "occurrenceDateTime"), time_at(resource, "recorded")),
+        in_error=status == IN_ERROR,
+        stop=single_dose_end,
+        stop_reason=f"{status}: a single dose",
+    )
+    return course_events(source, course)
+
+
+def single_dose_end(started: datetime) -> datetime:
+    return started + JUST_AFTER
+
+
+_ADMINISTRATION_STATUSES: Final = frozenset(
+    {"in-progress", "not-done", "on-hold", "completed", IN_ERROR, "stopped", "unknown"}
+)
+
+
+_ADMINISTRATION_UNDER_WAY: Final = frozenset({"in-progress", "on-hold"})
+
+
+def administration_events(source: Source, index: Index) -> list[Event]:
+    resource = source.resource
+    status = required_string(resource, "status")
+    if status not in _ADMINISTRATION_STATUSES:
+        message = f"status {status!r} is not an administration status"
+        raise Unmappable(Problem.INVALID_VALUE, message)
+    if status == "not-done":
+        raise Unsupported("MedicationAdministration not-done: the drug was not given")
+    starts = (
+        time_at(resource, "effectiveDateTime"),
+        time_at(resource, "effectivePeriod", "start"),
+    )
+    order = _reported_order(source, index, "request", starts)
+    if order is not None and status == IN_ERROR:
+        raise Unsupported(
+            f"MedicationAdministration entered-in-error: MedicationRequest/{order} is unchanged"
+        )
+    dosage = object_at(resource, "dosage")
+    one_dose = time_at(resource, "effectiveDateTime") is not None
+    over = order is None and status not in _ADMINISTRATION_UNDER_WAY
+    course = Course(
+        prescription_id=order or f"{source.resource_type}/{source.resource_id}",
+        subject_id=subject_of(resource, "subject", index),
+        drug=drug_of(resource, index),
+        dosage=dosage_of(dosage, object_at(dosage, "dose")),
+        starts=starts,
+        in_error=status == IN_ERROR,
+        stop=(single_dose_end if one_dose else stopped_by(source, _period_end)) if over else None,
+        stop_reason=stop_reason_of(resource, status),
+    )
+    return course_events(source, course)
+
+
+def _reported_order(
+    source: Source, index: Index, field_name: str, starts: tuple[datetime | None, ...]
+) -> str | None:
+    """The order a record of a drug given reports on, if it names one. When that order is in
+    the input set and had ended before the record, the record is skipped: reported on the
+    order, it would restart it (with no end), and the order was checked while it ran."""
+    order = based_on_request(source.resource, field_name, index)
+    ordered = index.orders.get(f"MedicationRequest/{order}") if order is not None else None
+    if ordered is None:
+        return order
+    ended = _order_end(ordered, index, source.context)
+    given = timing_of(source, starts).occurred_at
+    if ended is not None and given >= ended:
+        raise Unsupported(
+            f"{source.resource_type} after MedicationRequest/{order} ended (it would restart the order)"
+        )
+    return order
+
+
+def _order_end(order: SourcedResource, index: Index, context: ImportContext) -> datetime | None:
+    """When an order of the input set stopped, as its own import says (None: not stopped, or
+    not importable)."""
+    if order.identity is None:
+        return None
+    try:
+        events = request_events(Source(order.resource, order.identity, context), index)
+    except (Unsupported, Unmappable, ValidationError):
+        return None
+    stops = [e.occurred_at for e in events if e.type == EventType.MEDICATION_STOPPED]
+    return min(stops, default=None)
+
+
+def _period_end(resource: Json) -> tuple[datetime | None, ...]:
+    return (time_at(resource, "effectivePeriod", "end"),)
+
+
+_DISPENSE_STATUSES: Final = frozenset(
+    {
+        "preparation",
+        "in-progress",
+        "cancelled",
+        "on-hold",
+        "completed",
+        IN_ERROR,
+        "stopped",
+        "declined",
+        "unknown",
+    }
+)
+
+
+_NOT_DISPENSED: Final = frozenset({"cancelled", "declined"})
+
+
+def dispense_events(source: Source, index: Index) -> list[Event]:
+    resource = source.resource
+    status = required_string(resource, "status")
+    if status not in _DISPENSE_STATUSES:
+        raise Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not a dispense status")
+    if status in _NOT_DISPENSED:
+        raise Unsupported(f"MedicationDispense {status}: nothing was dispensed")
+    starts = (time_at(resource, "whenHandedOver"), time_at(resource, "whenPrepared"))
+    order = _reported_order(source, index, "authorizingPrescription", starts)
+    if order is not None and status == IN_ERROR:
+        raise Unsupported(
+            f"MedicationDispense entered-in-error: MedicationRequest/{order} is unchanged"
+        )
+    course = Course(
+        prescription_id=order or f"{source.resource_type}/{source.resource_id}",
+        subject_id=subject_of(resource, "subject", index),
+        drug=drug_of(resource, index),
+        dosage=dosage_of(first_object(resource, "dosageInstruction")),
+        starts=starts,
+        in_error=status == IN_ERROR,
+        stop=None if order is not None else single_dose_end,
+        stop_reason=f"{status}: checked once (the dispense names no prescription)",
+    )
+    return course_events(source, course)

@@ -1,0 +1,144 @@
+"""Reading FHIR JSON documents (a Bundle of any type, a single resource, bulk-export NDJSON)
+into `SourcedResource`s that remember where they came from (`file.ndjson:12`,
+`bundle.json#entry[3]`). Pure: the caller reads the files.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from schemas.errors import MalformedJson
+from schemas.fhir.json_access import Json, Problem, relative_reference
+from schemas.json_lines import NotUtf8, strict_json
+
+
+@dataclass(frozen=True)
+class SourcedResource:
+    """One FHIR resource and where it came from; `full_url` is its Bundle entry's fullUrl."""
+
+    origin: str
+    resource: Json
+    full_url: str | None = None
+
+    @property
+    def resource_type(self) -> str:
+        return str(self.resource["resourceType"])
+
+    @property
+    def identity(self) -> str | None:
+        """The resource's id; without one, the id its Bundle entry's fullUrl gives it (the
+        uuid of `urn:uuid:<uuid>`, the oid of `urn:oid:<oid>`, or `<id>` of a URL ending in
+        `<resourceType>/<id>`), as document and transaction Bundles identify new resources."""
+        identifier = self.resource.get("id")
+        if isinstance(identifier, str) and identifier.strip():
+            return identifier
+        return _id_in_full_url(self.full_url, self.resource_type)
+
+
+def _id_in_full_url(full_url: str | None, resource_type: str) -> str | None:
+    if full_url is None:
+        return None
+    for prefix in ("urn:uuid:", "urn:oid:"):
+        if full_url.startswith(prefix):
+            return full_url.removeprefix(prefix).strip() or None
+    relative = relative_reference(full_url)
+    if relative is None or relative.split("/")[0] != resource_type:
+        return None
+    return relative.split("/")[1]
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A well-formed input that deliberately yields no event, and why."""
+
+    origin: str
+    resource_type: str
+    resource_id: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class FhirError:
+    """An input that should have been mapped but could not be (same fields as a line error)."""
+
+    origin: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ParsedInput:
+    """Resources read from one or more JSON documents, with what reading already rejected."""
+
+    resources: tuple[SourcedResource, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
+    errors: tuple[FhirError, ...] = ()
+
+
+def combine(parts: Iterable[ParsedInput]) -> ParsedInput:
+    collected = list(parts)
+    return ParsedInput(
+        resources=tuple(r for part in collected for r in part.resources),
+        skipped=tuple(s for part in collected for s in part.skipped),
+        errors=tuple(e for part in collected for e in part.errors),
+    )
+
+
+def parse_json_document(text: str, source: str) -> ParsedInput:
+    """The resources of one JSON document (a Bundle is unpacked, nested Bundles too)."""
+    try:
+        document = strict_json(text)
+    except json.JSONDecodeError as error:
+        message = f"not JSON: {error.msg} at line {error.lineno} column {error.colno}"
+        return ParsedInput(errors=(FhirError(source, Problem.MALFORMED_JSON.value, message),))
+    except MalformedJson as error:
+        return ParsedInput(errors=(FhirError(source, Problem.MALFORMED_JSON.value, str(error)),))
+    return unpack(document, source)
+
+
+def parse_ndjson(lines: Iterable[str | NotUtf8], source: str) -> ParsedInput:
+    """Bulk-export NDJSON: one resource per line, origins `source:<line number>`; a line that
+    is not UTF-8 is an error of its own."""
+    return combine(
+        _parsed_line(line, f"{source}:{number}")
+        for number, line in enumerate(lines, start=1)
+        if isinstance(line, NotUtf8) or line.strip()
+    )
+
+
+def _parsed_line(line: str | NotUtf8, origin: str) -> ParsedInput:
+    if isinstance(line, NotUtf8):
+        return ParsedInput(errors=(FhirError(origin, Problem.MALFORMED_JSON.value, line.message),))
+    return parse_json_document(line, origin)
+
+
+def unpack(document: object, origin: str, full_url: str | None = None) -> ParsedInput:
+    """One parsed JSON value as resources: a Bundle's entries, or the resource itself."""
+    if not isinstance(document, Mapping) or not isinstance(document.get("resourceType"), str):
+        message = "expected a FHIR resource: a JSON object with a resourceType"
+        return ParsedInput(errors=(FhirError(origin, Problem.NOT_A_RESOURCE.value, message),))
+    if document["resourceType"] == "Bundle":
+        return _bundle_entries(document, origin)
+    return ParsedInput(resources=(SourcedResource(origin, document, full_url),))
+
+
+def _bundle_entries(bundle: Json, origin: str) -> ParsedInput:
+    entries = bundle.get("entry", [])
+    if not isinstance(entries, list):
+        error = FhirError(origin, Problem.INVALID_VALUE.value, "Bundle.entry is not a list")
+        return ParsedInput(errors=(error,))
+    return combine(_bundle_entry(entry, f"{origin}#entry[{n}]") for n, entry in enumerate(entries))
+
+
+def _bundle_entry(entry: object, origin: str) -> ParsedInput:
+    if not isinstance(entry, Mapping):
+        error = FhirError(origin, Problem.INVALID_VALUE.value, "a Bundle entry is not an object")
+        return ParsedInput(errors=(error,))
+    resource = entry.get("resource")
+    if resource is None:
+        reason = "bundle entry without a resource (request or response only)"
+        return ParsedInput(skipped=(Skipped(origin, "Bundle.entry", None, reason),))
+    full_url = entry.get("fullUrl")
+    return unpack(resource, origin, full_url if isinstance(full_url, str) else None)

@@ -1,0 +1,240 @@
+"""Reading values out of FHIR JSON. Pure.
+
+Typed field access that fails with an `Unmappable` problem (a missing field, a value of the
+wrong type, a code outside its value set) instead of a KeyError, FHIR date-times, codings and
+literal references. `Unsupported` marks a well-formed resource that deliberately yields no
+event.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta, timezone
+from enum import StrEnum
+from typing import Any, Final, TypeVar
+
+from schemas.events import Coding
+
+Json = Mapping[str, Any]
+
+
+E = TypeVar("E")
+
+
+SNOMED: Final = "http://snomed.info/sct"
+
+
+IPS_ABSENT_UNKNOWN: Final = "http://hl7.org/fhir/uv/ips/CodeSystem/absent-unknown-uv-ips"
+
+
+SYSTEM_ALIASES: Final = {
+    "urn:oid:2.16.840.1.113883.6.96": SNOMED,
+    "http://snomed.info/sct/": SNOMED,
+}
+"""Other spellings of a code system, as producers send them."""
+
+
+class Problem(StrEnum):
+    """Why an input could not be mapped (the `reason` of a `FhirError`)."""
+
+    MALFORMED_JSON = "malformed_json"
+    NOT_A_RESOURCE = "not_a_resource"
+    MISSING_FIELD = "missing_field"
+    INVALID_VALUE = "invalid_value"
+    UNRESOLVED_REFERENCE = "unresolved_reference"
+    INVALID_RECORD = "invalid_record"
+
+
+class Unmappable(Exception):
+    def __init__(self, problem: Problem, message: str) -> None:
+        super().__init__(message)
+        self.problem = problem
+        self.message = message
+
+
+class Unsupported(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def first_object(holder: Json, key: str) -> Json:
+    return next(iter(objects_at(holder, key)), {})
+
+
+def quantity_text(quantity: Json) -> str | None:
+    value, unit = quantity.get("value"), string_at(quantity, "unit") or string_at(quantity, "code")
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    return f"{value:g} {unit}" if unit else f"{value:g}"
+
+
+def relative_reference(reference: str) -> str | None:
+    """`Type/id` of a relative or absolute literal reference (a version suffix is dropped)."""
+    parts = [part for part in reference.split("/") if part]
+    if "_history" in parts:
+        parts = parts[: parts.index("_history")]
+    if len(parts) < 2:
+        return None
+    return f"{parts[-2]}/{parts[-1]}"
+
+
+_FHIR_DATE_TIME: Final = re.compile(
+    r"(?P<year>\d{4})(?:-(?P<month>\d{2})(?:-(?P<day>\d{2})"
+    r"(?:T(?P<hour>\d{2}):(?P<minute>\d{2})(?::(?P<second>\d{2})(?:\.(?P<fraction>\d+))?)?"
+    r"(?P<zone>Z|[+-]\d{2}:\d{2})?)?)?)?"
+)
+
+
+def parse_fhir_datetime(text: str) -> datetime:
+    """A FHIR date, dateTime or instant as an aware datetime; a date is midnight UTC."""
+    match = _FHIR_DATE_TIME.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"{text!r} is not a FHIR date or dateTime")
+    parts = match.groupdict()
+    if parts["hour"] is not None and parts["zone"] is None:
+        raise ValueError(f"{text!r} has a time but no time zone")
+    fraction = (parts["fraction"] or "").ljust(6, "0")[:6]
+    try:
+        return datetime(
+            int(parts["year"]),
+            int(parts["month"] or 1),
+            int(parts["day"] or 1),
+            int(parts["hour"] or 0),
+            int(parts["minute"] or 0),
+            min(int(parts["second"] or 0), 59),
+            int(fraction),
+            tzinfo=_zone(parts["zone"]),
+        )
+    except ValueError as error:
+        raise ValueError(f"{text!r} is not a valid date: {error}") from None
+
+
+def _zone(text: str | None) -> timezone:
+    if text is None or text == "Z":
+        return UTC
+    sign = -1 if text.startswith("-") else 1
+    hours, minutes = int(text[1:3]), int(text[4:6])
+    return timezone(sign * timedelta(hours=hours, minutes=minutes))
+
+
+def time_at(holder: Json, *path: str) -> datetime | None:
+    text = _value_at(holder, path)
+    if text is None:
+        return None
+    where = ".".join(path)
+    if not isinstance(text, str):
+        raise Unmappable(Problem.INVALID_VALUE, f"{where} is not a date or dateTime")
+    try:
+        return parse_fhir_datetime(text)
+    except ValueError as error:
+        raise Unmappable(Problem.INVALID_VALUE, f"{where}: {error}") from None
+
+
+def _value_at(holder: Json, path: Sequence[str]) -> object:
+    value: object = holder
+    for key in path:
+        if value is None:
+            return None
+        value = as_object(value, key).get(key)
+    return value
+
+
+def as_object(value: object, where: str) -> Json:
+    if not isinstance(value, Mapping):
+        raise Unmappable(Problem.INVALID_VALUE, f"{where} is not a JSON object")
+    return value
+
+
+def object_at(holder: Json, key: str) -> Json:
+    value = holder.get(key)
+    return {} if value is None else as_object(value, key)
+
+
+def required_object(holder: Json, key: str) -> Json:
+    if holder.get(key) is None:
+        raise Unmappable(Problem.MISSING_FIELD, key)
+    return as_object(holder[key], key)
+
+
+def objects_at(holder: Json, key: str) -> list[Json]:
+    values = holder.get(key, [])
+    if not isinstance(values, list) or not all(isinstance(value, Mapping) for value in values):
+        raise Unmappable(Problem.INVALID_VALUE, f"{key} is not a list of objects")
+    return values
+
+
+def string_at(holder: Json, key: str) -> str | None:
+    value = holder.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Unmappable(Problem.INVALID_VALUE, f"{key} is not a string")
+    return value.strip() or None
+
+
+def required_string(holder: Json, key: str) -> str:
+    value = string_at(holder, key)
+    if value is None:
+        raise Unmappable(Problem.MISSING_FIELD, key)
+    return value
+
+
+def lookup(table: Mapping[str, E], code: str | None, where: str) -> E | None:
+    return None if code is None else required_lookup(table, code, where)
+
+
+def required_lookup(table: Mapping[str, E], code: str, where: str) -> E:
+    found = table.get(code)
+    if found is None:
+        allowed = ", ".join(sorted(table))
+        raise Unmappable(Problem.INVALID_VALUE, f"{where} {code!r} is not one of {allowed}")
+    return found
+
+
+def status_code(resource: Json, key: str) -> str | None:
+    """The code of a status CodeableConcept (e.g. clinicalStatus), or None when absent."""
+    concept = resource.get(key)
+    if concept is None:
+        return None
+    codes = (string_at(coding, "code") for coding in objects_at(as_object(concept, key), "coding"))
+    found = next((code for code in codes if code), None)
+    if found is None:
+        raise Unmappable(Problem.MISSING_FIELD, f"{key}.coding.code")
+    return found
+
+
+def codings_of(concept: Json) -> tuple[Coding, ...]:
+    """The usable codings of a CodeableConcept (those with a system and a code)."""
+    found = []
+    for coding in objects_at(concept, "coding"):
+        system, code = string_at(coding, "system"), string_at(coding, "code")
+        if system is not None and code is not None:
+            found.append(Coding(system=system, code=code, display=string_at(coding, "display")))
+    return tuple(found)
+
+
+def concept_text(concept: Json) -> str | None:
+    """A CodeableConcept's text, else its first coding display."""
+    text = string_at(concept, "text")
+    if text is not None:
+        return text
+    displays = (string_at(coding, "display") for coding in objects_at(concept, "coding"))
+    return next((display for display in displays if display), None)
+
+
+def first_code(concept: Json) -> str | None:
+    return next((coding.code for coding in codings_of(concept)), None)
+
+
+def concept_label(concept: Json, where: str) -> str:
+    label = concept_text(concept) or first_code(concept)
+    if label is None:
+        raise Unmappable(Problem.MISSING_FIELD, f"{where} has no text, display or code")
+    return label
+
+
+def notes_of(resource: Json) -> str | None:
+    texts = [text for note in objects_at(resource, "note") if (text := string_at(note, "text"))]
+    return "\n".join(texts) or None

@@ -1,0 +1,369 @@
+"""MedicationRequest and MedicationStatement -> MedicationPrescribed and MedicationStopped, and
+the course of a drug that every medication mapper shares (see `schemas.fhir.mapping`). Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from schemas.events import Coding, Event, EventType, MedicationPrescribed, MedicationStopped
+from schemas.fhir.json_access import (
+    IPS_ABSENT_UNKNOWN,
+    SYSTEM_ALIASES,
+    Json,
+    Problem,
+    Unmappable,
+    Unsupported,
+    as_object,
+    codings_of,
+    concept_label,
+    concept_text,
+    first_code,
+    first_object,
+    notes_of,
+    objects_at,
+    quantity_text,
+    relative_reference,
+    required_string,
+    string_at,
+    time_at,
+)
+from schemas.fhir.sources import JUST_AFTER, Index, Source, Timing, new_event, subject_of, timing_of
+
+_PRESCRIBING_INTENTS: Final = frozenset(
+    {"order", "original-order", "reflex-order", "filler-order", "instance-order", "plan"}
+)
+
+
+_NOT_PRESCRIBING_INTENTS: Final = frozenset({"proposal", "option"})
+
+
+_REQUEST_STATUSES: Final = frozenset(
+    {
+        "active",
+        "on-hold",
+        "cancelled",
+        "completed",
+        "entered-in-error",
+        "stopped",
+        "draft",
+        "unknown",
+    }
+)
+
+
+IN_ERROR: Final = "entered-in-error"
+
+
+_ENDED_STATUSES: Final = frozenset({"stopped", "completed", "cancelled", IN_ERROR})
+
+
+@dataclass(frozen=True)
+class Drug:
+    text: str
+    codes: tuple[Coding, ...]
+
+
+def request_events(source: Source, index: Index) -> list[Event]:
+    resource = source.resource
+    status = _prescription_status(resource)
+    course = Course(
+        prescription_id=source.resource_id,
+        subject_id=subject_of(resource, "subject", index),
+        drug=drug_of(resource, index),
+        dosage=dosage_of(first_object(resource, "dosageInstruction")),
+        starts=(time_at(resource, "authoredOn"),),
+        in_error=status == IN_ERROR,
+        stop=stopped_by(source, _request_ends) if status in _ENDED_STATUSES else None,
+        stop_reason=stop_reason_of(resource, status),
+    )
+    return course_events(source, course)
+
+
+@dataclass(frozen=True)
+class Dosage:
+    dose: str | None = None
+    route: str | None = None
+
+
+@dataclass(frozen=True)
+class Course:
+    """What one FHIR record says about a course of a drug: which prescription, which drug, when
+    it started, and whether (and when) it is over."""
+
+    prescription_id: str
+    subject_id: str
+    drug: Drug
+    dosage: Dosage
+    starts: tuple[datetime | None, ...]
+    """Candidates for when it started, first present wins (then meta.lastUpdated)."""
+    in_error: bool = False
+    """Entered in error: only the stop (it never was a prescription)."""
+    stop: Callable[[datetime], datetime | None] | None = None
+    """For a course that is over: when it stopped, given when it started (None: not yet)."""
+    stop_reason: str | None = None
+
+
+def course_events(source: Source, course: Course) -> list[Event]:
+    """The prescription (none when entered in error) and, for a course that is over, its stop."""
+    payload = MedicationPrescribed(
+        prescription_id=course.prescription_id,
+        drug=course.drug.text,
+        codes=course.drug.codes,
+        dose=course.dosage.dose,
+        route=course.dosage.route,
+        note=notes_of(source.resource),
+    )
+    timing = timing_of(source, course.starts)
+    kind = EventType.MEDICATION_PRESCRIBED.value
+    events = (
+        [] if course.in_error else [new_event(source, course.subject_id, timing, payload, kind)]
+    )
+    stopped_at = course.stop(timing.occurred_at) if course.stop is not None else None
+    if stopped_at is not None:
+        stop_timing = Timing(stopped_at, max(timing.recorded_at, stopped_at), timing.version)
+        stop = MedicationStopped(prescription_id=course.prescription_id, reason=course.stop_reason)
+        kind = EventType.MEDICATION_STOPPED.value
+        events.append(new_event(source, course.subject_id, stop_timing, stop, kind))
+    return events
+
+
+def stopped_by(
+    source: Source, ends: Callable[[Json], Sequence[datetime | None]]
+) -> Callable[[datetime], datetime]:
+    """The stop of an ended course: the first of `ends` after its start (see `_stop_time`)."""
+
+    def stopped_at(started: datetime) -> datetime:
+        fallback = source.context.fallback_time
+        return _stop_time(source.resource, started, fallback, ends(source.resource))
+
+    return stopped_at
+
+
+def dosage_of(dosage: Json, dose: Json | None = None) -> Dosage:
+    """A Dosage's text (else the text of `dose`, a Quantity) and route."""
+    route = dosage.get("route")
+    return Dosage(
+        dose=string_at(dosage, "text") or (quantity_text(dose) if dose else None),
+        route=concept_text(route) if isinstance(route, Mapping) else None,
+    )
+
+
+def _prescription_status(resource: Json) -> str:
+    """The request's status, or why this request is not a prescription."""
+    status = required_string(resource, "status")
+    intent = required_string(resource, "intent")
+    if status not in _REQUEST_STATUSES:
+        raise Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not a request status")
+    if intent in _NOT_PRESCRIBING_INTENTS:
+        raise Unsupported(f"MedicationRequest intent {intent} is not a prescription")
+    if intent not in _PRESCRIBING_INTENTS:
+        raise Unmappable(Problem.INVALID_VALUE, f"intent {intent!r} is not a request intent")
+    if status == "draft":
+        raise Unsupported("MedicationRequest status draft is not yet a prescription")
+    if resource.get("doNotPerform") is True:
+        raise Unsupported("MedicationRequest doNotPerform: an instruction not to give the drug")
+    return status
+
+
+def drug_of(resource: Json, index: Index) -> Drug:
+    concept = resource.get("medicationCodeableConcept")
+    if concept is not None:
+        concept = as_object(concept, "medicationCodeableConcept")
+        return Drug(concept_label(concept, "medicationCodeableConcept"), codings_of(concept))
+    reference = resource.get("medicationReference")
+    if reference is None:
+        raise Unmappable(
+            Problem.MISSING_FIELD, "medication[x] (medicationCodeableConcept or Reference)"
+        )
+    reference = as_object(reference, "medicationReference")
+    medication = _referenced_medication(resource, reference, index)
+    display = string_at(reference, "display")
+    if medication is None:
+        if display is None:
+            raise Unmappable(Problem.MISSING_FIELD, "medicationReference has no reference")
+        return Drug(display, ())
+    return _drug_from_medication(medication, display)
+
+
+def _referenced_medication(resource: Json, reference: Json, index: Index) -> Json | None:
+    target = string_at(reference, "reference")
+    if target is None:
+        return None
+    if target.startswith("#"):
+        return _contained(resource, target[1:])
+    found = index.medications.get(target) or index.medications.get(relative_reference(target) or "")
+    if found is None:
+        raise Unmappable(
+            Problem.UNRESOLVED_REFERENCE, f"{target} is not among the imported resources"
+        )
+    return found
+
+
+def _contained(resource: Json, identifier: str) -> Json:
+    for contained in objects_at(resource, "contained"):
+        if contained.get("resourceType") == "Medication" and contained.get("id") == identifier:
+            return contained
+    raise Unmappable(Problem.UNRESOLVED_REFERENCE, f"contained Medication #{identifier} not found")
+
+
+def _drug_from_medication(medication: Json, display: str | None) -> Drug:
+    code = medication.get("code")
+    concept = as_object(code, "Medication.code") if code is not None else {}
+    text = concept_text(concept) or _ingredient_names(medication) or display or first_code(concept)
+    if text is None:
+        raise Unmappable(
+            Problem.MISSING_FIELD, "the Medication has no code, ingredient names or display"
+        )
+    return Drug(text, codings_of(concept))
+
+
+def _ingredient_names(medication: Json) -> str | None:
+    names = []
+    for ingredient in objects_at(medication, "ingredient"):
+        item = ingredient.get("itemCodeableConcept") or ingredient.get("itemReference")
+        if isinstance(item, Mapping):
+            name = concept_text(item) or string_at(item, "display")
+            if name:
+                names.append(name)
+    return " / ".join(names) or None
+
+
+def _request_ends(resource: Json) -> tuple[datetime | None, ...]:
+    """A request's therapy end (latest dosage bounds), then its dispense validity end."""
+    validity_end = time_at(resource, "dispenseRequest", "validityPeriod", "end")
+    return (_latest(_bounds_ends(resource)), validity_end)
+
+
+def _stop_time(
+    resource: Json, started: datetime, fallback: datetime, ends: Sequence[datetime | None]
+) -> datetime:
+    """When an ended therapy stopped: the first of `ends` after its start, capped at when the
+    end was known (see the module docstring for the order of preference)."""
+    last_updated = _after(time_at(resource, "meta", "lastUpdated"), started)
+    end = next((time for time in (_after(end, started) for end in ends) if time), None)
+    known_by = last_updated or _after(fallback, started)
+    if end is not None:
+        return min(end, known_by) if known_by is not None else end
+    return last_updated or started + JUST_AFTER
+
+
+def _bounds_ends(resource: Json) -> list[datetime | None]:
+    return [
+        time_at(dosage, "timing", "repeat", "boundsPeriod", "end")
+        for dosage in objects_at(resource, "dosageInstruction")
+    ]
+
+
+def _latest(times: Iterable[datetime | None]) -> datetime | None:
+    return max((time for time in times if time is not None), default=None)
+
+
+def _after(time: datetime | None, start: datetime) -> datetime | None:
+    return time if time is not None and time > start else None
+
+
+def stop_reason_of(resource: Json, status: str) -> str:
+    """The status, and the text of its statusReason (one concept in a request, a list in a
+    statement: the first)."""
+    reason = resource.get("statusReason")
+    if isinstance(reason, list):
+        reason = next(iter(reason), None)
+    detail = concept_text(reason) if isinstance(reason, Mapping) else None
+    return f"{status}: {detail}" if detail else status
+
+
+_TAKING_STATUSES: Final = frozenset({"active", "intended", "on-hold", "unknown"})
+
+
+_TAKEN_STATUSES: Final = frozenset({"completed", "stopped", IN_ERROR})
+
+
+def statement_events(source: Source, index: Index) -> list[Event]:
+    resource = source.resource
+    status = _statement_status(resource)
+    course = Course(
+        prescription_id=based_on_request(resource, "basedOn", index)
+        or f"{source.resource_type}/{source.resource_id}",
+        subject_id=subject_of(resource, "subject", index),
+        drug=drug_of(resource, index),
+        dosage=dosage_of(first_object(resource, "dosage")),
+        starts=(
+            time_at(resource, "effectiveDateTime"),
+            time_at(resource, "effectivePeriod", "start"),
+            time_at(resource, "dateAsserted"),
+        ),
+        in_error=status == IN_ERROR,
+        stop=stopped_by(source, _statement_ends) if status in _TAKEN_STATUSES else None,
+        stop_reason=stop_reason_of(resource, status),
+    )
+    return course_events(source, course)
+
+
+def _statement_ends(resource: Json) -> tuple[datetime | None, ...]:
+    return (time_at(resource, "effectivePeriod", "end"),)
+
+
+_NO_MEDICATION_CODES: Final = frozenset(
+    {(IPS_ABSENT_UNKNOWN, "no-known-medications"), (IPS_ABSENT_UNKNOWN, "no-medication-info")}
+)
+
+
+_NO_MEDICATION_TEXTS: Final = frozenset(
+    {
+        "no known medications",
+        "no known medication",
+        "no current medications",
+        "no medications",
+        "no medication information",
+        "none",
+    }
+)
+
+
+def _statement_status(resource: Json) -> str:
+    """The statement's status, or why it records no medication taken."""
+    status = required_string(resource, "status")
+    if status == "not-taken":
+        raise Unsupported("MedicationStatement not-taken: the patient does not take the drug")
+    if _states_no_medication(resource):
+        raise Unsupported("MedicationStatement states that no medication is known (or no info)")
+    if status not in _TAKING_STATUSES | _TAKEN_STATUSES:
+        raise Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not a statement status")
+    return status
+
+
+def _states_no_medication(resource: Json) -> bool:
+    """An IPS "no known medications" / "no information" statement (by code, or by its text
+    alone), which names no drug."""
+    concept = resource.get("medicationCodeableConcept")
+    if not isinstance(concept, Mapping):
+        return False
+    codes = {(SYSTEM_ALIASES.get(c.system, c.system), c.code) for c in codings_of(concept)}
+    if codes & _NO_MEDICATION_CODES:
+        return True
+    text = concept_text(concept)
+    return (
+        not codes and text is not None and " ".join(text.casefold().split()) in _NO_MEDICATION_TEXTS
+    )
+
+
+def based_on_request(resource: Json, field_name: str, index: Index) -> str | None:
+    """The id of the MedicationRequest a record reports on (a statement's `basedOn`, an
+    administration's `request`, a dispense's `authorizingPrescription`), if it names one: the
+    record is then news of that prescription, not a second one. A `urn:uuid:` reference is
+    resolved against the input set's entries."""
+    value = resource.get(field_name)
+    references = [value] if isinstance(value, Mapping) else objects_at(resource, field_name)
+    for reference in references:
+        target = string_at(reference, "reference")
+        entry = index.orders.get(target) if target is not None else None
+        if entry is not None and entry.identity is not None:
+            return entry.identity
+        relative = relative_reference(target) if target is not None else None
+        if relative is not None and relative.startswith("MedicationRequest/"):
+            return relative.split("/", 1)[1]
+    return None

@@ -1,0 +1,77 @@
+"""Patient -> FactAsserted(home_country) (see `schemas.fhir.mapping`). Pure."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from schemas.events import Event, EventType, FactAsserted
+from schemas.fhir.json_access import Json, Unsupported, objects_at, string_at, time_at
+from schemas.fhir.sources import Index, Source, new_event, subject_id_of, timing_of
+
+HOME_COUNTRY: Final = "home_country"
+
+
+_ISO_ALPHA_2_CODES: Final = """
+    AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG BH BI BJ BL BM BN BO BQ BR
+    BS BT BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX CY CZ DE DJ DK DM DO DZ
+    EC EE EG EH ER ES ET FI FJ FK FM FO FR GA GB GD GE GF GG GH GI GL GM GN GP GQ GR GS GT GU GW
+    GY HK HM HN HR HT HU ID IE IL IM IN IO IQ IR IS IT JE JM JO JP KE KG KH KI KM KN KP KR KW KY
+    KZ LA LB LC LI LK LR LS LT LU LV LY MA MC MD ME MF MG MH MK ML MM MN MO MP MQ MR MS MT MU MV
+    MW MX MY MZ NA NC NE NF NG NI NL NO NP NR NU NZ OM PA PE PF PG PH PK PL PM PN PR PS PT PW PY
+    QA RE RO RS RU RW SA SB SC SD SE SG SH SI SJ SK SL SM SN SO SR SS ST SV SX SY SZ TC TD TF TG
+    TH TJ TK TL TM TN TO TR TT TV TW TZ UA UG UM US UY UZ VA VC VE VG VI VN VU WF WS YE YT ZA ZM
+    ZW
+    """
+
+
+_ISO_ALPHA_2: Final = frozenset(_ISO_ALPHA_2_CODES.split())
+"""ISO 3166-1 alpha-2 codes (the 249 officially assigned, as in tzdata's iso3166.tab)."""
+
+
+_COUNTRY_ALIASES: Final = {
+    "USA": "US", "UNITED STATES": "US", "UNITED STATES OF AMERICA": "US",
+    "GBR": "GB", "UK": "GB", "UNITED KINGDOM": "GB",
+    "CAN": "CA", "CANADA": "CA", "MEX": "MX", "MEXICO": "MX",
+    "DEU": "DE", "GERMANY": "DE", "DEUTSCHLAND": "DE", "FRA": "FR", "FRANCE": "FR",
+    "NLD": "NL", "NETHERLANDS": "NL", "THE NETHERLANDS": "NL", "BEL": "BE", "BELGIUM": "BE",
+    "ESP": "ES", "SPAIN": "ES", "ITA": "IT", "ITALY": "IT", "PRT": "PT", "PORTUGAL": "PT",
+    "CHE": "CH", "SWITZERLAND": "CH", "AUT": "AT", "AUSTRIA": "AT", "IRL": "IE", "IRELAND": "IE",
+    "SWE": "SE", "SWEDEN": "SE", "NOR": "NO", "NORWAY": "NO", "DNK": "DK", "DENMARK": "DK",
+    "FIN": "FI", "FINLAND": "FI", "POL": "PL", "POLAND": "PL",
+    "AUS": "AU", "AUSTRALIA": "AU", "NZL": "NZ", "NEW ZEALAND": "NZ",
+    "JPN": "JP", "JAPAN": "JP", "CHN": "CN", "CHINA": "CN", "中国": "CN",
+    "IND": "IN", "INDIA": "IN", "BRA": "BR", "BRAZIL": "BR", "ZAF": "ZA", "SOUTH AFRICA": "ZA",
+}  # fmt: skip
+"""Alpha-3 codes and English names mapped without doubt; anything else is reported."""
+
+
+def country_code(text: str) -> str | None:
+    """ISO 3166-1 alpha-2 code of a FHIR address country, or None when it is not certain."""
+    key = " ".join(text.replace(".", "").upper().split())
+    if key in _ISO_ALPHA_2:
+        return key
+    return _COUNTRY_ALIASES.get(key)
+
+
+def patient_events(source: Source, _index: Index) -> list[Event]:
+    address = _home_address(source.resource)
+    country = None if address is None else string_at(address, "country")
+    if address is None or country is None:
+        raise Unsupported("Patient without an address country: no home_country fact")
+    code = country_code(country)
+    if code is None:
+        raise Unsupported(f"Patient address country {country!r} is not an ISO 3166-1 code or name")
+    timing = timing_of(source, (time_at(address, "period", "start"),))
+    payload = FactAsserted(key=HOME_COUNTRY, value=code)
+    subject_id = subject_id_of(source.resource_id)
+    return [
+        new_event(
+            source, subject_id, timing, payload, f"{EventType.FACT_ASSERTED.value}:{HOME_COUNTRY}"
+        )
+    ]
+
+
+def _home_address(resource: Json) -> Json | None:
+    addresses = objects_at(resource, "address")
+    homes = [address for address in addresses if address.get("use") == "home"]
+    return next(iter(homes or addresses), None)

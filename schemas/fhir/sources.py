@@ -1,0 +1,172 @@
+"""What every mapper works with: the caller's `ImportContext`, the `Index` of the whole input
+set (references resolve across files), the resource being mapped, its timing, and the envelope
+of the events made from it (deterministic ids). Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Final
+from uuid import NAMESPACE_URL, uuid5
+
+from schemas.events import Event, EventType, FactAsserted, Origin, Payload, Sensitivity
+from schemas.fhir.inputs import SourcedResource
+from schemas.fhir.json_access import (
+    Json,
+    Problem,
+    Unmappable,
+    Unsupported,
+    object_at,
+    relative_reference,
+    required_object,
+    string_at,
+    time_at,
+)
+
+FHIR_IMPORT_NAMESPACE: Final = uuid5(NAMESPACE_URL, "https://uac.example/fhir-import")
+JUST_AFTER: Final = timedelta(milliseconds=1)
+"""Where a stop with no known time is placed: right after the order it ends."""
+
+
+@dataclass(frozen=True)
+class ImportContext:
+    """What the caller decides: who imports for which tenant, and the time of last resort."""
+
+    tenant_id: str
+    actor: str
+    fallback_time: datetime
+
+    def __post_init__(self) -> None:
+        if self.fallback_time.tzinfo is None:
+            raise ValueError("fallback_time must be timezone-aware")
+
+
+def fhir_event_id(
+    tenant_id: str, resource_type: str, resource_id: str, version: str, kind: str
+) -> str:
+    """The deterministic event id of one event made from one version of one resource."""
+    name = "/".join((tenant_id, resource_type, resource_id, version, kind))
+    return str(uuid5(FHIR_IMPORT_NAMESPACE, name))
+
+
+@dataclass(frozen=True)
+class Index:
+    """What references resolve to across the whole input set."""
+
+    medications: Mapping[str, Json]
+    """`Medication/<id>` and entry fullUrls -> Medication resource."""
+    patients: Mapping[str, str]
+    """Entry fullUrl -> Patient id."""
+    orders: Mapping[str, SourcedResource]
+    """`MedicationRequest/<id>` and entry fullUrls -> MedicationRequest."""
+
+    @classmethod
+    def of(cls, resources: Iterable[SourcedResource]) -> Index:
+        medications: dict[str, Json] = {}
+        patients: dict[str, str] = {}
+        orders: dict[str, SourcedResource] = {}
+        for item in resources:
+            resource_type, identifier = item.resource_type, item.identity
+            keys = [item.full_url, f"{resource_type}/{identifier}" if identifier else None]
+            if resource_type == "Medication":
+                medications.update((key, item.resource) for key in keys if key)
+            if resource_type == "MedicationRequest":
+                orders.update((key, item) for key in keys if key)
+            if resource_type == "Patient" and item.full_url and identifier:
+                patients[item.full_url] = identifier
+        return cls(medications, patients, orders)
+
+
+@dataclass(frozen=True)
+class Source:
+    """The resource being mapped, its id, and the caller's context."""
+
+    resource: Json
+    resource_id: str
+    context: ImportContext
+
+    @property
+    def resource_type(self) -> str:
+        return str(self.resource["resourceType"])
+
+
+@dataclass(frozen=True)
+class Timing:
+    occurred_at: datetime
+    recorded_at: datetime
+    version: str
+
+
+Mapper = Callable[[Source, Index], list[Event]]
+
+
+def new_event(
+    source: Source, subject_id: str, timing: Timing, payload: Payload, kind: str
+) -> Event:
+    context = source.context
+    sensitive = not isinstance(payload, FactAsserted)
+    return Event(
+        event_id=fhir_event_id(
+            context.tenant_id, source.resource_type, source.resource_id, timing.version, kind
+        ),
+        tenant_id=context.tenant_id,
+        subject_id=subject_id,
+        actor=context.actor,
+        type=EventType(type(payload).__name__),
+        occurred_at=timing.occurred_at,
+        recorded_at=timing.recorded_at,
+        origin=Origin.IMPORTED,
+        source_ref=f"{source.resource_type}/{source.resource_id}",
+        confidence=1.0,
+        sensitivity=Sensitivity.SPECIAL_CATEGORY if sensitive else Sensitivity.NORMAL,
+        purpose="care",
+        scope="subject",
+        payload=payload,
+    )
+
+
+_UNSAFE_IN_SUBJECT: Final = re.compile(r"[:\s]+")
+
+
+def subject_of(resource: Json, field_name: str, index: Index) -> str:
+    reference = string_at(required_object(resource, field_name), "reference")
+    if reference is None:
+        raise Unmappable(Problem.MISSING_FIELD, f"{field_name}.reference")
+    if reference.startswith("urn:"):
+        return subject_id_of(index.patients.get(reference) or reference.rsplit(":", 1)[-1])
+    if reference.startswith("#"):
+        raise Unmappable(Problem.UNRESOLVED_REFERENCE, "a contained patient is not supported")
+    relative = relative_reference(reference)
+    if relative is None:
+        raise Unmappable(Problem.INVALID_VALUE, f"{field_name}.reference {reference!r}")
+    resource_type, identifier = relative.split("/")
+    if resource_type != "Patient":
+        raise Unsupported(f"the subject is a {resource_type}, not a Patient")
+    return subject_id_of(identifier)
+
+
+def subject_id_of(identifier: str) -> str:
+    subject = _UNSAFE_IN_SUBJECT.sub("-", identifier.strip())
+    if not subject:
+        raise Unmappable(Problem.INVALID_VALUE, "the patient id is empty")
+    return subject
+
+
+def timing_of(source: Source, candidates: Sequence[datetime | None]) -> Timing:
+    """occurred_at from the first present candidate, then meta.lastUpdated, then the fallback."""
+    resource, fallback = source.resource, source.context.fallback_time
+    last_updated = time_at(resource, "meta", "lastUpdated")
+    found = next((time for time in (*candidates, last_updated) if time is not None), None)
+    version = string_at(object_at(resource, "meta"), "versionId") or _raw_last_updated(resource)
+    if found is None:
+        return Timing(
+            fallback, last_updated or fallback, f"{version}|fallback={fallback.isoformat()}"
+        )
+    return Timing(found, last_updated or found, version)
+
+
+def _raw_last_updated(resource: Json) -> str:
+    return string_at(object_at(resource, "meta"), "lastUpdated") or ""
