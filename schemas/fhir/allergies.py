@@ -41,8 +41,6 @@ from schemas.fhir.json_access import (
 from schemas.fhir.sources import Index, Source, new_event, subject_of, timing_of
 
 _ALL_CATEGORIES: Final = tuple(AllergyCategory)
-
-
 _NEGATIONS: Final[dict[tuple[str, str], tuple[AllergyCategory, ...]]] = {
     (SNOMED, "716186003"): _ALL_CATEGORIES,
     (SNOMED, "160244002"): _ALL_CATEGORIES,
@@ -56,11 +54,7 @@ _NEGATIONS: Final[dict[tuple[str, str], tuple[AllergyCategory, ...]]] = {
     (IPS_ABSENT_UNKNOWN, "no-known-environmental-allergies"): (AllergyCategory.ENVIRONMENT,),
 }
 """Codes that state the absence of allergies, and the categories each statement covers."""
-
-
 _UNKNOWN_ALLERGY_STATUS: Final = frozenset({(IPS_ABSENT_UNKNOWN, "no-allergy-info")})
-
-
 _NEGATION_TEXTS: Final[dict[str, tuple[AllergyCategory, ...]]] = {
     "nka": _ALL_CATEGORIES,
     "no known allergies": _ALL_CATEGORIES,
@@ -75,21 +69,13 @@ _NEGATION_TEXTS: Final[dict[str, tuple[AllergyCategory, ...]]] = {
     "no known latex allergy": (AllergyCategory.ENVIRONMENT,),
 }
 """Text-only negations (used only when the code has no codings at all)."""
-
-
 _ALLERGY_TYPES: Final = {"allergy": AllergyType.ALLERGY, "intolerance": AllergyType.INTOLERANCE}
-
-
 _CATEGORIES: Final = {category.value: category for category in AllergyCategory}
-
-
 _CRITICALITIES: Final = {
     "low": Criticality.LOW,
     "high": Criticality.HIGH,
     "unable-to-assess": Criticality.UNABLE_TO_ASSESS,
 }
-
-
 _VERIFICATIONS: Final = {
     "unconfirmed": VerificationStatus.UNCONFIRMED,
     "presumed": VerificationStatus.UNCONFIRMED,
@@ -97,11 +83,7 @@ _VERIFICATIONS: Final = {
     "refuted": VerificationStatus.REFUTED,
     "entered-in-error": VerificationStatus.ENTERED_IN_ERROR,
 }
-
-
 _CLINICAL_STATUSES: Final = {status.value: status for status in ClinicalStatus}
-
-
 _REACTION_SEVERITIES: Final = {severity.value: severity for severity in ReactionSeverity}
 
 

@@ -80,8 +80,6 @@ def single_dose_end(started: datetime) -> datetime:
 _ADMINISTRATION_STATUSES: Final = frozenset(
     {"in-progress", "not-done", "on-hold", "completed", IN_ERROR, "stopped", "unknown"}
 )
-
-
 _ADMINISTRATION_UNDER_WAY: Final = frozenset({"in-progress", "on-hold"})
 
 
@@ -131,9 +129,8 @@ def _reported_order(
     ended = _order_end(ordered, index, source.context)
     given = timing_of(source, starts).occurred_at
     if ended is not None and given >= ended:
-        raise Unsupported(
-            f"{source.resource_type} after MedicationRequest/{order} ended (it would restart the order)"
-        )
+        reason = f"after MedicationRequest/{order} ended (it would restart the order)"
+        raise Unsupported(f"{source.resource_type} {reason}")
     return order
 
 
@@ -167,8 +164,6 @@ _DISPENSE_STATUSES: Final = frozenset(
         "unknown",
     }
 )
-
-
 _NOT_DISPENSED: Final = frozenset({"cancelled", "declined"})
 
 

@@ -17,17 +17,9 @@ from typing import Any, Final, TypeVar
 from schemas.events import Coding
 
 Json = Mapping[str, Any]
-
-
 E = TypeVar("E")
-
-
 SNOMED: Final = "http://snomed.info/sct"
-
-
 IPS_ABSENT_UNKNOWN: Final = "http://hl7.org/fhir/uv/ips/CodeSystem/absent-unknown-uv-ips"
-
-
 SYSTEM_ALIASES: Final = {
     "urn:oid:2.16.840.1.113883.6.96": SNOMED,
     "http://snomed.info/sct/": SNOMED,

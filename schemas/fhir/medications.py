@@ -36,11 +36,7 @@ from schemas.fhir.sources import JUST_AFTER, Index, Source, Timing, new_event, s
 _PRESCRIBING_INTENTS: Final = frozenset(
     {"order", "original-order", "reflex-order", "filler-order", "instance-order", "plan"}
 )
-
-
 _NOT_PRESCRIBING_INTENTS: Final = frozenset({"proposal", "option"})
-
-
 _REQUEST_STATUSES: Final = frozenset(
     {
         "active",
@@ -53,11 +49,7 @@ _REQUEST_STATUSES: Final = frozenset(
         "unknown",
     }
 )
-
-
 IN_ERROR: Final = "entered-in-error"
-
-
 _ENDED_STATUSES: Final = frozenset({"stopped", "completed", "cancelled", IN_ERROR})
 
 
@@ -277,8 +269,6 @@ def stop_reason_of(resource: Json, status: str) -> str:
 
 
 _TAKING_STATUSES: Final = frozenset({"active", "intended", "on-hold", "unknown"})
-
-
 _TAKEN_STATUSES: Final = frozenset({"completed", "stopped", IN_ERROR})
 
 
@@ -310,8 +300,6 @@ def _statement_ends(resource: Json) -> tuple[datetime | None, ...]:
 _NO_MEDICATION_CODES: Final = frozenset(
     {(IPS_ABSENT_UNKNOWN, "no-known-medications"), (IPS_ABSENT_UNKNOWN, "no-medication-info")}
 )
-
-
 _NO_MEDICATION_TEXTS: Final = frozenset(
     {
         "no known medications",

@@ -9,8 +9,6 @@ from schemas.fhir.json_access import Json, Unsupported, objects_at, string_at, t
 from schemas.fhir.sources import Index, Source, new_event, subject_id_of, timing_of
 
 HOME_COUNTRY: Final = "home_country"
-
-
 _ISO_ALPHA_2_CODES: Final = """
     AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG BH BI BJ BL BM BN BO BQ BR
     BS BT BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX CY CZ DE DJ DK DM DO DZ
@@ -22,12 +20,8 @@ _ISO_ALPHA_2_CODES: Final = """
     TH TJ TK TL TM TN TO TR TT TV TW TZ UA UG UM US UY UZ VA VC VE VG VI VN VU WF WS YE YT ZA ZM
     ZW
     """
-
-
 _ISO_ALPHA_2: Final = frozenset(_ISO_ALPHA_2_CODES.split())
 """ISO 3166-1 alpha-2 codes (the 249 officially assigned, as in tzdata's iso3166.tab)."""
-
-
 _COUNTRY_ALIASES: Final = {
     "USA": "US", "UNITED STATES": "US", "UNITED STATES OF AMERICA": "US",
     "GBR": "GB", "UK": "GB", "UNITED KINGDOM": "GB",
