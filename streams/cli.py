@@ -61,6 +61,7 @@ from streams.publisher import EventPublisher, NotSent, Published
 from streams.rebuild import checkpoint_of_subject, differences, latest_checkpoints, rebuild_states
 from streams.rejudge import WorkersRunning, rejudge
 from streams.replay_report import print_human, print_json, print_line_errors
+from streams.runtime import collector_paused
 from streams.schema_registry import RegistryRefused, registry_of
 from streams.sealing import Sealer, readable
 from streams.settings import Settings
@@ -521,7 +522,8 @@ def _replay_events(submitted: list[Submitted], errors: list[LineError], as_json:
             now=now, policy=policy, encoded_size=item.encoded_size, claim_owners=owners
         )
 
-    results = replay_batch(submitted, context_for, default_rules(load_bundled_knowledge()))
+    with collector_paused():
+        results = replay_batch(submitted, context_for, default_rules(load_bundled_knowledge()))
     print_line_errors(errors, err)
     (print_json if as_json else print_human)(results, out)
     rejected = sum(len(result.rejections) for result in results.values())

@@ -24,8 +24,10 @@ from schemas.fhir.mapping import (
     import_fhir,
     parse_json_document,
     parse_ndjson,
+    without_unmapped,
 )
 from streams.event_files import LineError
+from streams.runtime import collector_paused
 from streams.text_files import not_utf8, utf8_lines, utf8_text
 
 NDJSON_SUFFIXES = frozenset({".ndjson", ".jsonl"})
@@ -47,15 +49,19 @@ def read_fhir_files(
 
 
 def import_fhir_files(paths: Sequence[Path], context: ImportContext) -> FhirImport:
-    """The mapping result of the files as one input set (origins name the file, not the path)."""
-    return import_fhir(combine(_read(path) for path in paths), context)
+    """The mapping result of the files as one input set (origins name the file, not the path).
+
+    The parsed JSON and the events are acyclic: without the cyclic collector, which would
+    rescan them all as they pile up, a bulk export imports about twice as fast."""
+    with collector_paused():
+        return import_fhir(combine(_read(path) for path in paths), context)
 
 
 def _read(path: Path) -> ParsedInput:
     try:
         if path.suffix.lower() in NDJSON_SUFFIXES:
-            return parse_ndjson(utf8_lines(path), path.name)
-        return parse_json_document(utf8_text(path), path.name)
+            return parse_ndjson(utf8_lines(path), path.name, each=without_unmapped)
+        return without_unmapped(parse_json_document(utf8_text(path), path.name))
     except UnicodeDecodeError as error:
         problem = Problem.MALFORMED_JSON.value
         return ParsedInput(errors=(FhirError(path.name, problem, not_utf8(error)),))

@@ -6,7 +6,7 @@ into `SourcedResource`s that remember where they came from (`file.ndjson:12`,
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from schemas.errors import MalformedJson
@@ -98,14 +98,20 @@ def parse_json_document(text: str, source: str) -> ParsedInput:
     return unpack(document, source)
 
 
-def parse_ndjson(lines: Iterable[str | NotUtf8], source: str) -> ParsedInput:
+def parse_ndjson(
+    lines: Iterable[str | NotUtf8],
+    source: str,
+    each: Callable[[ParsedInput], ParsedInput] | None = None,
+) -> ParsedInput:
     """Bulk-export NDJSON: one resource per line, origins `source:<line number>`; a line that
-    is not UTF-8 is an error of its own."""
-    return combine(
+    is not UTF-8 is an error of its own. `each` is applied to every line as it is read (to
+    keep only what will be mapped, instead of holding a whole export in memory)."""
+    parsed = (
         _parsed_line(line, f"{source}:{number}")
         for number, line in enumerate(lines, start=1)
         if isinstance(line, NotUtf8) or line.strip()
     )
+    return combine(parsed if each is None else map(each, parsed))
 
 
 def _parsed_line(line: str | NotUtf8, origin: str) -> ParsedInput:

@@ -153,6 +153,7 @@ __all__ = [
     "parse_json_document",
     "parse_ndjson",
     "unpack",
+    "without_unmapped",
 ]
 
 
@@ -191,10 +192,28 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
     return result
 
 
+def without_unmapped(parsed: ParsedInput) -> ParsedInput:
+    """`parsed` with each resource of a type no mapper reads (Encounter, Observation...) turned
+    into its explained skip: the rest of a bulk export need not stay in memory until mapping."""
+    kept: list[SourcedResource] = []
+    skipped = list(parsed.skipped)
+    for item in parsed.resources:
+        if item.resource_type in _MAPPERS:
+            kept.append(item)
+        else:
+            reason = _unsupported(item.resource_type)
+            skipped.append(Skipped(item.origin, item.resource_type, item.identity, reason))
+    return ParsedInput(tuple(kept), tuple(skipped), parsed.errors)
+
+
+def _unsupported(resource_type: str) -> str:
+    return f"unsupported resource type {resource_type}"
+
+
 def _events_of(item: SourcedResource, index: Index, context: ImportContext) -> list[Event]:
     mapper = _MAPPERS.get(item.resource_type)
     if mapper is None:
-        raise Unsupported(f"unsupported resource type {item.resource_type}")
+        raise Unsupported(_unsupported(item.resource_type))
     if item.identity is None:
         raise Unmappable(
             Problem.MISSING_FIELD,

@@ -39,6 +39,7 @@ from schemas.fhir.mapping import (
     parse_json_document,
     parse_ndjson,
     unpack,
+    without_unmapped,
 )
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "fhir"
@@ -1090,6 +1091,22 @@ def test_given_synthea_resources_of_other_types_when_imported_then_each_is_skipp
         ("mixed.ndjson:2", "Condition", "unsupported resource type Condition"),
     ]
     assert all(s.resource_id for s in result.skipped)
+
+
+def test_given_unmapped_types_dropped_while_reading_then_the_same_import_and_skips() -> None:
+    lines = []
+    for resource_type in ("Encounter", "AllergyIntolerance", "Condition", "Patient"):
+        with (SYNTHEA / f"{resource_type}.000.ndjson").open(encoding="utf-8") as source:
+            lines.extend(source.readlines()[:3])
+    slim = parse_ndjson(lines, "mixed.ndjson", each=without_unmapped)
+    assert {item.resource_type for item in slim.resources} == {"AllergyIntolerance", "Patient"}
+    whole = import_fhir(parse_ndjson(lines, "mixed.ndjson"), CONTEXT)
+    result = import_fhir(slim, CONTEXT)
+    assert result.events == whole.events
+    assert sorted(result.skipped, key=lambda s: s.origin) == sorted(
+        whole.skipped, key=lambda s: s.origin
+    )
+    assert result.skip_counts()["unsupported resource type Encounter"] == 3
 
 
 @pytest.mark.parametrize(
