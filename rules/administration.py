@@ -135,7 +135,8 @@ def site_of(route: str | None, drug: str) -> Site | None:
         (drug, DOSE_FORM_WORDS, CHINESE_DOSE_FORM_WORDS),
     ):
         found = {words[word] for word in tokens(text) if word in words}
-        found.update(site for phrase, site in chinese.items() if phrase in _unsilenced(text))
+        unsilenced = _unsilenced(text)
+        found.update(site for phrase, site in chinese.items() if phrase in unsilenced)
         if len(found) == 1:
             return found.pop()
         if found:

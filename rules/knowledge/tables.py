@@ -48,10 +48,13 @@ SYSTEM_URIS: Mapping[str, str] = {
 
 
 def parse_coding(text: str) -> Coding:
-    """A coding written `system|code`: `system` a short name (rxnorm, ndc, snomed, cvx) or a
-    code system URI (`http://snomed.info/sct|91936005`)."""
+    """A coding written `system|code`: `system` a short name (rxnorm, ndc, snomed, cvx, or
+    another spelling `SYSTEMS` knows) or a code system URI (`http://snomed.info/sct|91936005`)."""
     system, separator, code = (part.strip() for part in text.partition("|"))
-    uri = SYSTEM_URIS.get(system.lower(), system if ":" in system else None)
+    short_name = SYSTEMS.get(system.lower())
+    uri = SYSTEM_URIS.get(short_name or "")
+    if uri is None and ":" in system:
+        uri = system
     if not separator or not code or uri is None:
         short_names = ", ".join(SYSTEM_URIS)
         raise ValueError(

@@ -123,10 +123,14 @@ def _reported_order(
     the input set and had ended before the record, the record is skipped: reported on the
     order, it would restart it (with no end), and the order was checked while it ran."""
     order = based_on_request(source.resource, field_name, index)
-    ordered = index.orders.get(f"MedicationRequest/{order}") if order is not None else None
+    if order is None:
+        return None
+    ordered = index.orders.get(f"MedicationRequest/{order}")
     if ordered is None:
         return order
-    ended = _order_end(ordered, index, source.context)
+    if order not in index.order_ends:
+        index.order_ends[order] = _order_end(ordered, index, source.context)
+    ended = index.order_ends[order]
     given = timing_of(source, starts).occurred_at
     if ended is not None and given >= ended:
         reason = f"after MedicationRequest/{order} ended (it would restart the order)"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 from uuid import NAMESPACE_URL, uuid5
@@ -62,6 +62,9 @@ class Index:
     """Entry fullUrl -> Patient id."""
     orders: Mapping[str, SourcedResource]
     """`MedicationRequest/<id>` and entry fullUrls -> MedicationRequest."""
+    order_ends: dict[str, datetime | None] = field(default_factory=dict, compare=False)
+    """Order id -> when its own import stops it, filled as records of drugs given name their
+    orders (so an order is mapped once more for them all, not once per record)."""
 
     @classmethod
     def of(cls, resources: Iterable[SourcedResource]) -> Index:
