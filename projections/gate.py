@@ -15,11 +15,14 @@ from typing import NamedTuple
 from projections.secrets import secrets_in
 from projections.state import UserState, claim_address
 from schemas.events import (
+    CLOCK_ACTOR,
     AllergyRecorded,
     AllergyStatusChanged,
     ClaimRetracted,
+    ClockAdvanced,
     ErasureRequested,
     Event,
+    EventType,
     MedicationPrescribed,
     MedicationStopped,
     Sensitivity,
@@ -48,7 +51,8 @@ class GatePolicy:
     needs every copy on the log sealed); erasure requests are exempt so they always get through."""
     max_history_bytes: int | None = None
     """The most encoded event bytes one subject's history may hold (the subject's checkpoint, a
-    single Kafka record, holds the whole state); None: no limit. Erasure requests are exempt."""
+    single Kafka record, holds the whole state); None: no limit. Erasure requests are exempt, and
+    so are the clock's events (at most two per validity window)."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +125,14 @@ def _authorisation(event: Event, policy: GatePolicy) -> tuple[Problem, ...]:
         return (
             Problem(ReasonCode.UNKNOWN_TENANT, f"tenant {event.tenant_id!r} is not configured"),
         )
-    if event.actor not in tenant.actors:
+    clock = isinstance(event.payload, ClockAdvanced)
+    if clock != (event.actor == CLOCK_ACTOR):
+        detail = (
+            f"{EventType.CLOCK_ADVANCED.value} is written by actor {CLOCK_ACTOR!r} only, "
+            "and that actor writes nothing else"
+        )
+        return (Problem(ReasonCode.CLOCK_RESERVED, detail),)
+    if event.actor not in tenant.actors and not clock:
         detail = f"actor {event.actor!r} may not write for tenant {event.tenant_id!r}"
         return (Problem(ReasonCode.ACTOR_NOT_ALLOWED, detail),)
     return ()
@@ -160,7 +171,7 @@ def consent_allows(state: UserState, purpose: str, tenant: TenantPolicy | None) 
 
 def _capacity(event: Event, context: GateContext) -> tuple[Problem, ...]:
     limit = context.policy.max_history_bytes
-    if limit is None or isinstance(event.payload, ErasureRequested):
+    if limit is None or isinstance(event.payload, (ErasureRequested, ClockAdvanced)):
         return ()
     if context.history_bytes + context.encoded_size <= limit:
         return ()

@@ -11,6 +11,7 @@ state folds a whole history at once (each claim key in one pass), which gives th
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from enum import StrEnum
 from functools import cache
 from typing import Any
@@ -52,6 +53,7 @@ from schemas.events import (
     AllergyRecorded,
     AllergyStatusChanged,
     ClaimRetracted,
+    ClockAdvanced,
     ConsentChanged,
     ErasureRequested,
     Event,
@@ -89,7 +91,9 @@ CLAIM_KEYS: dict[type[WireModel], tuple[Kind, str]] = {
 }
 """Payload type -> (kind, name of the field that keys it). Every payload is either here or in
 NOT_CLAIMS (a unit test checks that no event type is forgotten)."""
-NOT_CLAIMS: frozenset[type[WireModel]] = frozenset({ClaimRetracted, ErasureRequested})
+NOT_CLAIMS: frozenset[type[WireModel]] = frozenset(
+    {ClaimRetracted, ErasureRequested, ClockAdvanced}
+)
 
 
 def claim_address(event: Event) -> tuple[Kind, str] | None:
@@ -100,6 +104,16 @@ def claim_address(event: Event) -> tuple[Kind, str] | None:
     kind, field = found
     key: str = getattr(event.payload, field)
     return kind, key
+
+
+Bound = tuple[datetime, Kind, str]
+"""A moment a claim's validity window opens (`valid_from`) or closes (`valid_until`), and the
+(kind, key) of the claim."""
+
+
+def bounds_of(event: Event, address: tuple[Kind, str]) -> list[Bound]:
+    kind, key = address
+    return [(moment, kind, key) for moment in (event.valid_from, event.valid_until) if moment]
 
 
 Timelines = Map[str, Timeline[Any]]
@@ -125,6 +139,9 @@ class UserState(BaseModel):
     consents: Timelines = _NO_TIMELINES
     acknowledgements: Timelines = _NO_TIMELINES
     pending_retractions: Map[str, Event] = _NO_EVENTS
+    bounds: tuple[Bound, ...] = ()
+    """Every validity bound of the claims' events, in time order (an index: derived from
+    `events`, so it is not part of the checkpoint document)."""
 
     @property
     def key(self) -> str:
@@ -264,6 +281,8 @@ def evolve(state: UserState, event: Event, policy: FoldPolicy = DEFAULT_POLICY) 
             timelines.get(claim_key), event, step_for(kind, policy), retracted=retracted
         )
         update[field] = timelines.set(claim_key, timeline)
+        if event.valid_from is not None or event.valid_until is not None:
+            update["bounds"] = tuple(sorted((*state.bounds, *bounds_of(event, address))))
     return _next(state, update)
 
 
@@ -332,6 +351,7 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
     unique: dict[str, Event] = {}
     members: dict[tuple[Kind, str], list[Keyed]] = {}
     retractions: list[Event] = []
+    bounds: list[Bound] = []
     last: SortKey | None = None
     address_of = CLAIM_KEYS.get
     for event in events:
@@ -353,6 +373,8 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
                 return None
             continue
         address = (found[0], getattr(payload, found[1]))
+        if event.valid_from is not None or event.valid_until is not None:
+            bounds.extend(bounds_of(event, address))
         keyed = members.get(address)
         if keyed is None:
             members[address] = [(key, event)]
@@ -374,6 +396,7 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
         "events": Map(unique),
         "last_key": last,
         "pending_retractions": _pending(unique, retractions) if retractions else _NO_EVENTS,
+        "bounds": tuple(sorted(bounds)),
     }
     update.update({_FIELDS[kind]: Map(by_key) for kind, by_key in timelines.items() if by_key})
     return _next(empty, update)

@@ -134,27 +134,52 @@ def transitions(
     after: UserState,
     event: Event,
     focus: frozenset[tuple[Kind, str]],
+    timed: frozenset[tuple[Kind, str]] = frozenset(),
 ) -> list[Alert]:
     """`raised` for findings new in `after`, `raised` again (saying what changed) for findings
     the event made grade differently (an allergy corrected to an intolerance, a criticality
     raised), `resolved` for findings gone from it; `focus` is what the event touched
-    (`touched(before, event)`)."""
-    if not any(kind in rule.watches for kind, _ in focus):
+    (`touched(before, event)`), `timed` the claims whose validity window opened or closed as
+    the event moved the subject's time (`validity_changes`)."""
+    claims = focus | timed
+    if not any(kind in rule.watches for kind, _ in claims):
         return []
-    old, new = rule.findings(before, focus), rule.findings(after, focus)
+    old, new = rule.findings(before, claims), rule.findings(after, claims)
+    cause = _CauseOfChange(event, after, focus, timed)
     raised = []
     for key in sorted(new.keys()):
         if key not in old:
             raised.append(lifecycle(after, new[key], AlertStatus.RAISED, event))
         elif change := regrading(old[key], new[key]):
-            reason = f"{event.type.value} {event.id} changed the judgement: {change}"
+            reason = f"{cause.of(new[key])} changed the judgement: {change}"
             raised.append(lifecycle(after, new[key], AlertStatus.RAISED, event, reason))
-    reason = f"{event.type.value} {event.id} removed the cause"
     resolved = [
-        lifecycle(after, old[key], AlertStatus.RESOLVED, event, reason)
+        lifecycle(
+            after, old[key], AlertStatus.RESOLVED, event, f"{cause.of(old[key])} removed the cause"
+        )
         for key in sorted(old.keys() - new.keys())
     ]
     return raised + resolved
+
+
+@dataclass(frozen=True, slots=True)
+class _CauseOfChange:
+    """Names what changed a finding: the event, or (when the event touched none of the
+    finding's claims and the validity window of one of them opened or closed) time."""
+
+    event: Event
+    after: UserState
+    focus: frozenset[tuple[Kind, str]]
+    timed: frozenset[tuple[Kind, str]]
+
+    def of(self, finding: Finding) -> str:
+        named = f"{self.event.type.value} {self.event.id}"
+        claims = set(finding.cause)
+        if any(f"{kind.value}:{key}" in claims for kind, key in self.focus):
+            return named
+        if any(f"{kind.value}:{key}" in claims for kind, key in self.timed):
+            return f"time reaching {self.after.as_of.isoformat()} ({named})"
+        return named
 
 
 class Graded(Protocol):

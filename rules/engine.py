@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from projections.gate import Admitted, Decision, GateContext, admit
+from projections.queries import validity_changes
 from projections.state import UserState, evolve
 from projections.views import DEFAULT_POLICY, FoldPolicy
 from rules.base import Rule, RuleRef, lifecycle, touched, transitions
@@ -33,8 +34,10 @@ def evaluate(
     """Every alert lifecycle record caused by the transition from `before` to `after`."""
     if after is before or after.erased:
         return []
-    focus = touched(before, event)
-    alerts = [alert for rule in rules for alert in transitions(rule, before, after, event, focus)]
+    focus, timed = touched(before, event), validity_changes(before, after)
+    alerts = [
+        alert for rule in rules for alert in transitions(rule, before, after, event, focus, timed)
+    ]
     return alerts + _acknowledgement(rules, after, event)
 
 

@@ -1,4 +1,4 @@
-"""The event envelope and its typed payloads (mirrors `avro/event.v1.avsc` field by field)."""
+"""The event envelope and its typed payloads (mirrors `avro/event.v2.avsc` field by field)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ class EventType(StrEnum):
     CONSENT_CHANGED = "ConsentChanged"
     ALERT_ACKNOWLEDGED = "AlertAcknowledged"
     ERASURE_REQUESTED = "ErasureRequested"
+    CLOCK_ADVANCED = "ClockAdvanced"
 
 
 class Origin(StrEnum):
@@ -204,6 +205,15 @@ class ErasureRequested(WireModel):
     reason: str | None = None
 
 
+class ClockAdvanced(WireModel):
+    """The subject's time reached the event's `occurred_at`, a moment where a claim's validity
+    window opens or closes. Written by the worker's clock (actor `CLOCK_ACTOR`) only; it
+    records no claim."""
+
+
+CLOCK_ACTOR: Final = "uac-clock"
+
+
 Payload = (
     AllergyRecorded
     | AllergyStatusChanged
@@ -216,6 +226,7 @@ Payload = (
     | ConsentChanged
     | AlertAcknowledged
     | ErasureRequested
+    | ClockAdvanced
 )
 
 PAYLOAD_MODELS: Final[dict[str, type[WireModel]]] = {
@@ -232,6 +243,7 @@ PAYLOAD_MODELS: Final[dict[str, type[WireModel]]] = {
         ConsentChanged,
         AlertAcknowledged,
         ErasureRequested,
+        ClockAdvanced,
     )
 }
 

@@ -20,6 +20,7 @@ class ReasonCode(StrEnum):
     # Who may write.
     UNKNOWN_TENANT = "unknown_tenant"
     ACTOR_NOT_ALLOWED = "actor_not_allowed"
+    CLOCK_RESERVED = "clock_reserved"
     # Idempotency.
     DUPLICATE_EVENT_ID = "duplicate_event_id"
     EVENT_ID_REUSED = "event_id_reused"

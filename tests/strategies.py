@@ -122,9 +122,11 @@ def event_histories(
     subjects: tuple[str, ...] = ("patient-1",),
     tenant: str = "clinic-a",
     types: tuple[str, ...] = CLAIM_TYPES,
+    window_odds: int = 4,
 ) -> list[Event]:
     """Events of a few subjects with distinct valid times, including corrections, retractions
-    and status changes that may arrive before what they refer to; claims of `types` only."""
+    and status changes that may arrive before what they refer to; claims of `types` only; one
+    claim in `window_odds` has a validity window."""
     size = draw(st.integers(1, max_size))
     minutes = draw(
         st.lists(st.integers(0, 60 * 24 * 400), min_size=size, max_size=size, unique=True)
@@ -156,7 +158,9 @@ def event_histories(
             continue
         event_type = draw(st.sampled_from(types))
         event = Event.model_validate(
-            envelope | {"type": event_type, "payload": draw(payloads[event_type])}
+            envelope
+            | _validity(draw, occurred, window_odds)
+            | {"type": event_type, "payload": draw(payloads[event_type])}
         )
         corrections = [
             e.id for e in same_subject if e.type == event.type and _key(e) == _key(event)
@@ -165,6 +169,19 @@ def event_histories(
             event = event.model_copy(update={"supersedes": draw(st.sampled_from(corrections))})
         events.append(event)
     return events
+
+
+def _validity(draw: st.DrawFn, occurred: datetime, odds: int) -> dict[str, datetime]:
+    """One time in `odds`, a validity window: opening before or after the claim is recorded,
+    closing days before or after it, or open-ended."""
+    if draw(st.integers(1, odds)) != 1:
+        return {}
+    days = st.integers(-30, 60).map(lambda n: occurred + timedelta(days=n))
+    start, end = draw(st.none() | days), draw(st.none() | days)
+    if start is not None and end is not None and end <= start:
+        start, end = end - timedelta(days=1), start
+    window = {"valid_from": start, "valid_until": end}
+    return {name: moment for name, moment in window.items() if moment is not None}
 
 
 def _key(event: Event) -> object:

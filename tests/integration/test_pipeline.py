@@ -119,8 +119,9 @@ def _invalid_record_bytes(event: Event) -> bytes:
 
     record = event_record(event) | {"confidence": 7.5}
     body = io.BytesIO()
-    schemaless_writer(body, bundled_registry().latest("uac.Event").parsed, record)
-    return frame(1, body.getvalue())
+    latest = bundled_registry().latest("uac.Event")
+    schemaless_writer(body, latest.parsed, record)
+    return frame(latest.schema_id, body.getvalue())
 
 
 def test_given_bad_messages_then_quarantine_records_with_reasons_while_valid_events_flow(

@@ -25,6 +25,7 @@ from projections.state import Kind, UserState, evolve, initial_state, replay, re
 from rules.base import Finding, Focus, Rule, RuleRef
 from rules.batch import Submitted, replay_batch
 from rules.engine import default_rules, evaluate, process
+from rules.rejudge import Rejudgement, latest_records, rejudged
 from schemas.reasons import ReasonCode
 from tests.factories import event_id, make_event
 from tests.fakes import TableKnowledge
@@ -35,6 +36,12 @@ POLICY = GatePolicy(
     tenants={"clinic-a": TenantPolicy(frozenset({"ehr-adapter"}), frozenset({"care", "research"}))}
 )
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
+RULE_INPUTS = (
+    "AllergyRecorded",
+    "AllergyStatusChanged",
+    "MedicationPrescribed",
+    "PreferenceStated",
+)
 
 
 def _context(item: Submitted, owners: dict[str, str]) -> GateContext:
@@ -76,7 +83,14 @@ def _structure(state: UserState) -> tuple[object, ...]:
         }
         for kind in Kind
     }
-    return (state.events, state.last_key, state.pending_retractions, state.erased, timelines)
+    return (
+        state.events,
+        state.last_key,
+        state.pending_retractions,
+        state.erased,
+        state.bounds,
+        timelines,
+    )
 
 
 def _one_by_one(events: list) -> UserState:
@@ -223,4 +237,26 @@ def test_given_any_history_then_the_kinds_a_rule_watches_hide_none_of_its_alerts
     for event in events:
         after = evolve(state, event)
         assert evaluate(RULES, state, after, event) == evaluate(everything, state, after, event)
+        state = after
+
+
+@given(
+    event_histories(max_size=12, types=RULE_INPUTS, window_odds=2),
+    st.randoms(use_true_random=False),
+)
+@settings(max_examples=300)
+def test_given_any_history_in_any_order_then_the_alerts_stream_agrees_with_the_state_after_each_event(
+    events: list, rng
+) -> None:
+    """After every event, the alerts the stream holds active are exactly the findings of the
+    rules in the state, also when an event moves the subject's time past the opening or closing
+    of a claim's validity window without touching the claim: nothing stays raised for a
+    prescription that expired, nothing stays silent for one that came into force."""
+    rng.shuffle(events)
+    why = Rejudgement("consistency-check", NOW)
+    state, stream = initial_state("clinic-a", "patient-1"), []
+    for event in events:
+        after = evolve(state, event)
+        stream += evaluate(RULES, state, after, event)
+        assert rejudged(after, latest_records(stream), RULES, why) == []
         state = after

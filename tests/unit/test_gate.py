@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from projections.gate import Admitted, GateContext, GatePolicy, Rejected, TenantPolicy, admit
 from projections.state import UserState, initial_state, replay
+from schemas.events import CLOCK_ACTOR
 from schemas.reasons import ReasonCode
 from tests.factories import T0, event_id, make_event
 
@@ -199,6 +200,29 @@ REJECTIONS = [
         ReasonCode.SUBJECT_ERASED,
         id="given a subject in the erasure ledger when an event arrives then subject_erased",
     ),
+    pytest.param(
+        make_event("ClockAdvanced", "forged-tick", payload={}),
+        {},
+        None,
+        ReasonCode.CLOCK_RESERVED,
+        id="given a producer writing ClockAdvanced then clock_reserved",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "clock-claim", actor=CLOCK_ACTOR),
+        {},
+        None,
+        ReasonCode.CLOCK_RESERVED,
+        id="given the clock's actor writing a claim then clock_reserved",
+    ),
+    pytest.param(
+        make_event(
+            "ClockAdvanced", "tick-unknown-tenant", payload={}, actor=CLOCK_ACTOR, tenant="x"
+        ),
+        {},
+        None,
+        ReasonCode.UNKNOWN_TENANT,
+        id="given the clock for an unconfigured tenant then unknown_tenant",
+    ),
 ]
 
 
@@ -264,6 +288,11 @@ ACCEPTED = [
         make_event("PreferenceStated", "ok5", at=NOW + timedelta(minutes=4)),
         None,
         id="given occurred_at within the clock skew then accepted",
+    ),
+    pytest.param(
+        make_event("ClockAdvanced", "tick", payload={}, actor=CLOCK_ACTOR, origin="inferred"),
+        REMEMBERED,
+        id="given the clock's tick then accepted without being on the tenant's actor list",
     ),
 ]
 
@@ -358,9 +387,11 @@ def test_given_sealing_required_then_an_unsealed_erasure_request_still_gets_thro
     )
 
 
-def test_given_a_full_history_then_an_erasure_request_still_gets_through() -> None:
+def test_given_a_full_history_then_an_erasure_request_and_a_clock_tick_still_get_through() -> None:
     erasure = make_event("ErasureRequested", "forget-me", purpose="erasure")
+    tick = make_event("ClockAdvanced", "tick", payload={}, actor=CLOCK_ACTOR)
     assert isinstance(_decide(erasure, history_bytes=10_000), Admitted)
+    assert isinstance(_decide(tick, history_bytes=10_000), Admitted)
     assert isinstance(
         _decide(make_event("PreferenceStated", "fits"), history_bytes=9_800), Admitted
     )

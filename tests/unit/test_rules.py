@@ -16,7 +16,7 @@ from rules.drug_allergy import severity_for
 from rules.engine import default_rules, evaluate
 from rules.knowledge.model import MatchLevel
 from schemas.alerts import Alert, AlertStatus, Severity
-from tests.factories import make_event
+from tests.factories import T0, make_event
 from tests.fakes import TableKnowledge
 
 RULES = default_rules(TableKnowledge())
@@ -221,3 +221,51 @@ def test_given_a_correction_that_changes_nothing_the_alert_shows_then_no_new_rec
     corrected = corrected.model_copy(update={"supersedes": allergy().id})
     (only,) = run([allergy(), rx("rx-amox", "amoxicillin"), corrected])
     assert only.status is AlertStatus.RAISED
+
+
+def prescription_valid(days: tuple[float | None, float | None], name: str = "rx-window") -> Any:
+    start, end = (None if day is None else T0 + day * DAY for day in days)
+    window = {k: v for k, v in {"valid_from": start, "valid_until": end}.items() if v}
+    return make_event(
+        "MedicationPrescribed",
+        name,
+        at=DAY,
+        payload={"prescription_id": name, "drug": "amoxicillin"},
+        **window,
+    )
+
+
+def later(day: float) -> Any:
+    """An event about something else, at `day`: it moves the subject's time."""
+    return make_event("PreferenceStated", f"later-{day}", at=day * DAY)
+
+
+def test_given_a_raised_alert_when_time_passes_the_prescriptions_validity_then_resolved() -> None:
+    raised, resolved = run([allergy(), prescription_valid((None, 3)), later(5)])
+    assert (raised.status, resolved.status) == (AlertStatus.RAISED, AlertStatus.RESOLVED)
+    assert resolved.alert_id == raised.alert_id
+    assert resolved.reason == (
+        f"time reaching {(T0 + 5 * DAY).isoformat()} (PreferenceStated {later(5).id}) "
+        "removed the cause"
+    )
+
+
+def test_given_a_prescription_valid_from_a_later_day_then_raised_when_time_reaches_it() -> None:
+    events = [allergy(), prescription_valid((4, None)), later(2)]
+    assert run(events) == []
+    (raised,) = run([*events, later(4)])
+    assert raised.status is AlertStatus.RAISED
+    assert raised.alert_id == alert_id(
+        "clinic-a", "patient-1", DRUG_ALLERGY, ["allergy:allergy-1", "medication:rx-window"]
+    )
+
+
+def test_given_time_moving_inside_the_window_then_no_record() -> None:
+    (raised,) = run([allergy(), prescription_valid((None, 9)), later(3), later(8)])
+    assert raised.status is AlertStatus.RAISED
+
+
+def test_given_events_out_of_valid_time_order_then_expiry_is_judged_at_the_latest_time() -> None:
+    """An event with an earlier valid time does not move the subject's time back."""
+    alerts = run([later(5), allergy(), prescription_valid((None, 3))])
+    assert alerts == []

@@ -1,0 +1,62 @@
+"""The subject's clock: when a subject must be judged again although no producer wrote.
+
+Rules and reads judge a subject at its own time (`as_of`, the latest valid time folded), never
+at a wall clock, so a replay judges every state exactly as it was judged live. A validity window
+that opens or closes after `as_of` (a prescription's `valid_until`, a claim's `valid_from`) is
+therefore seen only once an event moves the subject's time past it. When wall-clock time has
+passed such a bound, the worker's clock writes that event: a `ClockAdvanced` on the events
+topic, gated and folded like any other, so the alert records it causes (`resolved` for a
+prescription that expired, `raised` for one that came into force) are in the log and a replay
+gives them again.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from datetime import datetime
+from operator import itemgetter
+from uuid import NAMESPACE_URL, uuid5
+
+from projections.state import UserState
+from schemas.events import CLOCK_ACTOR, ClockAdvanced, Event, EventType, Origin
+
+CLOCK_NAMESPACE = uuid5(NAMESPACE_URL, "https://uac.example/clock")
+_MOMENT = itemgetter(0)
+
+
+def next_bound(state: UserState) -> datetime | None:
+    """The first moment after the subject's time at which a claim's validity window opens or
+    closes (None when none is still to come)."""
+    if state.as_of is None or state.erased:
+        return None
+    following = bisect_right(state.bounds, state.as_of, key=_MOMENT)
+    return state.bounds[following][0] if following < len(state.bounds) else None
+
+
+def due_bound(state: UserState, now: datetime) -> datetime | None:
+    """The latest validity bound after the subject's time and not after `now`: the time one
+    `ClockAdvanced` moves the subject to, past every bound wall-clock time has passed (None
+    when none has)."""
+    upcoming = next_bound(state)
+    if upcoming is None or upcoming > now:
+        return None
+    return state.bounds[bisect_right(state.bounds, now, key=_MOMENT) - 1][0]
+
+
+def clock_event(state: UserState, moment: datetime, recorded_at: datetime) -> Event:
+    """The `ClockAdvanced` that moves the subject of `state` to `moment`. Its id derives from
+    the subject and the moment, so a clock that writes it twice writes one event (the gate
+    refuses the copy)."""
+    identity = f"{state.tenant_id}/{state.subject_id}/{moment.isoformat()}"
+    return Event(
+        event_id=str(uuid5(CLOCK_NAMESPACE, identity)),
+        tenant_id=state.tenant_id,
+        subject_id=state.subject_id,
+        actor=CLOCK_ACTOR,
+        type=EventType.CLOCK_ADVANCED,
+        occurred_at=moment,
+        recorded_at=recorded_at,
+        origin=Origin.INFERRED,
+        confidence=1.0,
+        payload=ClockAdvanced(),
+    )

@@ -1,0 +1,124 @@
+"""The subject's clock: a prescription that expires, or one that comes into force, changes the
+alerts when wall-clock time passes the bound, through a logged `ClockAdvanced` event."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from projections.clock import clock_event, due_bound, next_bound
+from projections.document import state_document, state_hash
+from projections.gate import Admitted, GateContext, GatePolicy, Rejected, TenantPolicy, admit
+from projections.queries import active_medications
+from projections.reads import readable_document
+from projections.state import evolve, replay
+from rules.engine import default_rules, process
+from schemas.alerts import AlertStatus
+from schemas.reasons import ReasonCode
+from tests.factories import T0, make_event
+from tests.fakes import TableKnowledge
+
+DAY = timedelta(days=1)
+RULES = default_rules(TableKnowledge())
+POLICY = GatePolicy(tenants={"clinic-a": TenantPolicy(frozenset({"ehr-adapter"}))})
+ALLERGY = make_event("AllergyRecorded", "penicillin")
+
+
+def prescription(name: str, **window: Any) -> Any:
+    return make_event(
+        "MedicationPrescribed",
+        name,
+        at=DAY,
+        payload={"prescription_id": name, "drug": "amoxicillin"},
+        **window,
+    )
+
+
+def test_given_no_window_ahead_then_no_bound() -> None:
+    assert next_bound(replay([ALLERGY, prescription("rx")])) is None
+    assert next_bound(replay([prescription("rx", valid_until=T0 + DAY / 2)])) is None
+
+
+def test_given_windows_then_the_first_bound_after_the_subjects_time_is_next() -> None:
+    state = replay(
+        [
+            ALLERGY,
+            prescription("rx-1", valid_until=T0 + 5 * DAY),
+            prescription("rx-2", valid_from=T0 + 3 * DAY, valid_until=T0 + 9 * DAY),
+        ]
+    )
+    assert state.as_of == T0 + DAY
+    assert next_bound(state) == T0 + 3 * DAY
+    assert due_bound(state, T0 + 2 * DAY) is None
+    assert due_bound(state, T0 + 3 * DAY) == T0 + 3 * DAY
+    assert due_bound(state, T0 + 6 * DAY) == T0 + 5 * DAY, "one tick passes every bound passed"
+
+
+def test_given_an_erased_subject_then_its_clock_is_stopped() -> None:
+    erased = replay(
+        [
+            prescription("rx", valid_until=T0 + 5 * DAY),
+            make_event("ErasureRequested", "forget", at=2 * DAY),
+        ]
+    )
+    assert next_bound(erased) is None
+
+
+def _through_the_gate(state: Any, event: Any, now: Any) -> Any:
+    return process(state, event, GateContext(now=now, policy=POLICY, encoded_size=100), RULES)
+
+
+def test_given_an_expired_prescription_when_the_clock_ticks_then_the_alert_is_resolved() -> None:
+    state = replay([ALLERGY])
+    raised = _through_the_gate(state, prescription("rx", valid_until=T0 + 3 * DAY), T0 + DAY)
+    (alert,) = raised.alerts
+    now = T0 + 3 * DAY + timedelta(seconds=20)
+    tick = clock_event(raised.after, due_bound(raised.after, now), now)
+    outcome = _through_the_gate(raised.after, tick, now)
+    assert isinstance(outcome.decision, Admitted)
+    (resolved,) = outcome.alerts
+    assert (resolved.alert_id, resolved.status) == (alert.alert_id, AlertStatus.RESOLVED)
+    assert resolved.trigger_event_id == tick.id
+    assert (
+        resolved.reason
+        == f"time reaching {(T0 + 3 * DAY).isoformat()} (ClockAdvanced {tick.id}) removed the cause"
+    )
+    assert active_medications(outcome.after) == []
+    assert next_bound(outcome.after) is None, "once past the bound, the clock has nothing to do"
+
+
+def test_given_a_prescription_in_force_from_a_later_day_when_the_clock_ticks_then_raised() -> None:
+    state = replay([ALLERGY, prescription("rx", valid_from=T0 + 4 * DAY)])
+    assert active_medications(state) == []
+    now = T0 + 4 * DAY
+    outcome = _through_the_gate(state, clock_event(state, due_bound(state, now), now), now)
+    (raised,) = outcome.alerts
+    assert raised.status is AlertStatus.RAISED
+    assert [m.prescription_id for m in active_medications(outcome.after)] == ["rx"]
+
+
+def test_given_the_same_tick_twice_then_one_event_and_the_copy_is_refused_as_a_duplicate() -> None:
+    state = replay([ALLERGY, prescription("rx", valid_until=T0 + 3 * DAY)])
+    now = T0 + 4 * DAY
+    first = clock_event(state, T0 + 3 * DAY, now)
+    again = clock_event(state, T0 + 3 * DAY, now + timedelta(minutes=1))
+    assert first.id == again.id
+    after = evolve(state, first)
+    decision = admit(first, after, GateContext(now=now, policy=POLICY, encoded_size=100))
+    assert isinstance(decision, Rejected)
+    assert decision.reasons == (ReasonCode.DUPLICATE_EVENT_ID,)
+
+
+def test_given_a_tick_then_it_is_history_not_a_claim() -> None:
+    state = replay([ALLERGY, prescription("rx", valid_until=T0 + 3 * DAY)])
+    now = T0 + 4 * DAY
+    ticked = evolve(state, clock_event(state, T0 + 3 * DAY, now))
+    before, after = state_document(state), state_document(ticked)
+    assert (after["allergies"], after["medications"]) == (
+        before["allergies"],
+        before["medications"],
+    )
+    tenant = POLICY.tenants["clinic-a"]
+    assert readable_document(state, tenant=tenant)["medications"]["active"] != []
+    assert readable_document(ticked, tenant=tenant)["medications"]["active"] == []
+    assert state_hash(replay(list(ticked.events.values()))) == state_hash(ticked)
