@@ -4,14 +4,15 @@
 `BatchProcessor` open, decode, gate, fold and evaluate them, publishes accepted events,
 quarantine decisions and (sealed) alerts, writes each changed subject's (sealed) state to the
 table and its changelog once per batch, and carries out erasures; a timer publishes the changed
-subjects' checkpoints on the compacted state topic. Outputs and changelog records go out as one
-record batch per partition (`streams.record_batches`). The batch's outputs are delivered before
-the table write, the table write before the batch is done, and Faust flushes the producer
-before it commits offsets, so a crash replays events instead of losing them or their outputs;
-replays are harmless (duplicate event ids are refused by the gate, alert ids are
-deterministic). Each batch is checked against the next offset the
-worker expects on each partition, so records the consumer passed over are read from the log
-and processed rather than lost (`streams.continuity`, `Batches`).
+subjects' checkpoints on the compacted state topic, and another the `ClockAdvanced` events of
+subjects whose validity bound wall-clock time has passed (`streams.clock`). Outputs and
+changelog records go out as one record batch per partition (`streams.record_batches`). The
+batch's outputs are delivered before the table write, the table write before the batch is done,
+and Faust flushes the producer before it commits offsets, so a crash replays events instead of
+losing them or their outputs; replays are harmless (duplicate event ids are refused by the gate,
+alert ids are deterministic). Each batch is checked against the next offset the worker expects
+on each partition, so records the consumer passed over are read from the log and processed
+rather than lost (`streams.continuity`, `Batches`).
 
 An erasure is recorded in the ledger first (durable), then the subject's key is destroyed
 (every sealed copy in every topic becomes unreadable), then its table entry and state topic
@@ -35,11 +36,19 @@ from aiokafka.errors import KafkaError
 from faust.exceptions import NotReady
 
 from projections.document import checkpoint_of, forget_events, plain
-from schemas.codec import alert_codec, checkpoint_codec, decision_codec, erasure_codec
+from projections.state import UserState
+from schemas.codec import (
+    alert_codec,
+    checkpoint_codec,
+    decision_codec,
+    erasure_codec,
+    event_codec,
+)
 from schemas.erasures import ErasureRecorded, ref_of_key
 from schemas.errors import RegistryUnavailable
 from schemas.events import Event
 from streams.app import Pipeline
+from streams.clock import Deadlines, send_ticks, ticks
 from streams.continuity import Gap, Step, plan, reached
 from streams.keys import SubjectErased
 from streams.ledger import follow_ledger
@@ -118,12 +127,14 @@ async def publish(pipeline: Pipeline, output: BatchOutput, decided_at: datetime)
     await batches.deliver()
 
 
-async def store(pipeline: Pipeline, output: BatchOutput, checkpoints: Checkpoints) -> None:
+async def store(
+    pipeline: Pipeline, output: BatchOutput, checkpoints: Checkpoints, deadlines: Deadlines
+) -> None:
     """One head write per changed subject (its new events appended, sealed), after the history
     segments that closed, into the table and its changelog (delivered before this returns);
-    the subject's checkpoint is then due on the compacted state topic. A subject whose key was
-    destroyed meanwhile (erased by another worker during a rebalance) is left out; the batch's
-    other subjects are stored."""
+    the subject's checkpoint is then due on the compacted state topic, and its next validity
+    bound is scheduled on the clock. A subject whose key was destroyed meanwhile (erased by
+    another worker during a rebalance) is left out; the batch's other subjects are stored."""
     framed: dict[str, list[bytes]] = {}
     for item in output.accepted:
         framed.setdefault(item.key, []).append(item.framed)
@@ -147,6 +158,7 @@ async def store(pipeline: Pipeline, output: BatchOutput, checkpoints: Checkpoint
             table.data[name] = stored
             batches.add(changelog, partition, name.encode(), stored.encoded)
         checkpoints.touched(key)
+        deadlines.update(key, state)
     await batches.deliver()
 
 
@@ -324,13 +336,14 @@ def register_agents(
     batch_size: int,
     within: float,
     checkpoint_interval: float,
+    clock_interval: float,
     stall_seconds: float,
     metrics: WorkerMetrics,
 ) -> None:
-    checkpoints = Checkpoints(checkpoint_interval)
+    checkpoints, deadlines = Checkpoints(checkpoint_interval), Deadlines()
     watch = StallWatch(stall_seconds, last_progress=time.monotonic())
     reader = RangeReader(broker_address(pipeline), pipeline.topics.events)
-    batches = Batches(pipeline, processor, checkpoints, metrics, reader, batch_size)
+    batches = Batches(pipeline, processor, checkpoints, deadlines, metrics, reader, batch_size)
 
     @pipeline.app.agent(pipeline.events, concurrency=1, name="gate_and_project")
     async def gate_and_project(stream: Any) -> None:
@@ -352,12 +365,18 @@ def register_agents(
             lambda: producer_running(pipeline),
         )
 
+    @pipeline.app.timer(clock_interval)  # type: ignore[untyped-decorator]
+    async def advance_clocks() -> None:
+        async with batches.lock:
+            await tick_due_subjects(pipeline, deadlines, metrics, datetime.now(UTC))
+
     @pipeline.app.on_rebalance_complete.connect
     async def republish_after_recovery(_sender: Any, /, *_args: Any, **_kwargs: Any) -> None:
-        """Recovered (or newly assigned) subjects get their checkpoint re-published."""
-        checkpoints.touch_all(
-            key for key in list(pipeline.states.keys()) if not is_segment_key(key)
-        )
+        """Recovered (or newly assigned) subjects get their checkpoint re-published and their
+        validity bounds read again."""
+        subjects = [key for key in list(pipeline.states.keys()) if not is_segment_key(key)]
+        checkpoints.touch_all(subjects)
+        deadlines.reread(subjects)
 
     @pipeline.app.on_before_shutdown.connect
     async def close_reader(_sender: Any, /, *_args: Any, **_kwargs: Any) -> None:
@@ -375,6 +394,61 @@ def register_agents(
             pipeline.ledger,
             asyncio.Event(),
         )
+
+
+async def tick_due_subjects(
+    pipeline: Pipeline, deadlines: Deadlines, metrics: WorkerMetrics, now: datetime
+) -> None:
+    """One round of the clock (`streams.clock`): read the bounds of subjects recovered since the
+    last round, then publish a `ClockAdvanced` for each subject of this worker's partitions
+    whose bound `now` passed."""
+    owned = {tp.partition for tp in assigned_events_partitions(pipeline)}
+    if not owned or not producer_running(pipeline):
+        return
+    for number, key in enumerate(list(deadlines.unknown)):
+        schedule(pipeline, deadlines, key)
+        if number % Checkpoints.CHUNK == 0:
+            await asyncio.sleep(0)
+    due = [key for key in deadlines.due(now) if partition_of(pipeline, key) in owned]
+    found = ticks(due, lambda key: stored_state(pipeline, key), now, event_codec(), pipeline.sealer)
+    for tick in found:
+        deadlines.sent(tick.key, tick.event.occurred_at)
+    for key in set(due) - {tick.key for tick in found}:
+        schedule(pipeline, deadlines, key)
+    try:
+        await send_ticks(
+            found,
+            RecordBatches(kafka_producer(pipeline)),
+            pipeline.topics.events,
+            lambda key: partition_of(pipeline, key),
+        )
+    except (KafkaError, NotReady) as error:
+        for tick in found:
+            deadlines.refused(tick.key)
+        log.warning("clock ticks not published (tried again next round): %r", error)
+        return
+    metrics.clock_ticks.inc(len(found))
+
+
+def schedule(pipeline: Pipeline, deadlines: Deadlines, key: str) -> None:
+    """Schedule a subject's next bound from its stored state (none for a subject gone from the
+    table)."""
+    state = stored_state(pipeline, key)
+    if state is None:
+        deadlines.forget(key)
+    else:
+        deadlines.update(key, state)
+
+
+def stored_state(pipeline: Pipeline, key: str) -> UserState | None:
+    """A subject's state in the table; None when it is not there, or cannot be loaded (logged
+    by reference: the clock leaves that subject out, the worker goes on)."""
+    try:
+        stored = loaded(pipeline, key)
+    except LookupError as error:
+        log.error("no clock for subject %s…: %s", ref_of_key(key)[:12], error.__class__.__name__)
+        return None
+    return None if stored is None else stored.state
 
 
 def assigned_events_partitions(pipeline: Pipeline) -> list[Any]:
@@ -445,6 +519,7 @@ class Batches:
     pipeline: Pipeline
     processor: BatchProcessor
     checkpoints: Checkpoints
+    deadlines: Deadlines
     metrics: WorkerMetrics
     reader: RangeReader
     chunk: int
@@ -488,8 +563,10 @@ class Batches:
             fail_stop("asking the schema registry for a writer schema", error)
         try:
             await publish(pipeline, output, now)
-            await store(pipeline, output, self.checkpoints)
+            await store(pipeline, output, self.checkpoints, self.deadlines)
             await erase(pipeline, output.erasures, now)
+            for erasure in output.erasures:
+                self.deadlines.forget(erasure.key)
         except Exception as error:  # noqa: BLE001 (any failure must stop before a commit)
             fail_stop("publishing a processed batch", error)
         self.metrics.observe(output, time.monotonic() - started)

@@ -44,6 +44,12 @@ class Settings(BaseSettings):
         gt=0,
         description="How often changed subjects' checkpoints reach the state topic.",
     )
+    clock_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="How often the worker's clock publishes a ClockAdvanced event for each "
+        "subject whose next validity bound (a claim's valid_from or valid_until) has passed.",
+    )
     sink_batch_rows: int = Field(default=10_000, ge=1)
     sink_batch_seconds: float = Field(default=1.0, gt=0)
     session_timeout_seconds: float = Field(

@@ -59,6 +59,7 @@ def run_worker(settings: Settings, loglevel: str = "warn") -> None:
         settings.batch_size,
         settings.batch_seconds,
         settings.checkpoint_seconds,
+        settings.clock_seconds,
         settings.stall_restart_seconds,
         metrics,
     )

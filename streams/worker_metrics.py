@@ -46,6 +46,11 @@ class WorkerMetrics:
             " max.message.bytes); those subjects' checkpoints stay behind their states",
             registry=self.registry,
         )
+        self.clock_ticks = Counter(
+            "uac_worker_clock_ticks_total",
+            "ClockAdvanced events published for subjects whose validity bound passed",
+            registry=self.registry,
+        )
         self.gaps = Counter(
             "uac_worker_offset_gaps_total",
             "Offset ranges holding events that the consumer passed over (read from the log)",

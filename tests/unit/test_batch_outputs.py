@@ -13,6 +13,7 @@ from typing import Any
 from rules.engine import default_rules
 from schemas.codec import alert_codec, event_codec
 from streams.agents import Checkpoints, publish, store
+from streams.clock import Deadlines
 from streams.keys import FileKeyStore
 from streams.processing import BatchProcessor, Incoming
 from streams.sealing import Sealer
@@ -55,7 +56,7 @@ def test_given_a_key_destroyed_during_the_batch_then_only_that_subject_is_left_o
     assert [a.subject_id for a in alerts] == ["kept"]
     assert len([t for t, _, _ in sent if t == "acc"]) == 4
     checkpoints = Checkpoints(1.0)
-    asyncio.run(store(pipeline, output, checkpoints))
+    asyncio.run(store(pipeline, output, checkpoints, Deadlines()))
     assert list(pipeline.states) == ["clinic-a:kept"]
     assert [key for t, key, _ in producer.sent if t == "changelog"] == [b"clinic-a:kept"]
     head = pipeline.states["clinic-a:kept"]

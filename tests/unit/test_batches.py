@@ -18,6 +18,7 @@ from schemas.codec import event_codec
 from schemas.errors import RegistryUnavailable
 from streams import agents
 from streams.agents import Batches, Checkpoints
+from streams.clock import Deadlines
 from streams.keys import FileKeyStore
 from streams.ledger import ErasureLedger
 from streams.processing import BatchProcessor, Incoming
@@ -93,7 +94,9 @@ def runner(tmp_path: Path, log: LogOfOnePartition, fail_sends: bool = False) -> 
         producer=producer,
     )
     processor = BatchProcessor(event_codec(), default_rules(TableKnowledge()), POLICY, sealer)
-    return Batches(pipeline, processor, Checkpoints(1.0), WorkerMetrics(), log, chunk=3)  # type: ignore[arg-type]
+    return Batches(
+        pipeline, processor, Checkpoints(1.0), Deadlines(), WorkerMetrics(), log, chunk=3
+    )
 
 
 def sent(batches: Batches, topic: str) -> list[bytes]:
