@@ -528,7 +528,11 @@ class Batches:
     async def handle(self, messages: Sequence[Incoming]) -> None:
         async with self.lock:
             expected = await self.expected({message.partition for message in messages})
-            for step in plan(expected, messages):
+            steps = plan(expected, messages)
+            planned = sum(len(step) for step in steps if not isinstance(step, Gap))
+            if planned < len(messages):
+                self.metrics.redelivered_records.inc(len(messages) - planned)
+            for step in steps:
                 if isinstance(step, Gap):
                     await self.fill(step)
                 else:

@@ -8,7 +8,11 @@ cancelled in the middle of (a stop) can be acknowledged unprocessed. Nothing in 
 The worker therefore keeps its own durable record of the next offset it expects on each events
 partition (a changelog-backed table written after each batch's outputs) and plans every batch
 against it: an offset jump becomes a `Gap`, read straight from the log and processed, in order,
-before the records that follow it.
+before the records that follow it. A record below the expected offset was processed already,
+its outputs delivered before the offset was recorded; Kafka delivers such records again when
+the consumer goes back to the committed offset (after a crash, and after a clean restart too:
+a worker that processed a record fetched early was handed it a second time). It is left out,
+so a redelivery does not add a duplicate refusal to the quarantine and the gate's decisions.
 
 Kafka-free: the agent supplies the expected offsets and runs the steps.
 """
@@ -41,17 +45,17 @@ Step = Gap | tuple[Incoming, ...]
 def plan(expected: Mapping[int, int], messages: Sequence[Incoming]) -> list[Step]:
     """The batch as steps to run in order: runs of messages, and before a message that jumps
     past the next expected offset of its partition, the gap. Within a partition the delivery
-    order is kept; a record the worker already processed stays in its run (the gate refuses it
-    as a duplicate). Without any gap the whole batch is one step, as delivered. `expected` must
+    order is kept; a record below the next expected offset (processed already) is left out.
+    Without any gap or redelivery the whole batch is one step, as delivered. `expected` must
     name every partition of the batch."""
     by_partition: dict[int, list[Incoming]] = {}
     for message in messages:
         by_partition.setdefault(message.partition, []).append(message)
     pieces = {p: _pieces(expected[p], p, records) for p, records in by_partition.items()}
-    if all(len(steps) == 1 for steps in pieces.values()):
-        return [tuple(messages)] if messages else []
-    whole = tuple(m for m in messages if len(pieces[m.partition]) == 1)
-    with_gaps = [step for steps in pieces.values() if len(steps) > 1 for step in steps]
+    unsplit = {p for p, steps in pieces.items() if len(steps) <= 1}
+    kept = {id(m) for p in unsplit for step in pieces[p] if not isinstance(step, Gap) for m in step}
+    whole = tuple(m for m in messages if id(m) in kept)
+    with_gaps = [step for p, steps in pieces.items() if p not in unsplit for step in steps]
     return ([whole] if whole else []) + with_gaps
 
 
@@ -60,13 +64,15 @@ def _pieces(expected: int, partition: int, records: Sequence[Incoming]) -> list[
     run: list[Incoming] = []
     following = expected
     for record in records:
+        if record.offset < following:
+            continue
         if record.offset > following:
             if run:
                 steps.append(tuple(run))
                 run = []
             steps.append(Gap(partition, following, record.offset))
         run.append(record)
-        following = max(following, record.offset + 1)
+        following = record.offset + 1
     if run:
         steps.append(tuple(run))
     return steps

@@ -51,6 +51,11 @@ class WorkerMetrics:
             "ClockAdvanced events published for subjects whose validity bound passed",
             registry=self.registry,
         )
+        self.redelivered_records = Counter(
+            "uac_worker_redelivered_records_total",
+            "Records delivered again after the worker had processed them (left out)",
+            registry=self.registry,
+        )
         self.gaps = Counter(
             "uac_worker_offset_gaps_total",
             "Offset ranges holding events that the consumer passed over (read from the log)",
