@@ -367,8 +367,7 @@ def register_agents(
 
     @pipeline.app.timer(clock_interval)  # type: ignore[untyped-decorator]
     async def advance_clocks() -> None:
-        async with batches.lock:
-            await tick_due_subjects(pipeline, deadlines, metrics, datetime.now(UTC))
+        await tick_due_subjects(pipeline, deadlines, metrics, batches.lock)
 
     @pipeline.app.on_rebalance_complete.connect
     async def republish_after_recovery(_sender: Any, /, *_args: Any, **_kwargs: Any) -> None:
@@ -397,18 +396,27 @@ def register_agents(
 
 
 async def tick_due_subjects(
-    pipeline: Pipeline, deadlines: Deadlines, metrics: WorkerMetrics, now: datetime
+    pipeline: Pipeline, deadlines: Deadlines, metrics: WorkerMetrics, lock: asyncio.Lock
 ) -> None:
     """One round of the clock (`streams.clock`): read the bounds of subjects recovered since the
-    last round, then publish a `ClockAdvanced` for each subject of this worker's partitions
-    whose bound `now` passed."""
-    owned = {tp.partition for tp in assigned_events_partitions(pipeline)}
-    if not owned or not producer_running(pipeline):
+    last round (between the agent's batches), then, holding the agent's `lock` so that no
+    batch is between its outputs and its table write, publish a `ClockAdvanced` for each
+    subject of this worker's partitions whose bound has passed."""
+    if not assigned_events_partitions(pipeline) or not producer_running(pipeline):
         return
     for number, key in enumerate(list(deadlines.unknown)):
         schedule(pipeline, deadlines, key)
         if number % Checkpoints.CHUNK == 0:
             await asyncio.sleep(0)
+    async with lock:
+        await publish_ticks(pipeline, deadlines, metrics, datetime.now(UTC))
+
+
+async def publish_ticks(
+    pipeline: Pipeline, deadlines: Deadlines, metrics: WorkerMetrics, now: datetime
+) -> None:
+    """The ticks due at `now`, published; those Kafka refused are due again next round."""
+    owned = {tp.partition for tp in assigned_events_partitions(pipeline)}
     due = [key for key in deadlines.due(now) if partition_of(pipeline, key) in owned]
     found = ticks(due, lambda key: stored_state(pipeline, key), now, event_codec(), pipeline.sealer)
     for tick in found:
