@@ -1,4 +1,5 @@
-"""The subject's clock: when a subject must be judged again although no producer wrote.
+"""The subject's clock: which claims a move of the subject's time brings into or out of force,
+and when a subject must be judged again although no producer wrote.
 
 Rules and reads judge a subject at its own time (`as_of`, the latest valid time folded), never
 at a wall clock, so a replay judges every state exactly as it was judged live. A validity window
@@ -17,11 +18,24 @@ from datetime import datetime
 from operator import itemgetter
 from uuid import NAMESPACE_URL, uuid5
 
-from projections.state import UserState
+from projections.state import Bound, Kind, UserState
 from schemas.events import CLOCK_ACTOR, ClockAdvanced, Event, EventType, Origin
 
 CLOCK_NAMESPACE = uuid5(NAMESPACE_URL, "https://uac.example/clock")
 _MOMENT = itemgetter(0)
+
+
+def validity_changes(before: UserState, after: UserState) -> frozenset[tuple[Kind, str]]:
+    """The claims whose validity window opened or closed while the subject's time (`as_of`)
+    moved from `before`'s to `after`'s: a bound in (before.as_of, after.as_of]. An event that
+    touches none of them can still start or end their use by rules and reads."""
+    start, end = before.as_of, after.as_of
+    if start is None or end is None or end <= start:
+        return frozenset()
+    bounds = after.bounds
+    return frozenset(
+        (kind, key) for _, kind, key in bounds[_after(bounds, start) : _after(bounds, end)]
+    )
 
 
 def next_bound(state: UserState) -> datetime | None:
@@ -29,7 +43,7 @@ def next_bound(state: UserState) -> datetime | None:
     closes (None when none is still to come)."""
     if state.as_of is None or state.erased:
         return None
-    following = bisect_right(state.bounds, state.as_of, key=_MOMENT)
+    following = _after(state.bounds, state.as_of)
     return state.bounds[following][0] if following < len(state.bounds) else None
 
 
@@ -40,7 +54,12 @@ def due_bound(state: UserState, now: datetime) -> datetime | None:
     upcoming = next_bound(state)
     if upcoming is None or upcoming > now:
         return None
-    return state.bounds[bisect_right(state.bounds, now, key=_MOMENT) - 1][0]
+    return state.bounds[_after(state.bounds, now) - 1][0]
+
+
+def _after(bounds: tuple[Bound, ...], moment: datetime) -> int:
+    """The index of the first bound later than `moment`."""
+    return bisect_right(bounds, moment, key=_MOMENT)
 
 
 def clock_event(state: UserState, moment: datetime, recorded_at: datetime) -> Event:

@@ -6,10 +6,8 @@ with the state it reads.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Iterator
 from datetime import date, datetime
-from operator import itemgetter
 from typing import NamedTuple
 
 from projections.state import Kind, UserState, step_for
@@ -28,7 +26,6 @@ from projections.views import (
 from schemas.events import Event, FactValue
 
 HOME_COUNTRY = "home_country"
-_MOMENT = itemgetter(0)
 
 
 class Trip(NamedTuple):
@@ -99,19 +96,6 @@ def active_medications(state: UserState, at: datetime | None = None) -> list[Med
         for view in state.medication_views()
         if view.active and (moment is None or valid_at(view.prescribed, moment))
     ]
-
-
-def validity_changes(before: UserState, after: UserState) -> frozenset[tuple[Kind, str]]:
-    """The claims whose validity window opened or closed while the subject's time (`as_of`)
-    moved from `before`'s to `after`'s: a bound in (before.as_of, after.as_of]. An event that
-    touches none of them can still start or end their use by rules and reads."""
-    start, end = before.as_of, after.as_of
-    if start is None or end is None or end <= start:
-        return frozenset()
-    bounds = after.bounds
-    first = bisect_right(bounds, start, key=_MOMENT)
-    last = bisect_right(bounds, end, key=_MOMENT)
-    return frozenset((kind, key) for _, kind, key in bounds[first:last])
 
 
 def open_conflicts(state: UserState) -> list[Conflict]:

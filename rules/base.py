@@ -134,7 +134,7 @@ def transitions(
     after: UserState,
     event: Event,
     focus: frozenset[tuple[Kind, str]],
-    timed: frozenset[tuple[Kind, str]] = frozenset(),
+    timed: frozenset[tuple[Kind, str]],
 ) -> list[Alert]:
     """`raised` for findings new in `after`, `raised` again (saying what changed) for findings
     the event made grade differently (an allergy corrected to an intolerance, a criticality

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from projections.clock import validity_changes
 from projections.gate import Admitted, Decision, GateContext, admit
-from projections.queries import validity_changes
 from projections.state import UserState, evolve
 from projections.views import DEFAULT_POLICY, FoldPolicy
 from rules.base import Rule, RuleRef, lifecycle, touched, transitions
