@@ -354,6 +354,7 @@ def register_agents(
     @pipeline.app.timer(STALL_CHECK_SECONDS)  # type: ignore[untyped-decorator]
     async def watch_idle_partitions() -> None:
         try:
+            await observe_lag(pipeline, batches, metrics)
             await check_idle_partitions(pipeline, watch, batches)
         except KafkaError as error:
             log.warning("offset check skipped (the broker did not answer): %r", error)
@@ -476,6 +477,14 @@ async def committed_of(pipeline: Pipeline, assigned: Sequence[Any]) -> dict[int,
 async def end_offsets(pipeline: Pipeline, assigned: Sequence[Any]) -> dict[int, int]:
     highwaters = await pipeline.app.consumer.highwaters(*assigned)
     return {tp.partition: end for tp, end in highwaters.items()}
+
+
+async def observe_lag(pipeline: Pipeline, batches: Batches, metrics: WorkerMetrics) -> None:
+    """The records of each owned events partition that the agent has still to process."""
+    assigned = assigned_events_partitions(pipeline)
+    ends = await end_offsets(pipeline, assigned) if assigned else {}
+    expected = await batches.expected(ends)
+    metrics.observe_lag({p: max(0, end - expected[p]) for p, end in ends.items()})
 
 
 async def check_idle_partitions(pipeline: Pipeline, watch: StallWatch, batches: Batches) -> None:

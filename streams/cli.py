@@ -56,6 +56,7 @@ from streams.export import erasure_receipts, export_document, write_csv, write_j
 from streams.fhir_files import read_fhir_files
 from streams.kafka_address import KafkaNotFound, bootstrap_servers
 from streams.keys import FileKeyStore, SubjectErased
+from streams.lag import GroupLag, pipeline_groups, pipeline_lag
 from streams.log_check import check_log
 from streams.publisher import EventPublisher, NotSent, Published
 from streams.rebuild import checkpoint_of_subject, differences, latest_checkpoints, rebuild_states
@@ -67,7 +68,7 @@ from streams.sealing import Sealer, readable
 from streams.settings import Settings
 from streams.sink import serve_sink
 from streams.tenants import gate_policy_of, load_gate_policy
-from streams.topic_reader import follow_topic, read_topic
+from streams.topic_reader import TopicMissing, follow_topic, read_topic
 from streams.topics import Topics
 from streams.worker import run_worker
 
@@ -267,7 +268,10 @@ def publish(
     async def send() -> list[Published | NotSent]:
         topic = _topics(settings).events
         async with EventPublisher(
-            bootstrap_servers(settings), topic, _sealer(settings)
+            bootstrap_servers(settings),
+            topic,
+            _sealer(settings),
+            topic_wait=settings.topic_wait_seconds,
         ) as publisher:
             return await publisher.publish_all(batch)
 
@@ -280,7 +284,7 @@ def publish(
             failed += 1
             err.print(f"[red]not sent[/red] {result.origin}: {result.reason}: {result.message}")
     if failed:
-        err.print(f"{failed} record(s) rejected before sending")
+        err.print(f"{failed} record(s) not sent")
         raise typer.Exit(code=1)
 
 
@@ -444,7 +448,10 @@ def erase(
     async def send() -> Published:
         topic = _topics(settings).events
         async with EventPublisher(
-            bootstrap_servers(settings), topic, _sealer(settings)
+            bootstrap_servers(settings),
+            topic,
+            _sealer(settings),
+            topic_wait=settings.topic_wait_seconds,
         ) as publisher:
             return await publisher.publish(request)
 
@@ -632,6 +639,49 @@ def check_log_command(
         raise typer.Exit(code=1)
 
 
+@app.command("lag")
+def lag_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    max_lag: Annotated[
+        int | None,
+        typer.Option("--max-lag", min=0, help="Exit 1 when a group is more records behind."),
+    ] = None,
+) -> None:
+    """How far the workers' and the sink's consumer groups are behind the end of their topics
+    (records between the committed offset and the end, per partition), and their members."""
+    settings = Settings()
+    groups = pipeline_groups(settings, _topics(settings))
+    try:
+        found = asyncio.run(pipeline_lag(bootstrap_servers(settings), groups))
+    except LookupError as error:
+        err.print(f"[red]failed[/red]: {error}")
+        raise typer.Exit(code=EXIT_FAILED) from None
+    if as_json:
+        report = {"groups": [group.as_json() for group in found]}
+        out.out(json.dumps(report, sort_keys=True), highlight=False)
+    else:
+        out.print(lag_table(found))
+    if max_lag is not None and any(group.lag > max_lag for group in found):
+        raise typer.Exit(code=1)
+
+
+def lag_table(groups: list[GroupLag]) -> Table:
+    """One row per group and topic: its lag and the partitions that are behind."""
+    table = Table(title="Consumer lag (records between the committed offset and the end)")
+    table.add_column("group", no_wrap=True)
+    table.add_column("members", justify="right")
+    table.add_column("topic", no_wrap=True)
+    table.add_column("lag", justify="right")
+    table.add_column("partitions behind")
+    for group in groups:
+        for topic in dict.fromkeys(p.topic for p in group.partitions):
+            held = [p for p in group.partitions if p.topic == topic]
+            behind = ", ".join(f"{p.partition} ({p.lag})" for p in held if p.lag)
+            lag = sum(p.lag for p in held)
+            table.add_row(group.group, str(group.members), topic, str(lag), behind or "-")
+    return table
+
+
 @app.command("check-drug")
 def check_drug(
     allergy: Annotated[
@@ -683,12 +733,18 @@ def _named_or_coded(
 
 
 def main() -> None:
-    """The `uac` command: a broker that is unknown or does not answer is a one-line message and
-    exit code 3, not a traceback."""
+    """The `uac` command: a broker that is unknown or does not answer, or a pipeline whose
+    topics do not exist yet, is a one-line message and exit code 3, not a traceback."""
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
     try:
         app()
-    except (KafkaNotFound, KafkaConnectionError, RegistryUnavailable, RegistryRefused) as error:
+    except (
+        KafkaNotFound,
+        KafkaConnectionError,
+        TopicMissing,
+        RegistryUnavailable,
+        RegistryRefused,
+    ) as error:
         err.print(f"[red]failed[/red]: {error}")
         raise SystemExit(EXIT_FAILED) from None
 

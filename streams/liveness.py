@@ -66,12 +66,20 @@ class StallWatch:
 async def group_committed_offsets(
     bootstrap: str, group: str, partitions: list[TopicPartition]
 ) -> dict[int, int]:
-    """The group's committed offset of each partition (0 where nothing was committed yet),
+    """The group's committed offset of each partition of one topic (0 where nothing was
+    committed yet)."""
+    found = await committed_offsets(bootstrap, group, partitions)
+    return {tp.partition: found.get(tp, 0) for tp in partitions}
+
+
+async def committed_offsets(
+    bootstrap: str, group: str, partitions: list[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """The group's committed offsets of `partitions` (those it never committed are left out),
     through an admin client of its own, opened and closed here."""
     async with _admin(bootstrap) as admin:
         offsets = await admin.list_consumer_group_offsets(group, partitions=partitions)
-    found = {tp.partition: max(0, meta.offset) for tp, meta in offsets.items()}
-    return {tp.partition: found.get(tp.partition, 0) for tp in partitions}
+    return {tp: meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
 
 
 async def group_member_count(bootstrap: str, group: str) -> int:

@@ -37,6 +37,12 @@ class Settings(BaseSettings):
     topic_prefix: str = "uac."
     partitions: int = Field(default=4, ge=1)
     app_id: str = "uac"
+    topic_wait_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="How long `uac publish` and `uac erase` wait for the events topic to be "
+        "created by a starting pipeline before they give up (exit 3).",
+    )
     batch_size: int = Field(default=500, ge=1)
     batch_seconds: float = Field(default=0.05, gt=0)
     checkpoint_seconds: float = Field(
@@ -75,6 +81,11 @@ class Settings(BaseSettings):
         description="Most encoded event bytes one subject's history may hold; further events "
         "are quarantined as subject_history_full (a checkpoint is one bounded Kafka record).",
     )
+
+    @property
+    def sink_group(self) -> str:
+        """The consumer group of the ClickHouse sink (the workers' group is `app_id`)."""
+        return f"{self.app_id}-sink"
 
     @property
     def chdb_path(self) -> Path:

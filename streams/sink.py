@@ -402,7 +402,7 @@ class Sink:
     ) -> None:
         self.settings = settings
         self.topics = Topics(settings.topic_prefix, settings.partitions)
-        self.group_id = f"{settings.app_id}-sink"
+        self.group_id = settings.sink_group
         self.metrics = SinkMetrics()
         self.retry = retry or RetryPolicy()
         self.retrying = False

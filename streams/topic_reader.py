@@ -16,6 +16,10 @@ from aiokafka.admin import AIOKafkaAdminClient
 from streams.topics import STATE_REQUEST_BYTES
 
 
+class TopicMissing(LookupError):
+    """A topic of the pipeline does not exist yet (the worker creates them on its first start)."""
+
+
 async def topic_partitions(bootstrap: str, topic: str) -> list[int]:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="uac-reader")
     await admin.start()
@@ -24,11 +28,14 @@ async def topic_partitions(bootstrap: str, topic: str) -> list[int]:
     finally:
         await admin.close()
     if described["error_code"] != 0 or not described["partitions"]:
-        raise LookupError(f"topic {topic} does not exist (is the pipeline set up?)")
+        raise TopicMissing(
+            f"topic {topic} does not exist: the pipeline is not set up (`uac worker` creates "
+            "its topics when it first starts)"
+        )
     return sorted(partition["partition"] for partition in described["partitions"])
 
 
-def _groupless_consumer(bootstrap: str, client_id: str) -> AIOKafkaConsumer:
+def groupless_consumer(bootstrap: str, client_id: str) -> AIOKafkaConsumer:
     """A consumer outside any group: it reads where it is told and commits nothing. An offset
     that retention already deleted resets to the start of the log."""
     return AIOKafkaConsumer(
@@ -45,7 +52,7 @@ async def _assigned_consumer(
     bootstrap: str, topic: str, partitions: list[int] | None
 ) -> AIOKafkaConsumer:
     chosen = await topic_partitions(bootstrap, topic) if partitions is None else partitions
-    consumer = _groupless_consumer(bootstrap, "uac-reader")
+    consumer = groupless_consumer(bootstrap, "uac-reader")
     await consumer.start()
     try:
         assignment = [TopicPartition(topic, p) for p in chosen]
@@ -103,7 +110,7 @@ class RangeReader:
 
     async def _started(self) -> AIOKafkaConsumer:
         if self._consumer is None:
-            consumer = _groupless_consumer(self._bootstrap, "uac-range-reader")
+            consumer = groupless_consumer(self._bootstrap, "uac-range-reader")
             await consumer.start()
             self._consumer = consumer
         return self._consumer

@@ -69,6 +69,12 @@ class Topics:
         """Records of reads of personal data (who, tenant, subject, purpose, when; no data)."""
         return f"{self.prefix}audit"
 
+    @property
+    def sink_inputs(self) -> tuple[str, ...]:
+        """The topics the ClickHouse sink consumes: those it writes rows from, and the erasure
+        ledger."""
+        return (self.accepted, self.quarantine, self.alerts, self.state, self.audit, self.erasures)
+
     def specs(self) -> tuple[TopicSpec, ...]:
         """Every topic with its settings. The log of events is kept forever; state is compacted."""
         keep = {"cleanup.policy": "delete", "retention.ms": FOREVER, "retention.bytes": FOREVER}

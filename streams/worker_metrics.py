@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from streams.processing import BatchOutput
 
@@ -12,6 +13,8 @@ from streams.processing import BatchOutput
 @dataclass
 class WorkerMetrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    lag_partitions: set[int] = field(default_factory=set)
+    """The partitions the lag gauge reports."""
 
     def __post_init__(self) -> None:
         self.decisions = Counter(
@@ -71,6 +74,12 @@ class WorkerMetrics:
             "Passed-over offsets already deleted by retention when the worker went to read them",
             registry=self.registry,
         )
+        self.lag = Gauge(
+            "uac_worker_lag_records",
+            "Records of the events topic this worker has still to process, per partition it owns",
+            ["partition"],
+            registry=self.registry,
+        )
         self.batch_seconds = Histogram(
             "uac_worker_batch_seconds",
             "Time to process and publish one batch",
@@ -87,6 +96,15 @@ class WorkerMetrics:
             self.alerts.labels(rule=alert.rule_id, status=alert.status.value).inc()
         self.erasures.inc(len(output.erasures))
         self.batch_seconds.observe(seconds)
+
+    def observe_lag(self, behind: Mapping[int, int]) -> None:
+        """The records still to process per owned partition; partitions the worker no longer
+        owns leave the gauge (their new owner reports them)."""
+        for partition in self.lag_partitions - behind.keys():
+            self.lag.remove(str(partition))
+        for partition, records in behind.items():
+            self.lag.labels(partition=str(partition)).set(records)
+        self.lag_partitions = set(behind)
 
     def serve(self, port: int) -> None:
         start_http_server(port, addr="127.0.0.1", registry=self.registry)

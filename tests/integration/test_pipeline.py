@@ -265,6 +265,7 @@ def test_given_a_worker_restart_mid_stream_then_state_is_recovered_and_nothing_i
     )
     worker.stop(stop_signal)
     pipeline.publish(drugs)
+    workers_behind_by_the_events_published_meanwhile(pipeline, len(drugs))
     pipeline.start("worker", "--loglevel", "info")
     wait_for_an_alert_per_subject(pipeline, drugs, timeout=120)
     raised = [a for a in pipeline.alerts() if a.status.value == "raised"]
@@ -274,6 +275,38 @@ def test_given_a_worker_restart_mid_stream_then_state_is_recovered_and_nothing_i
     replay_matches_the_checkpoints(pipeline, subjects=40)
     every_event_decided(pipeline, len(allergies + drugs))
     wait_for_history(pipeline, allergies + drugs)
+    no_group_behind(pipeline)
+
+
+def lag_by_group(pipeline: Pipeline) -> dict[str, Any]:
+    result = pipeline.uac("lag", "--json")
+    assert result.returncode == 0, result.stderr
+    return {group["group"]: group for group in json.loads(result.stdout)["groups"]}
+
+
+def workers_behind_by_the_events_published_meanwhile(pipeline: Pipeline, published: int) -> None:
+    """`uac lag` while the worker is stopped: its group is behind on the events topic by at
+    least the events published since (more where the stopped worker had not committed), and
+    `--max-lag` below that exits 1."""
+    workers = lag_by_group(pipeline)[pipeline.app_id]
+    assert {p["topic"] for p in workers["partitions"]} == {pipeline.topics.events}
+    assert workers["lag"] >= published
+    assert workers["lag"] == sum(p["end"] - (p["committed"] or 0) for p in workers["partitions"])
+    assert pipeline.uac("lag", "--max-lag", str(workers["lag"] - 1)).returncode == 1
+
+
+def no_group_behind(pipeline: Pipeline) -> None:
+    """Once everything is processed and written: neither the workers' group nor the sink's
+    (on every topic it consumes) is behind, and the restarted worker is the one member."""
+    groups = wait_for(
+        lambda: lag_by_group(pipeline),
+        lambda found: all(group["lag"] == 0 for group in found.values()),
+        what="both consumer groups caught up",
+    )
+    assert groups[pipeline.app_id]["members"] == 1
+    sink = groups[f"{pipeline.app_id}-sink"]
+    assert {p["topic"] for p in sink["partitions"]} == set(pipeline.topics.sink_inputs)
+    assert pipeline.uac("lag", "--max-lag", "0").returncode == 0
 
 
 def replay_matches_the_checkpoints(pipeline: Pipeline, subjects: int) -> None:
@@ -327,8 +360,14 @@ def test_given_two_workers_and_one_killed_mid_stream_then_the_other_takes_over_a
     every_event_decided(pipeline, len(allergies + drugs))
 
 
-def test_given_no_pipeline_yet_then_check_log_says_the_topic_is_missing(pipeline: Pipeline) -> None:
-    result = pipeline.uac("check-log")
+@pytest.mark.parametrize(
+    "command", [("check-log",), ("lag",), ("publish", str(SAMPLE))], ids=lambda c: c[0]
+)
+def test_given_no_pipeline_yet_then_commands_say_the_topic_is_missing(
+    pipeline: Pipeline, command: tuple[str, ...]
+) -> None:
+    pipeline.settings["UAC_TOPIC_WAIT_SECONDS"] = "1"
+    result = pipeline.uac(*command)
     assert result.returncode == 3
     assert f"topic {pipeline.topics.events} does not exist" in result.stderr
     assert "Traceback" not in result.stderr

@@ -38,6 +38,7 @@ def _uac(args: list[str], home: Path, bootstrap: str | None) -> subprocess.Compl
         pytest.param(["alerts", "--json"], id="alerts"),
         pytest.param(["erase", "--tenant", "clinic-a", "--subject", "p-1"], id="erase"),
         pytest.param(["check-log"], id="check-log"),
+        pytest.param(["lag"], id="lag"),
     ],
 )
 def test_given_no_known_broker_then_one_line_and_exit_code_3(
