@@ -71,6 +71,7 @@ from streams.tenants import gate_policy_of, load_gate_policy
 from streams.topic_reader import TopicMissing, follow_topic, read_topic
 from streams.topics import Topics
 from streams.worker import run_worker
+from streams.worker_http import PortUnavailable
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 kafka_app = typer.Typer(
@@ -733,8 +734,9 @@ def _named_or_coded(
 
 
 def main() -> None:
-    """The `uac` command: a broker that is unknown or does not answer, or a pipeline whose
-    topics do not exist yet, is a one-line message and exit code 3, not a traceback."""
+    """The `uac` command: a broker that is unknown or does not answer, a pipeline whose topics
+    do not exist yet, or a worker port that is taken, is a one-line message and exit code 3,
+    not a traceback."""
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
     try:
         app()
@@ -742,6 +744,7 @@ def main() -> None:
         KafkaNotFound,
         KafkaConnectionError,
         TopicMissing,
+        PortUnavailable,
         RegistryUnavailable,
         RegistryRefused,
     ) as error:

@@ -21,6 +21,7 @@ from streams.sealing import Sealer
 from streams.settings import Settings
 from streams.tenants import gate_policy_of
 from streams.topics import Topics, ensure_topics
+from streams.worker_http import serve_worker_http
 from streams.worker_metrics import WorkerMetrics
 
 
@@ -52,7 +53,7 @@ def run_worker(settings: Settings, loglevel: str = "warn") -> None:
     pipeline = create_app(settings, bootstrap, keys, ledger)
     metrics = WorkerMetrics()
     if settings.worker_metrics_port is not None:
-        metrics.serve(settings.worker_metrics_port)
+        serve_worker_http(pipeline, metrics, settings.worker_metrics_port)
     register_agents(
         pipeline,
         build_processor(settings, keys),

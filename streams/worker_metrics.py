@@ -1,11 +1,12 @@
-"""Prometheus metrics of the stream worker (served when UAC_WORKER_METRICS_PORT is set)."""
+"""Prometheus metrics of the stream worker (served with its health when UAC_WORKER_METRICS_PORT
+is set: `streams.worker_http`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from streams.processing import BatchOutput
 
@@ -13,8 +14,8 @@ from streams.processing import BatchOutput
 @dataclass
 class WorkerMetrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
-    lag_partitions: set[int] = field(default_factory=set)
-    """The partitions the lag gauge reports."""
+    lag_by_partition: dict[int, int] = field(default_factory=dict)
+    """What the lag gauge reports: records still to process per owned events partition."""
 
     def __post_init__(self) -> None:
         self.decisions = Counter(
@@ -100,11 +101,8 @@ class WorkerMetrics:
     def observe_lag(self, behind: Mapping[int, int]) -> None:
         """The records still to process per owned partition; partitions the worker no longer
         owns leave the gauge (their new owner reports them)."""
-        for partition in self.lag_partitions - behind.keys():
+        for partition in self.lag_by_partition.keys() - behind.keys():
             self.lag.remove(str(partition))
         for partition, records in behind.items():
             self.lag.labels(partition=str(partition)).set(records)
-        self.lag_partitions = set(behind)
-
-    def serve(self, port: int) -> None:
-        start_http_server(port, addr="127.0.0.1", registry=self.registry)
+        self.lag_by_partition = dict(behind)

@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 import struct
+import urllib.error
+import urllib.request
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -266,7 +269,8 @@ def test_given_a_worker_restart_mid_stream_then_state_is_recovered_and_nothing_i
     worker.stop(stop_signal)
     pipeline.publish(drugs)
     workers_behind_by_the_events_published_meanwhile(pipeline, len(drugs))
-    pipeline.start("worker", "--loglevel", "info")
+    port = free_port()
+    pipeline.start("worker", "--loglevel", "info", env={"UAC_WORKER_METRICS_PORT": str(port)})
     wait_for_an_alert_per_subject(pipeline, drugs, timeout=120)
     raised = [a for a in pipeline.alerts() if a.status.value == "raised"]
     assert {a.subject_id for a in raised} == {e.subject_id for e in drugs}
@@ -276,6 +280,38 @@ def test_given_a_worker_restart_mid_stream_then_state_is_recovered_and_nothing_i
     every_event_decided(pipeline, len(allergies + drugs))
     wait_for_history(pipeline, allergies + drugs)
     no_group_behind(pipeline)
+    serving_every_partition_with_nothing_left(port, pipeline.partitions)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def worker_health(port: int) -> tuple[int | None, Any]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.load(refused)
+    except OSError as error:
+        return None, repr(error)
+
+
+def serving_every_partition_with_nothing_left(port: int, partitions: int) -> None:
+    """The restarted worker's `/health`: serving (200), owning every events partition, none of
+    them with a record still to process."""
+    _, health = wait_for(
+        lambda: worker_health(port),
+        lambda found: (
+            found[0] == 200 and bool(found[1]["lag"]) and not any(found[1]["lag"].values())
+        ),
+        what="the worker serving with no lag",
+    )
+    assert health["status"] == "running"
+    assert health["assigned"] == list(range(partitions))
 
 
 def lag_by_group(pipeline: Pipeline) -> dict[str, Any]:

@@ -1,0 +1,110 @@
+"""The worker's HTTP endpoint on 127.0.0.1:UAC_WORKER_METRICS_PORT: `GET /metrics` (Prometheus,
+`streams.worker_metrics`) and `GET /health` (what the worker is doing now, for a supervisor's
+liveness and readiness probes).
+
+`/health` answers 200 while the worker runs (in the group, its tables recovered, its producer
+up), with the events partitions it owns and the records each still has to process; 503 while
+it starts, rebalances or recovers its tables from the changelog, when it must not be counted
+as serving. The body carries no personal data.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from streams.agents import assigned_events_partitions, producer_running
+from streams.app import Pipeline
+from streams.worker_metrics import WorkerMetrics
+
+HOST = "127.0.0.1"
+
+
+class Phase(StrEnum):
+    STARTING = "starting"
+    REBALANCING = "rebalancing"
+    RECOVERING = "recovering"
+    RUNNING = "running"
+
+
+@dataclass(frozen=True)
+class WorkerHealth:
+    phase: Phase
+    partitions: tuple[int, ...]
+    lag: Mapping[int, int]
+
+    @property
+    def serving(self) -> bool:
+        return self.phase is Phase.RUNNING
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "status": self.phase.value,
+            "assigned": list(self.partitions),
+            "lag": {str(partition): records for partition, records in sorted(self.lag.items())},
+        }
+
+
+def worker_health(pipeline: Pipeline, metrics: WorkerMetrics) -> WorkerHealth:
+    app = pipeline.app
+    if not producer_running(pipeline):
+        phase = Phase.STARTING
+    elif app.rebalancing:
+        phase = Phase.REBALANCING
+    elif app.in_recovery:
+        phase = Phase.RECOVERING
+    else:
+        phase = Phase.RUNNING
+    partitions = tuple(tp.partition for tp in assigned_events_partitions(pipeline))
+    return WorkerHealth(phase, partitions, dict(metrics.lag_by_partition))
+
+
+class PortUnavailable(OSError):
+    """The worker's HTTP port cannot be listened on (in use, or not allowed)."""
+
+
+def serve_worker_http(pipeline: Pipeline, metrics: WorkerMetrics, port: int) -> None:
+    """Listen on `port` now (PortUnavailable before the worker starts if it cannot), and serve
+    `/metrics` and `/health` there from the worker's own event loop, from its start until it
+    shuts down."""
+    try:
+        listening = socket.create_server((HOST, port))
+    except OSError as error:
+        raise PortUnavailable(f"worker HTTP port {HOST}:{port}: {error.strerror}") from None
+    runners: list[web.AppRunner] = []
+
+    @pipeline.app.task  # type: ignore[untyped-decorator]
+    async def start_http() -> None:
+        runner = web.AppRunner(
+            endpoints(metrics, lambda: worker_health(pipeline, metrics)), access_log=None
+        )
+        await runner.setup()
+        await web.SockSite(runner, listening).start()
+        runners.append(runner)
+
+    @pipeline.app.on_before_shutdown.connect
+    async def stop_http(_sender: Any, /, *_args: Any, **_kwargs: Any) -> None:
+        for runner in runners:
+            await runner.cleanup()
+
+
+def endpoints(metrics: WorkerMetrics, health: Callable[[], WorkerHealth]) -> web.Application:
+    async def health_view(_request: web.Request) -> web.Response:
+        now = health()
+        return web.json_response(now.as_json(), status=200 if now.serving else 503)
+
+    async def metrics_view(_request: web.Request) -> web.Response:
+        return web.Response(
+            body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
+    app = web.Application()
+    app.router.add_get("/health", health_view)
+    app.router.add_get("/metrics", metrics_view)
+    return app
