@@ -9,6 +9,7 @@ from typing import Any
 import faust
 
 from streams.delivery import InlineDeliveryApp
+from streams.kafka_security import KafkaSecurity
 from streams.keys import SubjectKeys
 from streams.ledger import ErasureLedger
 from streams.sealing import Sealer
@@ -70,6 +71,7 @@ def create_app(
         broker_session_timeout=settings.session_timeout_seconds,
         broker_heartbeat_interval=settings.session_timeout_seconds / 4,
         web_enabled=False,
+        broker_credentials=KafkaSecurity.of(settings).faust_credentials(),
         processing_guarantee="at_least_once",
         producer_max_request_size=STATE_REQUEST_BYTES,
         producer_max_batch_size=PRODUCER_BATCH_BYTES,

@@ -12,6 +12,7 @@ from aiokafka import AIOKafkaProducer
 
 from schemas.codec import read_audit_codec
 from schemas.erasures import ReadAudited, subject_ref
+from streams.kafka_security import kafka_options
 
 
 def reader_identity(explicit: str | None) -> str:
@@ -39,7 +40,9 @@ def digest(text: str) -> str:
 
 
 async def publish_read(bootstrap: str, topic: str, record: ReadAudited) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", client_id="uac-audit")
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", client_id="uac-audit", **kafka_options()
+    )
     await producer.start()
     try:
         await producer.send_and_wait(

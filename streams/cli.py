@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 from aiokafka.errors import KafkaConnectionError
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -21,7 +22,7 @@ from projections.document import plain, state_from_checkpoint
 from projections.gate import GateContext
 from projections.reads import DEFAULT_PURPOSE, readable_document
 from projections.state import UserState, initial_state
-from rules.batch import Submitted, replay_batch
+from rules.batch import Submitted, processing_order, replay_batch
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from rules.knowledge.model import Coding
@@ -55,6 +56,7 @@ from streams.event_files import LineError, read_ndjson_file
 from streams.export import erasure_receipts, export_document, write_csv, write_json
 from streams.fhir_files import read_fhir_files
 from streams.kafka_address import KafkaNotFound, bootstrap_servers
+from streams.kafka_security import KafkaSecurity, use_kafka_security
 from streams.keys import FileKeyStore, SubjectErased
 from streams.lag import GroupLag, pipeline_groups, pipeline_lag
 from streams.log_check import check_log
@@ -156,7 +158,17 @@ def read_events(
 def uac() -> None:
     """UaC keeps each person's memory as an event log, folds it into typed state, raises
     alerts and keeps the history for analysts."""
-    use_registry(registry_of(Settings()))
+    try:
+        settings = Settings()
+    except ValidationError as error:
+        for problem in error.errors():
+            setting = "_".join(str(part) for part in problem["loc"]).upper()
+            name = f"UAC_{setting}: " if setting else ""
+            message = problem["msg"].removeprefix("Value error, ")
+            err.print(f"[red]invalid setting[/red] {name}{message}")
+        raise typer.Exit(code=EXIT_FAILED) from None
+    use_registry(registry_of(settings))
+    use_kafka_security(KafkaSecurity.of(settings))
 
 
 def _topics(settings: Settings) -> Topics:
@@ -260,9 +272,11 @@ def publish(
     tenant: TenantOption = "clinic-a",
     actor: ActorOption = "fhir-import",
 ) -> None:
-    """Validate events against the registered Avro schema and publish them (one result each)."""
+    """Validate events against the registered Avro schema and publish them (one result each),
+    in the order `uac replay --file` folds them, so the stream raises the alerts it prints."""
     settings = Settings()
-    batch, errors = read_events(files, input_format, tenant, actor)
+    found, errors = read_events(files, input_format, tenant, actor)
+    batch = sorted(found, key=processing_order)
     print_line_errors(errors, err)
     failed = len(errors)
 

@@ -32,6 +32,7 @@ from streams import local_kafka
 from streams.alert_output import alert_table, readable_alerts
 from streams.analytics import QueryResult, open_query_client
 from streams.event_files import read_ndjson_file
+from streams.kafka_security import KafkaSecurity, use_kafka_security
 from streams.keys import FileKeyStore
 from streams.publisher import EventPublisher
 from streams.sealing import Sealer
@@ -94,6 +95,7 @@ def _environment(settings: Settings, bootstrap: str) -> dict[str, str]:
     return os.environ | {
         "UAC_HOME": str(settings.home),
         "UAC_KAFKA_BOOTSTRAP": bootstrap,
+        "UAC_KAFKA_SECURITY_PROTOCOL": "PLAINTEXT",
         "UAC_BATCH_SECONDS": "0.05",
         "UAC_SINK_BATCH_SECONDS": "0.3",
     }
@@ -202,6 +204,7 @@ def _sample_events() -> list[Submitted]:
 
 def run_demo(console: Console) -> None:
     settings = Settings(home=Settings().home / "demo")
+    use_kafka_security(KafkaSecurity())  # the demo's own local broker listens in plaintext
     shutil.rmtree(settings.home, ignore_errors=True)
     submitted = _sample_events()
     topics = Topics(settings.topic_prefix, settings.partitions)

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from streams.kafka_security import kafka_options
+
 MEMBERS = 5
 """Index of the member list in a DescribeGroups response's group entry."""
 
@@ -92,7 +94,9 @@ async def group_member_count(bootstrap: str, group: str) -> int:
 @asynccontextmanager
 async def _admin(bootstrap: str) -> AsyncIterator[AIOKafkaAdminClient]:
     """An admin client of its own, opened here and closed on the way out."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="uac-watch")
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, client_id="uac-watch", **kafka_options()
+    )
     await admin.start()
     try:
         yield admin

@@ -51,7 +51,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -103,6 +103,9 @@ class BrokerInfo:
     bootstrap: str
     state_dir: Path
     log_file: Path
+    sasl_bootstrap: str | None = None
+    """A SASL_PLAINTEXT listener (mechanism PLAIN) for the `sasl_users` the broker was started
+    with, when it was."""
 
 
 # --------------------------------------------------------------------------
@@ -339,6 +342,7 @@ def _read_record(state_dir: Path) -> BrokerInfo | None:
             bootstrap=str(data["bootstrap"]),
             state_dir=state_dir,
             log_file=_log_path(state_dir),
+            sasl_bootstrap=data.get("sasl_bootstrap"),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -350,6 +354,7 @@ def _write_record(info: BrokerInfo) -> None:
         "port": info.port,
         "controller_port": info.controller_port,
         "bootstrap": info.bootstrap,
+        "sasl_bootstrap": info.sasl_bootstrap,
         "kafka_version": KAFKA_VERSION,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "server_properties": str(_server_properties_path(info.state_dir)),
@@ -388,6 +393,15 @@ def _pick_free_ports() -> tuple[int, int]:
         return int(first.getsockname()[1]), int(second.getsockname()[1])
 
 
+def _free_port_besides(*taken: int) -> int:
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((HOST, 0))
+            port = int(probe.getsockname()[1])
+        if port not in taken:
+            return port
+
+
 def _read_properties(path: Path) -> dict[str, str]:
     properties: dict[str, str] = {}
     try:
@@ -407,9 +421,11 @@ def _configured_ports(state_dir: Path) -> tuple[int, int] | None:
     """The (client, controller) ports of an earlier ``server.properties``, if any."""
     properties = _read_properties(_server_properties_path(state_dir))
     try:
-        port = int(properties["advertised.listeners"].rsplit(":", 1)[1])
+        advertised = properties["advertised.listeners"].split(",")
+        plaintext = next(item for item in advertised if item.startswith("PLAINTEXT://"))
+        port = int(plaintext.rsplit(":", 1)[1])
         controller_port = int(properties["controller.quorum.voters"].rsplit(":", 1)[1])
-    except (KeyError, IndexError, ValueError):
+    except (KeyError, IndexError, ValueError, StopIteration):
         return None
     return port, controller_port
 
@@ -421,15 +437,39 @@ def _choose_ports(state_dir: Path) -> tuple[int, int]:
     return _pick_free_ports()
 
 
-def _server_properties(state_dir: Path, port: int, controller_port: int) -> str:
+@dataclass(frozen=True)
+class SaslListener:
+    """A SASL_PLAINTEXT listener with the PLAIN mechanism: its port, and user -> password."""
+
+    port: int
+    users: Mapping[str, str]
+
+    def settings(self) -> dict[str, str | int]:
+        accounts = " ".join(f'user_{user}="{password}"' for user, password in self.users.items())
+        return {
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {accounts};"
+            ),
+        }
+
+
+def _server_properties(
+    state_dir: Path, port: int, controller_port: int, sasl: SaslListener | None = None
+) -> str:
+    listeners = [f"PLAINTEXT://{HOST}:{port}"]
+    protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+    if sasl is not None:
+        listeners.append(f"SASL_PLAINTEXT://{HOST}:{sasl.port}")
+        protocols.append("SASL_PLAINTEXT:SASL_PLAINTEXT")
     settings: dict[str, str | int] = {
         # KRaft, one process acting as broker and controller.
         "process.roles": "broker,controller",
         "node.id": NODE_ID,
         "controller.quorum.voters": f"{NODE_ID}@{HOST}:{controller_port}",
-        "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listeners": ",".join([*listeners, f"CONTROLLER://{HOST}:{controller_port}"]),
+        "advertised.listeners": ",".join(listeners),
+        "listener.security.protocol.map": ",".join(protocols),
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "log.dirs": str(_data_dir(state_dir)),
@@ -457,14 +497,19 @@ def _server_properties(state_dir: Path, port: int, controller_port: int) -> str:
         # Local data is kept until deleted explicitly (topics may override).
         "log.retention.ms": -1,
     }
+    if sasl is not None:
+        settings |= sasl.settings()
     lines = [f"# Written by streams/local_kafka.py (Kafka {KAFKA_VERSION}); rewritten on start."]
     lines += [f"{key}={value}" for key, value in settings.items()]
     return "\n".join(lines) + "\n"
 
 
-def _write_server_properties(state_dir: Path, port: int, controller_port: int) -> Path:
+def _write_server_properties(
+    state_dir: Path, port: int, controller_port: int, sasl: SaslListener | None
+) -> Path:
     path = _server_properties_path(state_dir)
-    _write_atomically(path, _server_properties(state_dir, port, controller_port))
+    _write_atomically(path, _server_properties(state_dir, port, controller_port, sasl))
+    path.chmod(0o600)
     return path
 
 
@@ -660,9 +705,16 @@ def _existing_broker(state_dir: Path, timeout: float) -> BrokerInfo | None:
     return info
 
 
-def _start_new_broker(state_dir: Path, libs_dir: Path, timeout: float) -> BrokerInfo:
+def _start_new_broker(
+    state_dir: Path, libs_dir: Path, timeout: float, sasl_users: Mapping[str, str] | None
+) -> BrokerInfo:
     port, controller_port = _choose_ports(state_dir)
-    properties = _write_server_properties(state_dir, port, controller_port)
+    sasl = (
+        None
+        if not sasl_users
+        else SaslListener(_free_port_besides(port, controller_port), sasl_users)
+    )
+    properties = _write_server_properties(state_dir, port, controller_port, sasl)
     if not _is_formatted(state_dir):
         _format_storage(libs_dir, properties)
     log_file = _log_path(state_dir)
@@ -675,6 +727,7 @@ def _start_new_broker(state_dir: Path, libs_dir: Path, timeout: float) -> Broker
         bootstrap=f"{HOST}:{port}",
         state_dir=state_dir,
         log_file=log_file,
+        sasl_bootstrap=None if sasl is None else f"{HOST}:{sasl.port}",
     )
     _write_record(info)
     try:
@@ -689,7 +742,11 @@ def _start_new_broker(state_dir: Path, libs_dir: Path, timeout: float) -> Broker
 
 
 def start(
-    state_dir: Path, *, cache_dir: Path | None = None, timeout: float = 90.0
+    state_dir: Path,
+    *,
+    cache_dir: Path | None = None,
+    timeout: float = 90.0,
+    sasl_users: Mapping[str, str] | None = None,
 ) -> tuple[BrokerInfo, bool]:
     """Start the broker for ``state_dir`` unless it already runs.
 
@@ -697,7 +754,9 @@ def start(
     if the recorded broker was already running and answering. Raises
     :class:`KafkaLauncherError` (with the broker log tail) if the broker
     exits or does not answer a Metadata request within ``timeout`` seconds;
-    the process started by this call is then killed.
+    the process started by this call is then killed. With ``sasl_users``
+    (user -> password), a broker started now also listens with SASL_PLAINTEXT
+    (PLAIN) on another free loopback port (``BrokerInfo.sasl_bootstrap``).
     """
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -706,7 +765,7 @@ def start(
         if existing is not None:
             return existing, False
         libs_dir = ensure_jars(cache_dir if cache_dir is not None else default_cache_dir())
-        return _start_new_broker(state_dir, libs_dir, timeout), True
+        return _start_new_broker(state_dir, libs_dir, timeout, sasl_users), True
 
 
 def stop(state_dir: Path, timeout: float = 30.0) -> bool:
@@ -734,13 +793,17 @@ def stop(state_dir: Path, timeout: float = 30.0) -> bool:
 
 
 @contextlib.contextmanager
-def running_broker(state_dir: Path, cache_dir: Path | None = None) -> Iterator[BrokerInfo]:
+def running_broker(
+    state_dir: Path,
+    cache_dir: Path | None = None,
+    sasl_users: Mapping[str, str] | None = None,
+) -> Iterator[BrokerInfo]:
     """Run a broker for the duration of the block (e.g. a pytest session fixture).
 
     Stops the broker on exit, even on exceptions, but only if this call
     started it; a broker that was already running is left running.
     """
-    info, started = start(state_dir, cache_dir=cache_dir)
+    info, started = start(state_dir, cache_dir=cache_dir, sasl_users=sasl_users)
     try:
         yield info
     finally:

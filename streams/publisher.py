@@ -19,6 +19,7 @@ from schemas.codec import AvroCodec, event_codec
 from schemas.errors import DecodeError
 from schemas.events import Event
 from schemas.reasons import ReasonCode
+from streams.kafka_security import kafka_options
 from streams.keys import SubjectErased
 from streams.sealing import Sealer
 from streams.topic_reader import TopicMissing, topic_partitions
@@ -77,6 +78,7 @@ class EventPublisher:
             enable_idempotence=True,
             linger_ms=5,
             client_id="uac-publisher",
+            **kafka_options(),
         )
 
     async def __aenter__(self) -> EventPublisher:

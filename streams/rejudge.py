@@ -24,6 +24,7 @@ from rules.rejudge import Rejudgement, latest_records, rejudged
 from schemas.alerts import Alert
 from schemas.codec import alert_codec
 from streams.alert_output import readable_alerts
+from streams.kafka_security import kafka_options
 from streams.liveness import group_member_count
 from streams.rebuild import rebuild_states
 from streams.sealing import Sealer
@@ -79,7 +80,9 @@ async def alerts_by_subject(bootstrap: str, topic: str, sealer: Sealer) -> dict[
 async def publish_alerts(bootstrap: str, topic: str, sealer: Sealer, alerts: list[Alert]) -> None:
     """Sealed and keyed as the worker publishes them; returns once Kafka has every one."""
     codec = alert_codec()
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", client_id="uac-rejudge")
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", client_id="uac-rejudge", **kafka_options()
+    )
     await producer.start()
     try:
         deliveries = [

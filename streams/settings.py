@@ -4,8 +4,9 @@ a local Kafka started by `uac kafka start`, in-process ClickHouse (chDB) under `
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -17,6 +18,16 @@ class Settings(BaseSettings):
     home: Path = Field(default=Path(".uac"), description="Where local state lives (Kafka, chDB).")
     kafka_bootstrap: str | None = Field(
         default=None, description="host:port of Kafka; unset = the local broker under UAC_HOME."
+    )
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        default="PLAINTEXT",
+        description="How every UaC Kafka client connects (SASL_SSL for most managed clusters).",
+    )
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_ssl_cafile: Path | None = Field(
+        default=None, description="CA bundle that signed the brokers' certificates (SSL)."
     )
     clickhouse_url: str | None = Field(
         default=None, description="http(s)://user:password@host:port of a ClickHouse server."
@@ -81,6 +92,16 @@ class Settings(BaseSettings):
         description="Most encoded event bytes one subject's history may hold; further events "
         "are quarantined as subject_history_full (a checkpoint is one bounded Kafka record).",
     )
+
+    @model_validator(mode="after")
+    def _sasl_needs_credentials(self) -> Settings:
+        sasl = self.kafka_security_protocol.startswith("SASL")
+        if sasl and not (self.kafka_sasl_username and self.kafka_sasl_password):
+            raise ValueError(
+                f"UAC_KAFKA_SECURITY_PROTOCOL={self.kafka_security_protocol} needs "
+                "UAC_KAFKA_SASL_USERNAME and UAC_KAFKA_SASL_PASSWORD"
+            )
+        return self
 
     @property
     def sink_group(self) -> str:

@@ -93,6 +93,7 @@ from streams.clickhouse import (
     write_batch,
 )
 from streams.kafka_address import bootstrap_servers
+from streams.kafka_security import kafka_options
 from streams.keys import FileKeyStore, SubjectErased
 from streams.ledger import ErasureLedger, follow_ledger, load_ledger
 from streams.private_files import write_private
@@ -544,6 +545,7 @@ class Sink:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=STATE_REQUEST_BYTES,
+            **kafka_options(),
         )
         topics = [*self._records.topics, self.topics.erasures]
         consumer.subscribe(topics, listener=_PauseNewAssignments(self))

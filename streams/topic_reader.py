@@ -13,6 +13,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from streams.kafka_security import kafka_options
 from streams.topics import STATE_REQUEST_BYTES
 
 
@@ -21,7 +22,9 @@ class TopicMissing(LookupError):
 
 
 async def topic_partitions(bootstrap: str, topic: str) -> list[int]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="uac-reader")
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, client_id="uac-reader", **kafka_options()
+    )
     await admin.start()
     try:
         (described,) = await admin.describe_topics([topic])
@@ -45,6 +48,7 @@ def groupless_consumer(bootstrap: str, client_id: str) -> AIOKafkaConsumer:
         auto_offset_reset="earliest",
         client_id=client_id,
         max_partition_fetch_bytes=STATE_REQUEST_BYTES,
+        **kafka_options(),
     )
 
 

@@ -11,6 +11,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import TopicAlreadyExistsError
 
+from streams.kafka_security import kafka_options
+
 FOREVER = "-1"
 STATE_MESSAGE_BYTES = 64 * 1024 * 1024
 """The largest record on the compacted state topic, whose checkpoints carry a subject's whole
@@ -99,7 +101,9 @@ class TopicMismatch(RuntimeError):
 
 async def ensure_topics(bootstrap: str, specs: tuple[TopicSpec, ...]) -> list[str]:
     """Create missing topics; raise TopicMismatch if an existing one differs. Returns created."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="uac-topics")
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, client_id="uac-topics", **kafka_options()
+    )
     await admin.start()
     try:
         existing = set(await admin.list_topics())

@@ -1,4 +1,5 @@
-"""One real Apache Kafka broker for the whole test session (started and stopped here)."""
+"""One real Apache Kafka broker for the whole test session (started and stopped here), with a
+plaintext listener and a SASL_PLAINTEXT one."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from streams import local_kafka
-from tests.integration.harness import Pipeline, new_pipeline, running
+from tests.integration.harness import SASL_PASSWORD, SASL_USER, Pipeline, new_pipeline, running
 
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_kafka.BrokerInfo]:
-    with local_kafka.running_broker(tmp_path_factory.mktemp("kafka")) as info:
+    with local_kafka.running_broker(
+        tmp_path_factory.mktemp("kafka"), sasl_users={SASL_USER: SASL_PASSWORD}
+    ) as info:
         yield info
 
 

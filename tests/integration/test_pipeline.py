@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import signal
 import socket
 import struct
@@ -26,13 +27,14 @@ from rules.knowledge.bundled import load_bundled_knowledge
 from schemas.alerts import Alert
 from schemas.codec import event_codec, event_record, frame
 from schemas.events import Event
+from streams import local_kafka
 from streams.event_files import read_ndjson_file
 from streams.publisher import wire_bytes
 from streams.settings import Settings
 from streams.tenants import load_gate_policy
 from streams.topic_reader import topic_partitions
 from tests.factories import make_event
-from tests.integration.harness import Pipeline, new_pipeline, running, wait_for
+from tests.integration.harness import Pipeline, new_pipeline, running, sasl_settings, wait_for
 
 pytestmark = pytest.mark.integration
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "events.ndjson"
@@ -110,6 +112,36 @@ def test_given_events_of_several_tenants_then_every_expected_alert_and_every_eve
     clinic_a = [a for a in alerts if a.tenant_id == "clinic-a"]
     rows = pipeline.clickhouse("SELECT count(), uniqExact(lifecycle_id) FROM alerts", "clinic-a")
     assert [int(v) for v in rows[0]] == [len(clinic_a), len(clinic_a)]
+
+
+def test_given_a_broker_that_requires_sasl_then_every_process_authenticates_end_to_end(
+    pipeline: Pipeline, broker: local_kafka.BrokerInfo
+) -> None:
+    """Worker, sink, publisher and readers all connect through the SASL_PLAINTEXT listener
+    (the harness only watches, through the plaintext one); a wrong password is one line. The
+    sample file lists its events out of order: `uac publish` sends them in the order
+    `uac replay --file` folds them, so the stream raises exactly the alerts replay prints."""
+    assert broker.sasl_bootstrap is not None
+    pipeline.settings.update(sasl_settings(broker.sasl_bootstrap))
+    events = sample_events()
+    expected = expected_alerts(events)
+    pipeline.start("worker")
+    pipeline.start("sink")
+    published = pipeline.uac("publish", str(SAMPLE))  # the file's events are out of order
+    assert published.returncode == 0, published.stderr
+    alerts = wait_for(pipeline.alerts, lambda found: len(found) >= len(expected), what="alerts")
+    assert alert_pairs(alerts) == expected
+    read = pipeline.uac("alerts", "--json")
+    assert read.returncode == 0, read.stderr
+    assert len(read.stdout.splitlines()) == len(alerts)
+    wait_for_history(pipeline, events)
+    no_group_behind(pipeline)
+    wrong = sasl_settings(broker.sasl_bootstrap, password=secrets.token_hex(16))
+    pipeline.settings.update(wrong)
+    refused = pipeline.uac("lag")
+    assert refused.returncode == 3
+    assert "Authentication failed" in refused.stderr
+    assert "Traceback" not in refused.stderr
 
 
 def _invalid_record_bytes(event: Event) -> bytes:

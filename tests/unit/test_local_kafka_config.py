@@ -1,0 +1,32 @@
+"""The local broker's configuration: with SASL users it also listens with SASL_PLAINTEXT, and a
+restart reuses its earlier plaintext and controller ports."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+from streams import local_kafka
+
+
+def test_given_sasl_users_then_a_second_listener_with_their_accounts(tmp_path: Path) -> None:
+    sasl = local_kafka.SaslListener(19003, {"uac": "pw-1", "other": "pw-2"})
+    path = local_kafka._write_server_properties(tmp_path, 19001, 19002, sasl)
+    properties = local_kafka._read_properties(path)
+    assert properties["advertised.listeners"] == (
+        "PLAINTEXT://127.0.0.1:19001,SASL_PLAINTEXT://127.0.0.1:19003"
+    )
+    assert "CONTROLLER://127.0.0.1:19002" in properties["listeners"]
+    assert "SASL_PLAINTEXT:SASL_PLAINTEXT" in properties["listener.security.protocol.map"]
+    jaas = properties["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
+    assert 'user_uac="pw-1" user_other="pw-2";' in jaas
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert local_kafka._configured_ports(tmp_path) == (19001, 19002)
+
+
+def test_given_no_sasl_users_then_plaintext_only(tmp_path: Path) -> None:
+    path = local_kafka._write_server_properties(tmp_path, 19001, 19002, None)
+    properties = local_kafka._read_properties(path)
+    assert properties["advertised.listeners"] == "PLAINTEXT://127.0.0.1:19001"
+    assert "sasl.enabled.mechanisms" not in properties
+    assert local_kafka._configured_ports(tmp_path) == (19001, 19002)
