@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from aiokafka import TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import ConsumerStoppedError, KafkaError
 from faust.exceptions import NotReady
 
 from projections.document import checkpoint_of, forget_events, plain
@@ -358,6 +358,8 @@ def register_agents(
             await check_idle_partitions(pipeline, watch, batches)
         except KafkaError as error:
             log.warning("offset check skipped (the broker did not answer): %r", error)
+        except (NotReady, ConsumerStoppedError):
+            log.info("offset check skipped: the consumer is starting or stopping")
 
     @pipeline.app.timer(checkpoint_interval)  # type: ignore[untyped-decorator]
     async def publish_pending_checkpoints() -> None:

@@ -444,6 +444,14 @@ class SaslListener:
     port: int
     users: Mapping[str, str]
 
+    def __post_init__(self) -> None:
+        for word in (*self.users, *self.users.values()):
+            if not word or not re.fullmatch(r"[A-Za-z0-9._-]+", word):
+                raise KafkaLauncherError(
+                    "SASL user names and passwords of the local broker are letters, digits, "
+                    "'.', '_' or '-' (they are written into its JAAS configuration)"
+                )
+
     def settings(self) -> dict[str, str | int]:
         accounts = " ".join(f'user_{user}="{password}"' for user, password in self.users.items())
         return {

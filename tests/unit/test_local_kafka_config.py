@@ -6,6 +6,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+import pytest
+
 from streams import local_kafka
 
 
@@ -30,3 +32,8 @@ def test_given_no_sasl_users_then_plaintext_only(tmp_path: Path) -> None:
     assert properties["advertised.listeners"] == "PLAINTEXT://127.0.0.1:19001"
     assert "sasl.enabled.mechanisms" not in properties
     assert local_kafka._configured_ports(tmp_path) == (19001, 19002)
+
+
+def test_given_a_password_that_would_break_the_jaas_line_then_it_is_refused() -> None:
+    with pytest.raises(local_kafka.KafkaLauncherError, match="letters, digits"):
+        local_kafka.SaslListener(19003, {"uac": 'pw"; evil'})
