@@ -73,7 +73,12 @@ class Settings(BaseSettings):
         default=10.0, gt=1, description="How soon a dead worker's partitions move to another."
     )
     worker_metrics_port: int | None = Field(
-        default=None, description="Serve the worker's Prometheus metrics on 127.0.0.1:PORT."
+        default=None, description="Serve the worker's /metrics and /health on this port."
+    )
+    worker_metrics_host: str = Field(
+        default="127.0.0.1",
+        description="The address the worker's /metrics and /health listen on (0.0.0.0 in a "
+        "container whose probes and scraper come from outside it).",
     )
     stall_restart_seconds: float = Field(
         default=30.0,

@@ -53,7 +53,9 @@ def run_worker(settings: Settings, loglevel: str = "warn") -> None:
     pipeline = create_app(settings, bootstrap, keys, ledger)
     metrics = WorkerMetrics()
     if settings.worker_metrics_port is not None:
-        serve_worker_http(pipeline, metrics, settings.worker_metrics_port)
+        serve_worker_http(
+            pipeline, metrics, settings.worker_metrics_port, settings.worker_metrics_host
+        )
     register_agents(
         pipeline,
         build_processor(settings, keys),

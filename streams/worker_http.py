@@ -1,6 +1,6 @@
-"""The worker's HTTP endpoint on 127.0.0.1:UAC_WORKER_METRICS_PORT: `GET /metrics` (Prometheus,
-`streams.worker_metrics`) and `GET /health` (what the worker is doing now, for a supervisor's
-liveness and readiness probes).
+"""The worker's HTTP endpoint on UAC_WORKER_METRICS_PORT (at UAC_WORKER_METRICS_HOST, by default
+127.0.0.1): `GET /metrics` (Prometheus, `streams.worker_metrics`) and `GET /health` (what the
+worker is doing now, for a supervisor's liveness and readiness probes).
 
 `/health` answers 200 while the worker runs (in the group, its tables recovered, its producer
 up), with the events partitions it owns and the records each still has to process; 503 while
@@ -69,14 +69,16 @@ class PortUnavailable(OSError):
     """The worker's HTTP port cannot be listened on (in use, or not allowed)."""
 
 
-def serve_worker_http(pipeline: Pipeline, metrics: WorkerMetrics, port: int) -> None:
+def serve_worker_http(
+    pipeline: Pipeline, metrics: WorkerMetrics, port: int, host: str = HOST
+) -> None:
     """Listen on `port` now (PortUnavailable before the worker starts if it cannot), and serve
     `/metrics` and `/health` there from the worker's own event loop, from its start until it
     shuts down."""
     try:
-        listening = socket.create_server((HOST, port))
+        listening = socket.create_server((host, port))
     except OSError as error:
-        raise PortUnavailable(f"worker HTTP port {HOST}:{port}: {error.strerror}") from None
+        raise PortUnavailable(f"worker HTTP port {host}:{port}: {error.strerror}") from None
     runners: list[web.AppRunner] = []
 
     @pipeline.app.task  # type: ignore[untyped-decorator]

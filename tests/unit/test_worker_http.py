@@ -5,6 +5,7 @@ behind each is."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,7 +15,14 @@ from faust.exceptions import NotReady
 from faust.types import TP
 
 from streams.topics import Topics
-from streams.worker_http import Phase, WorkerHealth, endpoints, worker_health
+from streams.worker_http import (
+    Phase,
+    PortUnavailable,
+    WorkerHealth,
+    endpoints,
+    serve_worker_http,
+    worker_health,
+)
 from streams.worker_metrics import WorkerMetrics
 from tests.kafka_fakes import BatchProducer
 
@@ -82,3 +90,10 @@ def test_metrics_serves_the_workers_prometheus_registry() -> None:
     status, body = _get(WorkerHealth(Phase.RUNNING, (3,), {3: 7}), metrics, "/metrics")
     assert status == 200
     assert 'uac_worker_lag_records{partition="3"} 7.0' in body
+
+
+def test_given_a_taken_port_then_the_worker_says_so_before_it_starts() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        with pytest.raises(PortUnavailable, match=f"127.0.0.1:{port}"):
+            serve_worker_http(_pipeline(), WorkerMetrics(), port)

@@ -1,0 +1,18 @@
+"""docker-compose.yml cannot run in CI (no Docker engine); what can be checked here is that it
+only sets settings the code reads, so a misspelt variable does not silently keep a default."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from streams.settings import Settings
+
+COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
+
+
+def test_every_uac_variable_in_the_compose_file_is_a_setting() -> None:
+    variables = set(re.findall(r"\b(UAC_[A-Z0-9_]+):", COMPOSE.read_text(encoding="utf-8")))
+    known = {f"UAC_{name.upper()}" for name in Settings.model_fields}
+    assert variables, "the compose file sets no UAC_ variables"
+    assert variables - known == set()
