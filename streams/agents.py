@@ -354,8 +354,7 @@ def register_agents(
     @pipeline.app.timer(STALL_CHECK_SECONDS)  # type: ignore[untyped-decorator]
     async def watch_idle_partitions() -> None:
         try:
-            await observe_lag(pipeline, batches, metrics)
-            await check_idle_partitions(pipeline, watch, batches)
+            await check_offsets(pipeline, watch, batches, metrics)
         except KafkaError as error:
             log.warning("offset check skipped (the broker did not answer): %r", error)
         except (NotReady, ConsumerStoppedError):
@@ -481,26 +480,31 @@ async def end_offsets(pipeline: Pipeline, assigned: Sequence[Any]) -> dict[int, 
     return {tp.partition: end for tp, end in highwaters.items()}
 
 
-async def observe_lag(pipeline: Pipeline, batches: Batches, metrics: WorkerMetrics) -> None:
-    """The records of each owned events partition that the agent has still to process."""
+async def check_offsets(
+    pipeline: Pipeline, watch: StallWatch, batches: Batches, metrics: WorkerMetrics
+) -> None:
+    """One reading of the owned events partitions' end offsets: the records of each that the
+    agent has still to process (the lag gauge), then the idle-partition checks."""
     assigned = assigned_events_partitions(pipeline)
     ends = await end_offsets(pipeline, assigned) if assigned else {}
     expected = await batches.expected(ends)
     metrics.observe_lag({p: max(0, end - expected[p]) for p, end in ends.items()})
+    await check_idle_partitions(watch, batches, assigned, ends)
 
 
-async def check_idle_partitions(pipeline: Pipeline, watch: StallWatch, batches: Batches) -> None:
-    """When no batch arrived for a while, look at the assigned events partitions' offsets once:
+async def check_idle_partitions(
+    watch: StallWatch, batches: Batches, assigned: Sequence[Any], ends: Mapping[int, int]
+) -> None:
+    """When no batch arrived for a while, look at the assigned events partitions' offsets:
     process the tails the consumer passed over (`Batches.fill_tails`), and restart the worker
     in place when partitions have work but nothing moved for the watch's period (see
     `streams.liveness`). The group's committed offsets are asked only when either needs them."""
-    assigned = assigned_events_partitions(pipeline)
     if not assigned:
         watch.progressed(time.monotonic())
         return
     if time.monotonic() - watch.last_progress < STALL_CHECK_SECONDS:
         return
-    ends = await end_offsets(pipeline, assigned)
+    pipeline = batches.pipeline
     behind = await batches.behind(assigned, ends)
     stalling = watch.may_stall(time.monotonic())
     if not (behind or stalling):

@@ -666,11 +666,7 @@ def lag_command(
     (records between the committed offset and the end, per partition), and their members."""
     settings = Settings()
     groups = pipeline_groups(settings, _topics(settings))
-    try:
-        found = asyncio.run(pipeline_lag(bootstrap_servers(settings), groups))
-    except LookupError as error:
-        err.print(f"[red]failed[/red]: {error}")
-        raise typer.Exit(code=EXIT_FAILED) from None
+    found = asyncio.run(pipeline_lag(bootstrap_servers(settings), groups))
     if as_json:
         report = {"groups": [group.as_json() for group in found]}
         out.out(json.dumps(report, sort_keys=True), highlight=False)
