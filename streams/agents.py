@@ -49,6 +49,7 @@ from schemas.errors import RegistryUnavailable
 from schemas.events import Event
 from streams.app import Pipeline
 from streams.clock import Deadlines, send_ticks, ticks
+from streams.consumer_state import consumer_state
 from streams.continuity import Gap, Step, plan, reached
 from streams.keys import SubjectErased
 from streams.ledger import follow_ledger
@@ -385,7 +386,7 @@ def register_agents(
 
     @pipeline.app.task  # type: ignore[untyped-decorator]
     async def diagnose_on_request() -> None:
-        dump_tasks_on_signal()
+        dump_tasks_on_signal(lambda: consumer_state(pipeline.app, pipeline.topics.events))
 
     @pipeline.app.task  # type: ignore[untyped-decorator]
     async def keep_ledger_current() -> None:
@@ -484,11 +485,14 @@ async def check_offsets(
     pipeline: Pipeline, watch: StallWatch, batches: Batches, metrics: WorkerMetrics
 ) -> None:
     """One reading of the owned events partitions' end offsets: the records of each that the
-    agent has still to process (the lag gauge), then the idle-partition checks."""
+    agent has still to process (the lag gauge, and the watch's note of the partitions behind),
+    then the idle-partition checks."""
     assigned = assigned_events_partitions(pipeline)
     ends = await end_offsets(pipeline, assigned) if assigned else {}
     expected = await batches.expected(ends)
-    metrics.observe_lag({p: max(0, end - expected[p]) for p, end in ends.items()})
+    lag = {p: max(0, end - expected[p]) for p, end in ends.items()}
+    metrics.observe_lag(lag)
+    watch.seen_behind([p for p, records in lag.items() if records], time.monotonic())
     await check_idle_partitions(watch, batches, assigned, ends)
 
 
@@ -496,9 +500,10 @@ async def check_idle_partitions(
     watch: StallWatch, batches: Batches, assigned: Sequence[Any], ends: Mapping[int, int]
 ) -> None:
     """When no batch arrived for a while, look at the assigned events partitions' offsets:
-    process the tails the consumer passed over (`Batches.fill_tails`), and restart the worker
-    in place when partitions have work but nothing moved for the watch's period (see
-    `streams.liveness`). The group's committed offsets are asked only when either needs them."""
+    process the tails the consumer passed over (`Batches.fill_tails`), send the consumer back
+    to offsets it fetched but never delivered (`Batches.rewind`), and restart the worker in
+    place when partitions have work but nothing moved for the watch's period (see
+    `streams.liveness`). The group's committed offsets are asked only when these need them."""
     if not assigned:
         watch.progressed(time.monotonic())
         return
@@ -511,6 +516,9 @@ async def check_idle_partitions(
         return
     committed = await committed_of(pipeline, assigned)
     await batches.fill_tails(behind, ends, committed)
+    await batches.rewind(
+        behind, lambda: time.monotonic() - watch.last_progress >= STALL_CHECK_SECONDS
+    )
     if not stalling:
         return
     stalled = watch.stalled(committed, ends, time.monotonic())
@@ -656,6 +664,32 @@ class Batches:
                 start = (await self.expected([tp.partition]))[tp.partition]
                 if start < ends[tp.partition]:
                     await self.fill(Gap(tp.partition, start, ends[tp.partition]))
+
+    async def rewind(self, behind: Sequence[Any], still_idle: Callable[[], bool]) -> None:
+        """Offsets the consumer fetched but never handed to the agent (Faust can drop records
+        fetched around a rebalance or its recovery, seen after a graceful restart of the only
+        worker; its position has moved past them, so they would never come again): while the
+        agent is `still_idle`, the consumer is sent back to the agent's next offset, and Faust
+        delivers, acknowledges and commits them as usual."""
+        consumer = self.pipeline.app.consumer
+        for tp in behind:
+            async with self.lock:
+                if not still_idle() or tp not in assigned_events_partitions(self.pipeline):
+                    continue
+                start = (await self.expected([tp.partition]))[tp.partition]
+                position = await consumer.position(tp)
+                if position is None or position <= start:
+                    continue
+                await consumer.seek(tp, start)
+            self.metrics.rewinds.inc()
+            log.warning(
+                "the consumer fetched offsets %d-%d of %s partition %d but never delivered "
+                "them; fetching them again",
+                start,
+                position - 1,
+                self.pipeline.topics.events,
+                tp.partition,
+            )
 
 
 def from_record(record: Any) -> Incoming:

@@ -15,7 +15,7 @@ replayed events are refused by the gate as duplicates and alerts keep their ids.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -32,13 +32,15 @@ MEMBERS = 5
 class StallWatch:
     stall_seconds: float
     last_progress: float = 0.0
-    committed: dict[int, int] = field(default_factory=dict)
+    committed: dict[int, int] | None = None
+    """The committed offsets first read since the last progress (None until then)."""
     behind_since: dict[int, float] = field(default_factory=dict)
     """When each partition was first seen with unprocessed events since the last progress."""
 
     def progressed(self, now: float) -> None:
         """A batch was processed, or the consumer is (re)joining: the clock starts again."""
         self.last_progress = now
+        self.committed = None
         self.behind_since.clear()
 
     def may_stall(self, now: float) -> bool:
@@ -50,19 +52,27 @@ class StallWatch:
     ) -> list[int]:
         """The partitions whose unprocessed events have waited `stall_seconds` while nothing
         moved (none when the worker is making progress anywhere, and none for events that just
-        arrived at an idle worker)."""
-        if dict(committed) != self.committed:
-            self.committed = dict(committed)
+        arrived at an idle worker). The first committed offsets read since the last progress
+        are the baseline; a later change to them is progress."""
+        if self.committed is not None and dict(committed) != self.committed:
             self.progressed(now)
+        self.committed = dict(committed)
         behind = sorted(p for p, end in ends.items() if committed.get(p, 0) < end)
+        self.seen_behind(behind, now)
+        if not self.may_stall(now):
+            return []
+        return [p for p in behind if now - self.behind_since[p] >= self.stall_seconds]
+
+    def seen_behind(self, partitions: Iterable[int], now: float) -> None:
+        """The partitions that have events still to process at `now` (read every round, so
+        that a stall is told after `stall_seconds`, not after twice that); those no longer
+        behind are forgotten."""
+        behind = set(partitions)
         for partition in list(self.behind_since):
             if partition not in behind:
                 del self.behind_since[partition]
         for partition in behind:
             self.behind_since.setdefault(partition, now)
-        if not self.may_stall(now):
-            return []
-        return [p for p in behind if now - self.behind_since[p] >= self.stall_seconds]
 
 
 async def group_committed_offsets(

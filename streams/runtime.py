@@ -17,7 +17,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import NoReturn
 
@@ -61,13 +61,18 @@ def awaiting(coroutine: object) -> list[str]:
     return frames
 
 
-def dump_tasks_on_signal(signum: int = signal.SIGUSR1) -> None:
-    """On `kill -USR1 <pid>`, write every asyncio task's stack to the log: what a stuck
-    worker is waiting for (operators' diagnosis; costs nothing until signalled)."""
+def dump_tasks_on_signal(
+    describe: Callable[[], list[str]] = list, signum: int = signal.SIGUSR1
+) -> None:
+    """On `kill -USR1 <pid>`, write every asyncio task's stack to the log, then the lines of
+    `describe`: what a stuck worker is waiting for (operators' diagnosis; costs nothing until
+    signalled)."""
 
     def dump() -> None:
         for task in asyncio.all_tasks():
             log.warning("task %s:\n%s", task.get_name(), "\n".join(awaiting(task.get_coro())))
+        for line in describe():
+            log.warning("%s", line)
 
     asyncio.get_running_loop().add_signal_handler(signum, dump)
 

@@ -70,6 +70,11 @@ class WorkerMetrics:
             "Records the consumer passed over that the worker read from the log and processed",
             registry=self.registry,
         )
+        self.rewinds = Counter(
+            "uac_worker_consumer_rewinds_total",
+            "Times the consumer was sent back to offsets it fetched but never delivered",
+            registry=self.registry,
+        )
         self.offsets_lost_to_retention = Counter(
             "uac_worker_offsets_lost_to_retention_total",
             "Passed-over offsets already deleted by retention when the worker went to read them",

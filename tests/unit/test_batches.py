@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from aiokafka import TopicPartition
 
 from rules.engine import default_rules
 from schemas.codec import event_codec
@@ -200,3 +201,65 @@ def test_given_the_schema_registry_unreachable_then_the_worker_stops_before_the_
     assert stopped.value.code == agents.EXIT_PUBLISH_FAILED
     assert batches.pipeline.progress[0] == 0
     assert batches.pipeline.producer.sent == []  # type: ignore[attr-defined]
+
+
+class ConsumerAt:
+    """Faust's consumer as far as a rewind reaches into it: fetched up to `position`."""
+
+    def __init__(self, position: int | None) -> None:
+        self.at = position
+        self.seeks: list[tuple[Any, int]] = []
+
+    def assignment(self) -> set[Any]:
+        return {TP0}
+
+    async def position(self, _tp: Any) -> int | None:
+        return self.at
+
+    async def seek(self, tp: Any, offset: int) -> None:
+        self.seeks.append((tp, offset))
+        self.at = offset
+
+
+TP0 = TopicPartition(TOPIC, 0)
+
+
+def idle_runner(tmp_path: Path, fetched_to: int | None, processed_to: int) -> Batches:
+    """A runner whose agent processed offsets below `processed_to` and whose consumer fetched
+    those below `fetched_to`."""
+    batches = runner(tmp_path, log_of(tmp_path, 6, LogOfOnePartition([])))
+    app = batches.pipeline.app
+    app.consumer, app.rebalancing, app.in_recovery = ConsumerAt(fetched_to), False, False
+    batches.pipeline.progress[0] = processed_to
+    return batches
+
+
+def test_given_offsets_fetched_but_never_delivered_then_the_consumer_fetches_them_again(
+    tmp_path: Path,
+) -> None:
+    batches = idle_runner(tmp_path, fetched_to=12, processed_to=5)
+    asyncio.run(batches.rewind([TP0], still_idle=lambda: True))
+    assert batches.pipeline.app.consumer.seeks == [(TP0, 5)]
+    assert batches.metrics.registry.get_sample_value("uac_worker_consumer_rewinds_total") == 1
+    assert batches.pipeline.progress[0] == 5
+
+
+@pytest.mark.parametrize(
+    ("fetched_to", "idle"),
+    [(5, True), (3, True), (None, True), (12, False)],
+    ids=["not fetched past", "fetching behind", "no position", "agent busy again"],
+)
+def test_given_nothing_fetched_past_the_agent_or_an_agent_at_work_then_the_consumer_stays(
+    tmp_path: Path, fetched_to: int | None, idle: bool
+) -> None:
+    batches = idle_runner(tmp_path, fetched_to=fetched_to, processed_to=5)
+    asyncio.run(batches.rewind([TP0], still_idle=lambda: idle))
+    assert batches.pipeline.app.consumer.seeks == []
+    assert batches.metrics.registry.get_sample_value("uac_worker_consumer_rewinds_total") == 0
+
+
+def test_given_a_rebalance_under_way_then_the_consumer_stays(tmp_path: Path) -> None:
+    batches = idle_runner(tmp_path, fetched_to=12, processed_to=5)
+    batches.pipeline.app.rebalancing = True
+    asyncio.run(batches.rewind([TP0], still_idle=lambda: True))
+    assert batches.pipeline.app.consumer.seeks == []

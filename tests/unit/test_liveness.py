@@ -45,3 +45,20 @@ def test_given_an_idle_worker_when_events_just_arrived_then_it_is_not_a_stall() 
     watch.progressed(now=105.5)
     assert watch.stalled({0: 10}, {0: 14}, now=200.0) == []
     assert watch.stalled({0: 10}, {0: 14}, now=231.0) == [0]
+
+
+def test_given_partitions_seen_behind_every_round_then_a_stall_is_told_after_one_period() -> None:
+    watch = StallWatch(stall_seconds=30, last_progress=0.0)
+    for now in (5.0, 10.0, 15.0, 20.0, 25.0):
+        watch.seen_behind([0, 2], now)
+    watch.seen_behind([2], now=30.0)
+    assert watch.stalled({0: 10, 2: 4}, {0: 10, 2: 9}, now=35.0) == [2]
+
+
+def test_given_a_batch_processed_then_partitions_seen_behind_before_it_wait_a_new_period() -> None:
+    watch = StallWatch(stall_seconds=30, last_progress=0.0)
+    watch.seen_behind([1], now=5.0)
+    watch.progressed(now=20.0)
+    watch.seen_behind([1], now=25.0)
+    assert watch.stalled({1: 3}, {1: 8}, now=50.0) == []
+    assert watch.stalled({1: 3}, {1: 8}, now=55.0) == [1]
