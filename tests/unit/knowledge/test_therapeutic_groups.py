@@ -56,6 +56,10 @@ def prescribed(knowledge: BundledKnowledge, *drugs: str, stop_first: bool = Fals
         pytest.param("morphine", "fentanyl patch", "opioid_analgesics", id="two opioid classes"),
         pytest.param("tramadol 50 mg", "oxycodone", "opioid_analgesics", id="tramadol and opiate"),
         pytest.param("methadone", "hydromorphone", "opioid_analgesics", id="methadone and opiate"),
+        pytest.param(
+            "clopidogrel 75 mg", "Brilinta", "p2y12_inhibitors", id="two P2Y12 inhibitors"
+        ),
+        pytest.param("ticagrelor", "Kengreal", "p2y12_inhibitors", id="ticagrelor and cangrelor"),
     ],
 )
 def test_given_two_drugs_of_one_group_but_no_shared_class_then_a_duplicate_therapy_warning(
@@ -80,6 +84,8 @@ def test_given_two_drugs_of_one_group_but_no_shared_class_then_a_duplicate_thera
     ("first", "second"),
     [
         pytest.param("aspirin", "clopidogrel", id="dual antiplatelet therapy"),
+        pytest.param("aspirin 81 mg", "ticagrelor", id="dual antiplatelet therapy, ticagrelor"),
+        pytest.param("dipyridamole", "prasugrel", id="antiplatelets outside the P2Y12 group"),
         pytest.param("warfarin", "lisinopril", id="different groups"),
         pytest.param("metformin", "losartan", id="one drug outside every group"),
         pytest.param("morphine", "naloxone", id="opioid with its antagonist (rescue kit)"),
@@ -162,6 +168,15 @@ def test_resolution_names_the_groups_of_each_drug(knowledge: BundledKnowledge) -
         "renin_angiotensin_blockers",
     )
     assert knowledge.resolve("ibuprofen").therapeutic_groups == ()
+    assert knowledge.resolve("Effient").therapeutic_groups == ("p2y12_inhibitors",)
+
+
+def test_two_p2y12_inhibitors_of_one_class_share_the_class_and_the_others_only_the_group(
+    knowledge: BundledKnowledge,
+) -> None:
+    (same_class,) = prescribed(knowledge, "clopidogrel", "prasugrel")
+    assert same_class.detail.endswith("share the class thienopyridines")
+    assert knowledge.cross_reactivity("clopidogrel", "ticagrelor").level is MatchLevel.NONE
 
 
 def load_edited(monkeypatch: pytest.MonkeyPatch, name: str, old: str, new: str) -> None:
