@@ -57,6 +57,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 KAFKA_VERSION = "3.9.1"
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 POM_PATH = Path(__file__).resolve().parents[1] / "deploy/local/kafka/pom.xml"
 LOG4J_PATH = POM_PATH.with_name("log4j.properties")
@@ -104,8 +105,8 @@ class BrokerInfo:
     state_dir: Path
     log_file: Path
     sasl_bootstrap: str | None = None
-    """A SASL_PLAINTEXT listener (mechanism PLAIN) for the `sasl_users` the broker was started
-    with, when it was."""
+    """A SASL_PLAINTEXT listener (mechanisms PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512) for the
+    `sasl_users` the broker was started with, when it was."""
 
 
 # --------------------------------------------------------------------------
@@ -439,7 +440,10 @@ def _choose_ports(state_dir: Path) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class SaslListener:
-    """A SASL_PLAINTEXT listener with the PLAIN mechanism: its port, and user -> password."""
+    """A SASL_PLAINTEXT listener with the PLAIN and SCRAM mechanisms: its port, and user ->
+    password. PLAIN accounts live in the listener's configuration (rewritten at each start);
+    SCRAM credentials are written into the cluster metadata when the storage is formatted, so a
+    broker keeps the SCRAM accounts of its first start."""
 
     port: int
     users: Mapping[str, str]
@@ -454,12 +458,26 @@ class SaslListener:
 
     def settings(self) -> dict[str, str | int]:
         accounts = " ".join(f'user_{user}="{password}"' for user, password in self.users.items())
-        return {
-            "sasl.enabled.mechanisms": "PLAIN",
+        settings: dict[str, str | int] = {
+            "sasl.enabled.mechanisms": ",".join(("PLAIN", *SCRAM_MECHANISMS)),
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
                 f"org.apache.kafka.common.security.plain.PlainLoginModule required {accounts};"
             ),
         }
+        for mechanism in SCRAM_MECHANISMS:
+            settings[f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            )
+        return settings
+
+    def scram_credentials(self) -> list[str]:
+        """The storage tool's arguments that create each user's SCRAM credentials."""
+        return [
+            argument
+            for user, password in self.users.items()
+            for mechanism in SCRAM_MECHANISMS
+            for argument in ("--add-scram", f"{mechanism}=[name={user},password={password}]")
+        ]
 
 
 def _server_properties(
@@ -551,7 +569,7 @@ def _is_formatted(state_dir: Path) -> bool:
     return (_data_dir(state_dir) / "meta.properties").is_file()
 
 
-def _format_storage(libs_dir: Path, properties: Path) -> None:
+def _format_storage(libs_dir: Path, properties: Path, extra: list[str]) -> None:
     command = _java_command(
         libs_dir,
         "kafka.tools.StorageTool",
@@ -561,6 +579,7 @@ def _format_storage(libs_dir: Path, properties: Path) -> None:
         _random_cluster_id(),
         "-c",
         str(properties),
+        *extra,
     )
     try:
         result = subprocess.run(
@@ -724,7 +743,7 @@ def _start_new_broker(
     )
     properties = _write_server_properties(state_dir, port, controller_port, sasl)
     if not _is_formatted(state_dir):
-        _format_storage(libs_dir, properties)
+        _format_storage(libs_dir, properties, [] if sasl is None else sasl.scram_credentials())
     log_file = _log_path(state_dir)
     log_offset = log_file.stat().st_size if log_file.exists() else 0
     process = _launch_broker(libs_dir, properties, log_file)
@@ -764,7 +783,8 @@ def start(
     exits or does not answer a Metadata request within ``timeout`` seconds;
     the process started by this call is then killed. With ``sasl_users``
     (user -> password), a broker started now also listens with SASL_PLAINTEXT
-    (PLAIN) on another free loopback port (``BrokerInfo.sasl_bootstrap``).
+    (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) on another free loopback port
+    (``BrokerInfo.sasl_bootstrap``).
     """
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)

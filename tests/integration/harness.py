@@ -36,12 +36,14 @@ SASL_PASSWORD = secrets.token_hex(16)
 """The account of the session broker's SASL_PLAINTEXT listener (a new password each session)."""
 
 
-def sasl_settings(bootstrap: str, password: str = SASL_PASSWORD) -> dict[str, str]:
+def sasl_settings(
+    bootstrap: str, password: str = SASL_PASSWORD, mechanism: str = "PLAIN"
+) -> dict[str, str]:
     """The settings that make a `uac` process connect through the SASL listener."""
     return {
         "UAC_KAFKA_BOOTSTRAP": bootstrap,
         "UAC_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
-        "UAC_KAFKA_SASL_MECHANISM": "PLAIN",
+        "UAC_KAFKA_SASL_MECHANISM": mechanism,
         "UAC_KAFKA_SASL_USERNAME": SASL_USER,
         "UAC_KAFKA_SASL_PASSWORD": password,
     }

@@ -114,15 +114,17 @@ def test_given_events_of_several_tenants_then_every_expected_alert_and_every_eve
     assert [int(v) for v in rows[0]] == [len(clinic_a), len(clinic_a)]
 
 
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_given_a_broker_that_requires_sasl_then_every_process_authenticates_end_to_end(
-    pipeline: Pipeline, broker: local_kafka.BrokerInfo
+    pipeline: Pipeline, broker: local_kafka.BrokerInfo, mechanism: str
 ) -> None:
     """Worker, sink, publisher and readers all connect through the SASL_PLAINTEXT listener
-    (the harness only watches, through the plaintext one); a wrong password is one line. The
-    sample file lists its events out of order: `uac publish` sends them in the order
-    `uac replay --file` folds them, so the stream raises exactly the alerts replay prints."""
+    (the harness only watches, through the plaintext one), with each mechanism; a wrong
+    password is one line. The sample file lists its events out of order: `uac publish` sends
+    them in the order `uac replay --file` folds them, so the stream raises exactly the alerts
+    replay prints."""
     assert broker.sasl_bootstrap is not None
-    pipeline.settings.update(sasl_settings(broker.sasl_bootstrap))
+    pipeline.settings.update(sasl_settings(broker.sasl_bootstrap, mechanism=mechanism))
     events = sample_events()
     expected = expected_alerts(events)
     pipeline.start("worker")
@@ -136,7 +138,9 @@ def test_given_a_broker_that_requires_sasl_then_every_process_authenticates_end_
     assert len(read.stdout.splitlines()) == len(alerts)
     wait_for_history(pipeline, events)
     no_group_behind(pipeline)
-    wrong = sasl_settings(broker.sasl_bootstrap, password=secrets.token_hex(16))
+    wrong = sasl_settings(
+        broker.sasl_bootstrap, password=secrets.token_hex(16), mechanism=mechanism
+    )
     pipeline.settings.update(wrong)
     refused = pipeline.uac("lag")
     assert refused.returncode == 3

@@ -22,6 +22,10 @@ def test_given_sasl_users_then_a_second_listener_with_their_accounts(tmp_path: P
     assert "SASL_PLAINTEXT:SASL_PLAINTEXT" in properties["listener.security.protocol.map"]
     jaas = properties["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
     assert 'user_uac="pw-1" user_other="pw-2";' in jaas
+    assert properties["sasl.enabled.mechanisms"] == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    for mechanism in ("scram-sha-256", "scram-sha-512"):
+        scram = properties[f"listener.name.sasl_plaintext.{mechanism}.sasl.jaas.config"]
+        assert "ScramLoginModule required;" in scram
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert local_kafka._configured_ports(tmp_path) == (19001, 19002)
 
@@ -37,3 +41,13 @@ def test_given_no_sasl_users_then_plaintext_only(tmp_path: Path) -> None:
 def test_given_a_password_that_would_break_the_jaas_line_then_it_is_refused() -> None:
     with pytest.raises(local_kafka.KafkaLauncherError, match="letters, digits"):
         local_kafka.SaslListener(19003, {"uac": 'pw"; evil'})
+
+
+def test_given_sasl_users_then_the_storage_format_creates_their_scram_credentials() -> None:
+    sasl = local_kafka.SaslListener(19003, {"uac": "pw-1"})
+    assert sasl.scram_credentials() == [
+        "--add-scram",
+        "SCRAM-SHA-256=[name=uac,password=pw-1]",
+        "--add-scram",
+        "SCRAM-SHA-512=[name=uac,password=pw-1]",
+    ]
