@@ -107,6 +107,8 @@ class BrokerInfo:
     sasl_bootstrap: str | None = None
     """A SASL_PLAINTEXT listener (mechanisms PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512) for the
     `sasl_users` the broker was started with, when it was."""
+    sasl_ssl_bootstrap: str | None = None
+    """The same accounts over TLS (SASL_SSL), when the broker was also given a keystore."""
 
 
 # --------------------------------------------------------------------------
@@ -344,6 +346,7 @@ def _read_record(state_dir: Path) -> BrokerInfo | None:
             state_dir=state_dir,
             log_file=_log_path(state_dir),
             sasl_bootstrap=data.get("sasl_bootstrap"),
+            sasl_ssl_bootstrap=data.get("sasl_ssl_bootstrap"),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -356,6 +359,7 @@ def _write_record(info: BrokerInfo) -> None:
         "controller_port": info.controller_port,
         "bootstrap": info.bootstrap,
         "sasl_bootstrap": info.sasl_bootstrap,
+        "sasl_ssl_bootstrap": info.sasl_ssl_bootstrap,
         "kafka_version": KAFKA_VERSION,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "server_properties": str(_server_properties_path(info.state_dir)),
@@ -441,12 +445,16 @@ def _choose_ports(state_dir: Path) -> tuple[int, int]:
 @dataclass(frozen=True)
 class SaslListener:
     """A SASL_PLAINTEXT listener with the PLAIN and SCRAM mechanisms: its port, and user ->
-    password. PLAIN accounts live in the listener's configuration (rewritten at each start);
-    SCRAM credentials are written into the cluster metadata when the storage is formatted, so a
-    broker keeps the SCRAM accounts of its first start."""
+    password; with a `keystore` (a PEM file holding the broker's unencrypted private key and its
+    certificate chain) the same accounts over TLS on `ssl_port` (SASL_SSL). PLAIN accounts live
+    in the listeners' configuration (rewritten at each start); SCRAM credentials are written
+    into the cluster metadata when the storage is formatted, so a broker keeps the SCRAM
+    accounts of its first start."""
 
     port: int
     users: Mapping[str, str]
+    ssl_port: int | None = None
+    keystore: Path | None = None
 
     def __post_init__(self) -> None:
         for word in (*self.users, *self.users.values()):
@@ -456,18 +464,33 @@ class SaslListener:
                     "'.', '_' or '-' (they are written into its JAAS configuration)"
                 )
 
+    @property
+    def tls(self) -> bool:
+        return self.ssl_port is not None and self.keystore is not None
+
+    def listeners(self) -> list[str]:
+        """The listeners' URLs (their names are their security protocols)."""
+        found = [f"SASL_PLAINTEXT://{HOST}:{self.port}"]
+        if self.tls:
+            found.append(f"SASL_SSL://{HOST}:{self.ssl_port}")
+        return found
+
     def settings(self) -> dict[str, str | int]:
         accounts = " ".join(f'user_{user}="{password}"' for user, password in self.users.items())
         settings: dict[str, str | int] = {
             "sasl.enabled.mechanisms": ",".join(("PLAIN", *SCRAM_MECHANISMS)),
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
-                f"org.apache.kafka.common.security.plain.PlainLoginModule required {accounts};"
-            ),
         }
-        for mechanism in SCRAM_MECHANISMS:
-            settings[f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config"] = (
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        for listener in ("sasl_plaintext", "sasl_ssl") if self.tls else ("sasl_plaintext",):
+            settings[f"listener.name.{listener}.plain.sasl.jaas.config"] = (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {accounts};"
             )
+            for mechanism in SCRAM_MECHANISMS:
+                settings[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                )
+        if self.tls:
+            settings["listener.name.sasl_ssl.ssl.keystore.type"] = "PEM"
+            settings["listener.name.sasl_ssl.ssl.keystore.location"] = str(self.keystore)
         return settings
 
     def scram_credentials(self) -> list[str]:
@@ -486,8 +509,8 @@ def _server_properties(
     listeners = [f"PLAINTEXT://{HOST}:{port}"]
     protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
     if sasl is not None:
-        listeners.append(f"SASL_PLAINTEXT://{HOST}:{sasl.port}")
-        protocols.append("SASL_PLAINTEXT:SASL_PLAINTEXT")
+        listeners += sasl.listeners()
+        protocols += [f"{url.split(':')[0]}:{url.split(':')[0]}" for url in sasl.listeners()]
     settings: dict[str, str | int] = {
         # KRaft, one process acting as broker and controller.
         "process.roles": "broker,controller",
@@ -733,14 +756,20 @@ def _existing_broker(state_dir: Path, timeout: float) -> BrokerInfo | None:
 
 
 def _start_new_broker(
-    state_dir: Path, libs_dir: Path, timeout: float, sasl_users: Mapping[str, str] | None
+    state_dir: Path,
+    libs_dir: Path,
+    timeout: float,
+    sasl_users: Mapping[str, str] | None,
+    keystore: Path | None,
 ) -> BrokerInfo:
     port, controller_port = _choose_ports(state_dir)
-    sasl = (
-        None
-        if not sasl_users
-        else SaslListener(_free_port_besides(port, controller_port), sasl_users)
-    )
+    sasl = None
+    if sasl_users:
+        sasl_port = _free_port_besides(port, controller_port)
+        ssl_port = (
+            None if keystore is None else _free_port_besides(port, controller_port, sasl_port)
+        )
+        sasl = SaslListener(sasl_port, sasl_users, ssl_port, keystore)
     properties = _write_server_properties(state_dir, port, controller_port, sasl)
     if not _is_formatted(state_dir):
         _format_storage(libs_dir, properties, [] if sasl is None else sasl.scram_credentials())
@@ -755,6 +784,7 @@ def _start_new_broker(
         state_dir=state_dir,
         log_file=log_file,
         sasl_bootstrap=None if sasl is None else f"{HOST}:{sasl.port}",
+        sasl_ssl_bootstrap=None if sasl is None or not sasl.tls else f"{HOST}:{sasl.ssl_port}",
     )
     _write_record(info)
     try:
@@ -774,6 +804,7 @@ def start(
     cache_dir: Path | None = None,
     timeout: float = 90.0,
     sasl_users: Mapping[str, str] | None = None,
+    keystore: Path | None = None,
 ) -> tuple[BrokerInfo, bool]:
     """Start the broker for ``state_dir`` unless it already runs.
 
@@ -784,7 +815,9 @@ def start(
     the process started by this call is then killed. With ``sasl_users``
     (user -> password), a broker started now also listens with SASL_PLAINTEXT
     (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) on another free loopback port
-    (``BrokerInfo.sasl_bootstrap``).
+    (``BrokerInfo.sasl_bootstrap``), and with a ``keystore`` as well (a PEM file:
+    unencrypted private key and certificate chain) with SASL_SSL on a third
+    (``BrokerInfo.sasl_ssl_bootstrap``).
     """
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -793,7 +826,7 @@ def start(
         if existing is not None:
             return existing, False
         libs_dir = ensure_jars(cache_dir if cache_dir is not None else default_cache_dir())
-        return _start_new_broker(state_dir, libs_dir, timeout, sasl_users), True
+        return _start_new_broker(state_dir, libs_dir, timeout, sasl_users, keystore), True
 
 
 def stop(state_dir: Path, timeout: float = 30.0) -> bool:
@@ -825,13 +858,14 @@ def running_broker(
     state_dir: Path,
     cache_dir: Path | None = None,
     sasl_users: Mapping[str, str] | None = None,
+    keystore: Path | None = None,
 ) -> Iterator[BrokerInfo]:
     """Run a broker for the duration of the block (e.g. a pytest session fixture).
 
     Stops the broker on exit, even on exceptions, but only if this call
     started it; a broker that was already running is left running.
     """
-    info, started = start(state_dir, cache_dir=cache_dir, sasl_users=sasl_users)
+    info, started = start(state_dir, cache_dir=cache_dir, sasl_users=sasl_users, keystore=keystore)
     try:
         yield info
     finally:

@@ -114,17 +114,28 @@ def test_given_events_of_several_tenants_then_every_expected_alert_and_every_eve
     assert [int(v) for v in rows[0]] == [len(clinic_a), len(clinic_a)]
 
 
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+@pytest.mark.parametrize(
+    ("mechanism", "tls"),
+    [("PLAIN", False), ("SCRAM-SHA-256", False), ("SCRAM-SHA-512", False), ("SCRAM-SHA-512", True)],
+    ids=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "SASL_SSL-SCRAM-SHA-512"],
+)
 def test_given_a_broker_that_requires_sasl_then_every_process_authenticates_end_to_end(
-    pipeline: Pipeline, broker: local_kafka.BrokerInfo, mechanism: str
+    pipeline: Pipeline,
+    broker: local_kafka.BrokerInfo,
+    broker_ca: tuple[Path, Path],
+    mechanism: str,
+    tls: bool,
 ) -> None:
-    """Worker, sink, publisher and readers all connect through the SASL_PLAINTEXT listener
-    (the harness only watches, through the plaintext one), with each mechanism; a wrong
-    password is one line. The sample file lists its events out of order: `uac publish` sends
-    them in the order `uac replay --file` folds them, so the stream raises exactly the alerts
-    replay prints."""
-    assert broker.sasl_bootstrap is not None
-    pipeline.settings.update(sasl_settings(broker.sasl_bootstrap, mechanism=mechanism))
+    """Worker, sink, publisher and readers all connect through a SASL listener (the harness
+    only watches, through the plaintext one), with each mechanism, and over TLS trusting the
+    session's certificate authority; a wrong password is one line. The sample file lists its
+    events out of order: `uac publish` sends them in the order `uac replay --file` folds them,
+    so the stream raises exactly the alerts replay prints. Over TLS, a client that does not
+    trust the authority is refused with the certificate error, not a traceback."""
+    bootstrap = broker.sasl_ssl_bootstrap if tls else broker.sasl_bootstrap
+    ca_file = broker_ca[0] if tls else None
+    assert bootstrap is not None
+    pipeline.settings.update(sasl_settings(bootstrap, mechanism=mechanism, ca_file=ca_file))
     events = sample_events()
     expected = expected_alerts(events)
     pipeline.start("worker")
@@ -139,13 +150,21 @@ def test_given_a_broker_that_requires_sasl_then_every_process_authenticates_end_
     wait_for_history(pipeline, events)
     no_group_behind(pipeline)
     wrong = sasl_settings(
-        broker.sasl_bootstrap, password=secrets.token_hex(16), mechanism=mechanism
+        bootstrap, password=secrets.token_hex(16), mechanism=mechanism, ca_file=ca_file
     )
     pipeline.settings.update(wrong)
     refused = pipeline.uac("lag")
     assert refused.returncode == 3
     assert "Authentication failed" in refused.stderr
     assert "Traceback" not in refused.stderr
+    if tls:
+        pipeline.settings.update(sasl_settings(bootstrap, mechanism=mechanism))
+        pipeline.settings["UAC_KAFKA_SECURITY_PROTOCOL"] = "SASL_SSL"
+        del pipeline.settings["UAC_KAFKA_SSL_CAFILE"]
+        untrusted = pipeline.uac("lag")  # the session's authority is not trusted now
+        assert untrusted.returncode == 3
+        assert "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr
+        assert "Traceback" not in untrusted.stderr
 
 
 def _invalid_record_bytes(event: Event) -> bytes:

@@ -51,3 +51,18 @@ def test_given_sasl_users_then_the_storage_format_creates_their_scram_credential
         "--add-scram",
         "SCRAM-SHA-512=[name=uac,password=pw-1]",
     ]
+
+
+def test_given_a_keystore_then_the_same_accounts_also_listen_over_tls(tmp_path: Path) -> None:
+    keystore = tmp_path / "broker.pem"
+    sasl = local_kafka.SaslListener(19003, {"uac": "pw-1"}, ssl_port=19004, keystore=keystore)
+    path = local_kafka._write_server_properties(tmp_path, 19001, 19002, sasl)
+    properties = local_kafka._read_properties(path)
+    assert properties["advertised.listeners"] == (
+        "PLAINTEXT://127.0.0.1:19001,SASL_PLAINTEXT://127.0.0.1:19003,SASL_SSL://127.0.0.1:19004"
+    )
+    assert "SASL_SSL:SASL_SSL" in properties["listener.security.protocol.map"]
+    assert properties["listener.name.sasl_ssl.ssl.keystore.type"] == "PEM"
+    assert properties["listener.name.sasl_ssl.ssl.keystore.location"] == str(keystore)
+    assert 'user_uac="pw-1"' in properties["listener.name.sasl_ssl.plain.sasl.jaas.config"]
+    assert "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config" in properties
