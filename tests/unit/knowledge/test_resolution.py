@@ -258,6 +258,7 @@ def test_unknown_code_falls_back_to_text(knowledge: BundledKnowledge) -> None:
         pytest.param("", id="given empty text then unresolved"),
         pytest.param("500 mg oral tablet", id="given only a strength and form then unresolved"),
         pytest.param("火星药", id="given unknown Chinese characters then unresolved"),
+        pytest.param("MS 2 mg IV", id="given MS (morphine or magnesium sulfate) then unresolved"),
     ],
 )
 def test_unknown_text_is_unresolved(knowledge: BundledKnowledge, text: str) -> None:
@@ -265,6 +266,45 @@ def test_unknown_text_is_unresolved(knowledge: BundledKnowledge, text: str) -> N
 
     assert not resolution.resolved
     assert resolution.ingredients == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "ingredients"),
+    [
+        ("MTX 15 mg weekly", ("methotrexate",)),
+        ("NTG 0.4 mg SL", ("nitroglycerin",)),
+        ("GTN spray", ("nitroglycerin",)),
+        ("MgSO4 2 g IV", ("magnesium sulfate",)),
+        ("MSO4 2 mg IV", ("morphine",)),
+        ("FeSO4 325 mg", ("ferrous sulfate",)),
+        ("NaHCO3 650 mg", ("sodium bicarbonate",)),
+        ("6-MP 50 mg", ("mercaptopurine",)),
+        ("HCQ 200 mg", ("hydroxychloroquine",)),
+        ("amox-clav 875", ("amoxicillin", "clavulanate")),
+    ],
+)
+def test_common_order_abbreviations_resolve(
+    knowledge: BundledKnowledge, text: str, ingredients: tuple[str, ...]
+) -> None:
+    resolution = knowledge.resolve(text)
+
+    assert resolution.resolved
+    assert resolution.ingredients == ingredients
+
+
+@pytest.mark.parametrize(
+    ("allergy", "drug", "level"),
+    [
+        ("sulfa", "FeSO4 325 mg", MatchLevel.NONE),
+        ("sulfa drugs", "MgSO4 2 g IV", MatchLevel.NONE),
+        ("morphine", "MSO4 2 mg IV", MatchLevel.SAME_INGREDIENT),
+        ("penicillin", "amox-clav 875", MatchLevel.SAME_CLASS),
+    ],
+)
+def test_abbreviated_orders_are_judged_like_their_names(
+    knowledge: BundledKnowledge, allergy: str, drug: str, level: MatchLevel
+) -> None:
+    assert knowledge.cross_reactivity(allergy, drug).level is level
 
 
 @pytest.mark.parametrize(
