@@ -494,7 +494,9 @@ class SaslListener:
         return settings
 
     def scram_credentials(self) -> list[str]:
-        """The storage tool's arguments that create each user's SCRAM credentials."""
+        """The storage tool's arguments that create each user's SCRAM credentials (on its
+        command line, so other local users can read them while it runs: this broker's accounts
+        are for tests on one machine, never for a shared host)."""
         return [
             argument
             for user, password in self.users.items()
