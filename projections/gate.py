@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from enum import Enum
 from typing import NamedTuple
 
 from projections.secrets import secrets_in
@@ -38,6 +39,19 @@ class TenantPolicy:
     actors: frozenset[str]
     consent_exempt_purposes: frozenset[str] = frozenset({"care"})
     """Purposes with a legal basis other than consent for special-category data (e.g. care)."""
+    signing_actors: frozenset[str] = frozenset()
+    """Actors with a registered public key: their events count only when signed with it."""
+
+
+class Signature(Enum):
+    """What the wiring found when it checked a message's signature against the key of the
+    event's actor."""
+
+    VALID = "valid"
+    ABSENT = "absent"
+    INVALID = "invalid"
+    NOT_CHECKED = "not_checked"
+    """No signature was looked at (a file folded by `uac replay --file` has none)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,7 @@ class GateContext:
     """Encoded bytes of the events the subject's history already holds."""
     claim_owners: Mapping[str, str] = field(default_factory=dict)
     """Known claim id -> `tenant:subject`, when the wiring can see other subjects (batch files)."""
+    signature: Signature = Signature.NOT_CHECKED
 
 
 class Problem(NamedTuple):
@@ -101,7 +116,7 @@ def admit(event: Event, state: UserState, context: GateContext) -> Decision:
     if duplicate is not None:
         return Rejected((duplicate,))
     problems = (
-        _authorisation(event, context.policy)
+        _authorisation(event, context.policy, context.signature)
         + _plausibility(event, context)
         + _capacity(event, context)
         + _privacy(event, state, context)
@@ -119,7 +134,7 @@ def _duplicate(event: Event, state: UserState) -> Problem | None:
     return Problem(ReasonCode.EVENT_ID_REUSED, f"event id {event.id} was used for another event")
 
 
-def _authorisation(event: Event, policy: GatePolicy) -> tuple[Problem, ...]:
+def _authorisation(event: Event, policy: GatePolicy, signature: Signature) -> tuple[Problem, ...]:
     tenant = policy.tenants.get(event.tenant_id)
     if tenant is None:
         return (
@@ -135,7 +150,18 @@ def _authorisation(event: Event, policy: GatePolicy) -> tuple[Problem, ...]:
     if event.actor not in tenant.actors and not clock:
         detail = f"actor {event.actor!r} may not write for tenant {event.tenant_id!r}"
         return (Problem(ReasonCode.ACTOR_NOT_ALLOWED, detail),)
+    if event.actor in tenant.signing_actors and signature in (Signature.ABSENT, Signature.INVALID):
+        return (_unsigned(event, signature),)
     return ()
+
+
+def _unsigned(event: Event, signature: Signature) -> Problem:
+    """An event of an actor with a registered key whose message is not signed by that key."""
+    if signature is Signature.ABSENT:
+        detail = f"actor {event.actor!r} signs its events and this message carries no signature"
+        return Problem(ReasonCode.SIGNATURE_MISSING, detail)
+    detail = f"the message's signature is not that of actor {event.actor!r}'s registered key"
+    return Problem(ReasonCode.SIGNATURE_INVALID, detail)
 
 
 def _plausibility(event: Event, context: GateContext) -> tuple[Problem, ...]:

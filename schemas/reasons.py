@@ -21,6 +21,8 @@ class ReasonCode(StrEnum):
     UNKNOWN_TENANT = "unknown_tenant"
     ACTOR_NOT_ALLOWED = "actor_not_allowed"
     CLOCK_RESERVED = "clock_reserved"
+    SIGNATURE_MISSING = "signature_missing"
+    SIGNATURE_INVALID = "signature_invalid"
     # Idempotency.
     DUPLICATE_EVENT_ID = "duplicate_event_id"
     EVENT_ID_REUSED = "event_id_reused"

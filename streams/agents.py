@@ -57,6 +57,7 @@ from streams.liveness import StallWatch, group_committed_offsets
 from streams.processing import AcceptedEvent, BatchOutput, BatchProcessor, Incoming
 from streams.record_batches import RecordBatches, default_partition
 from streams.runtime import dump_tasks_on_signal, restart_in_place
+from streams.signatures import headers_of
 from streams.table_codecs import StoredSegment, StoredState, is_segment_key, segment_key
 from streams.topic_reader import RangeReader
 from streams.worker_metrics import WorkerMetrics
@@ -693,4 +694,6 @@ class Batches:
 
 
 def from_record(record: Any) -> Incoming:
-    return Incoming(record.key, record.value, record.topic, record.partition, record.offset)
+    return Incoming(
+        record.key, record.value, record.topic, record.partition, record.offset, headers_of(record)
+    )

@@ -68,8 +68,10 @@ from streams.runtime import collector_paused
 from streams.schema_registry import RegistryRefused, registry_of
 from streams.sealing import Sealer, readable
 from streams.settings import Settings
+from streams.signatures import Signer, SigningKeyError
+from streams.signatures import new_signing_key as new_signing_key_file
 from streams.sink import serve_sink
-from streams.tenants import gate_policy_of, load_gate_policy
+from streams.tenants import TenantsFileError, gate_policy_of, load_gate_policy
 from streams.topic_reader import TopicMissing, follow_topic, read_topic
 from streams.topics import Topics
 from streams.worker import run_worker
@@ -132,6 +134,15 @@ TenantOption = Annotated[
     str, typer.Option("--tenant", help="Tenant of FHIR input (events carry their own).")
 ]
 ActorOption = Annotated[str, typer.Option("--actor", help="Actor that FHIR input is published as.")]
+SigningKeyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--signing-key",
+        envvar="UAC_SIGNING_KEY_FILE",
+        dir_okay=False,
+        help="Sign every record with this Ed25519 private key (PEM; see new-signing-key).",
+    ),
+]
 
 
 def read_events(
@@ -271,10 +282,12 @@ def publish(
     input_format: FormatOption = InputFormat.NDJSON,
     tenant: TenantOption = "clinic-a",
     actor: ActorOption = "fhir-import",
+    signing_key: SigningKeyOption = None,
 ) -> None:
     """Validate events against the registered Avro schema and publish them (one result each),
     in the order `uac replay --file` folds them, so the stream raises the alerts it prints."""
     settings = Settings()
+    signer = None if signing_key is None else Signer.from_file(signing_key)
     found, errors = read_events(files, input_format, tenant, actor)
     batch = sorted(found, key=processing_order)
     print_line_errors(errors, err)
@@ -287,6 +300,7 @@ def publish(
             topic,
             _sealer(settings),
             topic_wait=settings.topic_wait_seconds,
+            signer=signer,
         ) as publisher:
             return await publisher.publish_all(batch)
 
@@ -301,6 +315,18 @@ def publish(
     if failed:
         err.print(f"{failed} record(s) not sent")
         raise typer.Exit(code=1)
+
+
+@app.command()
+def new_signing_key(
+    path: Annotated[Path, typer.Argument(dir_okay=False, help="Where to write the private key.")],
+) -> None:
+    """Make an Ed25519 key pair for a producer: the private key goes to PATH (owner-only; an
+    existing file is never overwritten), the public key is printed for the tenants file's
+    `actor_keys`."""
+    public_key = new_signing_key_file(path)
+    out.print(f"private key written to {path}")
+    out.print(f"public key (tenants file, actor_keys): {public_key}")
 
 
 @app.command()
@@ -745,8 +771,8 @@ def _named_or_coded(
 
 def main() -> None:
     """The `uac` command: a broker that is unknown or does not answer, a pipeline whose topics
-    do not exist yet, or a worker port that is taken, is a one-line message and exit code 3,
-    not a traceback."""
+    do not exist yet, a worker port that is taken, or a tenants file or signing key that
+    cannot be used, is a one-line message and exit code 3, not a traceback."""
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
     try:
         app()
@@ -757,6 +783,8 @@ def main() -> None:
         PortUnavailable,
         RegistryUnavailable,
         RegistryRefused,
+        SigningKeyError,
+        TenantsFileError,
     ) as error:
         err.print(f"[red]failed[/red]: {error}")
         raise SystemExit(EXIT_FAILED) from None

@@ -27,6 +27,7 @@ from schemas.events import ErasureRequested, Event
 from schemas.reasons import ReasonCode
 from streams.keys import SubjectErased
 from streams.sealing import Sealer, SealError, is_sealed
+from streams.signatures import ActorKeys, Headers
 
 DECISION_NAMESPACE = uuid5(NAMESPACE_URL, "https://uac.example/gate-decision")
 
@@ -40,6 +41,7 @@ class Incoming:
     topic: str
     partition: int
     offset: int
+    headers: Headers = ()
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,8 @@ class BatchProcessor:
     gate_policy: GatePolicy
     sealer: Sealer | None = None
     fold_policy: FoldPolicy = DEFAULT_POLICY
+    actor_keys: ActorKeys = field(default_factory=ActorKeys)
+    """Public keys of the actors that sign (`streams.signatures`)."""
 
     def process_batch(
         self,
@@ -237,6 +241,7 @@ class BatchProcessor:
             erased=key in output.erased or known.is_erased(key, key_in_use=sealed),
             sealed=sealed,
             history_bytes=held,
+            signature=self.actor_keys.check(event, message.key, message.value, message.headers),
         )
         outcome = process(state, event, context, self.rules, self.fold_policy)
         if isinstance(outcome.decision, Rejected):

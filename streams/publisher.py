@@ -22,6 +22,7 @@ from schemas.reasons import ReasonCode
 from streams.kafka_security import kafka_options
 from streams.keys import SubjectErased
 from streams.sealing import Sealer
+from streams.signatures import Signer
 from streams.topic_reader import TopicMissing, topic_partitions
 
 log = logging.getLogger(__name__)
@@ -68,9 +69,10 @@ class EventPublisher:
         sealer: Sealer | None,
         codec: AvroCodec[Event] | None = None,
         topic_wait: float = 30.0,
+        signer: Signer | None = None,
     ) -> None:
         self._bootstrap, self._topic, self._topic_wait = bootstrap, topic, topic_wait
-        self._sealer = sealer
+        self._sealer, self._signer = sealer, signer
         self._codec = codec or event_codec()
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
@@ -101,11 +103,15 @@ class EventPublisher:
         await self._producer.stop()
 
     async def publish(self, event: Event, origin: str = "") -> Published:
-        value = wire_bytes(self._codec, self._sealer, event)
+        value, key = wire_bytes(self._codec, self._sealer, event), event.key.encode("utf-8")
         metadata = await self._producer.send_and_wait(
-            self._topic, value=value, key=event.key.encode("utf-8")
+            self._topic, value=value, key=key, headers=self._headers(key, value)
         )
         return Published(origin, event.id, metadata.partition, metadata.offset)
+
+    def _headers(self, key: bytes, value: bytes) -> list[tuple[str, bytes]] | None:
+        """The record's signature, when this publisher signs (`streams.signatures`)."""
+        return None if self._signer is None else list(self._signer.headers(key, value))
 
     async def publish_all(self, batch: Sequence[Submitted]) -> list[Published | NotSent]:
         """Send everything, then wait once: fast for files. One result per event, in the
@@ -116,9 +122,9 @@ class EventPublisher:
 
     async def _send(self, item: Submitted) -> NotSent | asyncio.Future[Any]:
         try:
-            value = wire_bytes(self._codec, self._sealer, item.event)
+            value, key = wire_bytes(self._codec, self._sealer, item.event), item.event.key.encode()
             future: asyncio.Future[Any] = await self._producer.send(
-                self._topic, value=value, key=item.event.key.encode("utf-8")
+                self._topic, value=value, key=key, headers=self._headers(key, value)
             )
         except DecodeError as error:
             return NotSent(item.origin, error.reason.value, str(error))

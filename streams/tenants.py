@@ -6,7 +6,7 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from projections.gate import GatePolicy, TenantPolicy
 from streams.settings import Settings
@@ -16,6 +16,15 @@ class _Tenant(BaseModel):
     model_config = ConfigDict(extra="forbid")
     actors: list[str]
     consent_exempt_purposes: list[str] = ["care"]
+    actor_keys: dict[str, str] = {}
+    """Actor -> base64 Ed25519 public key: that actor's events count only when signed."""
+
+    @model_validator(mode="after")
+    def _keys_of_allowed_actors(self) -> _Tenant:
+        strangers = sorted(set(self.actor_keys) - set(self.actors))
+        if strangers:
+            raise ValueError(f"actor_keys names actors not in actors: {', '.join(strangers)}")
+        return self
 
 
 class _TenantsFile(BaseModel):
@@ -32,10 +41,14 @@ def load_gate_policy(
     require_sealed: bool = False,
     max_history_bytes: int | None = None,
 ) -> GatePolicy:
-    parsed = _TenantsFile.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    parsed = _parsed(path)
     return GatePolicy(
         tenants={
-            name: TenantPolicy(frozenset(t.actors), frozenset(t.consent_exempt_purposes))
+            name: TenantPolicy(
+                frozenset(t.actors),
+                frozenset(t.consent_exempt_purposes),
+                signing_actors=frozenset(t.actor_keys),
+            )
             for name, t in parsed.tenants.items()
         },
         max_future_skew=timedelta(seconds=max_future_skew_seconds),
@@ -55,3 +68,21 @@ def gate_policy_of(settings: Settings) -> GatePolicy:
         require_sealed=settings.require_sealed,
         max_history_bytes=settings.max_subject_history_bytes,
     )
+
+
+class TenantsFileError(ValueError):
+    """A tenants file that cannot be read or does not match its format (named, with why)."""
+
+
+def _parsed(path: Path) -> _TenantsFile:
+    try:
+        return _TenantsFile.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as error:
+        if isinstance(error, ValidationError):
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in problem['loc'])}: "
+                + problem["msg"].removeprefix("Value error, ")
+                for problem in error.errors()
+            )
+            raise TenantsFileError(f"tenants file {path}: {problems}") from None
+        raise TenantsFileError(f"tenants file {path}: {error}") from None

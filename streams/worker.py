@@ -19,6 +19,7 @@ from streams.processing import BatchProcessor
 from streams.runtime import tune_garbage_collector
 from streams.sealing import Sealer
 from streams.settings import Settings
+from streams.signatures import ActorKeys
 from streams.tenants import gate_policy_of
 from streams.topics import Topics, ensure_topics
 from streams.worker_http import serve_worker_http
@@ -31,6 +32,7 @@ def build_processor(settings: Settings, keys: SubjectKeys) -> BatchProcessor:
         rules=default_rules(load_bundled_knowledge()),
         gate_policy=gate_policy_of(settings),
         sealer=Sealer(keys),
+        actor_keys=ActorKeys.from_tenants_file(settings.tenants_file),
     )
 
 
@@ -46,9 +48,11 @@ async def prepare(settings: Settings, bootstrap: str, keys: SubjectKeys) -> Eras
 
 
 def run_worker(settings: Settings, loglevel: str = "warn") -> None:
-    """Run until SIGINT/SIGTERM. Fails fast if the topics do not match the configuration."""
+    """Run until SIGINT/SIGTERM. Fails fast if the tenants file cannot be used or the topics
+    do not match the configuration."""
     bootstrap = bootstrap_servers(settings)
     keys = FileKeyStore(settings.keys_dir)
+    processor = build_processor(settings, keys)
     ledger = asyncio.run(prepare(settings, bootstrap, keys))
     pipeline = create_app(settings, bootstrap, keys, ledger)
     metrics = WorkerMetrics()
@@ -58,7 +62,7 @@ def run_worker(settings: Settings, loglevel: str = "warn") -> None:
         )
     register_agents(
         pipeline,
-        build_processor(settings, keys),
+        processor,
         settings.batch_size,
         settings.batch_seconds,
         settings.checkpoint_seconds,

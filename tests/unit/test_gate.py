@@ -11,7 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from projections.gate import Admitted, GateContext, GatePolicy, Rejected, TenantPolicy, admit
+from projections.gate import (
+    Admitted,
+    GateContext,
+    GatePolicy,
+    Rejected,
+    Signature,
+    TenantPolicy,
+    admit,
+)
 from projections.state import UserState, initial_state, replay
 from schemas.events import CLOCK_ACTOR
 from schemas.reasons import ReasonCode
@@ -395,3 +403,32 @@ def test_given_a_full_history_then_an_erasure_request_and_a_clock_tick_still_get
     assert isinstance(
         _decide(make_event("PreferenceStated", "fits"), history_bytes=9_800), Admitted
     )
+
+
+SIGNING = GatePolicy(
+    tenants={
+        "clinic-a": TenantPolicy(
+            frozenset({"ehr-adapter", "patient-app"}),
+            frozenset({"care"}),
+            signing_actors=frozenset({"ehr-adapter"}),
+        )
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("actor", "signature", "reasons"),
+    [
+        ("ehr-adapter", Signature.VALID, ()),
+        ("ehr-adapter", Signature.ABSENT, ("signature_missing",)),
+        ("ehr-adapter", Signature.INVALID, ("signature_invalid",)),
+        ("ehr-adapter", Signature.NOT_CHECKED, ()),
+        ("patient-app", Signature.ABSENT, ()),
+    ],
+    ids=["signed", "unsigned", "another key", "a file without signatures", "actor without a key"],
+)
+def test_given_an_actor_with_a_registered_key_then_only_its_signed_events_are_admitted(
+    actor: str, signature: Signature, reasons: tuple[str, ...]
+) -> None:
+    event = make_event("PreferenceStated", f"signed-{actor}-{signature.value}", actor=actor)
+    assert _reasons(_decide(event, policy=SIGNING, signature=signature)) == reasons

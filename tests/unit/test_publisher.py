@@ -4,14 +4,17 @@ file's order; an event Kafka refuses is reported as not sent and the others stil
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError
 
+from projections.gate import Signature
 from rules.batch import Submitted
 from schemas.reasons import ReasonCode
 from streams.publisher import NOT_DELIVERED, EventPublisher, NotSent, Published
+from streams.signatures import HEADER, ActorKeys, Signer, new_signing_key
 from tests.factories import make_event
 
 
@@ -26,8 +29,12 @@ class RefusingProducer:
 
     def __init__(self, limit: int) -> None:
         self.limit, self.sent = limit, 0
+        self.records: list[tuple[bytes, bytes, Any]] = []
 
-    async def send(self, topic: str, *, value: bytes, key: bytes) -> asyncio.Future[Any]:
+    async def send(
+        self, topic: str, *, value: bytes, key: bytes, headers: Any = None
+    ) -> asyncio.Future[Any]:
+        self.records.append((key, value, headers))
         if len(value) > self.limit:
             raise MessageSizeTooLargeError("larger than max_request_size")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -45,14 +52,32 @@ def _submitted(name: str, subject: str = "patient-1", note: str = "") -> Submitt
     return Submitted(name, event, 0)
 
 
-def _publish(batch: list[Submitted]) -> list[Published | NotSent]:
+def _publish(
+    batch: list[Submitted], signer: Signer | None = None, producer: RefusingProducer | None = None
+) -> list[Published | NotSent]:
     async def run() -> list[Published | NotSent]:
-        publisher = EventPublisher("127.0.0.1:9", "events", None)
+        publisher = EventPublisher("127.0.0.1:9", "events", None, signer=signer)
         await publisher._producer.stop()
-        publisher._producer = RefusingProducer(limit=2_000)  # type: ignore[assignment]
+        publisher._producer = producer or RefusingProducer(limit=2_000)  # type: ignore[assignment]
         return await publisher.publish_all(batch)
 
     return asyncio.run(run())
+
+
+def test_given_a_signing_key_then_every_record_carries_a_signature_of_its_key_and_value(
+    tmp_path: Path,
+) -> None:
+    new_signing_key(tmp_path / "k.pem")
+    signer = Signer.from_file(tmp_path / "k.pem")
+    producer = RefusingProducer(limit=2_000)
+    batch = [_submitted("a"), _submitted("b", subject="patient-2")]
+    _publish(batch, signer, producer)
+    keys = ActorKeys({("clinic-a", "ehr-adapter"): signer.private_key.public_key()})
+    for item, (key, value, headers) in zip(batch, producer.records, strict=True):
+        assert [name for name, _ in headers] == [HEADER]
+        assert keys.check(item.event, key, value, tuple(headers)) is Signature.VALID
+    _publish(batch, None, unsigned := RefusingProducer(limit=2_000))
+    assert [headers for _, _, headers in unsigned.records] == [None, None]
 
 
 def test_given_an_event_too_large_for_kafka_then_it_is_not_sent_and_the_rest_go_out() -> None:
