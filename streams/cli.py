@@ -466,11 +466,13 @@ def erase(
     actor: Annotated[
         str, typer.Option("--actor", help="Actor the request is sent as.")
     ] = "uac-cli",
+    signing_key: SigningKeyOption = None,
 ) -> None:
     """Erase a subject everywhere: the worker records it in the erasure ledger, destroys the
     subject's key (shredding every Kafka copy), tombstones its state; the sink deletes its rows
     from ClickHouse and writes a receipt."""
     settings = Settings()
+    signer = None if signing_key is None else Signer.from_file(signing_key)
     now = datetime.now(UTC)
     request = Event(
         event_id=str(uuid.uuid4()),
@@ -493,6 +495,7 @@ def erase(
             topic,
             _sealer(settings),
             topic_wait=settings.topic_wait_seconds,
+            signer=signer,
         ) as publisher:
             return await publisher.publish(request)
 

@@ -432,3 +432,11 @@ def test_given_an_actor_with_a_registered_key_then_only_its_signed_events_are_ad
 ) -> None:
     event = make_event("PreferenceStated", f"signed-{actor}-{signature.value}", actor=actor)
     assert _reasons(_decide(event, policy=SIGNING, signature=signature)) == reasons
+
+
+def test_an_erasure_request_of_a_signing_actor_must_be_signed_too() -> None:
+    request = make_event("ErasureRequested", "signed-erasure", purpose="erasure")
+    assert _reasons(_decide(request, policy=SIGNING, signature=Signature.ABSENT)) == (
+        "signature_missing",
+    )
+    assert _reasons(_decide(request, policy=SIGNING, signature=Signature.VALID)) == ()
