@@ -182,6 +182,22 @@ def uac() -> None:
     use_kafka_security(KafkaSecurity.of(settings))
 
 
+def _signer(signing_key: Path | None) -> Signer | None:
+    """The producer's key, loaded before anything is read or sent (an unusable one fails here)."""
+    return None if signing_key is None else Signer.from_file(signing_key)
+
+
+def _publisher(settings: Settings, signer: Signer | None) -> EventPublisher:
+    """The events topic's publisher of the settings: sealing, and signing with `signer`."""
+    return EventPublisher(
+        bootstrap_servers(settings),
+        _topics(settings).events,
+        _sealer(settings),
+        topic_wait=settings.topic_wait_seconds,
+        signer=signer,
+    )
+
+
 def _topics(settings: Settings) -> Topics:
     return Topics(settings.topic_prefix, settings.partitions)
 
@@ -287,21 +303,14 @@ def publish(
     """Validate events against the registered Avro schema and publish them (one result each),
     in the order `uac replay --file` folds them, so the stream raises the alerts it prints."""
     settings = Settings()
-    signer = None if signing_key is None else Signer.from_file(signing_key)
+    signer = _signer(signing_key)
     found, errors = read_events(files, input_format, tenant, actor)
     batch = sorted(found, key=processing_order)
     print_line_errors(errors, err)
     failed = len(errors)
 
     async def send() -> list[Published | NotSent]:
-        topic = _topics(settings).events
-        async with EventPublisher(
-            bootstrap_servers(settings),
-            topic,
-            _sealer(settings),
-            topic_wait=settings.topic_wait_seconds,
-            signer=signer,
-        ) as publisher:
+        async with _publisher(settings, signer) as publisher:
             return await publisher.publish_all(batch)
 
     for result in asyncio.run(send()):
@@ -472,7 +481,7 @@ def erase(
     subject's key (shredding every Kafka copy), tombstones its state; the sink deletes its rows
     from ClickHouse and writes a receipt."""
     settings = Settings()
-    signer = None if signing_key is None else Signer.from_file(signing_key)
+    signer = _signer(signing_key)
     now = datetime.now(UTC)
     request = Event(
         event_id=str(uuid.uuid4()),
@@ -489,14 +498,7 @@ def erase(
     )
 
     async def send() -> Published:
-        topic = _topics(settings).events
-        async with EventPublisher(
-            bootstrap_servers(settings),
-            topic,
-            _sealer(settings),
-            topic_wait=settings.topic_wait_seconds,
-            signer=signer,
-        ) as publisher:
+        async with _publisher(settings, signer) as publisher:
             return await publisher.publish(request)
 
     try:

@@ -468,11 +468,11 @@ class SaslListener:
     def tls(self) -> bool:
         return self.ssl_port is not None and self.keystore is not None
 
-    def listeners(self) -> list[str]:
-        """The listeners' URLs (their names are their security protocols)."""
-        found = [f"SASL_PLAINTEXT://{HOST}:{self.port}"]
-        if self.tls:
-            found.append(f"SASL_SSL://{HOST}:{self.ssl_port}")
+    def listeners(self) -> dict[str, int]:
+        """Each listener's security protocol (also its name) and port."""
+        found = {"SASL_PLAINTEXT": self.port}
+        if self.tls and self.ssl_port is not None:
+            found["SASL_SSL"] = self.ssl_port
         return found
 
     def settings(self) -> dict[str, str | int]:
@@ -511,8 +511,9 @@ def _server_properties(
     listeners = [f"PLAINTEXT://{HOST}:{port}"]
     protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
     if sasl is not None:
-        listeners += sasl.listeners()
-        protocols += [f"{url.split(':')[0]}:{url.split(':')[0]}" for url in sasl.listeners()]
+        for protocol, listener_port in sasl.listeners().items():
+            listeners.append(f"{protocol}://{HOST}:{listener_port}")
+            protocols.append(f"{protocol}:{protocol}")
     settings: dict[str, str | int] = {
         # KRaft, one process acting as broker and controller.
         "process.roles": "broker,controller",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,15 +90,13 @@ class ActorKeys:
     keys: Mapping[tuple[str, str], Ed25519PublicKey] = field(default_factory=dict)
 
     @classmethod
-    def from_tenants_file(cls, path: Path) -> ActorKeys:
-        tenants = json.loads(path.read_text(encoding="utf-8")).get("tenants", {})
+    def from_texts(cls, texts: Mapping[tuple[str, str], str], where: str) -> ActorKeys:
+        """The keys of (tenant, actor) -> base64 public key text, as the tenants file gives them
+        (`where` names the file in an error)."""
         return cls(
             {
-                (tenant, actor): _public_key(
-                    f"tenants file {path}: tenant {tenant} actor {actor}", text
-                )
-                for tenant, entry in tenants.items()
-                for actor, text in entry.get("actor_keys", {}).items()
+                (tenant, actor): _public_key(f"{where}: tenant {tenant} actor {actor}", text)
+                for (tenant, actor), text in texts.items()
             }
         )
 
@@ -107,7 +104,7 @@ class ActorKeys:
         """The signature of a record that carries `event`, against its actor's registered
         key (ABSENT for an actor without one: the gate asks only of actors with keys)."""
         public_key = self.keys.get((event.tenant_id, event.actor))
-        signature = _header(headers)
+        signature = None if public_key is None else _header(headers)
         if public_key is None or signature is None:
             return Signature.ABSENT
         try:

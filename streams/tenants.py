@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from projections.gate import GatePolicy, TenantPolicy
 from streams.settings import Settings
+from streams.signatures import ActorKeys
 
 
 class _Tenant(BaseModel):
@@ -56,6 +57,16 @@ def load_gate_policy(
         require_sealed=require_sealed,
         max_history_bytes=max_history_bytes,
     )
+
+
+def actor_keys_of(path: Path) -> ActorKeys:
+    """The public keys the tenants file registers for its signing actors."""
+    texts = {
+        (name, actor): key
+        for name, tenant in _parsed(path).tenants.items()
+        for actor, key in tenant.actor_keys.items()
+    }
+    return ActorKeys.from_texts(texts, f"tenants file {path}")
 
 
 def gate_policy_of(settings: Settings) -> GatePolicy:

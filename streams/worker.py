@@ -19,8 +19,7 @@ from streams.processing import BatchProcessor
 from streams.runtime import tune_garbage_collector
 from streams.sealing import Sealer
 from streams.settings import Settings
-from streams.signatures import ActorKeys
-from streams.tenants import gate_policy_of
+from streams.tenants import actor_keys_of, gate_policy_of
 from streams.topics import Topics, ensure_topics
 from streams.worker_http import serve_worker_http
 from streams.worker_metrics import WorkerMetrics
@@ -32,7 +31,7 @@ def build_processor(settings: Settings, keys: SubjectKeys) -> BatchProcessor:
         rules=default_rules(load_bundled_knowledge()),
         gate_policy=gate_policy_of(settings),
         sealer=Sealer(keys),
-        actor_keys=ActorKeys.from_tenants_file(settings.tenants_file),
+        actor_keys=actor_keys_of(settings.tenants_file),
     )
 
 

@@ -24,7 +24,7 @@ from streams.signatures import (
     headers_of,
     new_signing_key,
 )
-from streams.tenants import TenantsFileError, load_gate_policy
+from streams.tenants import TenantsFileError, actor_keys_of, load_gate_policy
 from tests.factories import T0, make_event
 from tests.fakes import TableKnowledge
 
@@ -47,9 +47,7 @@ def signer(tmp_path: Path) -> Signer:
 
 @pytest.fixture
 def registered(tmp_path: Path, signer: Signer) -> ActorKeys:
-    return ActorKeys.from_tenants_file(
-        tenants_file(tmp_path, {"ehr-adapter": signer.public_key_text()})
-    )
+    return actor_keys_of(tenants_file(tmp_path, {"ehr-adapter": signer.public_key_text()}))
 
 
 def test_given_a_record_signed_by_its_actor_then_it_verifies(
@@ -93,7 +91,7 @@ def test_a_new_key_is_owner_only_and_never_overwritten(tmp_path: Path) -> None:
 
 def test_given_keys_that_cannot_be_used_then_they_are_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(SigningKeyError, match="tenant clinic-a actor ehr-adapter"):
-        ActorKeys.from_tenants_file(tenants_file(tmp_path, {"ehr-adapter": "not base64!"}))
+        actor_keys_of(tenants_file(tmp_path, {"ehr-adapter": "not base64!"}))
     (tmp_path / "broken.pem").write_text("-----BEGIN PRIVATE KEY-----\n", encoding="utf-8")
     with pytest.raises(SigningKeyError, match=r"broken\.pem"):
         Signer.from_file(tmp_path / "broken.pem")
