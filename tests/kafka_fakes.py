@@ -23,6 +23,9 @@ class Batch(list[tuple[bytes, bytes]]):
         super().append((key, value))
         return True
 
+    def close(self) -> None:
+        """aiokafka's builder refuses further records once closed; here nothing follows."""
+
 
 class BatchProducer:
     """aiokafka's producer as the worker sends with it: keeps (topic, key, value) of every

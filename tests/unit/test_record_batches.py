@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from aiokafka import TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
-from aiokafka.producer.message_accumulator import BatchBuilder
+from aiokafka.producer.message_accumulator import BatchBuilder, MessageBatch
 from aiokafka.record.default_records import DefaultRecordBatch
 
 from streams.record_batches import RecordBatches, default_partition
@@ -62,3 +63,26 @@ def test_every_record_is_sent_once_in_order_per_partition_and_full_batches_conti
         assert carried == [record for record in added if int(record[0][1:]) % 2 == partition]
     assert producer.sent[-1] == ("alerts", 0, [(b"k0", b"alert", [])])
     assert batches.pending == {}
+
+
+def test_a_sent_batch_goes_out_at_once_instead_of_waiting_out_the_producers_linger() -> None:
+    """aiokafka holds an open batch for the producer's linger in case more records come; the
+    worker's batches are complete when sent, and its alerts must not wait."""
+    lingering: list[float | None] = []
+
+    class Lingering(SmallBatches):
+        async def send_batch(self, batch: BatchBuilder, topic: str, *, partition: int) -> Any:
+            held = MessageBatch(TopicPartition(topic, partition), batch, ttl=30, linger_time=5.0)
+            lingering.append(held.remaining_linger())
+            return await super().send_batch(batch, topic, partition=partition)
+
+    batches = RecordBatches(Lingering(batch_bytes=300))
+    for number in range(5):
+        batches.add("alerts", 0, f"k{number}".encode(), bytes(100))
+
+    async def send() -> None:
+        await asyncio.gather(*await batches.send())
+
+    asyncio.run(send())
+    assert len(lingering) > 1
+    assert lingering == [None] * len(lingering)
