@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,33 +85,45 @@ def public_key_text(public_key: Ed25519PublicKey) -> str:
 
 @dataclass(frozen=True)
 class ActorKeys:
-    """The public keys registered per (tenant, actor)."""
+    """The public keys registered per (tenant, actor): a record of the actor counts as signed
+    when any of them verifies it, so that a key can be rotated (register the new key beside
+    the old, move the producers to it, then remove the old) without refusing the records
+    signed with either key while both are in use."""
 
-    keys: Mapping[tuple[str, str], Ed25519PublicKey] = field(default_factory=dict)
+    keys: Mapping[tuple[str, str], tuple[Ed25519PublicKey, ...]] = field(default_factory=dict)
 
     @classmethod
-    def from_texts(cls, texts: Mapping[tuple[str, str], str], where: str) -> ActorKeys:
-        """The keys of (tenant, actor) -> base64 public key text, as the tenants file gives them
-        (`where` names the file in an error)."""
+    def from_texts(cls, texts: Mapping[tuple[str, str], Sequence[str]], where: str) -> ActorKeys:
+        """The keys of (tenant, actor) -> base64 public key texts, as the tenants file gives
+        them (`where` names the file in an error)."""
         return cls(
             {
-                (tenant, actor): _public_key(f"{where}: tenant {tenant} actor {actor}", text)
-                for (tenant, actor), text in texts.items()
+                (tenant, actor): tuple(
+                    _public_key(f"{where}: tenant {tenant} actor {actor}", text) for text in keys
+                )
+                for (tenant, actor), keys in texts.items()
             }
         )
 
     def check(self, event: Event, key: bytes | None, value: bytes, headers: Headers) -> Signature:
         """The signature of a record that carries `event`, against its actor's registered
-        key (ABSENT for an actor without one: the gate asks only of actors with keys)."""
-        public_key = self.keys.get((event.tenant_id, event.actor))
-        signature = None if public_key is None else _header(headers)
-        if public_key is None or signature is None:
+        keys (ABSENT for an actor without one: the gate asks only of actors with keys)."""
+        public_keys = self.keys.get((event.tenant_id, event.actor), ())
+        signature = _header(headers) if public_keys else None
+        if signature is None:
             return Signature.ABSENT
-        try:
-            public_key.verify(signature, signed_bytes(key, value))
-        except InvalidSignature:
-            return Signature.INVALID
-        return Signature.VALID
+        signed = signed_bytes(key, value)
+        if any(_verifies(public_key, signature, signed) for public_key in public_keys):
+            return Signature.VALID
+        return Signature.INVALID
+
+
+def _verifies(public_key: Ed25519PublicKey, signature: bytes, signed: bytes) -> bool:
+    try:
+        public_key.verify(signature, signed)
+    except InvalidSignature:
+        return False
+    return True
 
 
 def _header(headers: Iterable[tuple[str, bytes]]) -> bytes | None:

@@ -17,15 +17,23 @@ class _Tenant(BaseModel):
     model_config = ConfigDict(extra="forbid")
     actors: list[str]
     consent_exempt_purposes: list[str] = ["care"]
-    actor_keys: dict[str, str] = {}
-    """Actor -> base64 Ed25519 public key: that actor's events count only when signed."""
+    actor_keys: dict[str, str | list[str]] = {}
+    """Actor -> base64 Ed25519 public key, or a list of them while a key is rotated: that
+    actor's events count only when signed with one of its keys."""
 
     @model_validator(mode="after")
     def _keys_of_allowed_actors(self) -> _Tenant:
         strangers = sorted(set(self.actor_keys) - set(self.actors))
         if strangers:
             raise ValueError(f"actor_keys names actors not in actors: {', '.join(strangers)}")
+        keyless = sorted(actor for actor, keys in self.actor_keys.items() if not keys)
+        if keyless:
+            raise ValueError(f"actor_keys gives no key for: {', '.join(keyless)}")
         return self
+
+    def keys_of(self, actor: str) -> tuple[str, ...]:
+        keys = self.actor_keys[actor]
+        return (keys,) if isinstance(keys, str) else tuple(keys)
 
 
 class _TenantsFile(BaseModel):
@@ -62,9 +70,9 @@ def load_gate_policy(
 def actor_keys_of(path: Path) -> ActorKeys:
     """The public keys the tenants file registers for its signing actors."""
     texts = {
-        (name, actor): key
+        (name, actor): tenant.keys_of(actor)
         for name, tenant in _parsed(path).tenants.items()
-        for actor, key in tenant.actor_keys.items()
+        for actor in tenant.actor_keys
     }
     return ActorKeys.from_texts(texts, f"tenants file {path}")
 

@@ -1,7 +1,7 @@
 """Producers that prove who they are, on the real pipeline: once a tenant registers an actor's
-public key, the worker accepts that actor's events only from records signed with its private
-key; an unsigned record or one signed with another key is quarantined with its reason, and the
-actors without a key go on as before."""
+public keys, the worker accepts that actor's events only from records signed with one of their
+private keys (two while a key is rotated); an unsigned record or one signed with another key is
+quarantined with its reason, and the actors without a key go on as before."""
 
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ def new_key(pipeline: Pipeline, path: Path) -> str:
     return made.stdout.rsplit(": ", 1)[1].strip()
 
 
-def tenants_with_key(path: Path, public_key: str) -> Path:
-    """The default tenants file, with clinic-a's `ehr-adapter` signing with `public_key`."""
+def tenants_with_keys(path: Path, public_keys: list[str]) -> Path:
+    """The default tenants file, with clinic-a's `ehr-adapter` signing with `public_keys`."""
     tenants = json.loads(Settings().tenants_file.read_text(encoding="utf-8"))
-    tenants["tenants"]["clinic-a"]["actor_keys"] = {SIGNING_ACTOR: public_key}
+    tenants["tenants"]["clinic-a"]["actor_keys"] = {SIGNING_ACTOR: public_keys}
     path.write_text(json.dumps(tenants), encoding="utf-8")
     return path
 
@@ -50,11 +50,14 @@ def test_given_an_actor_with_a_registered_key_then_only_its_signed_records_count
     pipeline: Pipeline, tmp_path: Path
 ) -> None:
     public_key = new_key(pipeline, tmp_path / "ehr-adapter.pem")
+    successor = new_key(pipeline, tmp_path / "ehr-adapter-next.pem")
     new_key(pipeline, tmp_path / "someone-else.pem")
     again = pipeline.uac("new-signing-key", str(tmp_path / "ehr-adapter.pem"))
     assert again.returncode == 3
     assert "never overwritten" in again.stderr
-    pipeline.settings["UAC_TENANTS_FILE"] = str(tenants_with_key(tmp_path / "t.json", public_key))
+    pipeline.settings["UAC_TENANTS_FILE"] = str(
+        tenants_with_keys(tmp_path / "t.json", [public_key, successor])
+    )
     pipeline.start("worker")
     signed = pipeline.uac(
         "publish", str(SAMPLE), "--signing-key", str(tmp_path / "ehr-adapter.pem")
@@ -69,6 +72,9 @@ def test_given_an_actor_with_a_registered_key_then_only_its_signed_records_count
         "publish", str(other), "--signing-key", str(tmp_path / "someone-else.pem")
     )
     assert elsewhere.returncode == 0, elsewhere.stderr
+    rotated, rotated_id = forged("rotated-key", tmp_path)
+    next_key = str(tmp_path / "ehr-adapter-next.pem")
+    assert pipeline.uac("publish", str(rotated), "--signing-key", next_key).returncode == 0
     refused = wait_for(
         pipeline.quarantined,
         lambda found: {d.event_id for d in found} >= {unsigned_id, other_id},
@@ -77,6 +83,10 @@ def test_given_an_actor_with_a_registered_key_then_only_its_signed_records_count
     reasons = {d.event_id: d.reasons for d in refused}
     assert reasons[unsigned_id] == ("signature_missing",)
     assert reasons[other_id] == ("signature_invalid",)
-    accepted = pipeline.accepted()
-    assert len(accepted) == published
+    accepted = wait_for(
+        pipeline.accepted,
+        lambda found: rotated_id in {e.id for e in found},
+        what="the record signed with the actor's second key",
+    )
+    assert len(accepted) == published + 1
     assert {e.actor for e in accepted} >= {SIGNING_ACTOR, "patient-app", "booking-service"}

@@ -72,7 +72,7 @@ def test_given_a_signing_key_then_every_record_carries_a_signature_of_its_key_an
     producer = RefusingProducer(limit=2_000)
     batch = [_submitted("a"), _submitted("b", subject="patient-2")]
     _publish(batch, signer, producer)
-    keys = ActorKeys({("clinic-a", "ehr-adapter"): signer.private_key.public_key()})
+    keys = ActorKeys({("clinic-a", "ehr-adapter"): (signer.private_key.public_key(),)})
     for item, (key, value, headers) in zip(batch, producer.records, strict=True):
         assert [name for name, _ in headers] == [HEADER]
         assert keys.check(item.event, key, value, tuple(headers)) is Signature.VALID

@@ -32,7 +32,7 @@ EVENT = make_event("PreferenceStated", "signed")
 KEY, VALUE = EVENT.key.encode(), event_codec().encode(EVENT)
 
 
-def tenants_file(directory: Path, keys: dict[str, str]) -> Path:
+def tenants_file(directory: Path, keys: dict[str, str | list[str]]) -> Path:
     path = directory / "tenants.json"
     tenants = {"clinic-a": {"actors": ["ehr-adapter", "patient-app"], "actor_keys": keys}}
     path.write_text(json.dumps({"tenants": tenants}), encoding="utf-8")
@@ -79,6 +79,20 @@ def test_given_another_key_or_no_signature_then_invalid_or_absent(
     assert registered.check(patient, KEY, VALUE, other.headers(KEY, VALUE)) is Signature.ABSENT
 
 
+def test_given_a_key_being_rotated_then_records_signed_with_either_registered_key_verify(
+    tmp_path: Path, signer: Signer
+) -> None:
+    new_signing_key(tmp_path / "next.pem")
+    successor = Signer.from_file(tmp_path / "next.pem")
+    both = [signer.public_key_text(), successor.public_key_text()]
+    rotating = actor_keys_of(tenants_file(tmp_path, {"ehr-adapter": both}))
+    for producer in (signer, successor):
+        assert rotating.check(EVENT, KEY, VALUE, producer.headers(KEY, VALUE)) is Signature.VALID
+    retired = actor_keys_of(tenants_file(tmp_path, {"ehr-adapter": [both[1]]}))
+    assert retired.check(EVENT, KEY, VALUE, signer.headers(KEY, VALUE)) is Signature.INVALID
+    assert retired.check(EVENT, KEY, VALUE, successor.headers(KEY, VALUE)) is Signature.VALID
+
+
 def test_a_new_key_is_owner_only_and_never_overwritten(tmp_path: Path) -> None:
     path = tmp_path / "k.pem"
     public = new_signing_key(path)
@@ -97,6 +111,8 @@ def test_given_keys_that_cannot_be_used_then_they_are_refused_by_name(tmp_path: 
         Signer.from_file(tmp_path / "broken.pem")
     with pytest.raises(TenantsFileError, match="actors not in actors: stranger"):
         load_gate_policy(tenants_file(tmp_path, {"stranger": "AAAA"}))
+    with pytest.raises(TenantsFileError, match="no key for: ehr-adapter"):
+        load_gate_policy(tenants_file(tmp_path, {"ehr-adapter": []}))
 
 
 def test_the_tenants_file_names_the_signing_actors_for_the_gate(
