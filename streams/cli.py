@@ -62,6 +62,7 @@ from streams.lag import GroupLag, pipeline_groups, pipeline_lag
 from streams.log_check import check_log
 from streams.publisher import EventPublisher, NotSent, Published
 from streams.rebuild import checkpoint_of_subject, differences, latest_checkpoints, rebuild_states
+from streams.redrive import NotRedrivable, Selection, redrivable, redrive
 from streams.rejudge import WorkersRunning, rejudge
 from streams.replay_report import print_human, print_json, print_line_errors
 from streams.runtime import collector_paused
@@ -652,6 +653,78 @@ def rejudge_command(
     if result.records:
         out.print(alert_table(result.records, title="Re-judged alerts"))
     out.print(summary)
+
+
+@app.command("redrive")
+def redrive_command(
+    tenant: Annotated[str, typer.Option("--tenant", help="Whose refused events.")],
+    reasons: Annotated[
+        list[str],
+        typer.Option(
+            "--reason",
+            help="A reason code whose cause was mended (repeatable); a refusal is redriven "
+            "only when every one of its reasons is given.",
+        ),
+    ],
+    since: Annotated[
+        str | None,
+        typer.Option(help="Only refusals decided at or after (ISO 8601; UTC if no zone)."),
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option(help="Only refusals decided before (ISO 8601; UTC if no zone).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Count what would be sent; send nothing.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Send events the gate refused for a cause since mended (an actor added to the tenants
+    file, a key registered again, a schema registered, a limit raised, a referenced claim
+    arrived) through the gate again: the records, unchanged, from the events topic. Exit 1 when
+    a chosen record is no longer in the log."""
+    settings = Settings()
+    try:
+        asked = redrivable(reasons)
+    except NotRedrivable as error:
+        raise typer.BadParameter(str(error), param_hint="--reason") from None
+    selection = Selection(tenant, asked, _utc_time(since, "--since"), _utc_time(until, "--until"))
+    try:
+        result = asyncio.run(
+            redrive(bootstrap_servers(settings), _topics(settings), selection, dry_run=dry_run)
+        )
+    except LookupError as error:
+        err.print(f"[red]failed[/red]: {error}")
+        raise typer.Exit(code=EXIT_FAILED) from None
+    report = result.as_json()
+    if as_json:
+        out.out(json.dumps(report, sort_keys=True), highlight=False)
+    else:
+        by_reason = ", ".join(f"{n} {reason}" for reason, n in report["selected_by_reason"].items())
+        out.print(
+            f"{report['selected']} refused event(s) of {tenant} chosen ({by_reason or 'none'})"
+        )
+        verb = "would be sent again (dry run)" if dry_run else "sent again"
+        out.print(f"{result.sendable} {verb}; {result.copies} redriven copies left out")
+        for what, positions in (
+            ("no longer in the log", result.missing),
+            ("changed", result.changed),
+        ):
+            if positions:
+                out.print(
+                    f"{len(positions)} {what}: " + ", ".join(f"{p}/{o}" for p, o in positions[:20])
+                )
+    if result.missing or result.changed:
+        raise typer.Exit(code=1)
+
+
+def _utc_time(text: str | None, option: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter(f"not an ISO 8601 time: {text!r}", param_hint=option) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 @app.command("check-log")

@@ -1,0 +1,102 @@
+"""Which refused events a redrive sends through the gate again: one tenant's, refused only for
+reasons an operator can mend, within the window asked for, each record once, never a copy of a
+copy; the final reasons are refused by name."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+from types import SimpleNamespace
+
+import pytest
+
+from schemas.decisions import GateDecision
+from schemas.reasons import ReasonCode
+from streams.processing import Incoming, rejection
+from streams.redrive import (
+    REDRIVEN_FROM,
+    NotRedrivable,
+    Selection,
+    matches,
+    original_of,
+    redrivable,
+    selected,
+)
+from tests.factories import T0, make_event
+
+EVENTS = "uac.events"
+ACTOR = frozenset({ReasonCode.ACTOR_NOT_ALLOWED})
+
+
+def refused(offset: int, *reasons: ReasonCode, subject: str = "s1", hours: int = 0) -> GateDecision:
+    event = make_event("PreferenceStated", f"e{offset}", subject=subject)
+    message = Incoming(event.key.encode(), f"value {offset}".encode(), EVENTS, 0, offset)
+    return rejection(message, reasons, "refused", T0 + timedelta(hours=hours), event)
+
+
+def test_given_only_mendable_reasons_then_they_are_taken_and_final_ones_refused_by_name() -> None:
+    assert redrivable(["actor_not_allowed", "unknown_schema_id"]) == {
+        ReasonCode.ACTOR_NOT_ALLOWED,
+        ReasonCode.UNKNOWN_SCHEMA_ID,
+    }
+    with pytest.raises(NotRedrivable, match="occurred_in_future: final"):
+        redrivable(["actor_not_allowed", "occurred_in_future"])
+    with pytest.raises(NotRedrivable, match="subject_erased: final"):
+        redrivable(["subject_erased"])
+    with pytest.raises(NotRedrivable, match="unknown reason code"):
+        redrivable(["actor_missing"])
+
+
+@pytest.mark.parametrize(
+    "final",
+    [
+        "duplicate_event_id",
+        "secret_in_text",
+        "special_category_without_consent",
+        "not_sealed",
+        "recorded_in_future",
+        "malformed_avro",
+    ],
+)
+def test_a_refusal_a_second_judgement_would_launder_is_never_redriven(final: str) -> None:
+    with pytest.raises(NotRedrivable):
+        redrivable([final])
+
+
+def test_a_refusal_is_chosen_only_when_every_one_of_its_reasons_was_asked_for() -> None:
+    decisions = [
+        refused(1, ReasonCode.ACTOR_NOT_ALLOWED),
+        refused(2, ReasonCode.ACTOR_NOT_ALLOWED, ReasonCode.SECRET_IN_TEXT),
+        refused(3, ReasonCode.SIGNATURE_MISSING),
+    ]
+    chosen = selected(decisions, Selection("clinic-a", ACTOR), EVENTS)
+    assert sorted(chosen) == [(0, 1)]
+
+
+def test_only_the_tenant_asked_for_and_the_window_asked_for_are_chosen() -> None:
+    decisions = [
+        refused(1, ReasonCode.ACTOR_NOT_ALLOWED, hours=0),
+        refused(2, ReasonCode.ACTOR_NOT_ALLOWED, hours=2),
+        refused(3, ReasonCode.ACTOR_NOT_ALLOWED, hours=4),
+    ]
+    window = Selection("clinic-a", ACTOR, T0 + timedelta(hours=1), T0 + timedelta(hours=4))
+    assert sorted(selected(decisions, window, EVENTS)) == [(0, 2)]
+    other_tenant = Selection("clinic-b", ACTOR)
+    assert selected(decisions, other_tenant, EVENTS) == {}
+    assert selected(decisions, Selection("clinic-a", ACTOR), "other.events") == {}
+
+
+def test_a_record_decided_twice_after_a_crash_is_chosen_once() -> None:
+    twice = [refused(7, ReasonCode.ACTOR_NOT_ALLOWED), refused(7, ReasonCode.ACTOR_NOT_ALLOWED)]
+    assert list(selected(twice, Selection("clinic-a", ACTOR), EVENTS)) == [(0, 7)]
+
+
+def test_a_copy_names_its_original_and_the_bytes_are_checked_against_the_refusal() -> None:
+    decision = refused(1, ReasonCode.ACTOR_NOT_ALLOWED)
+    original = SimpleNamespace(value=b"value 1", headers=(("uac-signature", b"s"),))
+    copy = SimpleNamespace(value=b"value 1", headers=((REDRIVEN_FROM, b"uac.events/0/1"),))
+    assert original_of(original) is None
+    assert original_of(copy) == "uac.events/0/1"
+    assert matches(original, decision)
+    assert not matches(SimpleNamespace(value=b"value 2"), decision)
+    assert decision.message_sha256 == hashlib.sha256(b"value 1").hexdigest()
