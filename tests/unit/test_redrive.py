@@ -4,14 +4,17 @@ copy; the final reasons are refused by name."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
 
+from schemas.codec import decision_codec
 from schemas.decisions import GateDecision
 from schemas.reasons import ReasonCode
+from streams import redrive as redrive_module
 from streams.processing import Incoming, rejection
 from streams.redrive import (
     REDRIVEN_FROM,
@@ -22,6 +25,7 @@ from streams.redrive import (
     redrivable,
     selected,
 )
+from streams.topics import Topics
 from tests.factories import T0, make_event
 
 EVENTS = "uac.events"
@@ -100,3 +104,40 @@ def test_a_copy_names_its_original_and_the_bytes_are_checked_against_the_refusal
     assert matches(original, decision)
     assert not matches(SimpleNamespace(value=b"value 2"), decision)
     assert decision.message_sha256 == hashlib.sha256(b"value 1").hexdigest()
+
+
+def test_records_gone_changed_or_copied_are_reported_and_only_intact_originals_are_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    decisions = [refused(n, ReasonCode.ACTOR_NOT_ALLOWED) for n in (1, 2, 3, 4)]
+    in_log = {
+        (0, 1): SimpleNamespace(value=b"value 1", headers=(), partition=0, offset=1),
+        (0, 2): SimpleNamespace(value=b"tampered", headers=(), partition=0, offset=2),
+        (0, 3): SimpleNamespace(
+            value=b"value 3", headers=((REDRIVEN_FROM, b"uac.events/0/0"),), partition=0, offset=3
+        ),
+    }
+    sent: list[object] = []
+
+    async def quarantine(_bootstrap: str, _topic: str) -> list[object]:
+        return [SimpleNamespace(value=decision_codec().encode(d)) for d in decisions]
+
+    async def found(*_args: object) -> dict[tuple[int, int], SimpleNamespace]:
+        return in_log
+
+    async def send(_bootstrap: str, _topic: str, records: list[object]) -> None:
+        sent.extend(records)
+
+    monkeypatch.setattr(redrive_module, "read_topic", quarantine)
+    monkeypatch.setattr(redrive_module, "refused_records", found)
+    monkeypatch.setattr(redrive_module, "_send", send)
+    selection = Selection("clinic-a", ACTOR)
+    topics = Topics("uac.", 4)
+
+    dry = asyncio.run(redrive_module.redrive("b:9092", topics, selection, dry_run=True))
+    assert (dry.sendable, sent) == (1, [])
+    result = asyncio.run(redrive_module.redrive("b:9092", topics, selection, dry_run=False))
+    assert sent == [in_log[(0, 1)]]
+    assert (result.missing, result.changed, result.copies) == ([(0, 4)], [(0, 2)], 1)
+    assert result.as_json()["selected_by_reason"] == {"actor_not_allowed": 4}
+    assert result.as_json()["sent"] == 1
