@@ -56,7 +56,7 @@ from streams.event_files import LineError, read_ndjson_file
 from streams.export import erasure_receipts, export_document, write_csv, write_json
 from streams.fhir_files import read_fhir_files
 from streams.kafka_address import KafkaNotFound, bootstrap_servers
-from streams.kafka_security import KafkaSecurity, use_kafka_security
+from streams.kafka_security import KafkaSecurity, KafkaSecurityError, use_kafka_security
 from streams.keys import FileKeyStore, SubjectErased
 from streams.lag import GroupLag, pipeline_groups, pipeline_lag
 from streams.log_check import check_log
@@ -180,7 +180,11 @@ def uac() -> None:
             err.print(f"[red]invalid setting[/red] {name}{message}")
         raise typer.Exit(code=EXIT_FAILED) from None
     use_registry(registry_of(settings))
-    use_kafka_security(KafkaSecurity.of(settings))
+    try:
+        use_kafka_security(KafkaSecurity.of(settings).checked())
+    except KafkaSecurityError as error:
+        err.print(f"[red]invalid setting[/red] {error}")
+        raise typer.Exit(code=EXIT_FAILED) from None
 
 
 def _signer(signing_key: Path | None) -> Signer | None:

@@ -109,6 +109,9 @@ class BrokerInfo:
     `sasl_users` the broker was started with, when it was."""
     sasl_ssl_bootstrap: str | None = None
     """The same accounts over TLS (SASL_SSL), when the broker was also given a keystore."""
+    ssl_bootstrap: str | None = None
+    """A mutual-TLS listener (SSL: clients present a certificate signed by the `client_ca` the
+    broker was started with), when it was."""
 
 
 # --------------------------------------------------------------------------
@@ -347,6 +350,7 @@ def _read_record(state_dir: Path) -> BrokerInfo | None:
             log_file=_log_path(state_dir),
             sasl_bootstrap=data.get("sasl_bootstrap"),
             sasl_ssl_bootstrap=data.get("sasl_ssl_bootstrap"),
+            ssl_bootstrap=data.get("ssl_bootstrap"),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -360,6 +364,7 @@ def _write_record(info: BrokerInfo) -> None:
         "bootstrap": info.bootstrap,
         "sasl_bootstrap": info.sasl_bootstrap,
         "sasl_ssl_bootstrap": info.sasl_ssl_bootstrap,
+        "ssl_bootstrap": info.ssl_bootstrap,
         "kafka_version": KAFKA_VERSION,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "server_properties": str(_server_properties_path(info.state_dir)),
@@ -443,18 +448,22 @@ def _choose_ports(state_dir: Path) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
-class SaslListener:
+class SecuredListeners:
     """A SASL_PLAINTEXT listener with the PLAIN and SCRAM mechanisms: its port, and user ->
     password; with a `keystore` (a PEM file holding the broker's unencrypted private key and its
-    certificate chain) the same accounts over TLS on `ssl_port` (SASL_SSL). PLAIN accounts live
-    in the listeners' configuration (rewritten at each start); SCRAM credentials are written
-    into the cluster metadata when the storage is formatted, so a broker keeps the SCRAM
-    accounts of its first start."""
+    certificate chain) the same accounts over TLS on `ssl_port` (SASL_SSL); with a `client_ca`
+    as well (a PEM file of the authorities whose certificates identify clients) an SSL listener
+    on `mtls_port` that admits only clients presenting such a certificate (mutual TLS, no SASL).
+    PLAIN accounts live in the listeners' configuration (rewritten at each start); SCRAM
+    credentials are written into the cluster metadata when the storage is formatted, so a
+    broker keeps the SCRAM accounts of its first start."""
 
     port: int
     users: Mapping[str, str]
     ssl_port: int | None = None
     keystore: Path | None = None
+    mtls_port: int | None = None
+    client_ca: Path | None = None
 
     def __post_init__(self) -> None:
         for word in (*self.users, *self.users.values()):
@@ -468,11 +477,17 @@ class SaslListener:
     def tls(self) -> bool:
         return self.ssl_port is not None and self.keystore is not None
 
+    @property
+    def mutual_tls(self) -> bool:
+        return self.tls and self.mtls_port is not None and self.client_ca is not None
+
     def listeners(self) -> dict[str, int]:
         """Each listener's security protocol (also its name) and port."""
         found = {"SASL_PLAINTEXT": self.port}
         if self.tls and self.ssl_port is not None:
             found["SASL_SSL"] = self.ssl_port
+        if self.mutual_tls and self.mtls_port is not None:
+            found["SSL"] = self.mtls_port
         return found
 
     def settings(self) -> dict[str, str | int]:
@@ -488,9 +503,13 @@ class SaslListener:
                 settings[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = (
                     "org.apache.kafka.common.security.scram.ScramLoginModule required;"
                 )
-        if self.tls:
-            settings["listener.name.sasl_ssl.ssl.keystore.type"] = "PEM"
-            settings["listener.name.sasl_ssl.ssl.keystore.location"] = str(self.keystore)
+        for listener in (name.lower() for name in self.listeners() if name.endswith("SSL")):
+            settings[f"listener.name.{listener}.ssl.keystore.type"] = "PEM"
+            settings[f"listener.name.{listener}.ssl.keystore.location"] = str(self.keystore)
+        if self.mutual_tls:
+            settings["listener.name.ssl.ssl.client.auth"] = "required"
+            settings["listener.name.ssl.ssl.truststore.type"] = "PEM"
+            settings["listener.name.ssl.ssl.truststore.location"] = str(self.client_ca)
         return settings
 
     def scram_credentials(self) -> list[str]:
@@ -506,7 +525,7 @@ class SaslListener:
 
 
 def _server_properties(
-    state_dir: Path, port: int, controller_port: int, sasl: SaslListener | None = None
+    state_dir: Path, port: int, controller_port: int, sasl: SecuredListeners | None = None
 ) -> str:
     listeners = [f"PLAINTEXT://{HOST}:{port}"]
     protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
@@ -557,7 +576,7 @@ def _server_properties(
 
 
 def _write_server_properties(
-    state_dir: Path, port: int, controller_port: int, sasl: SaslListener | None
+    state_dir: Path, port: int, controller_port: int, sasl: SecuredListeners | None
 ) -> Path:
     path = _server_properties_path(state_dir)
     _write_atomically(path, _server_properties(state_dir, port, controller_port, sasl))
@@ -764,6 +783,7 @@ def _start_new_broker(
     timeout: float,
     sasl_users: Mapping[str, str] | None,
     keystore: Path | None,
+    client_ca: Path | None,
 ) -> BrokerInfo:
     port, controller_port = _choose_ports(state_dir)
     sasl = None
@@ -772,7 +792,12 @@ def _start_new_broker(
         ssl_port = (
             None if keystore is None else _free_port_besides(port, controller_port, sasl_port)
         )
-        sasl = SaslListener(sasl_port, sasl_users, ssl_port, keystore)
+        mtls_port = (
+            None
+            if ssl_port is None or client_ca is None
+            else _free_port_besides(port, controller_port, sasl_port, ssl_port)
+        )
+        sasl = SecuredListeners(sasl_port, sasl_users, ssl_port, keystore, mtls_port, client_ca)
     properties = _write_server_properties(state_dir, port, controller_port, sasl)
     if not _is_formatted(state_dir):
         _format_storage(libs_dir, properties, [] if sasl is None else sasl.scram_credentials())
@@ -788,6 +813,7 @@ def _start_new_broker(
         log_file=log_file,
         sasl_bootstrap=None if sasl is None else f"{HOST}:{sasl.port}",
         sasl_ssl_bootstrap=None if sasl is None or not sasl.tls else f"{HOST}:{sasl.ssl_port}",
+        ssl_bootstrap=None if sasl is None or not sasl.mutual_tls else f"{HOST}:{sasl.mtls_port}",
     )
     _write_record(info)
     try:
@@ -808,6 +834,7 @@ def start(
     timeout: float = 90.0,
     sasl_users: Mapping[str, str] | None = None,
     keystore: Path | None = None,
+    client_ca: Path | None = None,
 ) -> tuple[BrokerInfo, bool]:
     """Start the broker for ``state_dir`` unless it already runs.
 
@@ -820,7 +847,9 @@ def start(
     (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) on another free loopback port
     (``BrokerInfo.sasl_bootstrap``), and with a ``keystore`` as well (a PEM file:
     unencrypted private key and certificate chain) with SASL_SSL on a third
-    (``BrokerInfo.sasl_ssl_bootstrap``).
+    (``BrokerInfo.sasl_ssl_bootstrap``), and with a ``client_ca`` too (PEM certificates of the
+    authorities that sign client certificates) with mutual TLS on a fourth
+    (``BrokerInfo.ssl_bootstrap``).
     """
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -829,7 +858,10 @@ def start(
         if existing is not None:
             return existing, False
         libs_dir = ensure_jars(cache_dir if cache_dir is not None else default_cache_dir())
-        return _start_new_broker(state_dir, libs_dir, timeout, sasl_users, keystore), True
+        return (
+            _start_new_broker(state_dir, libs_dir, timeout, sasl_users, keystore, client_ca),
+            True,
+        )
 
 
 def stop(state_dir: Path, timeout: float = 30.0) -> bool:
@@ -862,13 +894,20 @@ def running_broker(
     cache_dir: Path | None = None,
     sasl_users: Mapping[str, str] | None = None,
     keystore: Path | None = None,
+    client_ca: Path | None = None,
 ) -> Iterator[BrokerInfo]:
     """Run a broker for the duration of the block (e.g. a pytest session fixture).
 
     Stops the broker on exit, even on exceptions, but only if this call
     started it; a broker that was already running is left running.
     """
-    info, started = start(state_dir, cache_dir=cache_dir, sasl_users=sasl_users, keystore=keystore)
+    info, started = start(
+        state_dir,
+        cache_dir=cache_dir,
+        sasl_users=sasl_users,
+        keystore=keystore,
+        client_ca=client_ca,
+    )
     try:
         yield info
     finally:

@@ -29,6 +29,17 @@ class Settings(BaseSettings):
     kafka_ssl_cafile: Path | None = Field(
         default=None, description="CA bundle that signed the brokers' certificates (SSL)."
     )
+    kafka_ssl_certfile: Path | None = Field(
+        default=None,
+        description="This client's certificate (PEM, with its chain), for brokers that "
+        "authenticate clients by certificate (mutual TLS); needs UAC_KAFKA_SSL_KEYFILE.",
+    )
+    kafka_ssl_keyfile: Path | None = Field(
+        default=None, description="The private key of UAC_KAFKA_SSL_CERTFILE (PEM)."
+    )
+    kafka_ssl_key_password: SecretStr | None = Field(
+        default=None, description="The password of UAC_KAFKA_SSL_KEYFILE, if it is encrypted."
+    )
     clickhouse_url: str | None = Field(
         default=None, description="http(s)://user:password@host:port of a ClickHouse server."
     )
@@ -105,6 +116,17 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"UAC_KAFKA_SECURITY_PROTOCOL={self.kafka_security_protocol} needs "
                 "UAC_KAFKA_SASL_USERNAME and UAC_KAFKA_SASL_PASSWORD"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _client_certificate_whole(self) -> Settings:
+        if (self.kafka_ssl_certfile is None) != (self.kafka_ssl_keyfile is None):
+            raise ValueError("UAC_KAFKA_SSL_CERTFILE and UAC_KAFKA_SSL_KEYFILE go together")
+        if self.kafka_ssl_certfile is not None and not self.kafka_security_protocol.endswith("SSL"):
+            raise ValueError(
+                "a client certificate (UAC_KAFKA_SSL_CERTFILE) is presented over TLS only: "
+                "set UAC_KAFKA_SECURITY_PROTOCOL to SSL or SASL_SSL"
             )
         return self
 

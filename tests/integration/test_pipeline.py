@@ -33,6 +33,7 @@ from streams.publisher import wire_bytes
 from streams.settings import Settings
 from streams.tenants import load_gate_policy
 from streams.topic_reader import topic_partitions
+from tests.certificates import SessionCertificates
 from tests.factories import make_event
 from tests.integration.harness import Pipeline, new_pipeline, running, sasl_settings, wait_for
 
@@ -122,7 +123,7 @@ def test_given_events_of_several_tenants_then_every_expected_alert_and_every_eve
 def test_given_a_broker_that_requires_sasl_then_every_process_authenticates_end_to_end(
     pipeline: Pipeline,
     broker: local_kafka.BrokerInfo,
-    broker_ca: tuple[Path, Path],
+    broker_ca: SessionCertificates,
     mechanism: str,
     tls: bool,
 ) -> None:
@@ -133,7 +134,7 @@ def test_given_a_broker_that_requires_sasl_then_every_process_authenticates_end_
     so the stream raises exactly the alerts replay prints. Over TLS, a client that does not
     trust the authority is refused with the certificate error, not a traceback."""
     bootstrap = broker.sasl_ssl_bootstrap if tls else broker.sasl_bootstrap
-    ca_file = broker_ca[0] if tls else None
+    ca_file = broker_ca.ca_file if tls else None
     assert bootstrap is not None
     pipeline.settings.update(sasl_settings(bootstrap, mechanism=mechanism, ca_file=ca_file))
     events = sample_events()
@@ -165,6 +166,47 @@ def test_given_a_broker_that_requires_sasl_then_every_process_authenticates_end_
         assert untrusted.returncode == 3
         assert "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr
         assert "Traceback" not in untrusted.stderr
+
+
+def test_given_a_broker_that_admits_clients_by_certificate_then_every_process_presents_one(
+    pipeline: Pipeline, broker: local_kafka.BrokerInfo, broker_ca: SessionCertificates
+) -> None:
+    """Worker, sink, publisher and readers connect through the broker's mutual-TLS listener
+    (SSL, no SASL) with the session's client certificate; a client without one, or with a key
+    file that does not exist, is refused in one line."""
+    assert broker.ssl_bootstrap is not None
+    pipeline.settings.update(
+        {
+            "UAC_KAFKA_BOOTSTRAP": broker.ssl_bootstrap,
+            "UAC_KAFKA_SECURITY_PROTOCOL": "SSL",
+            "UAC_KAFKA_SSL_CAFILE": str(broker_ca.ca_file),
+            "UAC_KAFKA_SSL_CERTFILE": str(broker_ca.client_certificate),
+            "UAC_KAFKA_SSL_KEYFILE": str(broker_ca.client_key),
+        }
+    )
+    events = sample_events()
+    expected = expected_alerts(events)
+    pipeline.start("worker")
+    pipeline.start("sink")
+    published = pipeline.uac("publish", str(SAMPLE))
+    assert published.returncode == 0, published.stderr
+    alerts = wait_for(pipeline.alerts, lambda found: len(found) >= len(expected), what="alerts")
+    assert alert_pairs(alerts) == expected
+    read = pipeline.uac("alerts", "--json")
+    assert read.returncode == 0, read.stderr
+    assert len(read.stdout.splitlines()) == len(alerts)
+    wait_for_history(pipeline, events)
+    no_group_behind(pipeline)
+    pipeline.settings["UAC_KAFKA_SSL_KEYFILE"] = str(broker_ca.client_key) + ".missing"
+    unusable = pipeline.uac("lag")
+    assert unusable.returncode == 3
+    assert "cannot be used" in unusable.stderr
+    assert "Traceback" not in unusable.stderr
+    for setting in ("UAC_KAFKA_SSL_CERTFILE", "UAC_KAFKA_SSL_KEYFILE"):
+        del pipeline.settings[setting]
+    anonymous = pipeline.uac("lag", timeout=180)
+    assert anonymous.returncode == 3, anonymous.stdout
+    assert "Traceback" not in anonymous.stderr
 
 
 def _invalid_record_bytes(event: Event) -> bytes:

@@ -13,8 +13,9 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from streams.cli import app
-from streams.kafka_security import KafkaSecurity
+from streams.kafka_security import KafkaSecurity, KafkaSecurityError
 from streams.settings import Settings
+from tests.certificates import broker_certificates
 
 PASSWORD = secrets.token_hex(8)
 
@@ -88,3 +89,66 @@ def test_given_invalid_settings_then_every_command_says_which_in_one_line(tmp_pa
     )
     assert "invalid setting UAC_KAFKA_SECURITY_PROTOCOL" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("given", "refusal"),
+    [
+        ({"kafka_ssl_certfile": "c.pem"}, "go together"),
+        ({"kafka_ssl_keyfile": "k.pem"}, "go together"),
+        (
+            {
+                "kafka_ssl_certfile": "c.pem",
+                "kafka_ssl_keyfile": "k.pem",
+                "kafka_security_protocol": "PLAINTEXT",
+            },
+            "over TLS only",
+        ),
+    ],
+    ids=["a certificate without its key", "a key without its certificate", "not over TLS"],
+)
+def test_given_half_a_client_certificate_or_no_tls_then_the_settings_are_refused(
+    given: dict[str, str], refusal: str
+) -> None:
+    with pytest.raises(ValidationError, match=refusal):
+        Settings(**{"kafka_security_protocol": "SSL"} | given)  # type: ignore[arg-type]
+
+
+def test_given_a_client_certificate_then_every_client_presents_it(tmp_path: Path) -> None:
+    certificates = broker_certificates(tmp_path)
+    settings = Settings(
+        kafka_security_protocol="SSL",
+        kafka_ssl_cafile=certificates.ca_file,
+        kafka_ssl_certfile=certificates.client_certificate,
+        kafka_ssl_keyfile=certificates.client_key,
+    )
+    security = KafkaSecurity.of(settings).checked()
+    context = security.client_options()["ssl_context"]
+    assert isinstance(context, ssl.SSLContext)
+    assert context.verify_mode is ssl.CERT_REQUIRED
+    credentials = security.faust_credentials()
+    assert isinstance(credentials, faust.SSLCredentials)
+
+
+def test_given_client_certificate_files_that_do_not_load_then_every_command_stops_in_one_line(
+    tmp_path: Path,
+) -> None:
+    certificates = broker_certificates(tmp_path)
+    env = {
+        "UAC_HOME": str(tmp_path),
+        "UAC_KAFKA_SECURITY_PROTOCOL": "SSL",
+        "UAC_KAFKA_SSL_CERTFILE": str(certificates.client_certificate),
+        "UAC_KAFKA_SSL_KEYFILE": str(certificates.keystore.with_name("no-such-key.pem")),
+    }
+    result = CliRunner().invoke(app, ["lag"], env=env)
+    assert result.exit_code == 3
+    assert "invalid setting the TLS files of UAC_KAFKA_SSL_*" in result.stderr
+    assert "cannot be used" in result.stderr
+    with pytest.raises(KafkaSecurityError, match="cannot be used"):
+        KafkaSecurity.of(
+            Settings(
+                kafka_security_protocol="SSL",
+                kafka_ssl_certfile=certificates.client_certificate,
+                kafka_ssl_keyfile=certificates.ca_file,
+            )
+        ).checked()

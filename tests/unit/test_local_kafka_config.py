@@ -12,7 +12,7 @@ from streams import local_kafka
 
 
 def test_given_sasl_users_then_a_second_listener_with_their_accounts(tmp_path: Path) -> None:
-    sasl = local_kafka.SaslListener(19003, {"uac": "pw-1", "other": "pw-2"})
+    sasl = local_kafka.SecuredListeners(19003, {"uac": "pw-1", "other": "pw-2"})
     path = local_kafka._write_server_properties(tmp_path, 19001, 19002, sasl)
     properties = local_kafka._read_properties(path)
     assert properties["advertised.listeners"] == (
@@ -40,11 +40,11 @@ def test_given_no_sasl_users_then_plaintext_only(tmp_path: Path) -> None:
 
 def test_given_a_password_that_would_break_the_jaas_line_then_it_is_refused() -> None:
     with pytest.raises(local_kafka.KafkaLauncherError, match="letters, digits"):
-        local_kafka.SaslListener(19003, {"uac": 'pw"; evil'})
+        local_kafka.SecuredListeners(19003, {"uac": 'pw"; evil'})
 
 
 def test_given_sasl_users_then_the_storage_format_creates_their_scram_credentials() -> None:
-    sasl = local_kafka.SaslListener(19003, {"uac": "pw-1"})
+    sasl = local_kafka.SecuredListeners(19003, {"uac": "pw-1"})
     assert sasl.scram_credentials() == [
         "--add-scram",
         "SCRAM-SHA-256=[name=uac,password=pw-1]",
@@ -55,7 +55,7 @@ def test_given_sasl_users_then_the_storage_format_creates_their_scram_credential
 
 def test_given_a_keystore_then_the_same_accounts_also_listen_over_tls(tmp_path: Path) -> None:
     keystore = tmp_path / "broker.pem"
-    sasl = local_kafka.SaslListener(19003, {"uac": "pw-1"}, ssl_port=19004, keystore=keystore)
+    sasl = local_kafka.SecuredListeners(19003, {"uac": "pw-1"}, ssl_port=19004, keystore=keystore)
     path = local_kafka._write_server_properties(tmp_path, 19001, 19002, sasl)
     properties = local_kafka._read_properties(path)
     assert properties["advertised.listeners"] == (
@@ -66,3 +66,26 @@ def test_given_a_keystore_then_the_same_accounts_also_listen_over_tls(tmp_path: 
     assert properties["listener.name.sasl_ssl.ssl.keystore.location"] == str(keystore)
     assert 'user_uac="pw-1"' in properties["listener.name.sasl_ssl.plain.sasl.jaas.config"]
     assert "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config" in properties
+
+
+def test_given_a_client_authority_then_a_listener_admits_clients_by_certificate_only(
+    tmp_path: Path,
+) -> None:
+    keystore, client_ca = tmp_path / "broker.pem", tmp_path / "ca.pem"
+    listeners = local_kafka.SecuredListeners(
+        19003,
+        {"uac": "pw-1"},
+        ssl_port=19004,
+        keystore=keystore,
+        mtls_port=19005,
+        client_ca=client_ca,
+    )
+    path = local_kafka._write_server_properties(tmp_path, 19001, 19002, listeners)
+    properties = local_kafka._read_properties(path)
+    assert properties["advertised.listeners"].endswith(",SSL://127.0.0.1:19005")
+    assert "SSL:SSL" in properties["listener.security.protocol.map"].split(",")
+    assert properties["listener.name.ssl.ssl.client.auth"] == "required"
+    assert properties["listener.name.ssl.ssl.truststore.location"] == str(client_ca)
+    assert properties["listener.name.ssl.ssl.keystore.location"] == str(keystore)
+    assert "listener.name.ssl.plain.sasl.jaas.config" not in properties
+    assert "listener.name.sasl_ssl.ssl.client.auth" not in properties

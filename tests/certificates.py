@@ -1,11 +1,14 @@
-"""A throwaway certificate authority and the local broker's TLS keystore, made for one test
-session (the broker's SASL_SSL listener; clients trust the CA through UAC_KAFKA_SSL_CAFILE)."""
+"""A throwaway certificate authority, the local broker's TLS keystore and a client certificate,
+made for one test session (the broker's SASL_SSL listener, and its SSL listener that admits
+clients by a certificate of the same authority; clients trust the CA through
+UAC_KAFKA_SSL_CAFILE and present theirs through UAC_KAFKA_SSL_CERTFILE/KEYFILE)."""
 
 from __future__ import annotations
 
 import ipaddress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -15,9 +18,18 @@ from cryptography.x509.oid import NameOID
 VALID_FOR = timedelta(days=1)
 
 
-def broker_certificates(directory: Path) -> tuple[Path, Path]:
-    """`ca.pem` (the authority's certificate) and `broker.pem` (the broker's unencrypted key
-    and its certificate for 127.0.0.1 and localhost, signed by the authority)."""
+class SessionCertificates(NamedTuple):
+    ca_file: Path
+    """The authority's certificate."""
+    keystore: Path
+    """The broker's unencrypted key and its certificate for 127.0.0.1 and localhost."""
+    client_certificate: Path
+    client_key: Path
+
+
+def broker_certificates(directory: Path) -> SessionCertificates:
+    """The authority, the broker's keystore and a client's certificate and key (`uac-client`),
+    the two certificates signed by the authority."""
     now = datetime.now(UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "uac test CA")])
@@ -43,7 +55,22 @@ def broker_certificates(directory: Path) -> tuple[Path, Path]:
     )
     keystore.write_bytes(key + broker.public_bytes(serialization.Encoding.PEM))
     keystore.chmod(0o600)
-    return ca_file, keystore
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "uac-client")])
+    client = _certificate(client_name, ca_name, client_key.public_key(), now).sign(
+        ca_key, hashes.SHA256()
+    )
+    certificate_file, key_file = directory / "client.pem", directory / "client-key.pem"
+    certificate_file.write_bytes(client.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        client_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    key_file.chmod(0o600)
+    return SessionCertificates(ca_file, keystore, certificate_file, key_file)
 
 
 def _certificate(
