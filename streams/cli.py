@@ -13,7 +13,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from aiokafka.errors import KafkaConnectionError
+from aiokafka.errors import (
+    GroupAuthorizationFailedError,
+    KafkaConnectionError,
+    TopicAuthorizationFailedError,
+)
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
@@ -73,7 +77,7 @@ from streams.signatures import Signer, SigningKeyError
 from streams.signatures import new_signing_key as new_signing_key_file
 from streams.sink import serve_sink
 from streams.tenants import TenantsFileError, gate_policy_of, load_gate_policy
-from streams.topic_reader import TopicMissing, follow_topic, read_topic
+from streams.topic_reader import TopicMissing, TopicNotAuthorized, follow_topic, read_topic
 from streams.topics import Topics
 from streams.worker import run_worker
 from streams.worker_http import PortUnavailable
@@ -853,8 +857,9 @@ def _named_or_coded(
 
 def main() -> None:
     """The `uac` command: a broker that is unknown or does not answer, a pipeline whose topics
-    do not exist yet, a worker port that is taken, or a tenants file or signing key that
-    cannot be used, is a one-line message and exit code 3, not a traceback."""
+    do not exist yet, an account the cluster's ACLs refuse, a worker port that is taken, or a
+    tenants file or signing key that cannot be used, is a one-line message and exit code 3,
+    not a traceback."""
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
     try:
         app()
@@ -862,6 +867,9 @@ def main() -> None:
         KafkaNotFound,
         KafkaConnectionError,
         TopicMissing,
+        TopicNotAuthorized,
+        GroupAuthorizationFailedError,
+        TopicAuthorizationFailedError,
         PortUnavailable,
         RegistryUnavailable,
         RegistryRefused,

@@ -51,10 +51,11 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 KAFKA_VERSION = "3.9.1"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -447,6 +448,9 @@ def _choose_ports(state_dir: Path) -> tuple[int, int]:
     return _pick_free_ports()
 
 
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
 @dataclass(frozen=True)
 class SecuredListeners:
     """A SASL_PLAINTEXT listener with the PLAIN and SCRAM mechanisms: its port, and user ->
@@ -464,6 +468,10 @@ class SecuredListeners:
     keystore: Path | None = None
     mtls_port: int | None = None
     client_ca: Path | None = None
+    super_users: tuple[str, ...] | None = None
+    """With principals here (`User:name`), the broker authorizes every request by ACLs
+    (KRaft's StandardAuthorizer): these principals and the plaintext and controller listeners'
+    anonymous one may do anything; every other account only what ACLs grant it."""
 
     def __post_init__(self) -> None:
         for word in (*self.users, *self.users.values()):
@@ -506,6 +514,9 @@ class SecuredListeners:
         for listener in (name.lower() for name in self.listeners() if name.endswith("SSL")):
             settings[f"listener.name.{listener}.ssl.keystore.type"] = "PEM"
             settings[f"listener.name.{listener}.ssl.keystore.location"] = str(self.keystore)
+        if self.super_users is not None:
+            settings["authorizer.class.name"] = AUTHORIZER
+            settings["super.users"] = ";".join(("User:ANONYMOUS", *self.super_users))
         if self.mutual_tls:
             settings["listener.name.ssl.ssl.client.auth"] = "required"
             settings["listener.name.ssl.ssl.truststore.type"] = "PEM"
@@ -659,6 +670,45 @@ def _launch_broker(libs_dir: Path, properties: Path, log_file: Path) -> subproce
         )
 
 
+def grant(
+    bootstrap: str,
+    principal: str,
+    resource: Literal["topic", "group"],
+    prefixes: Sequence[str],
+    operations: Sequence[str],
+    cache_dir: Path | None = None,
+) -> None:
+    """Allow `principal` (`User:name`) the `operations` (Kafka's names: Read, Write, Describe,
+    Create, DescribeConfigs, ...) on every topic or group whose name starts with one of
+    `prefixes`, on a broker started with `super_users` (through its plaintext listener, whose
+    anonymous principal may do it)."""
+    libs_dir = ensure_jars(cache_dir if cache_dir is not None else default_cache_dir())
+    command = _java_command(
+        libs_dir,
+        "kafka.admin.AclCommand",
+        "--bootstrap-server",
+        bootstrap,
+        "--add",
+        "--allow-principal",
+        principal,
+        "--resource-pattern-type",
+        "prefixed",
+        *(argument for operation in operations for argument in ("--operation", operation)),
+        *(argument for prefix in prefixes for argument in (f"--{resource}", prefix)),
+    )
+    result = subprocess.run(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=FORMAT_TIMEOUT_S,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise KafkaLauncherError(f"granting ACLs failed:\n{result.stdout[-2000:]}")
+
+
 # --------------------------------------------------------------------------
 # Readiness
 # --------------------------------------------------------------------------
@@ -784,6 +834,7 @@ def _start_new_broker(
     sasl_users: Mapping[str, str] | None,
     keystore: Path | None,
     client_ca: Path | None,
+    super_users: tuple[str, ...] | None,
 ) -> BrokerInfo:
     port, controller_port = _choose_ports(state_dir)
     sasl = None
@@ -797,7 +848,9 @@ def _start_new_broker(
             if ssl_port is None or client_ca is None
             else _free_port_besides(port, controller_port, sasl_port, ssl_port)
         )
-        sasl = SecuredListeners(sasl_port, sasl_users, ssl_port, keystore, mtls_port, client_ca)
+        sasl = SecuredListeners(
+            sasl_port, sasl_users, ssl_port, keystore, mtls_port, client_ca, super_users
+        )
     properties = _write_server_properties(state_dir, port, controller_port, sasl)
     if not _is_formatted(state_dir):
         _format_storage(libs_dir, properties, [] if sasl is None else sasl.scram_credentials())
@@ -835,6 +888,7 @@ def start(
     sasl_users: Mapping[str, str] | None = None,
     keystore: Path | None = None,
     client_ca: Path | None = None,
+    super_users: tuple[str, ...] | None = None,
 ) -> tuple[BrokerInfo, bool]:
     """Start the broker for ``state_dir`` unless it already runs.
 
@@ -849,7 +903,9 @@ def start(
     unencrypted private key and certificate chain) with SASL_SSL on a third
     (``BrokerInfo.sasl_ssl_bootstrap``), and with a ``client_ca`` too (PEM certificates of the
     authorities that sign client certificates) with mutual TLS on a fourth
-    (``BrokerInfo.ssl_bootstrap``).
+    (``BrokerInfo.ssl_bootstrap``). With ``super_users`` (``User:name`` principals) as well,
+    requests are authorized by ACLs (``grant``): the super users and the anonymous principal of
+    the plaintext listener may do anything, the other accounts what they were granted.
     """
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -859,7 +915,9 @@ def start(
             return existing, False
         libs_dir = ensure_jars(cache_dir if cache_dir is not None else default_cache_dir())
         return (
-            _start_new_broker(state_dir, libs_dir, timeout, sasl_users, keystore, client_ca),
+            _start_new_broker(
+                state_dir, libs_dir, timeout, sasl_users, keystore, client_ca, super_users
+            ),
             True,
         )
 
@@ -895,6 +953,7 @@ def running_broker(
     sasl_users: Mapping[str, str] | None = None,
     keystore: Path | None = None,
     client_ca: Path | None = None,
+    super_users: tuple[str, ...] | None = None,
 ) -> Iterator[BrokerInfo]:
     """Run a broker for the duration of the block (e.g. a pytest session fixture).
 
@@ -907,6 +966,7 @@ def running_broker(
         sasl_users=sasl_users,
         keystore=keystore,
         client_ca=client_ca,
+        super_users=super_users,
     )
     try:
         yield info

@@ -12,6 +12,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import TopicAuthorizationFailedError
 
 from streams.kafka_security import kafka_options
 from streams.topics import STATE_REQUEST_BYTES
@@ -19,6 +20,10 @@ from streams.topics import STATE_REQUEST_BYTES
 
 class TopicMissing(LookupError):
     """A topic of the pipeline does not exist yet (the worker creates them on its first start)."""
+
+
+class TopicNotAuthorized(LookupError):
+    """The Kafka account may not even describe a topic (an authorizer without the ACL)."""
 
 
 async def topic_partitions(bootstrap: str, topic: str) -> list[int]:
@@ -30,6 +35,11 @@ async def topic_partitions(bootstrap: str, topic: str) -> list[int]:
         (described,) = await admin.describe_topics([topic])
     finally:
         await admin.close()
+    if described["error_code"] == TopicAuthorizationFailedError.errno:
+        raise TopicNotAuthorized(
+            f"the Kafka account may not describe topic {topic} (TOPIC_AUTHORIZATION_FAILED): "
+            "see docs/operator.md, Secured Kafka, for the ACLs each UaC process needs"
+        )
     if described["error_code"] != 0 or not described["partitions"]:
         raise TopicMissing(
             f"topic {topic} does not exist: the pipeline is not set up (`uac worker` creates "

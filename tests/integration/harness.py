@@ -41,15 +41,16 @@ def sasl_settings(
     password: str = SASL_PASSWORD,
     mechanism: str = "PLAIN",
     ca_file: Path | None = None,
+    user: str = SASL_USER,
 ) -> dict[str, str]:
-    """The settings that make a `uac` process connect through a SASL listener: SASL_PLAINTEXT,
-    or SASL_SSL trusting the certificate authority `ca_file`."""
+    """The settings that make a `uac` process connect through a SASL listener as `user`:
+    SASL_PLAINTEXT, or SASL_SSL trusting the certificate authority `ca_file`."""
     tls = {} if ca_file is None else {"UAC_KAFKA_SSL_CAFILE": str(ca_file)}
     return tls | {
         "UAC_KAFKA_BOOTSTRAP": bootstrap,
         "UAC_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT" if ca_file is None else "SASL_SSL",
         "UAC_KAFKA_SASL_MECHANISM": mechanism,
-        "UAC_KAFKA_SASL_USERNAME": SASL_USER,
+        "UAC_KAFKA_SASL_USERNAME": user,
         "UAC_KAFKA_SASL_PASSWORD": password,
     }
 

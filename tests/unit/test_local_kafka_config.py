@@ -89,3 +89,17 @@ def test_given_a_client_authority_then_a_listener_admits_clients_by_certificate_
     assert properties["listener.name.ssl.ssl.keystore.location"] == str(keystore)
     assert "listener.name.ssl.plain.sasl.jaas.config" not in properties
     assert "listener.name.sasl_ssl.ssl.client.auth" not in properties
+
+
+def test_given_super_users_then_requests_are_authorized_by_acls(tmp_path: Path) -> None:
+    listeners = local_kafka.SecuredListeners(19003, {"uac": "pw-1"}, super_users=("User:admin",))
+    properties = local_kafka._read_properties(
+        local_kafka._write_server_properties(tmp_path, 19001, 19002, listeners)
+    )
+    assert properties["authorizer.class.name"] == local_kafka.AUTHORIZER
+    assert properties["super.users"] == "User:ANONYMOUS;User:admin"
+    plain = local_kafka.SecuredListeners(19003, {"uac": "pw-1"})
+    properties = local_kafka._read_properties(
+        local_kafka._write_server_properties(tmp_path, 19001, 19002, plain)
+    )
+    assert "authorizer.class.name" not in properties
