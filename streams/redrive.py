@@ -120,8 +120,10 @@ def selected(
 class Redrive:
     """What a redrive found and did."""
 
-    selected: Counter[str] = field(default_factory=Counter)
-    """Refused records chosen, by reason."""
+    chosen: int = 0
+    """Refused records chosen."""
+    by_reason: Counter[str] = field(default_factory=Counter)
+    """Chosen records per reason (a record refused for two reasons counts under both)."""
     sendable: int = 0
     """Chosen records found unchanged in the log, not copies: those sent again."""
     sent: bool = False
@@ -135,8 +137,8 @@ class Redrive:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "selected": sum(self.selected.values()),
-            "selected_by_reason": dict(sorted(self.selected.items())),
+            "selected": self.chosen,
+            "selected_by_reason": dict(sorted(self.by_reason.items())),
             "sendable": self.sendable,
             "sent": self.sendable if self.sent else 0,
             "copies_left_out": self.copies,
@@ -197,7 +199,7 @@ async def redrive(
     decisions = [codec.decode(r.value) for r in await read_topic(bootstrap, topics.quarantine)]
     chosen = selected(decisions, selection, topics.events)
     records = await refused_records(bootstrap, topics, chosen)
-    result = Redrive(Counter(reason for d in chosen.values() for reason in d.reasons))
+    result = Redrive(len(chosen), Counter(reason for d in chosen.values() for reason in d.reasons))
     to_send = []
     for position, decision in sorted(chosen.items()):
         record = records.get(position)

@@ -109,7 +109,9 @@ def test_a_copy_names_its_original_and_the_bytes_are_checked_against_the_refusal
 def test_records_gone_changed_or_copied_are_reported_and_only_intact_originals_are_sent(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    decisions = [refused(n, ReasonCode.ACTOR_NOT_ALLOWED) for n in (1, 2, 3, 4)]
+    decisions = [refused(n, ReasonCode.ACTOR_NOT_ALLOWED) for n in (1, 2, 3, 4)] + [
+        refused(5, ReasonCode.ACTOR_NOT_ALLOWED, ReasonCode.UNKNOWN_TENANT)
+    ]
     in_log = {
         (0, 1): SimpleNamespace(value=b"value 1", headers=(), partition=0, offset=1),
         (0, 2): SimpleNamespace(value=b"tampered", headers=(), partition=0, offset=2),
@@ -131,13 +133,15 @@ def test_records_gone_changed_or_copied_are_reported_and_only_intact_originals_a
     monkeypatch.setattr(redrive_module, "read_topic", quarantine)
     monkeypatch.setattr(redrive_module, "refused_records", found)
     monkeypatch.setattr(redrive_module, "_send", send)
-    selection = Selection("clinic-a", ACTOR)
+    selection = Selection("clinic-a", ACTOR | {ReasonCode.UNKNOWN_TENANT})
     topics = Topics("uac.", 4)
 
     dry = asyncio.run(redrive_module.redrive("b:9092", topics, selection, dry_run=True))
     assert (dry.sendable, sent) == (1, [])
     result = asyncio.run(redrive_module.redrive("b:9092", topics, selection, dry_run=False))
     assert sent == [in_log[(0, 1)]]
-    assert (result.missing, result.changed, result.copies) == ([(0, 4)], [(0, 2)], 1)
-    assert result.as_json()["selected_by_reason"] == {"actor_not_allowed": 4}
-    assert result.as_json()["sent"] == 1
+    assert (result.missing, result.changed, result.copies) == ([(0, 4), (0, 5)], [(0, 2)], 1)
+    report = result.as_json()
+    assert report["selected"] == 5
+    assert report["selected_by_reason"] == {"actor_not_allowed": 5, "unknown_tenant": 1}
+    assert report["sent"] == 1
