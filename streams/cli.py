@@ -66,7 +66,7 @@ from streams.lag import GroupLag, pipeline_groups, pipeline_lag
 from streams.log_check import check_log
 from streams.publisher import EventPublisher, NotSent, Published
 from streams.rebuild import checkpoint_of_subject, differences, latest_checkpoints, rebuild_states
-from streams.redrive import NotRedrivable, Selection, redrivable, redrive
+from streams.redrive import NotRedrivable, Redrive, Selection, redrivable, redrive
 from streams.rejudge import WorkersRunning, rejudge
 from streams.replay_report import print_human, print_json, print_line_errors
 from streams.runtime import collector_paused
@@ -689,7 +689,7 @@ def redrive_command(
     """Send events the gate refused for a cause since mended (an actor added to the tenants
     file, a key registered again, a schema registered, a limit raised, a referenced claim
     arrived) through the gate again: the records, unchanged, from the events topic. Exit 1 when
-    a chosen record is no longer in the log."""
+    a chosen record is no longer in the log or not the one refused."""
     settings = Settings()
     try:
         asked = redrivable(reasons)
@@ -703,26 +703,23 @@ def redrive_command(
     except LookupError as error:
         err.print(f"[red]failed[/red]: {error}")
         raise typer.Exit(code=EXIT_FAILED) from None
-    report = result.as_json()
     if as_json:
-        out.out(json.dumps(report, sort_keys=True), highlight=False)
+        out.out(json.dumps(result.as_json(), sort_keys=True), highlight=False)
     else:
-        by_reason = ", ".join(f"{n} {reason}" for reason, n in report["selected_by_reason"].items())
-        out.print(
-            f"{report['selected']} refused event(s) of {tenant} chosen ({by_reason or 'none'})"
-        )
-        verb = "would be sent again (dry run)" if dry_run else "sent again"
-        out.print(f"{result.sendable} {verb}; {result.copies} redriven copies left out")
-        for what, positions in (
-            ("no longer in the log", result.missing),
-            ("changed", result.changed),
-        ):
-            if positions:
-                out.print(
-                    f"{len(positions)} {what}: " + ", ".join(f"{p}/{o}" for p, o in positions[:20])
-                )
+        _print_redrive(result, tenant, dry_run)
     if result.missing or result.changed:
         raise typer.Exit(code=1)
+
+
+def _print_redrive(result: Redrive, tenant: str, dry_run: bool) -> None:
+    by_reason = ", ".join(f"{n} {reason}" for reason, n in sorted(result.by_reason.items()))
+    out.print(f"{result.chosen} refused event(s) of {tenant} chosen ({by_reason or 'none'})")
+    verb = "would be sent again (dry run)" if dry_run else "sent again"
+    out.print(f"{result.sendable} {verb}; {result.copies} redriven copies left out")
+    for what, positions in (("no longer in the log", result.missing), ("changed", result.changed)):
+        if positions:
+            listed = ", ".join(f"{p}/{o}" for p, o in positions[:20])
+            out.print(f"{len(positions)} {what}: {listed}")
 
 
 def _utc_time(text: str | None, option: str) -> datetime | None:
