@@ -13,9 +13,10 @@ same partition, unchanged (key, sealed value and headers, so a signature still v
 personal data. The gate judges the copy as it judges any record: an erased subject stays
 erased, an event accepted meanwhile is a duplicate, a cause not mended refuses it again.
 
-A record that is itself a redriven copy is never redriven (its original is), so running a
-redrive again re-sends each original once more, never a growing number of copies; the gate
-refuses a copy of an event it accepted as `duplicate_event_id`.
+Each refused event is sent once per run, whatever number of its copies were refused: its
+original record, or, where retention deleted that, its latest redriven copy; every copy names
+the original. So running a redrive again re-sends each event once more, never a growing number
+of copies; the gate refuses a copy of an event it accepted as `duplicate_event_id`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -129,7 +130,8 @@ class Redrive:
     sent: bool = False
     """False for a dry run."""
     copies: int = 0
-    """Chosen records that were themselves redriven copies (their originals are redriven)."""
+    """Chosen records left out because another record of the same event is sent (redriven
+    copies of an original, or older copies)."""
     missing: list[Position] = field(default_factory=list)
     """Chosen records no longer in the events topic (deleted by retention)."""
     changed: list[Position] = field(default_factory=list)
@@ -153,6 +155,29 @@ def original_of(record: Any) -> str | None:
         if name == REDRIVEN_FROM:
             return bytes(value).decode()
     return None
+
+
+def original_position(record: Any, position: Position, events_topic: str) -> Position:
+    """Where the refused event first was in the events topic: a redriven copy names it, an
+    original is it."""
+    origin = original_of(record)
+    if origin is None:
+        return position
+    topic, partition, offset = origin.rsplit("/", 2)
+    return (int(partition), int(offset)) if topic == events_topic else position
+
+
+def one_per_event(intact: dict[Position, Any], events_topic: str) -> dict[Position, Any]:
+    """One record per refused event (its original position -> the record to send): the
+    original where it is among `intact`, else the event's latest copy."""
+    copies_of: dict[Position, list[Position]] = {}
+    for position, record in intact.items():
+        origin = original_position(record, position, events_topic)
+        copies_of.setdefault(origin, []).append(position)
+    return {
+        origin: intact[origin if origin in positions else max(positions)]
+        for origin, positions in sorted(copies_of.items())
+    }
 
 
 def matches(record: Any, decision: GateDecision) -> bool:
@@ -200,17 +225,18 @@ async def redrive(
     chosen = selected(decisions, selection, topics.events)
     records = await refused_records(bootstrap, topics, chosen)
     result = Redrive(len(chosen), Counter(reason for d in chosen.values() for reason in d.reasons))
-    to_send = []
+    intact, gone = {}, []
     for position, decision in sorted(chosen.items()):
         record = records.get(position)
         if record is None:
-            result.missing.append(position)
+            gone.append(position)
         elif not matches(record, decision):
             result.changed.append(position)
-        elif original_of(record) is not None:
-            result.copies += 1
         else:
-            to_send.append(record)
+            intact[position] = record
+    to_send = one_per_event(intact, topics.events)
+    result.missing = [position for position in gone if position not in to_send]
+    result.copies = len(intact) - len(to_send)
     result.sendable = len(to_send)
     if not dry_run:
         await _send(bootstrap, topics.events, to_send)
@@ -218,8 +244,9 @@ async def redrive(
     return result
 
 
-async def _send(bootstrap: str, topic: str, records: Sequence[Any]) -> None:
-    """Each record again, unchanged, to its own partition, naming where it came from."""
+async def _send(bootstrap: str, topic: str, records: Mapping[Position, Any]) -> None:
+    """Each record again, unchanged, to its own partition, naming the event's original
+    position (a copy's earlier `uac-redriven-from` header is replaced)."""
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
         acks="all",
@@ -230,9 +257,9 @@ async def _send(bootstrap: str, topic: str, records: Sequence[Any]) -> None:
     await producer.start()
     try:
         deliveries = []
-        for record in records:
-            origin = f"{topic}/{record.partition}/{record.offset}".encode()
-            headers = [*(record.headers or ()), (REDRIVEN_FROM, origin)]
+        for (partition, offset), record in records.items():
+            kept = [header for header in record.headers or () if header[0] != REDRIVEN_FROM]
+            headers = [*kept, (REDRIVEN_FROM, f"{topic}/{partition}/{offset}".encode())]
             deliveries.append(
                 await producer.send(
                     topic, record.value, key=record.key, partition=record.partition, headers=headers

@@ -106,29 +106,39 @@ def test_a_copy_names_its_original_and_the_bytes_are_checked_against_the_refusal
     assert decision.message_sha256 == hashlib.sha256(b"value 1").hexdigest()
 
 
-def test_records_gone_changed_or_copied_are_reported_and_only_intact_originals_are_sent(
+def test_each_refused_event_is_sent_once_its_original_or_else_its_latest_copy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    decisions = [refused(n, ReasonCode.ACTOR_NOT_ALLOWED) for n in (1, 2, 3, 4)] + [
-        refused(5, ReasonCode.ACTOR_NOT_ALLOWED, ReasonCode.UNKNOWN_TENANT)
+    """Offsets 1-8 refused: 1 intact; 2 changed since; 3 a copy of 1 (left out: 1 is sent);
+    4 and 5 gone from the log, but 6 and 7 are copies of 4 (7 the latest: sent, so 4 is not
+    reported missing); 8 a copy of 9, whose original is not among the refusals (sent)."""
+    decisions = [refused(n, ReasonCode.ACTOR_NOT_ALLOWED) for n in range(1, 8)] + [
+        refused(8, ReasonCode.ACTOR_NOT_ALLOWED, ReasonCode.UNKNOWN_TENANT)
     ]
+
+    def record(offset: int, copy_of: int | None = None, value: bytes | None = None) -> object:
+        headers = () if copy_of is None else ((REDRIVEN_FROM, f"uac.events/0/{copy_of}".encode()),)
+        body = value or f"value {offset}".encode()
+        return SimpleNamespace(value=body, headers=headers, key=b"k", partition=0, offset=offset)
+
     in_log = {
-        (0, 1): SimpleNamespace(value=b"value 1", headers=(), partition=0, offset=1),
-        (0, 2): SimpleNamespace(value=b"tampered", headers=(), partition=0, offset=2),
-        (0, 3): SimpleNamespace(
-            value=b"value 3", headers=((REDRIVEN_FROM, b"uac.events/0/0"),), partition=0, offset=3
-        ),
+        (0, 1): record(1),
+        (0, 2): record(2, value=b"tampered"),
+        (0, 3): record(3, copy_of=1),
+        (0, 6): record(6, copy_of=4),
+        (0, 7): record(7, copy_of=4),
+        (0, 8): record(8, copy_of=9),
     }
-    sent: list[object] = []
+    sent: dict[tuple[int, int], object] = {}
 
     async def quarantine(_bootstrap: str, _topic: str) -> list[object]:
         return [SimpleNamespace(value=decision_codec().encode(d)) for d in decisions]
 
-    async def found(*_args: object) -> dict[tuple[int, int], SimpleNamespace]:
+    async def found(*_args: object) -> dict[tuple[int, int], object]:
         return in_log
 
-    async def send(_bootstrap: str, _topic: str, records: list[object]) -> None:
-        sent.extend(records)
+    async def send(_bootstrap: str, _topic: str, records: dict[tuple[int, int], object]) -> None:
+        sent.update(records)
 
     monkeypatch.setattr(redrive_module, "read_topic", quarantine)
     monkeypatch.setattr(redrive_module, "refused_records", found)
@@ -137,11 +147,11 @@ def test_records_gone_changed_or_copied_are_reported_and_only_intact_originals_a
     topics = Topics("uac.", 4)
 
     dry = asyncio.run(redrive_module.redrive("b:9092", topics, selection, dry_run=True))
-    assert (dry.sendable, sent) == (1, [])
+    assert (dry.sendable, sent) == (3, {})
     result = asyncio.run(redrive_module.redrive("b:9092", topics, selection, dry_run=False))
-    assert sent == [in_log[(0, 1)]]
-    assert (result.missing, result.changed, result.copies) == ([(0, 4), (0, 5)], [(0, 2)], 1)
+    assert sent == {(0, 1): in_log[(0, 1)], (0, 4): in_log[(0, 7)], (0, 9): in_log[(0, 8)]}
+    assert (result.missing, result.changed, result.copies) == ([(0, 5)], [(0, 2)], 2)
     report = result.as_json()
-    assert report["selected"] == 5
-    assert report["selected_by_reason"] == {"actor_not_allowed": 5, "unknown_tenant": 1}
-    assert report["sent"] == 1
+    assert report["selected"] == 8
+    assert report["selected_by_reason"] == {"actor_not_allowed": 8, "unknown_tenant": 1}
+    assert report["sent"] == 3
