@@ -536,12 +536,12 @@ class SecuredListeners:
 
 
 def _server_properties(
-    state_dir: Path, port: int, controller_port: int, sasl: SecuredListeners | None = None
+    state_dir: Path, port: int, controller_port: int, secured: SecuredListeners | None = None
 ) -> str:
     listeners = [f"PLAINTEXT://{HOST}:{port}"]
     protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
-    if sasl is not None:
-        for protocol, listener_port in sasl.listeners().items():
+    if secured is not None:
+        for protocol, listener_port in secured.listeners().items():
             listeners.append(f"{protocol}://{HOST}:{listener_port}")
             protocols.append(f"{protocol}:{protocol}")
     settings: dict[str, str | int] = {
@@ -579,18 +579,18 @@ def _server_properties(
         # Local data is kept until deleted explicitly (topics may override).
         "log.retention.ms": -1,
     }
-    if sasl is not None:
-        settings |= sasl.settings()
+    if secured is not None:
+        settings |= secured.settings()
     lines = [f"# Written by streams/local_kafka.py (Kafka {KAFKA_VERSION}); rewritten on start."]
     lines += [f"{key}={value}" for key, value in settings.items()]
     return "\n".join(lines) + "\n"
 
 
 def _write_server_properties(
-    state_dir: Path, port: int, controller_port: int, sasl: SecuredListeners | None
+    state_dir: Path, port: int, controller_port: int, secured: SecuredListeners | None
 ) -> Path:
     path = _server_properties_path(state_dir)
-    _write_atomically(path, _server_properties(state_dir, port, controller_port, sasl))
+    _write_atomically(path, _server_properties(state_dir, port, controller_port, secured))
     path.chmod(0o600)
     return path
 
@@ -837,7 +837,7 @@ def _start_new_broker(
     super_users: tuple[str, ...] | None,
 ) -> BrokerInfo:
     port, controller_port = _choose_ports(state_dir)
-    sasl = None
+    secured = None
     if sasl_users:
         sasl_port = _free_port_besides(port, controller_port)
         ssl_port = (
@@ -848,12 +848,14 @@ def _start_new_broker(
             if ssl_port is None or client_ca is None
             else _free_port_besides(port, controller_port, sasl_port, ssl_port)
         )
-        sasl = SecuredListeners(
+        secured = SecuredListeners(
             sasl_port, sasl_users, ssl_port, keystore, mtls_port, client_ca, super_users
         )
-    properties = _write_server_properties(state_dir, port, controller_port, sasl)
+    properties = _write_server_properties(state_dir, port, controller_port, secured)
     if not _is_formatted(state_dir):
-        _format_storage(libs_dir, properties, [] if sasl is None else sasl.scram_credentials())
+        _format_storage(
+            libs_dir, properties, [] if secured is None else secured.scram_credentials()
+        )
     log_file = _log_path(state_dir)
     log_offset = log_file.stat().st_size if log_file.exists() else 0
     process = _launch_broker(libs_dir, properties, log_file)
@@ -864,9 +866,13 @@ def _start_new_broker(
         bootstrap=f"{HOST}:{port}",
         state_dir=state_dir,
         log_file=log_file,
-        sasl_bootstrap=None if sasl is None else f"{HOST}:{sasl.port}",
-        sasl_ssl_bootstrap=None if sasl is None or not sasl.tls else f"{HOST}:{sasl.ssl_port}",
-        ssl_bootstrap=None if sasl is None or not sasl.mutual_tls else f"{HOST}:{sasl.mtls_port}",
+        sasl_bootstrap=None if secured is None else f"{HOST}:{secured.port}",
+        sasl_ssl_bootstrap=None
+        if secured is None or not secured.tls
+        else f"{HOST}:{secured.ssl_port}",
+        ssl_bootstrap=None
+        if secured is None or not secured.mutual_tls
+        else f"{HOST}:{secured.mtls_port}",
     )
     _write_record(info)
     try:
