@@ -625,9 +625,31 @@ def _is_formatted(state_dir: Path) -> bool:
     return (_data_dir(state_dir) / "meta.properties").is_file()
 
 
+def _run_java_tool(libs_dir: Path, what: str, main_class: str, *args: str) -> None:
+    """Run one of Kafka's command-line tools to its end; KafkaLauncherError, naming `what` it
+    was doing, when it fails or takes longer than FORMAT_TIMEOUT_S."""
+    try:
+        result = subprocess.run(
+            _java_command(libs_dir, main_class, *args),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=FORMAT_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise KafkaLauncherError(f"{what} timed out") from exc
+    if result.returncode != 0:
+        raise KafkaLauncherError(
+            f"{what} failed (exit {result.returncode}):\n{_tail(result.stdout)}"
+        )
+
+
 def _format_storage(libs_dir: Path, properties: Path, extra: list[str]) -> None:
-    command = _java_command(
+    _run_java_tool(
         libs_dir,
+        "formatting KRaft storage",
         "kafka.tools.StorageTool",
         "format",
         "--ignore-formatted",
@@ -637,22 +659,6 @@ def _format_storage(libs_dir: Path, properties: Path, extra: list[str]) -> None:
         str(properties),
         *extra,
     )
-    try:
-        result = subprocess.run(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=FORMAT_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise KafkaLauncherError("formatting KRaft storage timed out") from exc
-    if result.returncode != 0:
-        raise KafkaLauncherError(
-            f"formatting KRaft storage failed (exit {result.returncode}):\n{_tail(result.stdout)}"
-        )
 
 
 def _launch_broker(libs_dir: Path, properties: Path, log_file: Path) -> subprocess.Popen[bytes]:
@@ -682,9 +688,9 @@ def grant(
     Create, DescribeConfigs, ...) on every topic or group whose name starts with one of
     `prefixes`, on a broker started with `super_users` (through its plaintext listener, whose
     anonymous principal may do it)."""
-    libs_dir = ensure_jars(cache_dir if cache_dir is not None else default_cache_dir())
-    command = _java_command(
-        libs_dir,
+    _run_java_tool(
+        ensure_jars(cache_dir if cache_dir is not None else default_cache_dir()),
+        "granting ACLs",
         "kafka.admin.AclCommand",
         "--bootstrap-server",
         bootstrap,
@@ -696,17 +702,6 @@ def grant(
         *(argument for operation in operations for argument in ("--operation", operation)),
         *(argument for prefix in prefixes for argument in (f"--{resource}", prefix)),
     )
-    result = subprocess.run(
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=FORMAT_TIMEOUT_S,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise KafkaLauncherError(f"granting ACLs failed:\n{result.stdout[-2000:]}")
 
 
 # --------------------------------------------------------------------------

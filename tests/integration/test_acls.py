@@ -12,15 +12,8 @@ from pathlib import Path
 import pytest
 
 from streams import local_kafka
-from tests.integration.harness import Pipeline, new_pipeline, running, sasl_settings, wait_for
-from tests.integration.test_pipeline import (
-    SAMPLE,
-    alert_pairs,
-    expected_alerts,
-    no_group_behind,
-    sample_events,
-    wait_for_history,
-)
+from tests.integration.harness import Pipeline, new_pipeline, running, sasl_settings
+from tests.integration.test_pipeline import SAMPLE, run_sample_through
 
 pytestmark = pytest.mark.integration
 APP, PRODUCER, NOBODY = "uac-app", "uac-producer", "uac-nobody"
@@ -58,19 +51,10 @@ def test_given_an_authorizer_then_the_documented_acls_are_all_the_pipeline_needs
     with running(new_pipeline(acl_broker.bootstrap, tmp_path)) as pipeline:
         grant_pipeline(acl_broker, pipeline)
         pipeline.settings.update(as_account(acl_broker, APP))
-        events = sample_events()
-        expected = expected_alerts(events)
-        pipeline.start("worker")
-        pipeline.start("sink")
-        published = pipeline.uac("publish", str(SAMPLE))
-        assert published.returncode == 0, published.stderr
-        alerts = wait_for(pipeline.alerts, lambda found: len(found) >= len(expected), what="alerts")
-        assert alert_pairs(alerts) == expected
-        for command in (("alerts", "--json"), ("lag",), ("check-log",)):
+        run_sample_through(pipeline)
+        for command in (("lag",), ("check-log",)):
             done = pipeline.uac(*command)
             assert done.returncode == 0, done.stderr
-        wait_for_history(pipeline, events)
-        no_group_behind(pipeline)
 
         events_topic = (pipeline.topics.events,)
         producer = f"User:{PRODUCER}"

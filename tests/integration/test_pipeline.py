@@ -115,6 +115,25 @@ def test_given_events_of_several_tenants_then_every_expected_alert_and_every_eve
     assert [int(v) for v in rows[0]] == [len(clinic_a), len(clinic_a)]
 
 
+def run_sample_through(pipeline: Pipeline) -> None:
+    """Start a worker and a sink, publish the sample file with `uac publish` (its events are out
+    of order) and check what came out: the alerts replay prints, `uac alerts` reading them all,
+    the history in ClickHouse and no consumer group behind."""
+    events = sample_events()
+    expected = expected_alerts(events)
+    pipeline.start("worker")
+    pipeline.start("sink")
+    published = pipeline.uac("publish", str(SAMPLE))
+    assert published.returncode == 0, published.stderr
+    alerts = wait_for(pipeline.alerts, lambda found: len(found) >= len(expected), what="alerts")
+    assert alert_pairs(alerts) == expected
+    read = pipeline.uac("alerts", "--json")
+    assert read.returncode == 0, read.stderr
+    assert len(read.stdout.splitlines()) == len(alerts)
+    wait_for_history(pipeline, events)
+    no_group_behind(pipeline)
+
+
 @pytest.mark.parametrize(
     ("mechanism", "tls"),
     [("PLAIN", False), ("SCRAM-SHA-256", False), ("SCRAM-SHA-512", False), ("SCRAM-SHA-512", True)],
@@ -137,19 +156,7 @@ def test_given_a_broker_that_requires_sasl_then_every_process_authenticates_end_
     ca_file = broker_ca.ca_file if tls else None
     assert bootstrap is not None
     pipeline.settings.update(sasl_settings(bootstrap, mechanism=mechanism, ca_file=ca_file))
-    events = sample_events()
-    expected = expected_alerts(events)
-    pipeline.start("worker")
-    pipeline.start("sink")
-    published = pipeline.uac("publish", str(SAMPLE))  # the file's events are out of order
-    assert published.returncode == 0, published.stderr
-    alerts = wait_for(pipeline.alerts, lambda found: len(found) >= len(expected), what="alerts")
-    assert alert_pairs(alerts) == expected
-    read = pipeline.uac("alerts", "--json")
-    assert read.returncode == 0, read.stderr
-    assert len(read.stdout.splitlines()) == len(alerts)
-    wait_for_history(pipeline, events)
-    no_group_behind(pipeline)
+    run_sample_through(pipeline)
     wrong = sasl_settings(
         bootstrap, password=secrets.token_hex(16), mechanism=mechanism, ca_file=ca_file
     )
@@ -184,19 +191,7 @@ def test_given_a_broker_that_admits_clients_by_certificate_then_every_process_pr
             "UAC_KAFKA_SSL_KEYFILE": str(broker_ca.client_key),
         }
     )
-    events = sample_events()
-    expected = expected_alerts(events)
-    pipeline.start("worker")
-    pipeline.start("sink")
-    published = pipeline.uac("publish", str(SAMPLE))
-    assert published.returncode == 0, published.stderr
-    alerts = wait_for(pipeline.alerts, lambda found: len(found) >= len(expected), what="alerts")
-    assert alert_pairs(alerts) == expected
-    read = pipeline.uac("alerts", "--json")
-    assert read.returncode == 0, read.stderr
-    assert len(read.stdout.splitlines()) == len(alerts)
-    wait_for_history(pipeline, events)
-    no_group_behind(pipeline)
+    run_sample_through(pipeline)
     pipeline.settings["UAC_KAFKA_SSL_KEYFILE"] = str(broker_ca.client_key) + ".missing"
     unusable = pipeline.uac("lag")
     assert unusable.returncode == 3
