@@ -57,6 +57,7 @@ from streams.processing import Incoming
 from streams.runtime import tune_garbage_collector
 from streams.sealing import Sealer
 from streams.settings import Settings
+from streams.tenants import tenants_policy_of
 from streams.topic_reader import read_topic
 from streams.topics import Topics, TopicSpec, ensure_topics
 from streams.worker import build_processor
@@ -341,7 +342,7 @@ def batch_step_cpu(home: Path, events: list[Event]) -> float:
     with the garbage collector tuned as the worker tunes it."""
     settings = Settings(home=home)
     messages = sealed(home, events)
-    processor = build_processor(settings, FileKeyStore(settings.keys_dir))
+    processor = build_processor(tenants_policy_of(settings), FileKeyStore(settings.keys_dir))
     states: dict[str, UserState] = {}
     tune_garbage_collector()
     started = time.process_time()

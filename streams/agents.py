@@ -5,7 +5,8 @@
 quarantine decisions and (sealed) alerts, writes each changed subject's (sealed) state to the
 table and its changelog once per batch, and carries out erasures; a timer publishes the changed
 subjects' checkpoints on the compacted state topic, and another the `ClockAdvanced` events of
-subjects whose validity bound wall-clock time has passed (`streams.clock`). Outputs and
+subjects whose validity bound wall-clock time has passed (`streams.clock`), and a third reads
+the tenants file again (`streams.tenants_watch`). Outputs and
 changelog records go out as one record batch per partition (`streams.record_batches`). The
 batch's outputs are delivered before the table write, the table write before the batch is done,
 and Faust flushes the producer before it commits offsets, so a crash replays events instead of
@@ -59,6 +60,7 @@ from streams.record_batches import RecordBatches, default_partition
 from streams.runtime import dump_tasks_on_signal, restart_in_place
 from streams.signatures import headers_of
 from streams.table_codecs import StoredSegment, StoredState, is_segment_key, segment_key
+from streams.tenants_watch import Refused, Reloaded, TenantsWatch
 from streams.topic_reader import RangeReader
 from streams.worker_metrics import WorkerMetrics
 
@@ -335,6 +337,7 @@ def fail_stop(failed: str, reason: BaseException) -> NoReturn:
 def register_agents(
     pipeline: Pipeline,
     processor: BatchProcessor,
+    tenants: TenantsWatch,
     batch_size: int,
     within: float,
     checkpoint_interval: float,
@@ -373,6 +376,10 @@ def register_agents(
     async def advance_clocks() -> None:
         await tick_due_subjects(pipeline, deadlines, metrics, batches.lock)
 
+    @pipeline.app.timer(tenants.settings.tenants_reload_seconds)  # type: ignore[untyped-decorator]
+    async def reload_tenants_file() -> None:
+        enforce_tenants_file(tenants, processor, metrics)
+
     @pipeline.app.on_rebalance_complete.connect
     async def republish_after_recovery(_sender: Any, /, *_args: Any, **_kwargs: Any) -> None:
         """Recovered (or newly assigned) subjects get their checkpoint re-published and their
@@ -397,6 +404,19 @@ def register_agents(
             pipeline.ledger,
             asyncio.Event(),
         )
+
+
+def enforce_tenants_file(
+    watch: TenantsWatch, processor: BatchProcessor, metrics: WorkerMetrics
+) -> None:
+    """Poll the tenants file once; the gate enforces a changed one from the next batch on."""
+    change = watch.follow()
+    if isinstance(change, Reloaded):
+        processor.gate_policy = change.policy.gate_policy
+        processor.actor_keys = change.policy.actor_keys
+        metrics.tenants_file_enforced(change.policy.sha256)
+    elif isinstance(change, Refused):
+        metrics.tenants_file_refusals.inc()
 
 
 async def tick_due_subjects(

@@ -116,7 +116,7 @@ from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError
 
 from projections.document import plain
-from projections.gate import HEALTH_PAYLOADS
+from projections.gate import HEALTH_PAYLOADS, GatePolicy
 from schemas.erasures import ReadAudited, subject_ref
 from schemas.events import EventType
 from streams.clickhouse import DATABASE, connect, write_batch
@@ -981,7 +981,11 @@ def running_sink(home: Path) -> SinkAddress | None:
 
 def tenant_exempt_purposes(settings: Settings) -> dict[str, frozenset[str]]:
     """Each tenant's consent-exempt purposes, from the tenants file the gate enforces."""
-    policy = load_gate_policy(settings.tenants_file)
+    return exempt_purposes_in(load_gate_policy(settings.tenants_file))
+
+
+def exempt_purposes_in(policy: GatePolicy) -> dict[str, frozenset[str]]:
+    """Each tenant's consent-exempt purposes under a gate policy."""
     return {name: tenant.consent_exempt_purposes for name, tenant in policy.tenants.items()}
 
 

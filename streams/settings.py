@@ -56,6 +56,12 @@ class Settings(BaseSettings):
         description="Register this build's schemas when the registry does not hold them yet.",
     )
     tenants_file: Path = REPOSITORY / "deploy" / "config" / "tenants.json"
+    tenants_reload_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="How often a running worker reads the tenants file again; a changed file "
+        "it can use is enforced from the next batch on (streams/tenants_watch.py).",
+    )
     topic_prefix: str = "uac."
     partitions: int = Field(default=4, ge=1)
     app_id: str = "uac"

@@ -117,6 +117,8 @@ from streams.rows import (
 )
 from streams.sealing import Sealer
 from streams.settings import Settings
+from streams.tenants import tenants_policy_of
+from streams.tenants_watch import TenantsWatch
 from streams.topics import STATE_REQUEST_BYTES, Topics, ensure_topics
 
 log = logging.getLogger(__name__)
@@ -414,7 +416,7 @@ class Sink:
         self._inserter_factory = inserter_factory
         self._records = RecordRows(self.topics, Sealer(self.keys))
         self._erasure_codec = erasure_codec()
-        self._exempt_purposes: dict[str, frozenset[str]] = {}
+        self._tenants: TenantsWatch | None = None
         self._ledger_stop = asyncio.Event()
         self._ledger_task: asyncio.Task[None] | None = None
         self._client: Client | None = None
@@ -445,7 +447,7 @@ class Sink:
         if other is not None and other.pid != os.getpid():
             raise SinkAlreadyRunning(f"sink pid {other.pid} already runs for {self.settings.home}")
         try:
-            self._exempt_purposes = analytics.tenant_exempt_purposes(self.settings)
+            self._tenants = TenantsWatch(self.settings, tenants_policy_of(self.settings))
             await ensure_topics(bootstrap_servers(self.settings), self.topics.specs())
             await self._load_ledger()
             self._client = await asyncio.to_thread(connect, self.settings)
@@ -834,10 +836,12 @@ class Sink:
             tenant, purpose, actor = _read_fields(document)
         except ValueError as error:
             return _error(400, "bad_request", str(error))
-        client = self._query_client
-        if client is None:
+        client, tenants = self._query_client, self._tenants
+        if client is None or tenants is None:
             return _error(503, "unavailable", "the sink is not connected to ClickHouse")
-        value, known = document[field], self._exempt_purposes
+        tenants.follow()
+        value = document[field]
+        known = analytics.exempt_purposes_in(tenants.current.gate_policy)
 
         def run() -> Any:
             exempt = analytics.exempt_purposes_of(tenant, known)

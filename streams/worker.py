@@ -19,19 +19,20 @@ from streams.processing import BatchProcessor
 from streams.runtime import tune_garbage_collector
 from streams.sealing import Sealer
 from streams.settings import Settings
-from streams.tenants import actor_keys_of, gate_policy_of
+from streams.tenants import TenantsPolicy, tenants_policy_of
+from streams.tenants_watch import TenantsWatch
 from streams.topics import Topics, ensure_topics
 from streams.worker_http import serve_worker_http
 from streams.worker_metrics import WorkerMetrics
 
 
-def build_processor(settings: Settings, keys: SubjectKeys) -> BatchProcessor:
+def build_processor(tenants: TenantsPolicy, keys: SubjectKeys) -> BatchProcessor:
     return BatchProcessor(
         codec=event_codec(),
         rules=default_rules(load_bundled_knowledge()),
-        gate_policy=gate_policy_of(settings),
+        gate_policy=tenants.gate_policy,
         sealer=Sealer(keys),
-        actor_keys=actor_keys_of(settings.tenants_file),
+        actor_keys=tenants.actor_keys,
     )
 
 
@@ -51,10 +52,12 @@ def run_worker(settings: Settings, loglevel: str = "warn") -> None:
     do not match the configuration."""
     bootstrap = bootstrap_servers(settings)
     keys = FileKeyStore(settings.keys_dir)
-    processor = build_processor(settings, keys)
+    tenants = tenants_policy_of(settings)
+    processor = build_processor(tenants, keys)
     ledger = asyncio.run(prepare(settings, bootstrap, keys))
     pipeline = create_app(settings, bootstrap, keys, ledger)
     metrics = WorkerMetrics()
+    metrics.tenants_file_enforced(tenants.sha256)
     if settings.worker_metrics_port is not None:
         serve_worker_http(
             pipeline, metrics, settings.worker_metrics_port, settings.worker_metrics_host
@@ -62,6 +65,7 @@ def run_worker(settings: Settings, loglevel: str = "warn") -> None:
     register_agents(
         pipeline,
         processor,
+        TenantsWatch(settings, tenants),
         settings.batch_size,
         settings.batch_seconds,
         settings.checkpoint_seconds,

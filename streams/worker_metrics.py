@@ -86,6 +86,17 @@ class WorkerMetrics:
             ["partition"],
             registry=self.registry,
         )
+        self.tenants_file = Gauge(
+            "uac_worker_tenants_file",
+            "1 for the tenants file the worker enforces, by the sha256 of its bytes",
+            ["sha256"],
+            registry=self.registry,
+        )
+        self.tenants_file_refusals = Counter(
+            "uac_worker_tenants_file_refusals_total",
+            "Changed tenants files the worker could not use (it kept the last one it could)",
+            registry=self.registry,
+        )
         self.batch_seconds = Histogram(
             "uac_worker_batch_seconds",
             "Time to process and publish one batch",
@@ -111,3 +122,7 @@ class WorkerMetrics:
         for partition, records in behind.items():
             self.lag.labels(partition=str(partition)).set(records)
         self.lag_by_partition = dict(behind)
+
+    def tenants_file_enforced(self, sha256: str) -> None:
+        self.tenants_file.clear()
+        self.tenants_file.labels(sha256=sha256).set(1)

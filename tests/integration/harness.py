@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from hashlib import sha256
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -206,6 +207,19 @@ def running(pipeline: Pipeline) -> Iterator[Pipeline]:
             print(
                 f"--- {service.name} (exit {service.process.returncode}) ---\n{service.log_tail()}"
             )
+
+
+def replace_tenants_file(worker: Service, path: Path, content: bytes) -> None:
+    """The tenants file replaced whole (renamed into place, as a config map or a deploy tool
+    does), and the running worker enforcing it."""
+    staged = path.with_suffix(".staged")
+    staged.write_bytes(content)
+    staged.replace(path)
+    wait_for(
+        lambda: worker.log.read_text(encoding="utf-8"),
+        lambda log: f"enforcing sha256 {sha256(content).hexdigest()}" in log,
+        what="the running worker enforcing the new tenants file",
+    )
 
 
 def wait_for(

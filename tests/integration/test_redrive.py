@@ -1,6 +1,7 @@
 """Redrive on the real pipeline: events refused while an actor was missing from the tenants
-file are sent through the gate again once it is added, and accepted, without being opened on
-the way; a second redrive doubles nothing; a final reason is refused by name."""
+file are sent through the gate again once it is added (the running worker reads the mended file
+without a restart), and accepted, without being opened on the way; a second redrive doubles
+nothing; a final reason is refused by name."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from streams.settings import Settings
-from tests.integration.harness import Pipeline, wait_for
+from tests.integration.harness import Pipeline, replace_tenants_file, wait_for
 
 pytestmark = pytest.mark.integration
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "events.ndjson"
@@ -39,7 +40,9 @@ def test_given_an_actor_added_after_its_events_were_refused_then_a_redrive_admit
     rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
     missing = {r["event_id"] for r in rows if r["actor"] == MISSING_ACTOR}
     assert missing
-    pipeline.settings["UAC_TENANTS_FILE"] = str(tenants_without(tmp_path / "t.json", MISSING_ACTOR))
+    tenants = tenants_without(tmp_path / "t.json", MISSING_ACTOR)
+    pipeline.settings["UAC_TENANTS_FILE"] = str(tenants)
+    pipeline.settings["UAC_TENANTS_RELOAD_SECONDS"] = "0.5"
     worker = pipeline.start("worker")
     assert pipeline.uac("publish", str(SAMPLE)).returncode == 0
     refused = wait_for(
@@ -58,9 +61,8 @@ def test_given_an_actor_added_after_its_events_were_refused_then_a_redrive_admit
     told = pipeline.uac("redrive", "--tenant", "clinic-a", *mendable, "--dry-run")
     assert f"{len(refused)} would be sent again (dry run)" in told.stdout, told.stderr
 
-    worker.stop()
-    del pipeline.settings["UAC_TENANTS_FILE"]
-    pipeline.start("worker")
+    mended = Settings().tenants_file.read_bytes()
+    replace_tenants_file(worker, tenants, mended)
     sent = redrive(pipeline, *mendable)
     assert sent["sent"] == len(refused)
     accepted = wait_for(

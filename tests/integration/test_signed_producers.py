@@ -1,7 +1,8 @@
 """Producers that prove who they are, on the real pipeline: once a tenant registers an actor's
 public keys, the worker accepts that actor's events only from records signed with one of their
 private keys (two while a key is rotated); an unsigned record or one signed with another key is
-quarantined with its reason, and the actors without a key go on as before."""
+quarantined with its reason, and the actors without a key go on as before. A key revoked in the
+tenants file of a running worker counts no more from then on."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from streams.settings import Settings
-from tests.integration.harness import Pipeline, wait_for
+from tests.integration.harness import Pipeline, replace_tenants_file, wait_for
 
 pytestmark = pytest.mark.integration
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "events.ndjson"
@@ -27,12 +28,11 @@ def new_key(pipeline: Pipeline, path: Path) -> str:
     return made.stdout.rsplit(": ", 1)[1].strip()
 
 
-def tenants_with_keys(path: Path, public_keys: list[str]) -> Path:
+def tenants_with_keys(public_keys: list[str]) -> bytes:
     """The default tenants file, with clinic-a's `ehr-adapter` signing with `public_keys`."""
     tenants = json.loads(Settings().tenants_file.read_text(encoding="utf-8"))
     tenants["tenants"]["clinic-a"]["actor_keys"] = {SIGNING_ACTOR: public_keys}
-    path.write_text(json.dumps(tenants), encoding="utf-8")
-    return path
+    return json.dumps(tenants).encode()
 
 
 def forged(name: str, directory: Path) -> tuple[Path, str]:
@@ -55,10 +55,11 @@ def test_given_an_actor_with_a_registered_key_then_only_its_signed_records_count
     again = pipeline.uac("new-signing-key", str(tmp_path / "ehr-adapter.pem"))
     assert again.returncode == 3
     assert "never overwritten" in again.stderr
-    pipeline.settings["UAC_TENANTS_FILE"] = str(
-        tenants_with_keys(tmp_path / "t.json", [public_key, successor])
-    )
-    pipeline.start("worker")
+    tenants = tmp_path / "t.json"
+    tenants.write_bytes(tenants_with_keys([public_key, successor]))
+    pipeline.settings["UAC_TENANTS_FILE"] = str(tenants)
+    pipeline.settings["UAC_TENANTS_RELOAD_SECONDS"] = "0.5"
+    worker = pipeline.start("worker")
     signed = pipeline.uac(
         "publish", str(SAMPLE), "--signing-key", str(tmp_path / "ehr-adapter.pem")
     )
@@ -90,3 +91,14 @@ def test_given_an_actor_with_a_registered_key_then_only_its_signed_records_count
     )
     assert len(accepted) == published + 1
     assert {e.actor for e in accepted} >= {SIGNING_ACTOR, "patient-app", "booking-service"}
+
+    replace_tenants_file(worker, tenants, tenants_with_keys([successor]))
+    retired, retired_id = forged("retired-key", tmp_path)
+    old_key = str(tmp_path / "ehr-adapter.pem")
+    assert pipeline.uac("publish", str(retired), "--signing-key", old_key).returncode == 0
+    revoked = wait_for(
+        pipeline.quarantined,
+        lambda found: retired_id in {d.event_id for d in found},
+        what="the record signed with the revoked key quarantined",
+    )
+    assert {d.event_id: d.reasons for d in revoked}[retired_id] == ("signature_invalid",)

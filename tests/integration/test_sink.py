@@ -857,6 +857,33 @@ def test_reads_are_audited_and_purpose_bound_through_the_sink(settings: Settings
     asyncio.run(scenario())
 
 
+def test_a_tenant_added_to_the_tenants_file_is_served_without_a_sink_restart(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The running sink reads the tenants file again before each read: a tenant it did not
+    know is served once the file names it; a broken file leaves the last good one in force."""
+    default = settings.tenants_file.read_text(encoding="utf-8")
+    tenants = tmp_path / "tenants.json"
+    tenants.write_text(default.replace(f'"{TENANT}"', '"another-clinic"'), encoding="utf-8")
+    settings = settings.model_copy(update={"tenants_file": tenants})
+
+    def count() -> Any:
+        return query_via_sink(settings.home, "SELECT count() FROM events", TENANT).rows
+
+    async def scenario() -> None:
+        published = await publish(settings, 20)
+        async with sink_running(settings):
+            await eventually(lambda: all_committed(settings, published))
+            with pytest.raises(QueryRefused, match=f"unknown tenant '{TENANT}'"):
+                await asyncio.to_thread(count)
+            tenants.write_text(default, encoding="utf-8")
+            assert await asyncio.to_thread(count) == [[20]]
+            tenants.write_text('{"tenants": {', encoding="utf-8")
+            assert await asyncio.to_thread(count) == [[20]]
+
+    asyncio.run(scenario())
+
+
 def _address(settings: Settings) -> SinkAddress:
     address = running_sink(settings.home)
     assert address is not None
