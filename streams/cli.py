@@ -31,7 +31,7 @@ from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from rules.knowledge.model import Coding
 from rules.knowledge.report import check_drug as judge_drug
-from rules.knowledge.tables import parse_coding
+from rules.knowledge.tables import KnowledgeDataError, parse_coding
 from rules.rejudge import Rejudgement
 from schemas.alerts import Alert
 from schemas.codec import alert_codec
@@ -855,8 +855,8 @@ def _named_or_coded(
 def main() -> None:
     """The `uac` command: a broker that is unknown or does not answer, a pipeline whose topics
     do not exist yet, an account the cluster's ACLs refuse, a worker port that is taken, or a
-    tenants file or signing key that cannot be used, is a one-line message and exit code 3,
-    not a traceback."""
+    tenants file, signing key or drug knowledge data that cannot be used, is a one-line message
+    and exit code 3, not a traceback."""
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
     try:
         app()
@@ -874,6 +874,9 @@ def main() -> None:
         TenantsFileError,
     ) as error:
         err.print(f"[red]failed[/red]: {error}")
+        raise SystemExit(EXIT_FAILED) from None
+    except KnowledgeDataError as error:
+        err.print(f"[red]failed[/red]: the drug knowledge data cannot be used: {error}")
         raise SystemExit(EXIT_FAILED) from None
 
 

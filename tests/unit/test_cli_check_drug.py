@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from typer.testing import CliRunner
 
-from streams.cli import app
+from rules.knowledge import bundled, tables
+from streams.cli import app, main
 
 runner = CliRunner()
 
@@ -66,3 +68,30 @@ def test_bad_drug_options_are_usage_errors(options: list[str], message: str) -> 
     result = runner.invoke(app, ["check-drug", "--allergy", "penicillin", *options])
     assert result.exit_code == 2
     assert message in " ".join(result.stderr.split())
+
+
+def test_given_knowledge_data_changed_after_its_release_then_one_line_and_exit_code_3(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A data file edited without a new manifest (or damaged on disk) stops every command that
+    judges drugs, the worker included, with what failed: never a traceback, never a judgement
+    from unverified data."""
+    real = tables.data_text
+
+    def edited(name: str) -> str:
+        text = real(name)
+        return text + "\n" if name == "cross_reactivity.csv" else text
+
+    monkeypatch.setattr(tables, "data_text", edited)
+    bundled.load_bundled_knowledge.cache_clear()
+    monkeypatch.setattr(sys, "argv", ["uac", "check-drug", "--allergy", "x", "--drug", "y"])
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            main()
+    finally:
+        bundled.load_bundled_knowledge.cache_clear()
+    assert stopped.value.code == 3
+    stderr = capsys.readouterr().err
+    assert "the drug knowledge data cannot be used" in stderr
+    assert "cross_reactivity.csv does not match its SHA-256 in manifest.json" in stderr
+    assert "Traceback" not in stderr
