@@ -59,6 +59,7 @@ from streams.demo import run_demo
 from streams.event_files import LineError, read_ndjson_file
 from streams.export import erasure_receipts, export_document, write_csv, write_json
 from streams.fhir_files import read_fhir_files
+from streams.group_access import GroupNotAuthorized, not_authorized
 from streams.kafka_address import KafkaNotFound, bootstrap_servers
 from streams.kafka_security import KafkaSecurity, KafkaSecurityError, use_kafka_security
 from streams.keys import FileKeyStore, SubjectErased
@@ -854,9 +855,9 @@ def _named_or_coded(
 
 def main() -> None:
     """The `uac` command: a broker that is unknown or does not answer, a pipeline whose topics
-    do not exist yet, an account the cluster's ACLs refuse, a worker port that is taken, or a
-    tenants file, signing key or drug knowledge data that cannot be used, is a one-line message
-    and exit code 3, not a traceback."""
+    do not exist yet, an account the cluster's ACLs refuse (a topic or a consumer group), a
+    worker port that is taken, or a tenants file, signing key or drug knowledge data that
+    cannot be used, is a one-line message and exit code 3, not a traceback."""
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
     try:
         app()
@@ -865,7 +866,7 @@ def main() -> None:
         KafkaConnectionError,
         TopicMissing,
         TopicNotAuthorized,
-        GroupAuthorizationFailedError,
+        GroupNotAuthorized,
         TopicAuthorizationFailedError,
         PortUnavailable,
         RegistryUnavailable,
@@ -874,6 +875,10 @@ def main() -> None:
         TenantsFileError,
     ) as error:
         err.print(f"[red]failed[/red]: {error}")
+        raise SystemExit(EXIT_FAILED) from None
+    except GroupAuthorizationFailedError as error:
+        group = str(error.args[0]) if error.args else None
+        err.print(f"[red]failed[/red]: {not_authorized(group)}")
         raise SystemExit(EXIT_FAILED) from None
     except KnowledgeDataError as error:
         err.print(f"[red]failed[/red]: the drug knowledge data cannot be used: {error}")

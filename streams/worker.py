@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 
 import faust
+from aiokafka import TopicPartition
 
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from schemas.codec import event_codec
 from streams.agents import register_agents
 from streams.app import create_app
+from streams.group_access import ensure_group_access
 from streams.kafka_address import bootstrap_servers
 from streams.keys import FileKeyStore, SubjectKeys
 from streams.ledger import ErasureLedger, load_ledger
@@ -37,10 +39,13 @@ def build_processor(tenants: TenantsPolicy, keys: SubjectKeys) -> BatchProcessor
 
 
 async def prepare(settings: Settings, bootstrap: str, keys: SubjectKeys) -> ErasureLedger:
-    """Topics checked, ledger loaded, and every ledger entry's key destroyed (reconciliation
-    after a crash between recording an erasure and destroying its key)."""
+    """Topics checked, the consumer group usable, ledger loaded, and every ledger entry's key
+    destroyed (reconciliation after a crash between recording an erasure and destroying its
+    key)."""
     topics = Topics(settings.topic_prefix, settings.partitions)
     await ensure_topics(bootstrap, topics.specs())
+    events = [TopicPartition(topics.events, p) for p in range(settings.partitions)]
+    await ensure_group_access(bootstrap, settings.app_id, events)
     ledger = await load_ledger(bootstrap, topics.erasures, keys)
     for ref in ledger.refs:
         keys.destroy_by_ref(ref)

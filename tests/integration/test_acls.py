@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from streams import local_kafka
-from tests.integration.harness import Pipeline, new_pipeline, running, sasl_settings
+from tests.integration.harness import Pipeline, new_pipeline, running, sasl_settings, wait_for
 from tests.integration.test_pipeline import SAMPLE, run_sample_through
 
 pytestmark = pytest.mark.integration
-APP, PRODUCER, NOBODY = "uac-app", "uac-producer", "uac-nobody"
+APP, PRODUCER, NOBODY, GROUPLESS = "uac-app", "uac-producer", "uac-nobody", "uac-groupless"
 PASSWORD = secrets.token_hex(16)
 TOPIC_OPERATIONS = ("Read", "Write", "Describe", "Create", "DescribeConfigs")
 GROUP_OPERATIONS = ("Read", "Describe")
@@ -26,7 +26,7 @@ GROUP_OPERATIONS = ("Read", "Describe")
 def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_kafka.BrokerInfo]:
     with local_kafka.running_broker(
         tmp_path_factory.mktemp("kafka-acl"),
-        sasl_users={APP: PASSWORD, PRODUCER: PASSWORD, NOBODY: PASSWORD},
+        sasl_users=dict.fromkeys((APP, PRODUCER, NOBODY, GROUPLESS), PASSWORD),
         super_users=(),
     ) as info:
         yield info
@@ -71,3 +71,29 @@ def test_given_an_authorizer_then_the_documented_acls_are_all_the_pipeline_needs
             assert refused.returncode == 3, (command, refused.stdout)
             assert "may not describe topic" in refused.stderr
             assert "Traceback" not in refused.stderr
+
+
+@pytest.mark.parametrize("process", ["worker", "sink"])
+def test_given_no_acl_on_the_consumer_group_then_the_process_stops_and_names_it(
+    acl_broker: local_kafka.BrokerInfo, tmp_path: Path, process: str
+) -> None:
+    """An account that may use the topics but not the process's consumer group: the worker or
+    the sink stops with one line naming the group (exit 3), instead of running without
+    consuming."""
+    with running(new_pipeline(acl_broker.bootstrap, tmp_path)) as pipeline:
+        topics = (pipeline.prefix, f"{pipeline.app_id}-")
+        principal = f"User:{GROUPLESS}"
+        local_kafka.grant(acl_broker.bootstrap, principal, "topic", topics, TOPIC_OPERATIONS)
+        pipeline.settings.update(as_account(acl_broker, GROUPLESS))
+        service = pipeline.start(process)
+        group = pipeline.app_id if process == "worker" else f"{pipeline.app_id}-sink"
+        stopped = wait_for(
+            service.process.poll,
+            lambda code: code is not None,
+            timeout=120,
+            what=f"the {process} stopping",
+        )
+        log = service.log.read_text(encoding="utf-8")
+        assert stopped == 3, log
+        assert f"consumer group '{group}'" in log, log
+        assert "Traceback" not in log
