@@ -18,6 +18,10 @@ from cryptography.x509.oid import NameOID
 VALID_FOR = timedelta(days=1)
 
 
+CLIENT_COMMON_NAME = "uac-client"
+"""The client certificate's CN: its Kafka principal is `User:CN=uac-client`."""
+
+
 class SessionCertificates(NamedTuple):
     ca_file: Path
     """The authority's certificate."""
@@ -56,7 +60,7 @@ def broker_certificates(directory: Path) -> SessionCertificates:
     keystore.write_bytes(key + broker.public_bytes(serialization.Encoding.PEM))
     keystore.chmod(0o600)
     client_key = ec.generate_private_key(ec.SECP256R1())
-    client_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "uac-client")])
+    client_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CLIENT_COMMON_NAME)])
     client = _certificate(client_name, ca_name, client_key.public_key(), now).sign(
         ca_key, hashes.SHA256()
     )

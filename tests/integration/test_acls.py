@@ -1,7 +1,8 @@
 """A cluster that authorizes by ACLs (a broker of its own, with KRaft's StandardAuthorizer):
 the ACLs docs/operator.md lists are all the whole pipeline needs (worker, sink, publish, alerts,
-lag, check-log), a producer needs only Write and Describe on the events topic, and an account
-without ACLs is refused in one line."""
+lag, check-log), granted to a SASL user or to a client certificate's distinguished name; a
+producer needs only Write and Describe on the events topic; an account without ACLs, or without
+its consumer group's, is refused in one line."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from streams import local_kafka
+from tests.certificates import CLIENT_COMMON_NAME, SessionCertificates
 from tests.integration.harness import Pipeline, new_pipeline, running, sasl_settings, wait_for
 from tests.integration.test_pipeline import SAMPLE, run_sample_through
 
@@ -23,21 +25,27 @@ GROUP_OPERATIONS = ("Read", "Describe")
 
 
 @pytest.fixture(scope="module")
-def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_kafka.BrokerInfo]:
+def acl_broker(
+    tmp_path_factory: pytest.TempPathFactory, broker_ca: SessionCertificates
+) -> Iterator[local_kafka.BrokerInfo]:
     with local_kafka.running_broker(
         tmp_path_factory.mktemp("kafka-acl"),
         sasl_users=dict.fromkeys((APP, PRODUCER, NOBODY, GROUPLESS), PASSWORD),
+        keystore=broker_ca.keystore,
+        client_ca=broker_ca.ca_file,
         super_users=(),
     ) as info:
         yield info
 
 
-def grant_pipeline(broker: local_kafka.BrokerInfo, pipeline: Pipeline) -> None:
+def grant_pipeline(
+    broker: local_kafka.BrokerInfo, pipeline: Pipeline, principal: str = f"User:{APP}"
+) -> None:
     """docs/operator.md's ACLs for the account every UaC process of a deployment uses."""
     topics = (pipeline.prefix, f"{pipeline.app_id}-")
-    local_kafka.grant(broker.bootstrap, f"User:{APP}", "topic", topics, TOPIC_OPERATIONS)
+    local_kafka.grant(broker.bootstrap, principal, "topic", topics, TOPIC_OPERATIONS)
     groups = (pipeline.app_id,)
-    local_kafka.grant(broker.bootstrap, f"User:{APP}", "group", groups, GROUP_OPERATIONS)
+    local_kafka.grant(broker.bootstrap, principal, "group", groups, GROUP_OPERATIONS)
 
 
 def as_account(broker: local_kafka.BrokerInfo, user: str) -> dict[str, str]:
@@ -71,6 +79,26 @@ def test_given_an_authorizer_then_the_documented_acls_are_all_the_pipeline_needs
             assert refused.returncode == 3, (command, refused.stdout)
             assert "may not describe topic" in refused.stderr
             assert "Traceback" not in refused.stderr
+
+
+def test_given_clients_known_by_certificate_then_the_acls_name_its_distinguished_name(
+    acl_broker: local_kafka.BrokerInfo, broker_ca: SessionCertificates, tmp_path: Path
+) -> None:
+    """Over mutual TLS the account is the client certificate's distinguished name: the same
+    ACLs, granted to `User:CN=uac-client`, are all the pipeline needs."""
+    assert acl_broker.ssl_bootstrap is not None
+    with running(new_pipeline(acl_broker.bootstrap, tmp_path)) as pipeline:
+        grant_pipeline(acl_broker, pipeline, principal=f"User:CN={CLIENT_COMMON_NAME}")
+        pipeline.settings.update(
+            {
+                "UAC_KAFKA_BOOTSTRAP": acl_broker.ssl_bootstrap,
+                "UAC_KAFKA_SECURITY_PROTOCOL": "SSL",
+                "UAC_KAFKA_SSL_CAFILE": str(broker_ca.ca_file),
+                "UAC_KAFKA_SSL_CERTFILE": str(broker_ca.client_certificate),
+                "UAC_KAFKA_SSL_KEYFILE": str(broker_ca.client_key),
+            }
+        )
+        run_sample_through(pipeline)
 
 
 @pytest.mark.parametrize("process", ["worker", "sink"])
