@@ -21,7 +21,7 @@ from streams.table_codecs import (
     SubjectTable,
     register_table_codecs,
 )
-from streams.topics import STATE_MESSAGE_BYTES, STATE_REQUEST_BYTES, Topics
+from streams.topics import STATE_MESSAGE_BYTES, STATE_REQUEST_BYTES, Topics, TopicSpec
 
 STATE_TABLE = "user-state"
 PRODUCER_BATCH_BYTES = 256 * 1024
@@ -30,6 +30,18 @@ one record batch per partition (`streams.record_batches`), and below about 128 K
 batch dominates (24 µs of CPU per 500-byte record at 16 KiB, 8 µs at 128 KiB and above). Well
 under the brokers' default limit of a record batch (1 MiB)."""
 PROGRESS_TABLE = "events-progress"
+STATE_TABLE_CONFIGS = {"max.message.bytes": str(STATE_MESSAGE_BYTES)}
+
+
+def changelog_specs(app_id: str, partitions: int) -> tuple[TopicSpec, ...]:
+    """The tables' changelog topics, named as Faust names them: the worker creates and checks
+    them with the pipeline's topics (Faust itself declares no topic, so an account without
+    Create runs once the topics exist)."""
+    compacted = {"cleanup.policy": "compact"}
+    return (
+        TopicSpec(f"{app_id}-{STATE_TABLE}-changelog", partitions, compacted | STATE_TABLE_CONFIGS),
+        TopicSpec(f"{app_id}-{PROGRESS_TABLE}-changelog", partitions, compacted),
+    )
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,8 @@ def create_app(
         producer_max_batch_size=PRODUCER_BATCH_BYTES,
         consumer_max_fetch_size=STATE_REQUEST_BYTES,
         Table=SubjectTable,
+        topic_allow_declare=False,
+        topic_disable_leader=True,
     )
 
     def raw_topic(name: str, partitions: int = settings.partitions) -> Any:
@@ -88,7 +102,7 @@ def create_app(
         use_partitioner=True,
         key_type=SubjectKeyType,
         value_type=StoredStateType,
-        extra_topic_configs={"max.message.bytes": str(STATE_MESSAGE_BYTES)},
+        extra_topic_configs=STATE_TABLE_CONFIGS,
     )
     progress = app.tables.add(
         PartitionProgressTable(

@@ -79,7 +79,7 @@ from streams.signatures import new_signing_key as new_signing_key_file
 from streams.sink import serve_sink
 from streams.tenants import TenantsFileError, gate_policy_of, load_gate_policy
 from streams.topic_reader import TopicMissing, TopicNotAuthorized, follow_topic, read_topic
-from streams.topics import Topics
+from streams.topics import TopicMismatch, Topics, TopicsNotCreated
 from streams.worker import run_worker
 from streams.worker_http import PortUnavailable
 
@@ -873,6 +873,8 @@ def main() -> None:
         RegistryRefused,
         SigningKeyError,
         TenantsFileError,
+        TopicMismatch,
+        TopicsNotCreated,
     ) as error:
         err.print(f"[red]failed[/red]: {error}")
         raise SystemExit(EXIT_FAILED) from None

@@ -1,5 +1,7 @@
 """The topics UaC owns: names under a prefix, explicit partitions and configs, created at
-start-up and checked so a mismatch fails fast with a message instead of a crash loop."""
+start-up and checked so a mismatch fails fast with a message instead of a crash loop. A cluster
+that refuses to create a missing topic (no Create ACL, a replication it cannot reach) is named
+with its reason, with what the topic needs, so an administrator can create it."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from dataclasses import dataclass, field
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import TopicAlreadyExistsError, for_code
 
 from streams.kafka_security import kafka_options
 
@@ -32,6 +34,10 @@ class TopicSpec:
     @property
     def cleanup_policy(self) -> str:
         return self.configs.get("cleanup.policy", "delete")
+
+    def described(self) -> str:
+        configs = ", ".join(f"{name}={value}" for name, value in sorted(self.configs.items()))
+        return f"{self.name} ({self.partitions} partitions; {configs})"
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,10 @@ class TopicMismatch(RuntimeError):
     """An existing topic does not have the partitions or cleanup policy UaC needs."""
 
 
+class TopicsNotCreated(RuntimeError):
+    """Topics UaC needs are missing and the cluster refused to create them."""
+
+
 async def ensure_topics(bootstrap: str, specs: tuple[TopicSpec, ...]) -> list[str]:
     """Create missing topics; raise TopicMismatch if an existing one differs. Returns created."""
     admin = AIOKafkaAdminClient(
@@ -111,12 +121,31 @@ async def ensure_topics(bootstrap: str, specs: tuple[TopicSpec, ...]) -> list[st
         if missing:
             new = [NewTopic(s.name, s.partitions, 1, topic_configs=s.configs) for s in missing]
             with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics(new)
+                check_created(await admin.create_topics(new), missing)
         await _wait_for_leaders(admin, specs)
         await _check(admin, specs)
         return [spec.name for spec in missing]
     finally:
         await admin.close()
+
+
+def check_created(response: object, missing: list[TopicSpec]) -> None:
+    """Raise TopicsNotCreated for each topic the cluster refused (one that exists by now, made
+    by another process meanwhile, is no refusal)."""
+    wanted = {spec.name: spec for spec in missing}
+    refused = []
+    for topic_error in getattr(response, "topic_errors", []):
+        name, code = topic_error[0], topic_error[1]
+        message = topic_error[2] if len(topic_error) > 2 else None
+        if code in (0, TopicAlreadyExistsError.errno):
+            continue
+        why = for_code(code).__name__ + (f": {message}" if message else "")
+        refused.append(f"{wanted[name].described() if name in wanted else name}: {why}")
+    if refused:
+        raise TopicsNotCreated(
+            "the Kafka cluster refused to create topics UaC needs (create them as listed, or "
+            "grant this account Create on them; docs/operator.md, Topics): " + "; ".join(refused)
+        )
 
 
 async def _wait_for_leaders(

@@ -12,7 +12,7 @@ from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from schemas.codec import event_codec
 from streams.agents import register_agents
-from streams.app import create_app
+from streams.app import changelog_specs, create_app
 from streams.group_access import ensure_group_access
 from streams.kafka_address import bootstrap_servers
 from streams.keys import FileKeyStore, SubjectKeys
@@ -43,7 +43,9 @@ async def prepare(settings: Settings, bootstrap: str, keys: SubjectKeys) -> Eras
     destroyed (reconciliation after a crash between recording an erasure and destroying its
     key)."""
     topics = Topics(settings.topic_prefix, settings.partitions)
-    await ensure_topics(bootstrap, topics.specs())
+    await ensure_topics(
+        bootstrap, topics.specs() + changelog_specs(settings.app_id, settings.partitions)
+    )
     events = [TopicPartition(topics.events, p) for p in range(settings.partitions)]
     await ensure_group_access(bootstrap, settings.app_id, events)
     ledger = await load_ledger(bootstrap, topics.erasures, keys)

@@ -6,6 +6,7 @@ its consumer group's, is refused in one line."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,12 +14,15 @@ from pathlib import Path
 import pytest
 
 from streams import local_kafka
+from streams.app import changelog_specs
+from streams.topics import ensure_topics
 from tests.certificates import CLIENT_COMMON_NAME, SessionCertificates
 from tests.integration.harness import Pipeline, new_pipeline, running, sasl_settings, wait_for
 from tests.integration.test_pipeline import SAMPLE, run_sample_through
 
 pytestmark = pytest.mark.integration
-APP, PRODUCER, NOBODY, GROUPLESS = "uac-app", "uac-producer", "uac-nobody", "uac-groupless"
+APP, PRODUCER, NOBODY = "uac-app", "uac-producer", "uac-nobody"
+GROUPLESS, CREATELESS = "uac-groupless", "uac-createless"
 PASSWORD = secrets.token_hex(16)
 TOPIC_OPERATIONS = ("Read", "Write", "Describe", "Create", "DescribeConfigs")
 GROUP_OPERATIONS = ("Read", "Describe")
@@ -30,7 +34,7 @@ def acl_broker(
 ) -> Iterator[local_kafka.BrokerInfo]:
     with local_kafka.running_broker(
         tmp_path_factory.mktemp("kafka-acl"),
-        sasl_users=dict.fromkeys((APP, PRODUCER, NOBODY, GROUPLESS), PASSWORD),
+        sasl_users=dict.fromkeys((APP, PRODUCER, NOBODY, GROUPLESS, CREATELESS), PASSWORD),
         keystore=broker_ca.keystore,
         client_ca=broker_ca.ca_file,
         super_users=(),
@@ -39,11 +43,14 @@ def acl_broker(
 
 
 def grant_pipeline(
-    broker: local_kafka.BrokerInfo, pipeline: Pipeline, principal: str = f"User:{APP}"
+    broker: local_kafka.BrokerInfo,
+    pipeline: Pipeline,
+    principal: str = f"User:{APP}",
+    topic_operations: tuple[str, ...] = TOPIC_OPERATIONS,
 ) -> None:
     """docs/operator.md's ACLs for the account every UaC process of a deployment uses."""
     topics = (pipeline.prefix, f"{pipeline.app_id}-")
-    local_kafka.grant(broker.bootstrap, principal, "topic", topics, TOPIC_OPERATIONS)
+    local_kafka.grant(broker.bootstrap, principal, "topic", topics, topic_operations)
     groups = (pipeline.app_id,)
     local_kafka.grant(broker.bootstrap, principal, "group", groups, GROUP_OPERATIONS)
 
@@ -98,6 +105,29 @@ def test_given_clients_known_by_certificate_then_the_acls_name_its_distinguished
                 "UAC_KAFKA_SSL_KEYFILE": str(broker_ca.client_key),
             }
         )
+        run_sample_through(pipeline)
+
+
+def test_given_an_account_without_create_then_the_pipeline_runs_once_the_topics_exist(
+    acl_broker: local_kafka.BrokerInfo, tmp_path: Path
+) -> None:
+    """Where only an administrator creates topics: a worker whose account may not create them
+    names the missing topics with what each needs (exit 3); once they exist, the same account
+    runs the whole pipeline (the worker's Faust app declares no topic of its own)."""
+    with running(new_pipeline(acl_broker.bootstrap, tmp_path)) as pipeline:
+        without_create = tuple(op for op in TOPIC_OPERATIONS if op != "Create")
+        grant_pipeline(acl_broker, pipeline, f"User:{CREATELESS}", without_create)
+        pipeline.settings.update(as_account(acl_broker, CREATELESS))
+        refused = pipeline.uac("worker", timeout=120)
+        assert refused.returncode == 3, refused.stdout + refused.stderr
+        changelog = f"{pipeline.app_id}-user-state-changelog"
+        for needed in (f"{pipeline.topics.events} (4 partitions; ", f"{changelog} (4 partitions"):
+            assert needed in refused.stderr
+        assert "TopicAuthorizationFailedError" in refused.stderr
+        assert "Traceback" not in refused.stderr
+
+        specs = pipeline.topics.specs() + changelog_specs(pipeline.app_id, pipeline.partitions)
+        asyncio.run(ensure_topics(acl_broker.bootstrap, specs))
         run_sample_through(pipeline)
 
 

@@ -33,6 +33,7 @@ from streams.publisher import wire_bytes
 from streams.settings import Settings
 from streams.tenants import load_gate_policy
 from streams.topic_reader import topic_partitions
+from streams.topics import ensure_topics
 from tests.certificates import SessionCertificates
 from tests.factories import make_event
 from tests.integration.harness import Pipeline, new_pipeline, running, sasl_settings, wait_for
@@ -686,3 +687,17 @@ def test_given_a_subject_whose_history_outgrows_a_kafka_message_then_it_is_still
         what="the erased subject gone from the state topic",
     )
     assert not pipeline.opened(f"{pipeline.app_id}-user-state-changelog")
+
+
+def test_given_topics_made_for_another_configuration_then_the_worker_stops_and_names_them(
+    pipeline: Pipeline,
+) -> None:
+    """Existing topics with other partition counts than UAC_PARTITIONS: the worker stops at
+    start with one line naming each topic and what it needs (exit 3), never a crash loop."""
+    asyncio.run(ensure_topics(pipeline.bootstrap, pipeline.topics.specs()))
+    pipeline.settings["UAC_PARTITIONS"] = str(pipeline.partitions + 2)
+    refused = pipeline.uac("worker", timeout=120)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    needed = f"has {pipeline.partitions} partitions, UaC needs {pipeline.partitions + 2}"
+    assert f"{pipeline.topics.events} {needed}" in refused.stderr
+    assert "Traceback" not in refused.stderr
