@@ -63,6 +63,13 @@ class Settings(BaseSettings):
         "it can use is enforced from the next batch on (streams/tenants_watch.py).",
     )
     topic_prefix: str = "uac."
+    topic_replication_factor: int | None = Field(
+        default=None,
+        ge=1,
+        description="Copies of each partition of the topics UaC creates; unset = as many as "
+        "the cluster has brokers, up to 3 (with 3 or more, min.insync.replicas=2). Existing "
+        "topics with fewer copies stop a process at start when this is set.",
+    )
     partitions: int = Field(default=4, ge=1)
     app_id: str = "uac"
     topic_wait_seconds: float = Field(

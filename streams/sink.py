@@ -448,7 +448,11 @@ class Sink:
             raise SinkAlreadyRunning(f"sink pid {other.pid} already runs for {self.settings.home}")
         try:
             self._tenants = TenantsWatch(self.settings, tenants_policy_of(self.settings))
-            await ensure_topics(bootstrap_servers(self.settings), self.topics.specs())
+            await ensure_topics(
+                bootstrap_servers(self.settings),
+                self.topics.specs(),
+                self.settings.topic_replication_factor,
+            )
             await self._load_ledger()
             self._client = await asyncio.to_thread(connect, self.settings)
             await asyncio.to_thread(apply_schema, self._client)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from dataclasses import dataclass, field
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -23,6 +24,8 @@ claims). The state table's changelog gets the same limit, though its records sta
 `table_codecs.SEGMENT_BYTES`. Producers and consumers are sized to match
 (`STATE_REQUEST_BYTES`, with room for the request around it)."""
 STATE_REQUEST_BYTES = STATE_MESSAGE_BYTES + 64 * 1024
+DURABLE_REPLICAS = 3
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -109,21 +112,54 @@ class TopicsNotCreated(RuntimeError):
     """Topics UaC needs are missing and the cluster refused to create them."""
 
 
-async def ensure_topics(bootstrap: str, specs: tuple[TopicSpec, ...]) -> list[str]:
-    """Create missing topics; raise TopicMismatch if an existing one differs. Returns created."""
+@dataclass(frozen=True)
+class Replication:
+    """How many copies of each partition the topics UaC creates get, and whether that number
+    was asked for (UAC_TOPIC_REPLICATION_FACTOR) or chosen from the cluster's size."""
+
+    factor: int
+    configured: bool
+
+    @classmethod
+    def for_cluster(cls, brokers: int, configured: int | None) -> Replication:
+        """The configured factor, or as many copies as the cluster holds, up to three."""
+        if configured is not None:
+            return cls(configured, configured=True)
+        return cls(max(1, min(DURABLE_REPLICAS, brokers)), configured=False)
+
+    @property
+    def configs(self) -> dict[str, str]:
+        """With three copies or more, a write acknowledged by all in-sync replicas (the
+        producers' acks=all) is on at least two brokers."""
+        return {"min.insync.replicas": "2"} if self.factor >= DURABLE_REPLICAS else {}
+
+
+async def ensure_topics(
+    bootstrap: str, specs: tuple[TopicSpec, ...], replication: int | None = None
+) -> list[str]:
+    """Create missing topics (`replication` copies of each partition; unset: as many as the
+    cluster has brokers, up to three); raise TopicsNotCreated if the cluster refuses, and
+    TopicMismatch if an existing topic differs. Returns the topics created."""
     admin = AIOKafkaAdminClient(
         bootstrap_servers=bootstrap, client_id="uac-topics", **kafka_options()
     )
     await admin.start()
     try:
+        brokers = len((await admin.describe_cluster())["brokers"])
+        copies = Replication.for_cluster(brokers, replication)
         existing = set(await admin.list_topics())
         missing = [spec for spec in specs if spec.name not in existing]
         if missing:
-            new = [NewTopic(s.name, s.partitions, 1, topic_configs=s.configs) for s in missing]
+            new = [
+                NewTopic(
+                    s.name, s.partitions, copies.factor, topic_configs=copies.configs | s.configs
+                )
+                for s in missing
+            ]
             with contextlib.suppress(TopicAlreadyExistsError):
                 check_created(await admin.create_topics(new), missing)
         await _wait_for_leaders(admin, specs)
-        await _check(admin, specs)
+        await _check(admin, specs, copies)
         return [spec.name for spec in missing]
     finally:
         await admin.close()
@@ -167,20 +203,31 @@ async def _wait_for_leaders(
         await asyncio.sleep(0.2)
 
 
-async def _check(admin: AIOKafkaAdminClient, specs: tuple[TopicSpec, ...]) -> None:
+async def _check(
+    admin: AIOKafkaAdminClient, specs: tuple[TopicSpec, ...], copies: Replication
+) -> None:
     described = {d["topic"]: d for d in await admin.describe_topics([s.name for s in specs])}
     resources = [ConfigResource(ConfigResourceType.TOPIC, s.name) for s in specs]
     policies = _cleanup_policies(await admin.describe_configs(resources))
     problems = []
     for spec in specs:
-        partitions = len(described[spec.name]["partitions"])
-        if partitions != spec.partitions:
-            problems.append(f"{spec.name} has {partitions} partitions, UaC needs {spec.partitions}")
+        partitions = described[spec.name]["partitions"]
+        if len(partitions) != spec.partitions:
+            problems.append(
+                f"{spec.name} has {len(partitions)} partitions, UaC needs {spec.partitions}"
+            )
         policy = policies.get(spec.name)
         if policy != spec.cleanup_policy:
             problems.append(
                 f"{spec.name} has cleanup.policy={policy}, UaC needs {spec.cleanup_policy}"
             )
+        fewest = min(len(partition["replicas"]) for partition in partitions)
+        if fewest < copies.factor:
+            problem = f"{spec.name} has replication factor {fewest}, UaC needs {copies.factor}"
+            if copies.configured:
+                problems.append(problem)
+            else:
+                log.warning("%s (set UAC_TOPIC_REPLICATION_FACTOR to accept it)", problem)
     if problems:
         raise TopicMismatch(
             "existing topics do not match this configuration (set UAC_PARTITIONS / "

@@ -43,9 +43,8 @@ async def prepare(settings: Settings, bootstrap: str, keys: SubjectKeys) -> Eras
     destroyed (reconciliation after a crash between recording an erasure and destroying its
     key)."""
     topics = Topics(settings.topic_prefix, settings.partitions)
-    await ensure_topics(
-        bootstrap, topics.specs() + changelog_specs(settings.app_id, settings.partitions)
-    )
+    specs = topics.specs() + changelog_specs(settings.app_id, settings.partitions)
+    await ensure_topics(bootstrap, specs, settings.topic_replication_factor)
     events = [TopicPartition(topics.events, p) for p in range(settings.partitions)]
     await ensure_group_access(bootstrap, settings.app_id, events)
     ledger = await load_ledger(bootstrap, topics.erasures, keys)

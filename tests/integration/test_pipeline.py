@@ -28,6 +28,7 @@ from schemas.alerts import Alert
 from schemas.codec import event_codec, event_record, frame
 from schemas.events import Event
 from streams import local_kafka
+from streams.app import changelog_specs
 from streams.event_files import read_ndjson_file
 from streams.publisher import wire_bytes
 from streams.settings import Settings
@@ -699,5 +700,26 @@ def test_given_topics_made_for_another_configuration_then_the_worker_stops_and_n
     refused = pipeline.uac("worker", timeout=120)
     assert refused.returncode == 3, refused.stdout + refused.stderr
     needed = f"has {pipeline.partitions} partitions, UaC needs {pipeline.partitions + 2}"
+    assert f"{pipeline.topics.events} {needed}" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+def test_given_more_copies_than_the_cluster_holds_then_the_worker_stops_and_says_why(
+    pipeline: Pipeline,
+) -> None:
+    """UAC_TOPIC_REPLICATION_FACTOR beyond the one-broker cluster: missing topics are refused
+    by the broker, existing ones with fewer copies by the start-up check; each is one line and
+    exit 3. Unset, the same cluster gets one copy and no complaint."""
+    pipeline.settings["UAC_TOPIC_REPLICATION_FACTOR"] = "2"
+    refused = pipeline.uac("worker", timeout=120)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert f"{pipeline.topics.events} (4 partitions; " in refused.stderr
+    assert "InvalidReplicationFactorError" in refused.stderr
+    specs = pipeline.topics.specs() + changelog_specs(pipeline.app_id, pipeline.partitions)
+    created = asyncio.run(ensure_topics(pipeline.bootstrap, specs))
+    assert pipeline.topics.events in created
+    refused = pipeline.uac("worker", timeout=120)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    needed = "has replication factor 1, UaC needs 2"
     assert f"{pipeline.topics.events} {needed}" in refused.stderr
     assert "Traceback" not in refused.stderr

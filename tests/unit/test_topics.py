@@ -1,6 +1,7 @@
-"""The topics the worker creates and checks before Faust starts: its tables' changelogs, under
-the names Faust gives them, so the worker's Faust app declares no topic itself (an account
-without Create runs once the topics exist) and uses no leader topic."""
+"""The topics UaC creates and checks before Faust starts: the worker's tables' changelogs under
+the names Faust gives them (its Faust app declares no topic itself, so an account without
+Create runs once the topics exist), as many copies as the cluster can hold up to three, and a
+refusal that names each topic with what it needs."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from streams.app import changelog_specs, create_app
 from streams.keys import FileKeyStore
 from streams.ledger import ErasureLedger
 from streams.settings import Settings
-from streams.topics import TopicsNotCreated, TopicSpec, check_created
+from streams.topics import Replication, TopicsNotCreated, TopicSpec, check_created
 
 
 def test_the_changelogs_the_worker_creates_are_the_ones_its_tables_use(tmp_path: Path) -> None:
@@ -45,3 +46,24 @@ def test_given_a_cluster_that_refuses_a_topic_then_it_is_named_with_what_it_need
     assert "uac.events (4 partitions; cleanup.policy=delete): " in str(refused.value)
     assert "TopicAuthorizationFailedError: Authorization failed." in str(refused.value)
     assert "uac.alerts" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("brokers", "configured", "factor", "configs"),
+    [
+        pytest.param(1, None, 1, {}, id="one broker, as the local one: one copy"),
+        pytest.param(2, None, 2, {}, id="two brokers: two copies"),
+        pytest.param(5, None, 3, {"min.insync.replicas": "2"}, id="five brokers: three copies"),
+        pytest.param(5, 2, 2, {}, id="configured: what was asked for"),
+        pytest.param(1, 3, 3, {"min.insync.replicas": "2"}, id="configured beyond the cluster"),
+    ],
+)
+def test_topics_get_as_many_copies_as_the_cluster_holds_up_to_three(
+    brokers: int, configured: int | None, factor: int, configs: dict[str, str]
+) -> None:
+    copies = Replication.for_cluster(brokers, configured)
+    assert (copies.factor, copies.configs, copies.configured) == (
+        factor,
+        configs,
+        configured is not None,
+    )
