@@ -2,9 +2,10 @@
 worker reads the file again every UAC_TENANTS_RELOAD_SECONDS, and a changed file that can be
 used replaces the gate policy and the signing keys from the next batch on (an actor added or
 removed, a key registered, rotated or revoked); the sink reads it again before each read it
-serves (a tenant's consent-exempt purposes). A changed file that cannot be used (half written, invalid, gone) is
-refused with its reason, logged once, and the worker goes on enforcing the last file it could
-use. Events decided before a change stay decided: `uac redrive` sends the refused ones again."""
+serves (a tenant's consent-exempt purposes). A changed file that cannot be used (half written,
+invalid, gone) is refused with its reason, logged once, and the process goes on enforcing the
+last file it could use. Events decided before a change stay decided: `uac redrive` sends the
+refused ones again."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ log = logging.getLogger(__name__)
 
 
 class Reloaded(NamedTuple):
+    """A changed tenants file, to enforce from now on."""
+
     policy: TenantsPolicy
 
 
