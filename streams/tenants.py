@@ -62,7 +62,7 @@ def load_gate_policy(
     max_history_bytes: int | None = None,
 ) -> GatePolicy:
     return _gate_policy(
-        _parsed(_read(path), path),
+        _parsed(read_tenants_file(path), path),
         max_future_skew=timedelta(seconds=max_future_skew_seconds),
         max_event_bytes=max_event_bytes,
         require_sealed=require_sealed,
@@ -72,7 +72,7 @@ def load_gate_policy(
 
 def actor_keys_of(path: Path) -> ActorKeys:
     """The public keys the tenants file registers for its signing actors."""
-    return _actor_keys(_parsed(_read(path), path), path)
+    return _actor_keys(_parsed(read_tenants_file(path), path), path)
 
 
 def gate_policy_of(settings: Settings) -> GatePolicy:
@@ -85,7 +85,7 @@ def tenants_policy_of(settings: Settings, content: bytes | None = None) -> Tenan
     """The gate policy and signing keys a streaming process enforces, from `content` (the
     tenants file's bytes, read now when not given)."""
     path = settings.tenants_file
-    content = _read(path) if content is None else content
+    content = read_tenants_file(path) if content is None else content
     parsed = _parsed(content, path)
     gate_policy = _gate_policy(
         parsed,
@@ -95,11 +95,6 @@ def tenants_policy_of(settings: Settings, content: bytes | None = None) -> Tenan
         max_history_bytes=settings.max_subject_history_bytes,
     )
     return TenantsPolicy(gate_policy, _actor_keys(parsed, path), sha256(content).hexdigest())
-
-
-def read_tenants_file(path: Path) -> bytes:
-    """The tenants file's bytes (TenantsFileError, named, when it cannot be read)."""
-    return _read(path)
 
 
 def _gate_policy(
@@ -139,7 +134,8 @@ class TenantsFileError(ValueError):
     """A tenants file that cannot be read or does not match its format (named, with why)."""
 
 
-def _read(path: Path) -> bytes:
+def read_tenants_file(path: Path) -> bytes:
+    """The tenants file's bytes (TenantsFileError, named, when it cannot be read)."""
     try:
         return path.read_bytes()
     except OSError as error:

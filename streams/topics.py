@@ -6,7 +6,6 @@ with its reason, with what the topic needs, so an administrator can create it.""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass, field
 
@@ -156,8 +155,7 @@ async def ensure_topics(
                 )
                 for s in missing
             ]
-            with contextlib.suppress(TopicAlreadyExistsError):
-                check_created(await admin.create_topics(new), missing)
+            check_created(await admin.create_topics(new), missing)
         await _wait_for_leaders(admin, specs)
         await _check(admin, specs, copies)
         return [spec.name for spec in missing]
