@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 
 import faust
-from aiokafka import TopicPartition
 
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
@@ -45,8 +44,7 @@ async def prepare(settings: Settings, bootstrap: str, keys: SubjectKeys) -> Eras
     topics = Topics(settings.topic_prefix, settings.partitions)
     specs = topics.specs() + changelog_specs(settings.app_id, settings.partitions)
     await ensure_topics(bootstrap, specs, settings.topic_replication_factor)
-    events = [TopicPartition(topics.events, p) for p in range(settings.partitions)]
-    await ensure_group_access(bootstrap, settings.app_id, events)
+    await ensure_group_access(bootstrap, settings.app_id)
     ledger = await load_ledger(bootstrap, topics.erasures, keys)
     for ref in ledger.refs:
         keys.destroy_by_ref(ref)

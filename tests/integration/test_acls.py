@@ -22,7 +22,7 @@ from tests.integration.test_pipeline import SAMPLE, run_sample_through
 
 pytestmark = pytest.mark.integration
 APP, PRODUCER, NOBODY = "uac-app", "uac-producer", "uac-nobody"
-GROUPLESS, CREATELESS = "uac-groupless", "uac-createless"
+GROUPLESS, CREATELESS, DESCRIBER = "uac-groupless", "uac-createless", "uac-describer"
 PASSWORD = secrets.token_hex(16)
 TOPIC_OPERATIONS = ("Read", "Write", "Describe", "Create", "DescribeConfigs")
 GROUP_OPERATIONS = ("Read", "Describe")
@@ -34,7 +34,9 @@ def acl_broker(
 ) -> Iterator[local_kafka.BrokerInfo]:
     with local_kafka.running_broker(
         tmp_path_factory.mktemp("kafka-acl"),
-        sasl_users=dict.fromkeys((APP, PRODUCER, NOBODY, GROUPLESS, CREATELESS), PASSWORD),
+        sasl_users=dict.fromkeys(
+            (APP, PRODUCER, NOBODY, GROUPLESS, CREATELESS, DESCRIBER), PASSWORD
+        ),
         keystore=broker_ca.keystore,
         client_ca=broker_ca.ca_file,
         super_users=(),
@@ -81,9 +83,9 @@ def test_given_an_authorizer_then_the_documented_acls_are_all_the_pipeline_needs
         assert again.returncode == 0, again.stderr
 
         pipeline.settings.update(as_account(acl_broker, NOBODY))
-        for command in (("publish", str(SAMPLE)), ("alerts", "--json"), ("lag",)):
-            refused = pipeline.uac(*command)
-            assert refused.returncode == 3, (command, refused.stdout)
+        for refused_command in (("publish", str(SAMPLE)), ("alerts", "--json"), ("lag",)):
+            refused = pipeline.uac(*refused_command)
+            assert refused.returncode == 3, (refused_command, refused.stdout)
             assert "may not describe topic" in refused.stderr
             assert "Traceback" not in refused.stderr
 
@@ -132,17 +134,32 @@ def test_given_an_account_without_create_then_the_pipeline_runs_once_the_topics_
 
 
 @pytest.mark.parametrize("process", ["worker", "sink"])
-def test_given_no_acl_on_the_consumer_group_then_the_process_stops_and_names_it(
-    acl_broker: local_kafka.BrokerInfo, tmp_path: Path, process: str
+@pytest.mark.parametrize(
+    ("account", "group_operations"),
+    [
+        pytest.param(GROUPLESS, (), id="no group ACL"),
+        pytest.param(DESCRIBER, ("Describe",), id="Describe without Read"),
+    ],
+)
+def test_given_no_read_on_the_consumer_group_then_the_process_stops_and_names_it(
+    acl_broker: local_kafka.BrokerInfo,
+    tmp_path: Path,
+    process: str,
+    account: str,
+    group_operations: tuple[str, ...],
 ) -> None:
-    """An account that may use the topics but not the process's consumer group: the worker or
+    """An account that may use the topics but not read as the process's consumer group (no
+    ACL on it, or Describe alone, as a monitoring grant on every group gives): the worker or
     the sink stops with one line naming the group (exit 3), instead of running without
     consuming."""
     with running(new_pipeline(acl_broker.bootstrap, tmp_path)) as pipeline:
         topics = (pipeline.prefix, f"{pipeline.app_id}-")
-        principal = f"User:{GROUPLESS}"
+        principal = f"User:{account}"
         local_kafka.grant(acl_broker.bootstrap, principal, "topic", topics, TOPIC_OPERATIONS)
-        pipeline.settings.update(as_account(acl_broker, GROUPLESS))
+        if group_operations:
+            groups = (pipeline.app_id,)
+            local_kafka.grant(acl_broker.bootstrap, principal, "group", groups, group_operations)
+        pipeline.settings.update(as_account(acl_broker, account))
         service = pipeline.start(process)
         group = pipeline.app_id if process == "worker" else f"{pipeline.app_id}-sink"
         stopped = wait_for(
