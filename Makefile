@@ -27,7 +27,7 @@ format: setup ## Apply ruff fixes and formatting
 	$(BIN)/ruff format .
 
 typecheck: setup ## mypy --strict
-	$(BIN)/mypy schemas projections rules streams benchmarks scripts
+	$(BIN)/mypy schemas projections rules streams benchmarks scripts tests
 
 test: lint typecheck ## Everything CI runs: static checks, unit, contract, component and integration tests (starts its own Kafka)
 	$(BIN)/pytest

@@ -61,7 +61,7 @@ from streams.runtime import dump_tasks_on_signal, restart_in_place
 from streams.signatures import headers_of
 from streams.table_codecs import StoredSegment, StoredState, is_segment_key, segment_key
 from streams.tenants_watch import Refused, Reloaded, TenantsWatch
-from streams.topic_reader import RangeReader
+from streams.topic_reader import OffsetRanges, RangeReader
 from streams.worker_metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
@@ -573,7 +573,7 @@ class Batches:
     checkpoints: Checkpoints
     deadlines: Deadlines
     metrics: WorkerMetrics
-    reader: RangeReader
+    reader: OffsetRanges
     chunk: int
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 

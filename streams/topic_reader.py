@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -110,6 +110,15 @@ async def follow_topic(bootstrap: str, topic: str, stop: asyncio.Event) -> Async
                     yield record
     finally:
         await consumer.stop()
+
+
+class OffsetRanges(Protocol):
+    """What reading passed-over offsets needs of a partition's log: where it starts now, and
+    the records of an offset range, in chunks."""
+
+    async def log_start(self, partition: int) -> int: ...
+
+    def read(self, partition: int, start: int, end: int, chunk: int) -> AsyncIterator[Any]: ...
 
 
 class RangeReader:

@@ -29,7 +29,7 @@ SUBSTANCES = ("penicillin", "amoxicillin", "sulfamethoxazole", "peanut", "aspiri
 DRUGS = ("amoxicillin", "ceftriaxone", "ibuprofen", "naproxen", "furosemide", "metformin")
 COUNTRIES = ("NL", "DE", "FR", "JP")
 
-texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
 optional_text = st.none() | texts
 
 

@@ -54,14 +54,20 @@ CODECS: dict[str, tuple[Any, Any]] = {
     "erasures": (erasure_codec(), ErasureRecorded),
     "read_audits": (read_audit_codec(), ReadAudited),
 }
-GOLDEN_CASES = [
-    pytest.param(kind, version, case, id=f"{kind}-v{version}-{index}")
+_GOLDEN_ENTRIES: list[tuple[str, int, int, dict[str, Any]]] = [
+    (kind, version, index, case)
     for version, golden in GOLDEN.items()
     for kind in CODECS
     for index, case in enumerate(golden.get(kind, ()))
 ]
+GOLDEN_CASES = [
+    pytest.param(kind, version, case, id=f"{kind}-v{version}-{index}")
+    for kind, version, index, case in _GOLDEN_ENTRIES
+]
 LATEST_GOLDEN = [
-    case for case in GOLDEN_CASES if CODECS[case.values[0]][0].schema_version == case.values[1]
+    pytest.param(kind, version, case, id=f"{kind}-v{version}-{index}")
+    for kind, version, index, case in _GOLDEN_ENTRIES
+    if CODECS[kind][0].schema_version == version
 ]
 
 
@@ -231,6 +237,7 @@ def test_an_alert_consumer_still_on_v1_reads_v2_records() -> None:
         schema_id, body = unframe(bytes.fromhex(case["avro_hex"]))
         assert schema_id == v2.schema_id
         record = schemaless_reader(io.BytesIO(body), v2.parsed, v1.parsed)
+        assert isinstance(record, dict)
         assert "duplicate_therapy" not in record
         assert str(record["alert_id"]) == case["json"]["alert_id"]
         assert record["severity"] == case["json"]["severity"]

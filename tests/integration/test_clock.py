@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime, timedelta
+from typing import TypedDict, Unpack
 
 import pytest
 
@@ -20,7 +21,12 @@ WINDOW = timedelta(seconds=8)
 CLOCK_SECONDS = 1
 
 
-def prescription(name: str, drug: str, at: datetime, **window: datetime) -> Event:
+class ValidityWindow(TypedDict, total=False):
+    valid_from: datetime
+    valid_until: datetime
+
+
+def prescription(name: str, drug: str, at: datetime, **window: Unpack[ValidityWindow]) -> Event:
     return make_event(
         "MedicationPrescribed",
         name,

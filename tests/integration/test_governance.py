@@ -12,6 +12,7 @@ subjects (including the same subject id in another tenant) are untouched.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,7 @@ def others() -> list[Event]:
     )
 
 
-def storage_rows(pipeline: Pipeline) -> dict[str, list[tuple[Any, ...]]]:
+def storage_rows(pipeline: Pipeline) -> dict[str, list[Sequence[Any]]]:
     """Every row of every UaC table, deleted-but-masked rows included (the sink must be stopped)."""
     settings = Settings(home=pipeline.home)
     client = connect(settings)
@@ -107,7 +108,7 @@ KEEP_SUBJECT_REF = {"erasures", "audit_reads"}
 """Receipts and the audit trail name subjects only by subject_ref, by design kept after erasure."""
 
 
-def victim_rows(rows: dict[str, list[tuple[Any, ...]]]) -> dict[str, int]:
+def victim_rows(rows: dict[str, list[Sequence[Any]]]) -> dict[str, int]:
     ref = subject_ref("clinic-a", VICTIM)
     found = {}
     for table, table_rows in rows.items():
@@ -117,7 +118,7 @@ def victim_rows(rows: dict[str, list[tuple[Any, ...]]]) -> dict[str, int]:
     return found
 
 
-def _mentions_victim(row: tuple[Any, ...], ref: str, ref_allowed: bool) -> bool:
+def _mentions_victim(row: Sequence[Any], ref: str, ref_allowed: bool) -> bool:
     text = " ".join(str(value) for value in row)
     by_id = "clinic-a" in row and VICTIM in row
     by_ref = ref in text and not ref_allowed

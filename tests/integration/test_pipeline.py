@@ -88,11 +88,14 @@ def per_tenant(events: list[Event]) -> Counter[str]:
 def wait_for_history(pipeline: Pipeline, events: list[Event]) -> None:
     """Every event exactly once in ClickHouse, with its accepted decision, per tenant."""
     for tenant, count in per_tenant(events).items():
-        found = wait_for(
-            lambda t=tenant: history(pipeline, t),
-            lambda h, c=count: h[2] >= c,
-            what=f"{tenant} rows",
-        )
+
+        def probe(t: str = tenant) -> tuple[int, int, int]:
+            return history(pipeline, t)
+
+        def done(h: tuple[int, int, int], c: int = count) -> bool:
+            return h[2] >= c
+
+        found = wait_for(probe, done, what=f"{tenant} rows")
         assert found == (count, count, count), tenant
 
 

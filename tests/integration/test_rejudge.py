@@ -64,9 +64,11 @@ def test_given_a_knowledge_upgrade_then_rejudge_brings_the_alerts_in_line_once(
     assert running.returncode == 3
     assert "stop them first" in running.stderr
     worker.stop()
-    records, summary = wait_for(
+    attempt = wait_for(
         lambda: _attempt(pipeline), lambda outcome: outcome is not None, what="group empty"
     )
+    assert attempt is not None
+    records, summary = attempt
     assert records == []
     assert "0 raised, 0 resolved" in summary
 

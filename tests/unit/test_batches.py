@@ -34,7 +34,7 @@ TOPIC = "uac.events"
 
 
 class LogOfOnePartition:
-    """The range reader over an in-memory log of partition 0."""
+    """The offset ranges of an in-memory log of partition 0."""
 
     def __init__(self, records: list[Incoming], log_start: int = 0) -> None:
         self.records, self.start = records, log_start
@@ -52,7 +52,7 @@ class LogOfOnePartition:
 
 def events_log(sealer: Sealer, subjects: int) -> list[Incoming]:
     """Offsets 0..2n-1: an allergy then a conflicting drug per subject, subject by subject."""
-    records = []
+    records: list[Incoming] = []
     for n in range(subjects):
         allergy = make_event("AllergyRecorded", f"a{n}", subject=f"p{n}")
         drug = make_event("MedicationPrescribed", f"rx{n}", subject=f"p{n}", at=timedelta(1))
@@ -75,8 +75,8 @@ def exits(monkeypatch: pytest.MonkeyPatch) -> None:
     def exit_now(code: int) -> None:
         raise SystemExit(code)
 
-    monkeypatch.setattr(agents.os, "_exit", exit_now)
-    monkeypatch.setattr(agents.logging, "shutdown", lambda: None)
+    monkeypatch.setattr("streams.agents.os._exit", exit_now)
+    monkeypatch.setattr("streams.agents.logging.shutdown", lambda: None)
 
 
 def runner(tmp_path: Path, log: LogOfOnePartition, fail_sends: bool = False) -> Batches:
@@ -224,11 +224,17 @@ class ConsumerAt:
 TP0 = TopicPartition(TOPIC, 0)
 
 
+def consumer_of(batches: Batches) -> ConsumerAt:
+    consumer = batches.pipeline.app.consumer
+    assert isinstance(consumer, ConsumerAt)
+    return consumer
+
+
 def idle_runner(tmp_path: Path, fetched_to: int | None, processed_to: int) -> Batches:
     """A runner whose agent processed offsets below `processed_to` and whose consumer fetched
     those below `fetched_to`."""
     batches = runner(tmp_path, log_of(tmp_path, 6, LogOfOnePartition([])))
-    app = batches.pipeline.app
+    app: Any = batches.pipeline.app  # the fake app of `runner`
     app.consumer, app.rebalancing, app.in_recovery = ConsumerAt(fetched_to), False, False
     batches.pipeline.progress[0] = processed_to
     return batches
@@ -239,7 +245,7 @@ def test_given_offsets_fetched_but_never_delivered_then_the_consumer_fetches_the
 ) -> None:
     batches = idle_runner(tmp_path, fetched_to=12, processed_to=5)
     asyncio.run(batches.rewind([TP0], still_idle=lambda: True))
-    assert batches.pipeline.app.consumer.seeks == [(TP0, 5)]
+    assert consumer_of(batches).seeks == [(TP0, 5)]
     assert batches.metrics.registry.get_sample_value("uac_worker_consumer_rewinds_total") == 1
     assert batches.pipeline.progress[0] == 5
 
@@ -254,7 +260,7 @@ def test_given_nothing_fetched_past_the_agent_or_an_agent_at_work_then_the_consu
 ) -> None:
     batches = idle_runner(tmp_path, fetched_to=fetched_to, processed_to=5)
     asyncio.run(batches.rewind([TP0], still_idle=lambda: idle))
-    assert batches.pipeline.app.consumer.seeks == []
+    assert consumer_of(batches).seeks == []
     assert batches.metrics.registry.get_sample_value("uac_worker_consumer_rewinds_total") == 0
 
 
@@ -262,4 +268,4 @@ def test_given_a_rebalance_under_way_then_the_consumer_stays(tmp_path: Path) -> 
     batches = idle_runner(tmp_path, fetched_to=12, processed_to=5)
     batches.pipeline.app.rebalancing = True
     asyncio.run(batches.rewind([TP0], still_idle=lambda: True))
-    assert batches.pipeline.app.consumer.seeks == []
+    assert consumer_of(batches).seeks == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -15,7 +16,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "events.ndjson"
 runner = CliRunner()
 
 
-def _replay_json(path: Path) -> tuple[int, list[dict], str]:
+def _replay_json(path: Path) -> tuple[int, list[dict[str, Any]], str]:
     result = runner.invoke(app, ["replay", "--file", str(path), "--json"])
     return (
         result.exit_code,

@@ -73,7 +73,9 @@ def test_given_an_expired_prescription_when_the_clock_ticks_then_the_alert_is_re
     raised = _through_the_gate(state, prescription("rx", valid_until=T0 + 3 * DAY), T0 + DAY)
     (alert,) = raised.alerts
     now = T0 + 3 * DAY + timedelta(seconds=20)
-    tick = clock_event(raised.after, due_bound(raised.after, now), now)
+    bound = due_bound(raised.after, now)
+    assert bound is not None
+    tick = clock_event(raised.after, bound, now)
     outcome = _through_the_gate(raised.after, tick, now)
     assert isinstance(outcome.decision, Admitted)
     (resolved,) = outcome.alerts
@@ -91,7 +93,9 @@ def test_given_a_prescription_in_force_from_a_later_day_when_the_clock_ticks_the
     state = replay([ALLERGY, prescription("rx", valid_from=T0 + 4 * DAY)])
     assert active_medications(state) == []
     now = T0 + 4 * DAY
-    outcome = _through_the_gate(state, clock_event(state, due_bound(state, now), now), now)
+    bound = due_bound(state, now)
+    assert bound is not None
+    outcome = _through_the_gate(state, clock_event(state, bound, now), now)
     (raised,) = outcome.alerts
     assert raised.status is AlertStatus.RAISED
     assert [m.prescription_id for m in active_medications(outcome.after)] == ["rx"]

@@ -6,6 +6,7 @@ import csv
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from projections.document import state_hash
 from projections.state import replay
@@ -37,7 +38,7 @@ def history() -> list[Event]:
     return [first, correction, later, wrong, retraction, allergy, drug]
 
 
-def exported(tmp_path: Path) -> dict:
+def exported(tmp_path: Path) -> dict[str, Any]:
     events = history()
     rules = default_rules(TableKnowledge())
     state, alerts = replay(events[:1]), []
@@ -46,7 +47,8 @@ def exported(tmp_path: Path) -> dict:
         alerts += evaluate(rules, state, after, event)
         state = after
     write_json(export_document(state, alerts, [], "2026-11-30T00:00:00.000Z"), tmp_path)
-    return json.loads((tmp_path / "export.json").read_text(encoding="utf-8"))
+    document: dict[str, Any] = json.loads((tmp_path / "export.json").read_text(encoding="utf-8"))
+    return document
 
 
 def test_given_an_export_when_its_claims_are_folded_again_then_the_same_state_hash(

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from random import Random
 from uuid import UUID
 
 from hypothesis import given, settings
@@ -26,6 +27,7 @@ from rules.base import Finding, Focus, Rule, RuleRef
 from rules.batch import Submitted, replay_batch
 from rules.engine import default_rules, evaluate, process
 from rules.rejudge import Rejudgement, latest_records, rejudged
+from schemas.events import Event
 from schemas.reasons import ReasonCode
 from tests.factories import event_id, make_event
 from tests.fakes import TableKnowledge
@@ -48,13 +50,13 @@ def _context(item: Submitted, owners: dict[str, str]) -> GateContext:
     return GateContext(now=NOW, policy=POLICY, encoded_size=item.encoded_size, claim_owners=owners)
 
 
-def _hashes(events: list) -> dict[str, str]:
+def _hashes(events: list[Event]) -> dict[str, str]:
     return {key: state_hash(state) for key, state in replay_all(events).items()}
 
 
 @given(event_histories(subjects=("patient-1", "patient-2")))
 def test_given_the_same_events_when_replayed_twice_then_same_hashes_and_alert_ids(
-    events: list,
+    events: list[Event],
 ) -> None:
     batch = [Submitted(str(i), e, 100) for i, e in enumerate(events)]
     first = replay_batch(batch, _context, RULES)
@@ -68,7 +70,9 @@ def test_given_the_same_events_when_replayed_twice_then_same_hashes_and_alert_id
 
 
 @given(event_histories(subjects=("patient-1", "patient-2")), st.randoms(use_true_random=False))
-def test_given_any_permutation_of_events_when_folded_then_the_same_state(events: list, rng) -> None:
+def test_given_any_permutation_of_events_when_folded_then_the_same_state(
+    events: list[Event], rng: Random
+) -> None:
     shuffled = list(events)
     rng.shuffle(shuffled)
     assert _hashes(shuffled) == _hashes(events)
@@ -93,7 +97,7 @@ def _structure(state: UserState) -> tuple[object, ...]:
     )
 
 
-def _one_by_one(events: list) -> UserState:
+def _one_by_one(events: list[Event]) -> UserState:
     state = initial_state(events[0].tenant_id, events[0].subject_id)
     for event in events:
         state = evolve(state, event)
@@ -102,7 +106,7 @@ def _one_by_one(events: list) -> UserState:
 
 @given(event_histories(max_size=40), st.randoms(use_true_random=False), st.data())
 def test_given_any_arrival_order_when_replayed_in_bulk_then_the_state_of_one_event_at_a_time(
-    events: list, rng, data: st.DataObject
+    events: list[Event], rng: Random, data: st.DataObject
 ) -> None:
     """Re-sent copies, a different event under a used id, a retraction of itself and one whose
     claim never arrives: bulk replay settles each exactly as `evolve` does, in any order."""
@@ -122,7 +126,7 @@ def test_given_any_arrival_order_when_replayed_in_bulk_then_the_state_of_one_eve
 @given(event_histories(), st.data())
 @settings(max_examples=60)
 def test_given_a_checkpoint_read_back_when_the_tail_is_folded_then_equal_to_the_full_replay(
-    events: list, data: st.DataObject
+    events: list[Event], data: st.DataObject
 ) -> None:
     cut = data.draw(st.integers(0, len(events)))
     head = replay(events[:cut], initial_state("clinic-a", "patient-1"))
@@ -132,7 +136,7 @@ def test_given_a_checkpoint_read_back_when_the_tail_is_folded_then_equal_to_the_
 
 
 @given(event_histories())
-def test_given_a_state_when_evolved_then_the_input_is_unchanged(events: list) -> None:
+def test_given_a_state_when_evolved_then_the_input_is_unchanged(events: list[Event]) -> None:
     state = replay(events[:-1], initial_state("clinic-a", "patient-1"))
     before = checkpoint_json(state)
     evolve(state, events[-1])
@@ -140,7 +144,9 @@ def test_given_a_state_when_evolved_then_the_input_is_unchanged(events: list) ->
 
 
 @given(event_histories())
-def test_given_an_admitted_event_when_admitted_again_then_nothing_changes(events: list) -> None:
+def test_given_an_admitted_event_when_admitted_again_then_nothing_changes(
+    events: list[Event],
+) -> None:
     state = initial_state("clinic-a", "patient-1")
     for event in events:
         first = process(state, event, GateContext(NOW, POLICY, 100), RULES)
@@ -155,7 +161,7 @@ def test_given_an_admitted_event_when_admitted_again_then_nothing_changes(events
 
 @given(event_histories())
 def test_given_events_folded_twice_when_replayed_then_the_duplicates_change_nothing(
-    events: list,
+    events: list[Event],
 ) -> None:
     assert state_hash(replay(events + events)) == state_hash(replay(events))
 
@@ -177,7 +183,7 @@ PINNED_HASH = "c27933ef391dad942401b631d9a04e8f7733c7e40bef009614ec884d800ff709"
 @settings(max_examples=50, deadline=None)
 @given(event_histories())
 def test_given_any_history_then_the_canonical_encoding_is_that_of_its_plain_form(
-    events: list,
+    events: list[Event],
 ) -> None:
     state = replay(events)
     for document in (state_document(state), [*events_in_order(state)]):
@@ -189,7 +195,7 @@ def test_given_any_history_then_the_canonical_encoding_is_that_of_its_plain_form
 
 @given(event_histories(subjects=("patient-1", "patient-2", "patient-3")))
 def test_given_a_mixed_stream_when_replayed_together_then_each_subject_as_if_alone(
-    events: list,
+    events: list[Event],
 ) -> None:
     alone = {
         key: state_hash(replay([e for e in events if e.key == key]))
@@ -228,7 +234,7 @@ class WatchingEverything:
 
 @given(event_histories(max_size=30))
 def test_given_any_history_then_the_kinds_a_rule_watches_hide_none_of_its_alerts(
-    events: list,
+    events: list[Event],
 ) -> None:
     """A rule skips events touching none of the kinds it watches; watching every kind must
     give exactly the same alerts, or a rule declared too few."""
@@ -246,7 +252,7 @@ def test_given_any_history_then_the_kinds_a_rule_watches_hide_none_of_its_alerts
 )
 @settings(max_examples=300)
 def test_given_any_history_in_any_order_then_the_alerts_stream_agrees_with_the_state_after_each_event(
-    events: list, rng
+    events: list[Event], rng: Random
 ) -> None:
     """After every event, the alerts the stream holds active are exactly the findings of the
     rules in the state, also when an event moves the subject's time past the opening or closing

@@ -40,7 +40,7 @@ REMEMBERED = replay([ALLERGY, PREFERENCE])
 
 
 def _decide(event: Any, state: UserState | None = None, **context: Any) -> Admitted | Rejected:
-    settings = {"now": NOW, "policy": POLICY, "encoded_size": 200} | context
+    settings: dict[str, Any] = {"now": NOW, "policy": POLICY, "encoded_size": 200} | context
     return admit(
         event, state or initial_state(event.tenant_id, event.subject_id), GateContext(**settings)
     )

@@ -77,7 +77,11 @@ def test_the_password_is_not_shown_with_the_settings() -> None:
 def test_given_sasl_without_a_credential_then_the_settings_are_refused(missing: str) -> None:
     given = {"kafka_sasl_username": "u", "kafka_sasl_password": "p"} | {missing: ""}
     with pytest.raises(ValidationError, match="needs UAC_KAFKA_SASL_USERNAME"):
-        Settings(kafka_security_protocol="SASL_SSL", **given)
+        Settings(
+            kafka_security_protocol="SASL_SSL",
+            kafka_sasl_username=given["kafka_sasl_username"],
+            kafka_sasl_password=given["kafka_sasl_password"],
+        )
 
 
 def test_given_invalid_settings_then_every_command_says_which_in_one_line(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ states and erasures out. Nothing raises; every failure is a quarantine decision.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from schemas.erasures import ref_of_key
 from schemas.events import Event
 from streams.keys import FileKeyStore
 from streams.ledger import ErasureLedger
-from streams.processing import BatchProcessor, Incoming
+from streams.processing import BatchOutput, BatchProcessor, Incoming
 from streams.sealing import Sealer
 from tests.factories import T0, make_event
 from tests.fakes import TableKnowledge
@@ -44,7 +45,7 @@ def sealed(sealer: Sealer, event: Event, offset: int = 0) -> Incoming:
     return message(sealer.seal(event.key, event_codec().encode(event)), event.key, offset)
 
 
-def run(sealer: Sealer, messages: list[Incoming]):
+def run(sealer: Sealer, messages: list[Incoming]) -> BatchOutput:
     return processor(sealer).process_batch(messages, lambda _key: None, NOW)
 
 
@@ -92,7 +93,7 @@ REJECTED = [
 
 
 @pytest.mark.parametrize(("build", "reason"), REJECTED)
-def test_rejections(sealer: Sealer, build, reason: str) -> None:
+def test_rejections(sealer: Sealer, build: Callable[[Sealer], Incoming], reason: str) -> None:
     output = run(sealer, [build(sealer)])
     assert [d.reasons for d in output.quarantined] == [(reason,)]
     assert output.accepted == []

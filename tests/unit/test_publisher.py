@@ -58,7 +58,7 @@ def _publish(
     async def run() -> list[Published | NotSent]:
         publisher = EventPublisher("127.0.0.1:9", "events", None, signer=signer)
         await publisher._producer.stop()
-        publisher._producer = producer or RefusingProducer(limit=2_000)  # type: ignore[assignment]
+        publisher._producer = producer or RefusingProducer(limit=2_000)
         return await publisher.publish_all(batch)
 
     return asyncio.run(run())

@@ -4,12 +4,14 @@ a purpose, then only what that purpose may use."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from projections.gate import TenantPolicy
 from projections.reads import DEFAULT_PURPOSE, readable_document
 from projections.state import replay
+from schemas.events import Event
 from tests.factories import T0, make_event
 
 CLINIC = TenantPolicy(frozenset({"ehr-adapter"}), frozenset({"care"}))
@@ -17,7 +19,7 @@ ASSISTANT = TenantPolicy(frozenset({"ehr-adapter"}), frozenset())
 DAY = timedelta(days=1)
 
 
-def history(*extra: object) -> list:
+def history(*extra: Event) -> list[Event]:
     return [
         make_event("AllergyRecorded", "allergy", purpose="care"),
         make_event("MedicationPrescribed", "rx", at=DAY, purpose="care"),
@@ -33,7 +35,7 @@ def history(*extra: object) -> list:
     ]
 
 
-def visible(document: dict) -> dict[str, int]:
+def visible(document: dict[str, Any]) -> dict[str, int]:
     return {
         "allergies": len(document["allergies"]),
         "medications": len(document["medications"]["active"]),
@@ -103,7 +105,7 @@ CASES = [
 
 @pytest.mark.parametrize(("tenant", "purpose", "extra", "expected"), CASES)
 def test_purpose_bound_read(
-    tenant: TenantPolicy, purpose: str, extra: list, expected: dict[str, int]
+    tenant: TenantPolicy, purpose: str, extra: list[Event], expected: dict[str, int]
 ) -> None:
     document = readable_document(replay(history(*extra)), purpose, tenant)
     assert visible(document) == expected

@@ -9,11 +9,13 @@ from datetime import UTC, datetime
 from hypothesis import given
 
 from projections.state import UserState, initial_state, replay
+from rules.base import Rule
 from rules.batch import Submitted, replay_batch
 from rules.engine import default_rules, evaluate
 from rules.knowledge.model import Coding, CrossReactivity, MatchLevel
 from rules.rejudge import Rejudgement, latest_records, rejudged
 from schemas.alerts import Alert, AlertStatus, Severity
+from schemas.events import Event
 from tests.factories import make_event
 from tests.fakes import TableKnowledge
 from tests.strategies import event_histories
@@ -47,7 +49,7 @@ class ReleaseWithClassesAs(TableKnowledge):
         )
 
 
-def folded(events: list, rules: tuple) -> tuple[UserState, list[Alert]]:
+def folded(events: list[Event], rules: tuple[Rule, ...]) -> tuple[UserState, list[Alert]]:
     state, alerts = initial_state("clinic-a", "patient-1"), []
     for event in events:
         after = replay([event], state)
@@ -141,7 +143,7 @@ MEDICATION_HISTORIES = event_histories(
 
 @given(event_histories(subjects=("patient-1", "patient-2")) | MEDICATION_HISTORIES)
 def test_given_unchanged_rules_then_the_incremental_alerts_are_what_the_state_holds(
-    events: list,
+    events: list[Event],
 ) -> None:
     """Whatever the arrival order, corrections and retractions, the alerts the transitions
     left active are exactly what the rules find in the final state (so re-judging with the

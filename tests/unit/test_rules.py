@@ -225,7 +225,9 @@ def test_given_a_correction_that_changes_nothing_the_alert_shows_then_no_new_rec
 
 def prescription_valid(days: tuple[float | None, float | None], name: str = "rx-window") -> Any:
     start, end = (None if day is None else T0 + day * DAY for day in days)
-    window = {k: v for k, v in {"valid_from": start, "valid_until": end}.items() if v}
+    window: dict[str, Any] = {
+        k: v for k, v in {"valid_from": start, "valid_until": end}.items() if v
+    }
     return make_event(
         "MedicationPrescribed",
         name,

@@ -12,6 +12,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from projections.document import state_hash
 from projections.state import replay
 from schemas.codec import event_codec
+from schemas.events import Event
 from streams.keys import FileKeyStore
 from streams.sealing import Sealer
 from streams.table_codecs import (
@@ -32,7 +33,7 @@ def sealer(tmp_path: Path) -> Sealer:
     return Sealer(FileKeyStore(tmp_path / "keys"))
 
 
-def facts(count: int, first: int = 0) -> list:
+def facts(count: int, first: int = 0) -> list[Event]:
     return [
         make_event(
             "FactAsserted",
@@ -45,10 +46,14 @@ def facts(count: int, first: int = 0) -> list:
 
 
 def written(
-    sealer: Sealer, batches: list[list]
+    sealer: Sealer, batches: list[list[Event]]
 ) -> tuple[StoredState, dict[str, StoredSegment], list[int]]:
     """Store the batches as the worker does; the head, every segment and each head's size."""
-    codec, head, segments, sizes, seen = event_codec(), None, {}, [], []
+    codec = event_codec()
+    head: StoredState | None = None
+    segments: dict[str, StoredSegment] = {}
+    sizes: list[int] = []
+    seen: list[Event] = []
     for batch in batches:
         seen.extend(batch)
         framed = [codec.encode(event) for event in batch]
@@ -104,7 +109,8 @@ def test_given_an_erased_subject_then_its_records_load_as_empty_markers(
     head, segments, _ = written(sealer, [facts(200)])
     sealer.keys.destroy(KEY)
     codec = UserStateCodec(Sealer(FileKeyStore(tmp_path / "keys")))
-    for record in [head, *segments.values()]:
+    records: list[StoredState | StoredSegment] = [head, *segments.values()]
+    for record in records:
         loaded = codec.loads(record.encoded)
         assert isinstance(loaded, StoredState)
         assert loaded.state is None and loaded.events == b""

@@ -4,18 +4,22 @@ including histories far longer than the cached tail."""
 from __future__ import annotations
 
 from datetime import timedelta
+from random import Random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from projections.timeline import TAIL, Timeline, fold, with_member, with_retraction
 from projections.views import ClaimView, preference_step, step_fact
+from schemas.events import Event
 from tests.factories import make_event
 
 STEPS = {"preference": preference_step(), "fact": step_fact}
 
 
-def _statements(kind: str, minutes: list[int], values: list[str], origins: list[str]) -> list:
+def _statements(
+    kind: str, minutes: list[int], values: list[str], origins: list[str]
+) -> list[Event]:
     event_type = "PreferenceStated" if kind == "preference" else "FactAsserted"
     return [
         make_event(
@@ -30,7 +34,7 @@ def _statements(kind: str, minutes: list[int], values: list[str], origins: list[
 
 
 @st.composite
-def long_histories(draw: st.DrawFn) -> tuple[str, list]:
+def long_histories(draw: st.DrawFn) -> tuple[str, list[Event]]:
     size = draw(st.integers(1, 3 * TAIL + 10))
     minutes = draw(st.lists(st.integers(0, 10_000), min_size=size, max_size=size, unique=True))
     values = draw(st.lists(st.sampled_from(["a", "b"]), min_size=size, max_size=size))
@@ -48,7 +52,7 @@ def long_histories(draw: st.DrawFn) -> tuple[str, list]:
 @given(long_histories(), st.randoms(use_true_random=False), st.data())
 @settings(max_examples=150, deadline=None)
 def test_given_any_arrival_order_then_the_resolution_equals_a_fresh_fold(
-    history: tuple[str, list], rng, data: st.DataObject
+    history: tuple[str, list[Event]], rng: Random, data: st.DataObject
 ) -> None:
     kind, events = history
     step = STEPS[kind]

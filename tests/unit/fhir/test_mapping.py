@@ -14,6 +14,7 @@ import pytest
 from schemas.events import (
     AllergyCategory,
     AllergyRecorded,
+    AllergyStatusChanged,
     AllergyType,
     ClinicalStatus,
     Coding,
@@ -91,6 +92,16 @@ def events_of(*resources: Any) -> list[Event]:
 def only_payload(*resources: Any) -> Any:
     (event,) = events_of(*resources)
     return event.payload
+
+
+def prescription_of(event: Event) -> str:
+    assert isinstance(event.payload, MedicationPrescribed | MedicationStopped)
+    return event.payload.prescription_id
+
+
+def allergy_of(event: Event) -> str:
+    assert isinstance(event.payload, AllergyRecorded | AllergyStatusChanged)
+    return event.payload.allergy_id
 
 
 def utc(
@@ -847,7 +858,7 @@ def test_given_a_statement_based_on_an_order_then_it_reports_on_that_prescriptio
         effectivePeriod={"start": "2015-01-15", "end": "2015-02-15"},
     )
     events = events_of(order, statement)
-    assert {e.payload.prescription_id for e in events} == {"medrx0332"}
+    assert {prescription_of(e) for e in events} == {"medrx0332"}
     assert [e.type for e in events] == [
         EventType.MEDICATION_PRESCRIBED,
         EventType.MEDICATION_PRESCRIBED,
@@ -930,7 +941,7 @@ def test_given_a_bundle_entry_without_an_id_then_its_full_url_identifies_it(
     first, second = run(bundle), run(bundle)
     assert first.errors == []
     assert [event.source_ref for _, event in first.events] == [f"AllergyIntolerance/{identity}"]
-    assert [event.payload.allergy_id for _, event in first.events] == [identity]
+    assert [allergy_of(event) for _, event in first.events] == [identity]
     assert [event.id for _, event in first.events] == [event.id for _, event in second.events]
 
 
