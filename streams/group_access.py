@@ -69,8 +69,8 @@ async def join_answer(bootstrap: str, group: str) -> type[KafkaError]:
     client = AIOKafkaClient(
         bootstrap_servers=bootstrap, client_id="uac-group-check", **kafka_options()
     )
-    await client.bootstrap()
     try:
+        await client.bootstrap()
         coordinator = await client.coordinator_lookup(CoordinationType.GROUP, group)
         request = JoinGroupRequest(
             group=group,
