@@ -119,6 +119,7 @@ from streams.sealing import Sealer
 from streams.settings import Settings
 from streams.tenants import tenants_policy_of
 from streams.tenants_watch import TenantsWatch
+from streams.topic_reader import ensure_readable
 from streams.topics import STATE_REQUEST_BYTES, Topics, ensure_topics
 
 log = logging.getLogger(__name__)
@@ -453,6 +454,7 @@ class Sink:
                 self.topics.specs(),
                 self.settings.topic_replication_factor,
             )
+            await ensure_readable(bootstrap_servers(self.settings), self._consumed_topics())
             await self._load_ledger()
             self._client = await asyncio.to_thread(connect, self.settings)
             await asyncio.to_thread(apply_schema, self._client)
@@ -543,6 +545,9 @@ class Sink:
 
     # -- consuming ----------------------------------------------------------------------------
 
+    def _consumed_topics(self) -> list[str]:
+        return [*self._records.topics, self.topics.erasures]
+
     async def _start_consumer(self) -> None:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap_servers(self.settings),
@@ -553,8 +558,7 @@ class Sink:
             max_partition_fetch_bytes=STATE_REQUEST_BYTES,
             **kafka_options(),
         )
-        topics = [*self._records.topics, self.topics.erasures]
-        consumer.subscribe(topics, listener=_PauseNewAssignments(self))
+        consumer.subscribe(self._consumed_topics(), listener=_PauseNewAssignments(self))
         self.consumer = consumer
         await consumer.start()
 

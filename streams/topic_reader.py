@@ -23,7 +23,13 @@ class TopicMissing(LookupError):
 
 
 class TopicNotAuthorized(LookupError):
-    """The Kafka account may not even describe a topic (an authorizer without the ACL)."""
+    """The Kafka account may not describe, or may not read, a topic (an authorizer without the
+    ACL)."""
+
+
+READ_CHECK_MS = 1000
+"""How long `ensure_readable` waits on its fetch at the end of the log: a refusal comes back
+at once, an allowed fetch of nothing after the broker's fetch wait."""
 
 
 async def topic_partitions(bootstrap: str, topic: str) -> list[int]:
@@ -46,6 +52,27 @@ async def topic_partitions(bootstrap: str, topic: str) -> list[int]:
             "its topics when it first starts)"
         )
     return sorted(partition["partition"] for partition in described["partitions"])
+
+
+async def ensure_readable(bootstrap: str, topics: list[str]) -> None:
+    """Fetch at the end of partition 0 of each topic, without a group (nothing is read or
+    committed), or say which topic the account may not read: a consumer without Read on a
+    topic gets its refusal only when it fetches, inside the running process."""
+    consumer = groupless_consumer(bootstrap, "uac-read-check")
+    await consumer.start()
+    try:
+        assignment = [TopicPartition(topic, 0) for topic in topics]
+        consumer.assign(assignment)
+        await consumer.seek_to_end(*assignment)
+        await consumer.getmany(timeout_ms=READ_CHECK_MS)
+    except TopicAuthorizationFailedError as error:
+        refused = ", ".join(str(topic) for topic in error.args) or ", ".join(topics)
+        raise TopicNotAuthorized(
+            f"the Kafka account may not read topic {refused} (TOPIC_AUTHORIZATION_FAILED): "
+            "grant it Read on the topic (docs/operator.md, Secured Kafka)"
+        ) from None
+    finally:
+        await consumer.stop()
 
 
 def groupless_consumer(bootstrap: str, client_id: str) -> AIOKafkaConsumer:

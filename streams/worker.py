@@ -22,6 +22,7 @@ from streams.sealing import Sealer
 from streams.settings import Settings
 from streams.tenants import TenantsPolicy, tenants_policy_of
 from streams.tenants_watch import TenantsWatch
+from streams.topic_reader import ensure_readable
 from streams.topics import Topics, ensure_topics
 from streams.worker_http import serve_worker_http
 from streams.worker_metrics import WorkerMetrics
@@ -38,13 +39,15 @@ def build_processor(tenants: TenantsPolicy, keys: SubjectKeys) -> BatchProcessor
 
 
 async def prepare(settings: Settings, bootstrap: str, keys: SubjectKeys) -> ErasureLedger:
-    """Topics checked, the consumer group usable, ledger loaded, and every ledger entry's key
-    destroyed (reconciliation after a crash between recording an erasure and destroying its
-    key)."""
+    """Topics checked and readable, the consumer group usable, ledger loaded, and every ledger
+    entry's key destroyed (reconciliation after a crash between recording an erasure and
+    destroying its key)."""
     topics = Topics(settings.topic_prefix, settings.partitions)
-    specs = topics.specs() + changelog_specs(settings.app_id, settings.partitions)
-    await ensure_topics(bootstrap, specs, settings.topic_replication_factor)
+    changelogs = changelog_specs(settings.app_id, settings.partitions)
+    await ensure_topics(bootstrap, topics.specs() + changelogs, settings.topic_replication_factor)
     await ensure_group_access(bootstrap, settings.app_id)
+    consumed = [topics.events, topics.erasures, *(spec.name for spec in changelogs)]
+    await ensure_readable(bootstrap, consumed)
     ledger = await load_ledger(bootstrap, topics.erasures, keys)
     for ref in ledger.refs:
         keys.destroy_by_ref(ref)

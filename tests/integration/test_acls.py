@@ -23,6 +23,7 @@ from tests.integration.test_pipeline import SAMPLE, run_sample_through
 pytestmark = pytest.mark.integration
 APP, PRODUCER, NOBODY = "uac-app", "uac-producer", "uac-nobody"
 GROUPLESS, CREATELESS, DESCRIBER = "uac-groupless", "uac-createless", "uac-describer"
+READLESS = "uac-readless"
 PASSWORD = secrets.token_hex(16)
 TOPIC_OPERATIONS = ("Read", "Write", "Describe", "Create", "DescribeConfigs")
 GROUP_OPERATIONS = ("Read", "Describe")
@@ -35,7 +36,7 @@ def acl_broker(
     with local_kafka.running_broker(
         tmp_path_factory.mktemp("kafka-acl"),
         sasl_users=dict.fromkeys(
-            (APP, PRODUCER, NOBODY, GROUPLESS, CREATELESS, DESCRIBER), PASSWORD
+            (APP, PRODUCER, NOBODY, GROUPLESS, CREATELESS, DESCRIBER, READLESS), PASSWORD
         ),
         keystore=broker_ca.keystore,
         client_ca=broker_ca.ca_file,
@@ -171,4 +172,31 @@ def test_given_no_read_on_the_consumer_group_then_the_process_stops_and_names_it
         log = service.log.read_text(encoding="utf-8")
         assert stopped == 3, log
         assert f"consumer group '{group}'" in log, log
+        assert "Traceback" not in log
+
+
+@pytest.mark.parametrize("process", ["worker", "sink"])
+def test_given_no_read_on_the_topics_then_the_process_stops_and_names_them(
+    acl_broker: local_kafka.BrokerInfo, tmp_path: Path, process: str
+) -> None:
+    """An account that may describe and write the topics but not read them (a producer's
+    account reused for a worker): the worker or the sink stops at start with one line naming a
+    topic it may not read (exit 3), instead of a crash inside the consumer."""
+    with running(new_pipeline(acl_broker.bootstrap, tmp_path)) as pipeline:
+        without_read = tuple(op for op in TOPIC_OPERATIONS if op != "Read")
+        grant_pipeline(acl_broker, pipeline, f"User:{READLESS}", without_read)
+        pipeline.settings.update(as_account(acl_broker, READLESS))
+        service = pipeline.start(process)
+        stopped = wait_for(
+            service.process.poll,
+            lambda code: code is not None,
+            timeout=120,
+            what=f"the {process} stopping",
+        )
+        log = service.log.read_text(encoding="utf-8")
+        assert stopped == 3, log
+        (refusal,) = [line for line in log.splitlines() if line.startswith("failed: ")]
+        assert "may not read topic" in refusal, log
+        assert pipeline.prefix.rstrip(".") in refusal
+        assert "grant it Read on the topic" in refusal
         assert "Traceback" not in log
