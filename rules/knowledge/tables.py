@@ -244,6 +244,8 @@ def _ingredients(
     ingredients: dict[str, Ingredient] = {}
     for record in records:
         ingredient = Ingredient(record["ingredient"], record["kind"], _split(record["classes"]))
+        if ingredient.name in ingredients:
+            raise KnowledgeDataError(f"ingredient {ingredient.name}: listed twice")
         unknown = [c for c in ingredient.classes if c not in classes]
         if unknown:
             raise KnowledgeDataError(f"ingredient {ingredient.name}: unknown classes {unknown}")

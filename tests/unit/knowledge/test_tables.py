@@ -16,6 +16,7 @@ from rules.knowledge.tables import (
     load_tables,
     read_manifest,
 )
+from tests.unit.knowledge.test_therapeutic_groups import load_edited
 
 DATA = Path(tables.__file__).resolve().parent / "data"
 
@@ -69,3 +70,12 @@ def test_curated_terms_take_precedence_over_derived_ones() -> None:
 
     assert loaded.lexicon[("augmentin",)] == ("amoxicillin", "clavulanate")
     assert loaded.lexicon[("sodium",)] == ()
+
+
+def test_an_ingredient_listed_twice_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second row would silently replace the first, with whatever classes it gives."""
+    twice = "amoxicillin,drug,aminopenicillins,723\namoxicillin,drug,,\n"
+    with pytest.raises(KnowledgeDataError, match="ingredient amoxicillin: listed twice"):
+        load_edited(
+            monkeypatch, "ingredients.csv", "amoxicillin,drug,aminopenicillins,723\n", twice
+        )
