@@ -102,8 +102,17 @@ class AllergyView(NamedTuple):
         )
 
 
+def known_before(event: Event, held: Event) -> bool:
+    """Whether `event` was recorded before `held`, the record a view holds: an older version of
+    the claim (an imported resource's earlier version, its status then) that the fold meets
+    later only because it is valid later. Newer knowledge wins; `supersedes` still replaces."""
+    return event.recorded_at < held.recorded_at and not event.supersedes
+
+
 def step_allergy(view: AllergyView | None, event: Event) -> AllergyView | None:
     payload = event.payload
+    if view is not None and known_before(event, view.record):
+        return view
     if isinstance(payload, AllergyRecorded):
         return new_tuple(
             AllergyView,
@@ -160,6 +169,8 @@ class MedicationView(NamedTuple):
 
 def step_medication(view: MedicationView | None, event: Event) -> MedicationView | None:
     payload = event.payload
+    if view is not None and known_before(event, view.prescribed):
+        return view
     if isinstance(payload, MedicationPrescribed):
         return new_tuple(
             MedicationView,

@@ -249,6 +249,25 @@ ALLERGY_CASES = [
         True,
         id="given a refutation dated before the record then the later record stands",
     ),
+    pytest.param(
+        [
+            allergy("v1"),
+            allergy("v2", day=1, verification_status="refuted"),
+            make_event("AllergyRecorded", "v3", at=T0, recorded=T0 + 2 * DAY, payload={}),
+        ],
+        True,
+        id="given a newer version of the record dated as the first, recorded after a refuted "
+        "version, then the newer version stands (newer knowledge wins over later valid time)",
+    ),
+    pytest.param(
+        [
+            make_event("AllergyRecorded", "v1", at=T0, recorded=T0 + 2 * DAY, payload={}),
+            status("s", 1, verification_status="refuted"),
+        ],
+        True,
+        id="given a status change recorded before the record it would change then the record "
+        "stands",
+    ),
 ]
 
 
@@ -265,6 +284,19 @@ def test_given_a_stop_then_the_medication_moves_to_history() -> None:
     assert active_medications(state) == []
     document = state_document(state)
     assert [m["stop_reason"] for m in document["medications"]["stopped"]] == ["course completed"]
+
+
+def test_given_an_order_resumed_in_a_newer_version_then_an_older_stop_does_not_end_it() -> None:
+    """An imported order's versions: active (recorded day 0), stopped on day 1 (recorded day 1),
+    active again (the original order date, recorded day 2). The fold meets the stop last, but it
+    was known before the version that resumes the order."""
+    rx = make_event("MedicationPrescribed", "rx-v1")
+    stop = make_event("MedicationStopped", "rx-v2-stop", at=DAY)
+    resumed = make_event("MedicationPrescribed", "rx-v3", recorded=T0 + 2 * DAY)
+    state = _every_order([rx, stop, resumed])
+    assert [m.prescribed.event_id for m in active_medications(state)] == [resumed.event_id]
+    known_on_day_one = state_as_of([rx, stop, resumed], T0 + 3 * DAY, known_at=T0 + DAY)
+    assert active_medications(known_on_day_one) == []
 
 
 def test_given_a_prescription_that_expired_then_it_is_not_active() -> None:

@@ -301,6 +301,25 @@ def test_a_later_refutation_resolves_the_alert(
     assert active_allergies(result.state) == []
 
 
+@pytest.mark.parametrize("newest_first", [False, True], ids=["oldest first", "newest first"])
+def test_given_a_refutation_undone_by_a_newer_version_then_the_alert_is_raised_again(
+    newest_first: bool,
+) -> None:
+    """Three versions of one AllergyIntolerance: confirmed, refuted (2016), confirmed again
+    (2017, still dated by its recordedDate). The newest version holds, in any file order."""
+    confirmed_again = copy.deepcopy(PENICILLIN) | {
+        "verificationStatus": {"coding": [{"code": "confirmed"}]},
+        "meta": {"lastUpdated": "2017-01-01T00:00:00Z"},
+    }
+    versions = [PENICILLIN, *_refuted_reimport(), confirmed_again]
+    ordered = versions[::-1] if newest_first else versions
+    result = subject(fold(submitted_from([*ordered, ACTIVE_ZOSYN])), "pat1")
+    records = drug_allergy_alerts(result, "medrx0319")
+    assert records[-1].status is AlertStatus.RAISED
+    assert records[-1].severity is Severity.CRITICAL
+    assert [view.allergy_id for view in active_allergies(result.state)] == ["medication"]
+
+
 def test_given_a_zosyn_order_entered_in_error_then_no_alert_is_ever_raised() -> None:
     in_error = for_patient(ZOSYN, "pat1", status="entered-in-error")
     result = subject(fold(submitted_from([PENICILLIN, in_error])), "pat1")
