@@ -8,10 +8,24 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from schemas.errors import MalformedJson
 from schemas.fhir.json_access import Json, Problem, relative_reference
 from schemas.json_lines import NotUtf8, strict_json
+
+CLAIM_TYPES: Final = frozenset(
+    {
+        "AllergyIntolerance",
+        "MedicationRequest",
+        "MedicationStatement",
+        "MedicationAdministration",
+        "MedicationDispense",
+        "Immunization",
+        "Patient",
+    }
+)
+"""The resource types whose versions become claims: a deletion of one cannot be skipped."""
 
 
 @dataclass(frozen=True)
@@ -143,8 +157,33 @@ def _bundle_entry(entry: object, origin: str) -> ParsedInput:
         error = FhirError(origin, Problem.INVALID_VALUE.value, "a Bundle entry is not an object")
         return ParsedInput(errors=(error,))
     resource = entry.get("resource")
+    deleted = _deleted_claim(entry) if resource is None else None
+    if deleted is not None:
+        message = (
+            f"{deleted} is deleted (Bundle.entry.request DELETE): deletions are not imported and "
+            "what its earlier versions recorded stays; send a version of it marked "
+            "entered-in-error instead"
+        )
+        return ParsedInput(
+            errors=(FhirError(origin, Problem.DELETION_NOT_IMPORTED.value, message),)
+        )
     if resource is None:
         reason = "bundle entry without a resource (request or response only)"
         return ParsedInput(skipped=(Skipped(origin, "Bundle.entry", None, reason),))
     full_url = entry.get("fullUrl")
     return unpack(resource, origin, full_url if isinstance(full_url, str) else None)
+
+
+def _deleted_claim(entry: Json) -> str | None:
+    """`Type/id` of the claim resource a history or transaction entry deletes, if it does."""
+    request = entry.get("request")
+    if not isinstance(request, Mapping) or request.get("method") != "DELETE":
+        return None
+    url = request.get("url")
+    if not isinstance(url, str):
+        return None
+    path = url.split("?", 1)[0].rstrip("/").split("/")
+    for position, segment in enumerate(path):
+        if segment in CLAIM_TYPES:
+            return "/".join(path[position : position + 2]) if position + 1 < len(path) else url
+    return None

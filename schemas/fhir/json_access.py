@@ -36,6 +36,7 @@ class Problem(StrEnum):
     INVALID_VALUE = "invalid_value"
     UNRESOLVED_REFERENCE = "unresolved_reference"
     INVALID_RECORD = "invalid_record"
+    DELETION_NOT_IMPORTED = "deletion_not_imported"
 
 
 class Unmappable(Exception):

@@ -237,3 +237,5 @@ _MAPPERS: Final[dict[str, Mapper]] = {
     "Patient": patient_events,
     "Medication": _medication_definition,
 }
+MAPPED_TYPES: Final = frozenset(_MAPPERS)
+"""The resource types read (every other type is skipped as unsupported)."""

@@ -30,7 +30,9 @@ from schemas.events import (
     Sensitivity,
     VerificationStatus,
 )
+from schemas.fhir.inputs import CLAIM_TYPES
 from schemas.fhir.mapping import (
+    MAPPED_TYPES,
     FhirImport,
     ImportContext,
     combine,
@@ -1312,3 +1314,41 @@ def test_given_an_order_entered_in_error_then_only_a_stop_and_never_a_prescripti
     ]
     assert events[0].occurred_at == ORDERED + timedelta(milliseconds=1)
     assert events[0].source_ref == "MedicationRequest/medrx0332"
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        pytest.param("AllergyIntolerance/penH", "AllergyIntolerance/penH", id="relative"),
+        pytest.param(
+            "https://ehr.example/fhir/MedicationRequest/rx1/_history/3",
+            "MedicationRequest/rx1",
+            id="absolute, with a version",
+        ),
+        pytest.param(
+            "AllergyIntolerance?patient=p1", "AllergyIntolerance?patient=p1", id="conditional"
+        ),
+    ],
+)
+def test_given_a_bundle_entry_deleting_a_claim_then_an_error_names_it(url: str, named: str) -> None:
+    """A history or transaction Bundle that deletes an allergy or an order: the deletion
+    cannot be applied, so it is an error (the earlier versions' claims would otherwise stay
+    active without a word), not a skipped entry."""
+    bundle = {
+        "resourceType": "Bundle",
+        "type": "history",
+        "entry": [
+            {"request": {"method": "DELETE", "url": url}},
+            {"request": {"method": "DELETE", "url": "Encounter/e1"}},
+        ],
+    }
+    result = import_fhir(unpack(bundle, "history.json"), CONTEXT)
+    assert [(e.origin, e.reason) for e in result.errors] == [
+        ("history.json#entry[0]", "deletion_not_imported")
+    ]
+    assert f"{named} is deleted" in result.errors[0].message
+    assert [s.origin for s in result.skipped] == ["history.json#entry[1]"]
+
+
+def test_every_resource_type_that_becomes_claims_is_one_whose_deletion_is_refused() -> None:
+    assert MAPPED_TYPES - {"Medication"} == CLAIM_TYPES
