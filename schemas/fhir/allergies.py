@@ -90,14 +90,14 @@ _REACTION_SEVERITIES: Final = {severity.value: severity for severity in Reaction
 def allergy_events(source: Source, index: Index) -> list[Event]:
     resource = source.resource
     subject_id = subject_of(resource, "patient", index)
-    code = required_object(resource, "code")
+    code, where = _allergen_concept(resource)
     codes = codings_of(code)
     if any((c.system, c.code) in _UNKNOWN_ALLERGY_STATUS for c in codes):
         raise Unsupported("allergy status unknown (no information): neither allergy nor negation")
     negation = _negated_categories(code, codes)
     payload = AllergyRecorded(
         allergy_id=source.resource_id,
-        substance=concept_label(code, "code"),
+        substance=concept_label(code, where),
         codes=codes,
         allergy_type=lookup(_ALLERGY_TYPES, string_at(resource, "type"), "type"),
         categories=negation if negation is not None else _allergy_categories(resource),
@@ -119,6 +119,17 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
         candidates = (time_at(resource, "meta", "lastUpdated"), *candidates)
     timing = timing_of(source, candidates)
     return [new_event(source, subject_id, timing, payload, EventType.ALLERGY_RECORDED.value)]
+
+
+def _allergen_concept(resource: Json) -> tuple[Json, str]:
+    """The allergy's `code`, else (R4 allows `code` 0..1) the substance its first reaction
+    names, with the path it came from."""
+    if resource.get("code") is not None:
+        return required_object(resource, "code"), "code"
+    for reaction in objects_at(resource, "reaction"):
+        if reaction.get("substance") is not None:
+            return required_object(reaction, "substance"), "reaction.substance"
+    raise Unmappable(Problem.MISSING_FIELD, "code (and no reaction names a substance)")
 
 
 def _no_longer_holds(allergy: AllergyRecorded) -> bool:

@@ -39,7 +39,8 @@ valid later (`projections.views.known_before`). When `fallback_time` was used it
 two imports with different fallbacks do not reuse one id for two different events.
 
 AllergyIntolerance -> AllergyRecorded: id, substance (code.text, else the first coding
-display, else its code), codes, type, categories, criticality, clinicalStatus, notes, reactions
+display, else its code; without a code, R4's `code` being 0..1, the first reaction.substance),
+codes, type, categories, criticality, clinicalStatus, notes, reactions
 (the manifestations of one reaction joined with "; ", its severity). verificationStatus
 `presumed` (R5) counts as unconfirmed, and an absent verificationStatus is `unconfirmed`, never
 `confirmed`: the allergy stays active and alerts, but nothing is claimed that the source did not

@@ -247,6 +247,22 @@ PENICILLIN = example("AllergyIntolerance-medication")
             (),
             id="given a coding without a system when imported then it is not kept as a code",
         ),
+        pytest.param(
+            {
+                "code": None,
+                "reaction": [
+                    {"manifestation": [{"text": "hives"}]},
+                    {
+                        "substance": {"coding": [{"system": RXNORM, "code": "7980"}]},
+                        "manifestation": [{"text": "hives"}],
+                    },
+                ],
+            },
+            "codes",
+            (Coding(system=RXNORM, code="7980"),),
+            id="given no code (R4: 0..1) when a reaction names the substance then it is the "
+            "allergy's substance",
+        ),
     ],
 )
 def test_allergy_fields(fields: dict[str, Any], attribute: str, expected: Any) -> None:
