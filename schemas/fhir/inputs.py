@@ -105,11 +105,20 @@ def parse_json_document(text: str, source: str) -> ParsedInput:
     try:
         document = strict_json(text)
     except json.JSONDecodeError as error:
-        message = f"not JSON: {error.msg} at line {error.lineno} column {error.colno}"
+        message = f"not JSON: {error.msg} at line {error.lineno} column {error.colno}{_hint(error)}"
         return ParsedInput(errors=(FhirError(source, Problem.MALFORMED_JSON.value, message),))
     except MalformedJson as error:
         return ParsedInput(errors=(FhirError(source, Problem.MALFORMED_JSON.value, str(error)),))
     return unpack(document, source)
+
+
+def _hint(error: json.JSONDecodeError) -> str:
+    """What a document that is not one JSON value most likely is instead."""
+    if error.doc.lstrip().startswith("<"):
+        return " (this looks like FHIR XML: only FHIR JSON is read; convert it first)"
+    if error.msg == "Extra data":
+        return " (more than one JSON value: a bulk export, one resource per line, is read from a .ndjson file)"
+    return ""
 
 
 def parse_ndjson(

@@ -200,7 +200,7 @@ def without_unmapped(parsed: ParsedInput) -> ParsedInput:
     kept: list[SourcedResource] = []
     skipped = list(parsed.skipped)
     for item in parsed.resources:
-        if item.resource_type in _MAPPERS:
+        if item.resource_type in _MAPPERS or _meant(item.resource_type):
             kept.append(item)
         else:
             reason = _unsupported(item.resource_type)
@@ -214,6 +214,13 @@ def _unsupported(resource_type: str) -> str:
 
 def _events_of(item: SourcedResource, index: Index, context: ImportContext) -> list[Event]:
     mapper = _MAPPERS.get(item.resource_type)
+    meant = _meant(item.resource_type)
+    if meant is not None:
+        raise Unmappable(
+            Problem.NOT_A_RESOURCE,
+            f"resourceType {item.resource_type!r} is not a FHIR resource type (did you mean "
+            f"{meant}? resource types are case-sensitive)",
+        )
     if mapper is None:
         raise Unsupported(_unsupported(item.resource_type))
     if item.identity is None:
@@ -222,6 +229,13 @@ def _events_of(item: SourcedResource, index: Index, context: ImportContext) -> l
             "id is missing (and no urn:uuid or resource URL fullUrl): no stable event id is possible",
         )
     return mapper(Source(item.resource, item.identity, context), index)
+
+
+def _meant(resource_type: str) -> str | None:
+    """The resource type read here that `resource_type` differs from only in case."""
+    if resource_type in _MAPPERS:
+        return None
+    return next((known for known in _MAPPERS if known.lower() == resource_type.lower()), None)
 
 
 def _medication_definition(_source: Source, _index: Index) -> list[Event]:

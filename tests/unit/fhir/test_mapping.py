@@ -1368,3 +1368,40 @@ def test_given_a_bundle_entry_deleting_a_claim_then_an_error_names_it(url: str, 
 
 def test_every_resource_type_that_becomes_claims_is_one_whose_deletion_is_refused() -> None:
     assert MAPPED_TYPES - {"Medication"} == CLAIM_TYPES
+
+
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [
+        pytest.param(
+            '<AllergyIntolerance xmlns="http://hl7.org/fhir"/>',
+            "this looks like FHIR XML",
+            id="given FHIR XML then told only JSON is read",
+        ),
+        pytest.param(
+            json.dumps(PENICILLIN) + "\n" + json.dumps(PENICILLIN),
+            "read from a .ndjson file",
+            id="given NDJSON in a .json file then told where a bulk export goes",
+        ),
+    ],
+)
+def test_given_a_document_that_is_not_one_json_value_then_the_error_says_what_it_looks_like(
+    text: str, hint: str
+) -> None:
+    (error,) = parse_json_document(text, "upload.json").errors
+    assert error.reason == "malformed_json"
+    assert hint in error.message
+
+
+@pytest.mark.parametrize("spelling", ["Allergyintolerance", "allergyintolerance"])
+def test_given_a_resource_type_misspelt_in_case_then_an_error_not_an_unsupported_skip(
+    spelling: str,
+) -> None:
+    """A letter in the wrong case must not turn an allergy into a skipped "unsupported"
+    resource: the import fails for that resource and names the type meant."""
+    parsed = unpack(changed(PENICILLIN, resourceType=spelling), "test#0")
+    for result in (import_fhir(parsed, CONTEXT), import_fhir(without_unmapped(parsed), CONTEXT)):
+        assert result.skipped == []
+        (error,) = result.errors
+        assert error.reason == "not_a_resource"
+        assert "did you mean AllergyIntolerance?" in error.message
