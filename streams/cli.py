@@ -591,7 +591,7 @@ def _replay_events(submitted: list[Submitted], errors: list[LineError], as_json:
     (print_json if as_json else print_human)(results, out)
     rejected = sum(len(result.rejections) for result in results.values())
     if errors or rejected:
-        err.print(f"{len(errors)} unreadable line(s), {rejected} rejected event(s)")
+        err.print(f"{len(errors)} input error(s), {rejected} rejected event(s)")
         raise typer.Exit(code=1)
 
 
