@@ -117,7 +117,10 @@ def _hint(error: json.JSONDecodeError) -> str:
     if error.doc.lstrip().startswith("<"):
         return " (this looks like FHIR XML: only FHIR JSON is read; convert it first)"
     if error.msg == "Extra data":
-        return " (more than one JSON value: a bulk export, one resource per line, is read from a .ndjson file)"
+        return (
+            " (more than one JSON value: a bulk export, one resource per line, is read from"
+            " a .ndjson file)"
+        )
     return ""
 
 

@@ -35,8 +35,8 @@ Event ids: uuid5 of (tenant, resource type, resource id, resource version, event
 version is meta.versionId, else meta.lastUpdated, else empty. The same input always gives the
 same ids (the gate drops the repeats); an updated resource (new version) gives new events, and
 the fold keeps the version recorded last (meta.lastUpdated) even where an older version is
-valid later (`projections.views.known_before`). When `fallback_time` was used it is part of the version, so
-two imports with different fallbacks do not reuse one id for two different events.
+valid later (`projections.views.known_before`). When `fallback_time` was used it is part of the
+version, so two imports with different fallbacks do not reuse one id for two different events.
 
 AllergyIntolerance -> AllergyRecorded: id, substance (code.text, else the first coding
 display, else its code; without a code, R4's `code` being 0..1, the first reaction.substance),
