@@ -50,12 +50,30 @@ def grant_pipeline(
     pipeline: Pipeline,
     principal: str = f"User:{APP}",
     topic_operations: tuple[str, ...] = TOPIC_OPERATIONS,
+    group_operations: tuple[str, ...] = GROUP_OPERATIONS,
 ) -> None:
-    """docs/operator.md's ACLs for the account every UaC process of a deployment uses."""
+    """docs/operator.md's ACLs for the account every UaC process of a deployment uses (or the
+    operations given instead)."""
     topics = (pipeline.prefix, f"{pipeline.app_id}-")
     local_kafka.grant(broker.bootstrap, principal, "topic", topics, topic_operations)
-    groups = (pipeline.app_id,)
-    local_kafka.grant(broker.bootstrap, principal, "group", groups, GROUP_OPERATIONS)
+    if group_operations:
+        groups = (pipeline.app_id,)
+        local_kafka.grant(broker.bootstrap, principal, "group", groups, group_operations)
+
+
+def refused_at_start(
+    broker: local_kafka.BrokerInfo, pipeline: Pipeline, process: str, account: str
+) -> tuple[int | None, str]:
+    """Start `process` as `account`; its exit code once it stopped, and its log."""
+    pipeline.settings.update(as_account(broker, account))
+    service = pipeline.start(process)
+    stopped = wait_for(
+        service.process.poll,
+        lambda code: code is not None,
+        timeout=120,
+        what=f"the {process} stopping",
+    )
+    return stopped, service.log.read_text(encoding="utf-8")
 
 
 def as_account(broker: local_kafka.BrokerInfo, user: str) -> dict[str, str]:
@@ -154,22 +172,9 @@ def test_given_no_read_on_the_consumer_group_then_the_process_stops_and_names_it
     the sink stops with one line naming the group (exit 3), instead of running without
     consuming."""
     with running(new_pipeline(acl_broker.bootstrap, tmp_path)) as pipeline:
-        topics = (pipeline.prefix, f"{pipeline.app_id}-")
-        principal = f"User:{account}"
-        local_kafka.grant(acl_broker.bootstrap, principal, "topic", topics, TOPIC_OPERATIONS)
-        if group_operations:
-            groups = (pipeline.app_id,)
-            local_kafka.grant(acl_broker.bootstrap, principal, "group", groups, group_operations)
-        pipeline.settings.update(as_account(acl_broker, account))
-        service = pipeline.start(process)
+        grant_pipeline(acl_broker, pipeline, f"User:{account}", group_operations=group_operations)
+        stopped, log = refused_at_start(acl_broker, pipeline, process, account)
         group = pipeline.app_id if process == "worker" else f"{pipeline.app_id}-sink"
-        stopped = wait_for(
-            service.process.poll,
-            lambda code: code is not None,
-            timeout=120,
-            what=f"the {process} stopping",
-        )
-        log = service.log.read_text(encoding="utf-8")
         assert stopped == 3, log
         assert f"consumer group '{group}'" in log, log
         assert "Traceback" not in log
@@ -185,15 +190,7 @@ def test_given_no_read_on_the_topics_then_the_process_stops_and_names_them(
     with running(new_pipeline(acl_broker.bootstrap, tmp_path)) as pipeline:
         without_read = tuple(op for op in TOPIC_OPERATIONS if op != "Read")
         grant_pipeline(acl_broker, pipeline, f"User:{READLESS}", without_read)
-        pipeline.settings.update(as_account(acl_broker, READLESS))
-        service = pipeline.start(process)
-        stopped = wait_for(
-            service.process.poll,
-            lambda code: code is not None,
-            timeout=120,
-            what=f"the {process} stopping",
-        )
-        log = service.log.read_text(encoding="utf-8")
+        stopped, log = refused_at_start(acl_broker, pipeline, process, READLESS)
         assert stopped == 3, log
         (refusal,) = [line for line in log.splitlines() if line.startswith("failed: ")]
         assert "may not read topic" in refusal, log
