@@ -26,6 +26,7 @@ from schemas.events import (
     EventType,
     MedicationPrescribed,
     MedicationStopped,
+    Origin,
     Sensitivity,
 )
 from schemas.reasons import ReasonCode
@@ -131,7 +132,13 @@ def _duplicate(event: Event, state: UserState) -> Problem | None:
         return None
     if seen == event:
         return Problem(ReasonCode.DUPLICATE_EVENT_ID, f"event {event.id} was already accepted")
-    return Problem(ReasonCode.EVENT_ID_REUSED, f"event id {event.id} was used for another event")
+    detail = f"event id {event.id} was used for another event"
+    if event.origin is Origin.IMPORTED:
+        detail += (
+            " (an imported record changed without a new source version, for FHIR "
+            "meta.versionId or meta.lastUpdated: nothing says which version is newer)"
+        )
+    return Problem(ReasonCode.EVENT_ID_REUSED, detail)
 
 
 def _authorisation(event: Event, policy: GatePolicy, signature: Signature) -> tuple[Problem, ...]:

@@ -26,6 +26,7 @@ from schemas.codec import event_codec
 from schemas.events import Event, EventType
 from schemas.fhir.detected_issue import detected_issue
 from schemas.fhir.mapping import ImportContext, combine, import_fhir, unpack
+from schemas.reasons import ReasonCode
 from streams.fhir_files import read_fhir_files
 from streams.tenants import load_gate_policy
 from tests.factories import make_event
@@ -299,6 +300,21 @@ def test_a_later_refutation_resolves_the_alert(
     assert resolved.alert_id == raised.alert_id
     assert resolved.occurred_at == datetime(2016, 1, 1, tzinfo=UTC)
     assert active_allergies(result.state) == []
+
+
+def test_given_a_refutation_exported_without_meta_then_it_is_refused_saying_what_is_missing() -> (
+    None
+):
+    """Same id, same recordedDate, no `meta`: nothing orders the two versions, so the first one
+    holds and the changed one is refused with a reason that names what would order them."""
+    refuted = copy.deepcopy(PENICILLIN) | {"verificationStatus": {"coding": [{"code": "refuted"}]}}
+    submitted = submitted_from([PENICILLIN, ACTIVE_ZOSYN, refuted])
+    result = subject(replay_batch(submitted, context_for, RULES), "pat1")
+    ((item, rejection),) = result.rejections
+    assert item.event.payload == submitted[-1].event.payload
+    assert rejection.reasons == (ReasonCode.EVENT_ID_REUSED,)
+    assert "meta.lastUpdated" in rejection.detail
+    assert [view.allergy_id for view in active_allergies(result.state)] == ["medication"]
 
 
 @pytest.mark.parametrize("newest_first", [False, True], ids=["oldest first", "newest first"])
