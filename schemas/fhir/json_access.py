@@ -187,15 +187,21 @@ def required_lookup(table: Mapping[str, E], code: str, where: str) -> E:
 
 
 def status_code(resource: Json, key: str) -> str | None:
-    """The code of a status CodeableConcept (e.g. clinicalStatus), or None when absent."""
+    """The code of a status CodeableConcept (e.g. clinicalStatus), or None when absent. A
+    concept with no coded value but a text is read as the code it spells (`Entered in error`
+    -> `entered-in-error`), so the caller's lookup accepts it only if it names a code."""
     concept = resource.get(key)
     if concept is None:
         return None
-    codes = (string_at(coding, "code") for coding in objects_at(as_object(concept, key), "coding"))
+    concept = as_object(concept, key)
+    codes = (string_at(coding, "code") for coding in objects_at(concept, "coding"))
     found = next((code for code in codes if code), None)
-    if found is None:
+    if found is not None:
+        return found
+    text = string_at(concept, "text")
+    if text is None:
         raise Unmappable(Problem.MISSING_FIELD, f"{key}.coding.code")
-    return found
+    return "-".join(text.casefold().replace("_", " ").split())
 
 
 def codings_of(concept: Json) -> tuple[Coding, ...]:

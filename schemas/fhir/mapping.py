@@ -43,9 +43,11 @@ display, else its code; without a code, R4's `code` being 0..1, the first reacti
 codes, type, categories, criticality, clinicalStatus, notes, reactions
 (the manifestations of one reaction joined with "; ", its severity). verificationStatus
 `presumed` (R5) counts as unconfirmed, and an absent verificationStatus is `unconfirmed`, never
-`confirmed`: the allergy stays active and alerts, but nothing is claimed that the source did not
-say. "No known allergy" records (SNOMED 716186003 and 160244002 NKA, 409137002 NKDA, 429625007
-NKFA, 428607008 no known environmental allergy, 716184000 no known latex allergy, the IPS
+`confirmed`: the allergy stays active and alerts, but nothing is claimed that the source did
+not say. A status with no coded value but a text that spells a code (`"Confirmed"`, `"Entered
+in error"`) is read as that code; any other text is an error naming the allowed codes. "No
+known allergy" records (SNOMED 716186003 and 160244002 NKA, 409137002 NKDA, 429625007 NKFA,
+428607008 no known environmental allergy, 716184000 no known latex allergy, the IPS
 absent-unknown codes, or a text-only code such as "NKDA") become `negated=True` with the
 categories the statement covers, so they never become an allergy, whatever their verification
 status. IPS `no-allergy-info` is skipped: "unknown" is neither an allergy nor a negation.

@@ -224,6 +224,18 @@ PENICILLIN = example("AllergyIntolerance-medication")
             id="given no clinicalStatus when imported then none",
         ),
         pytest.param(
+            {"verificationStatus": {"text": "Entered in error"}},
+            "verification_status",
+            VerificationStatus.ENTERED_IN_ERROR,
+            id="given a verificationStatus with only a text spelling a code then that code",
+        ),
+        pytest.param(
+            {"clinicalStatus": {"coding": [{"display": "Resolved"}], "text": " RESOLVED "}},
+            "clinical_status",
+            ClinicalStatus.RESOLVED,
+            id="given a clinicalStatus coding without a code and a text then the text's code",
+        ),
+        pytest.param(
             {"type": "intolerance"},
             "allergy_type",
             AllergyType.INTOLERANCE,
@@ -1261,6 +1273,18 @@ def _without(resource: dict[str, Any], *path: str) -> dict[str, Any]:
             "invalid_value",
             "criticality 'medium' is not one of high, low, unable-to-assess",
             id="given an unknown criticality then invalid value",
+        ),
+        pytest.param(
+            json.dumps(changed(PENICILLIN, verificationStatus={"text": "probably"})),
+            "invalid_value",
+            "verificationStatus 'probably' is not one of confirmed, entered-in-error",
+            id="given a status text that spells no code then invalid value naming the codes",
+        ),
+        pytest.param(
+            json.dumps(changed(PENICILLIN, clinicalStatus={"coding": [{"display": "Active"}]})),
+            "missing_field",
+            "clinicalStatus.coding.code",
+            id="given a status with neither a code nor a text then missing field",
         ),
         pytest.param(
             json.dumps(changed(PENICILLIN, recordedDate="2010-03-01T10:00:00")),
