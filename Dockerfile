@@ -8,7 +8,10 @@ COPY rules ./rules
 COPY streams ./streams
 COPY deploy ./deploy
 COPY examples ./examples
-RUN pip install --no-cache-dir -c constraints.txt .
+# Editable, as `make setup` installs it: the processes read deploy/ (the ClickHouse DDL, the
+# tenants file) from this checkout, which a plain `pip install .` would leave behind
+# (streams/checkout.py).
+RUN pip install --no-cache-dir -c constraints.txt -e .
 ENV UAC_HOME=/var/lib/uac
 VOLUME ["/var/lib/uac"]
 ENTRYPOINT ["uac"]

@@ -55,6 +55,7 @@ from streams.analytics import (
     open_query_client,
 )
 from streams.audit import publish_read, read_record, reader_identity
+from streams.checkout import CheckoutFileMissing
 from streams.demo import run_demo
 from streams.event_files import LineError, read_ndjson_file
 from streams.export import erasure_receipts, export_document, write_csv, write_json
@@ -856,12 +857,15 @@ def _named_or_coded(
 def main() -> None:
     """The `uac` command: a broker that is unknown or does not answer, a pipeline whose topics
     do not exist yet, an account the cluster's ACLs refuse (a topic or a consumer group), a
-    worker port that is taken, or a tenants file, signing key or drug knowledge data that
-    cannot be used, is a one-line message and exit code 3, not a traceback."""
+    worker port that is taken, a tenants file, signing key or drug knowledge data that cannot be
+    used, a local Kafka that cannot be launched, or a file of the source checkout that is not
+    there, is a one-line message and exit code 3, not a traceback."""
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
     try:
         app()
     except (
+        CheckoutFileMissing,
+        local_kafka.KafkaLauncherError,
         KafkaNotFound,
         KafkaConnectionError,
         TopicMissing,

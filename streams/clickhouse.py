@@ -39,10 +39,11 @@ import clickhouse_connect
 from clickhouse_connect.driver.client import Client
 
 from schemas.erasures import ErasureRecorded
+from streams.checkout import in_checkout, missing
 from streams.rows import ERASURES, RECEIPT_COLUMNS, SUBJECT_TABLES, receipt_row
 from streams.settings import Settings
 
-SCHEMA_DIR = Path(__file__).resolve().parents[1] / "deploy" / "clickhouse"
+SCHEMA_DIR = in_checkout("deploy/clickhouse")
 DATABASE = "uac"
 SUBJECT_MATCH: Final = (
     "tenant_id = {tenant:String} "
@@ -81,8 +82,12 @@ def connect(settings: Settings) -> Client:
 
 
 def schema_files(directory: Path = SCHEMA_DIR) -> list[Path]:
-    """The DDL files, in the order they apply (`001_...sql`, `002_...sql`, ...)."""
-    return sorted(directory.glob("*.sql"))
+    """The DDL files, in the order they apply (`001_...sql`, `002_...sql`, ...);
+    CheckoutFileMissing when there are none (never an empty schema)."""
+    found = sorted(directory.glob("*.sql"))
+    if not found:
+        raise missing(directory, "the ClickHouse DDL (*.sql)")
+    return found
 
 
 def ddl_statements(text: str) -> list[str]:

@@ -31,6 +31,7 @@ from schemas.events import subject_key
 from streams import local_kafka
 from streams.alert_output import alert_table, readable_alerts
 from streams.analytics import QueryResult, open_query_client
+from streams.checkout import existing, in_checkout
 from streams.event_files import read_ndjson_file
 from streams.kafka_security import KafkaSecurity, use_kafka_security
 from streams.keys import FileKeyStore
@@ -40,7 +41,7 @@ from streams.settings import Settings
 from streams.topic_reader import read_topic
 from streams.topics import Topics, ensure_topics
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = in_checkout("examples")
 SAMPLE_FILES = (EXAMPLES / "events.ndjson", EXAMPLES / "rejected.ndjson")
 ANALYST_QUESTIONS: tuple[tuple[str, str, str, str], ...] = (
     (
@@ -195,7 +196,7 @@ def _sample_events() -> list[Submitted]:
     """The sample events in the order a live system would learn them (recorded_at)."""
     submitted: list[Submitted] = []
     for path in SAMPLE_FILES:
-        events, errors = read_ndjson_file(path)
+        events, errors = read_ndjson_file(existing(path, "the demo's sample file"))
         if errors:
             raise ValueError(f"{path} has unreadable lines: {errors}")
         submitted.extend(events)

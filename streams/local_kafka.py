@@ -57,10 +57,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from streams.checkout import existing, in_checkout
+
 KAFKA_VERSION = "3.9.1"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
-POM_PATH = Path(__file__).resolve().parents[1] / "deploy/local/kafka/pom.xml"
+POM_PATH = in_checkout("deploy/local/kafka/pom.xml")
 LOG4J_PATH = POM_PATH.with_name("log4j.properties")
 
 NODE_ID = 1
@@ -219,8 +221,7 @@ def _jars_are_complete(kafka_dir: Path) -> bool:
 def _copy_jars_with_maven(libs_dir: Path) -> None:
     mvn = _require_executable("mvn", "to download the Kafka jars (install Maven 3)")
     _require_executable("java", "to run Maven and the Kafka broker (install JDK 17+)")
-    if not POM_PATH.is_file():
-        raise KafkaLauncherError(f"Kafka pom not found at {POM_PATH}")
+    existing(POM_PATH, "the local Kafka pom")
     command = [
         mvn,
         "-q",

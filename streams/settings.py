@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-REPOSITORY = Path(__file__).resolve().parents[1]
+from streams.checkout import in_checkout
 
 
 class Settings(BaseSettings):
@@ -55,7 +55,7 @@ class Settings(BaseSettings):
         default=True,
         description="Register this build's schemas when the registry does not hold them yet.",
     )
-    tenants_file: Path = REPOSITORY / "deploy" / "config" / "tenants.json"
+    tenants_file: Path = in_checkout("deploy/config/tenants.json")
     tenants_reload_seconds: float = Field(
         default=5.0,
         gt=0,

@@ -138,6 +138,10 @@ def read_tenants_file(path: Path) -> bytes:
     """The tenants file's bytes (TenantsFileError, named, when it cannot be read)."""
     try:
         return path.read_bytes()
+    except FileNotFoundError:
+        raise TenantsFileError(
+            f"tenants file {path} does not exist (UAC_TENANTS_FILE names it)"
+        ) from None
     except OSError as error:
         raise TenantsFileError(f"tenants file {path}: {error}") from None
 
