@@ -712,7 +712,13 @@ def _audit(client: Client, audit: ReadAudited) -> None:
 
 
 def _engine_message(error: ClickHouseError) -> str:
-    """The engine's error without the echo of the whole (relation-prefixed) query."""
+    """The engine's error without the echo of the whole (relation-prefixed) query; for a
+    ClickHouse no sink has prepared yet, what to do about it."""
+    if "(UNKNOWN_DATABASE)" in str(error):
+        return (
+            f"ClickHouse has no `{DATABASE}` database yet: the sink creates it when it first "
+            "starts (`uac sink`, or `uac demo`)"
+        )
     return str(error).split(" In scope ", 1)[0].strip()
 
 

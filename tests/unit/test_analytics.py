@@ -618,6 +618,26 @@ def test_tenant_is_the_first_sort_key_everywhere(client: Client) -> None:
     assert all(key.startswith("tenant_id,") for _, key in result.result_rows)
 
 
+@pytest.mark.parametrize(
+    "sql", ["SELECT count() FROM allergies", "SELECT 1"], ids=["a relation", "no relation"]
+)
+def test_given_no_sink_ever_started_when_queried_then_told_the_sink_creates_the_tables(
+    sql: str, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UAC_")}
+    completed = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "query", sql, "--tenant", "clinic-a"],
+        env=env | {"UAC_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 3
+    assert "ClickHouse has no `uac` database yet: the sink creates it" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
 def test_one_engine_path_per_process(client: Client, tmp_path: Path) -> None:
     with pytest.raises(ProgrammingError, match="already initialized"):
         connect(Settings(home=tmp_path / "other"))
