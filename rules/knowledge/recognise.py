@@ -2,7 +2,10 @@
 
 Text is matched greedily, longest term first, over tokens: ingredient names, synonyms, brand
 names, Chinese names and class words map to concepts; strengths, units, dose forms, routes and
-salts are noise. A term followed by "free" ("sulfite-free") is negated and dropped. Any other
+salts are noise. A term followed by "free" ("sulfite-free") is negated and dropped. "Plus"
+joins two names ("amoxicillin plus clavulanate"); after the last name it is a product suffix
+that adds an ingredient the text does not name (Diovan Plus: + hydrochlorothiazide), so it is
+unrecognised there unless the product is a term of its own (Nurofen Plus). Any other
 word is unrecognised, and a text with unrecognised words is not completely resolved; for a
 long enough unrecognised word the closest known one-word names are offered (a likely
 misspelling), which never changes what was resolved.
@@ -20,6 +23,7 @@ from rules.knowledge.normalise import fold, is_quantity, normalise_code, tokens
 from rules.knowledge.tables import SYSTEMS
 
 NEGATION = "free"
+JOINING_WORD = "plus"
 SUGGESTION_MIN_LENGTH = 5
 SUGGESTION_CUTOFF = 0.85
 SUGGESTIONS = 2
@@ -87,6 +91,7 @@ class Recogniser:
         words = tokens(text)
         found: list[str] = []
         unknown: list[str] = []
+        joining = False
         position = 0
         while position < len(words):
             length, concepts = self._longest_term(words, position)
@@ -100,7 +105,13 @@ class Recogniser:
             )
             if not negated:
                 found.extend(concepts)
+            if concepts:
+                joining = False
+            elif words[position : position + length] == (JOINING_WORD,):
+                joining = bool(found)
             position += length + int(negated)
+        if joining:
+            unknown.append(JOINING_WORD)
         return tuple(found), tuple(unknown)
 
     def _longest_term(self, words: tuple[str, ...], start: int) -> tuple[int, tuple[str, ...]]:

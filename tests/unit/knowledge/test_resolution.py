@@ -312,6 +312,8 @@ def test_abbreviated_orders_are_judged_like_their_names(
     [
         pytest.param("Excedrin PM", id="given an unlisted PM variant of a brand"),
         pytest.param("Benadryl-D", id="given an unlisted -D variant of a brand"),
+        pytest.param("Diovan Plus 160/12.5", id="given an unlisted Plus variant of a brand"),
+        pytest.param("aspirin plus C", id="given plus naming an ingredient no term knows"),
     ],
 )
 def test_a_suffix_that_adds_an_ingredient_leaves_an_unlisted_brand_unresolved(
@@ -321,6 +323,27 @@ def test_a_suffix_that_adds_an_ingredient_leaves_an_unlisted_brand_unresolved(
 
     assert resolution.ingredients
     assert not resolution.resolved
+
+
+@pytest.mark.parametrize(
+    ("text", "ingredients"),
+    [
+        pytest.param(
+            "amoxicillin plus clavulanate",
+            ("amoxicillin", "clavulanate"),
+            id="given plus between two names then both",
+        ),
+        pytest.param(
+            "Nurofen Plus", ("codeine", "ibuprofen"), id="given a Plus brand that is a term"
+        ),
+    ],
+)
+def test_plus_joining_names_or_naming_a_known_product_resolves(
+    knowledge: BundledKnowledge, text: str, ingredients: tuple[str, ...]
+) -> None:
+    resolution = knowledge.resolve(text)
+
+    assert (resolution.ingredients, resolution.resolved) == (ingredients, True)
 
 
 def test_a_loose_grouping_is_no_class_word_so_its_members_are_never_judged_none(
