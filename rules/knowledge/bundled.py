@@ -35,7 +35,7 @@ class BundledKnowledge:
 
     def __init__(self, tables: KnowledgeTables) -> None:
         self._tables = tables
-        self._recogniser = Recogniser(tables.lexicon, tables.codes)
+        self._recogniser = Recogniser(tables.lexicon, tables.codes, tables.qualifiers)
         self._judge = Judge(tables)
 
     @property

@@ -5,7 +5,10 @@ names, Chinese names and class words map to concepts; strengths, units, dose for
 salts are noise. A term followed by "free" ("sulfite-free") is negated and dropped. "Plus"
 joins two names ("amoxicillin plus clavulanate"); after the last name it is a product suffix
 that adds an ingredient the text does not name (Diovan Plus: + hydrochlorothiazide), so it is
-unrecognised there unless the product is a term of its own (Nurofen Plus). Any other
+unrecognised there unless the product is a term of its own (Nurofen Plus). A qualifier ("pen",
+"dye", "antibiotics", "vaccines") is noise in an item of a list (items are separated by commas,
+semicolons or "+") that names something ("insulin pen"), and unrecognised in one that does not
+("Pen, sulfa"; "penicillin, antibiotics"), so a list item never vanishes. Any other
 word is unrecognised, and a text with unrecognised words is not completely resolved; for a
 long enough unrecognised word the closest known one-word names are offered (a likely
 misspelling), which never changes what was resolved.
@@ -13,6 +16,7 @@ misspelling), which never changes what was resolved.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from difflib import get_close_matches
@@ -24,6 +28,7 @@ from rules.knowledge.tables import SYSTEMS
 
 NEGATION = "free"
 JOINING_WORD = "plus"
+_ITEM_SEPARATORS = re.compile(r"[,;+、]")
 SUGGESTION_MIN_LENGTH = 5
 SUGGESTION_CUTOFF = 0.85
 SUGGESTIONS = 2
@@ -51,9 +56,11 @@ class Recogniser:
         self,
         lexicon: Mapping[tuple[str, ...], tuple[str, ...]],
         codes: Mapping[tuple[str, str], tuple[str, ...]],
+        qualifiers: frozenset[tuple[str, ...]] = frozenset(),
     ) -> None:
         self._lexicon = lexicon
         self._codes_index = codes
+        self._qualifiers = qualifiers
         self._longest = max(len(term) for term in lexicon)
         self._names_by_initial = _names_by_initial(lexicon)
         self._closest = lru_cache(maxsize=4096)(self._closest_names)
@@ -88,9 +95,11 @@ class Recogniser:
 
     def parse(self, text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(concepts, unrecognised words) of a free-text name."""
-        words = tokens(text)
+        words, items = _words_and_items(text)
         found: list[str] = []
         unknown: list[str] = []
+        named_items: set[int] = set()
+        qualifying: list[tuple[int, tuple[str, ...]]] = []
         joining = False
         position = 0
         while position < len(words):
@@ -100,6 +109,7 @@ class Recogniser:
                     unknown.append(words[position])
                 position += 1
                 continue
+            term = words[position : position + length]
             negated = bool(concepts) and words[position + length : position + length + 1] == (
                 NEGATION,
             )
@@ -107,9 +117,13 @@ class Recogniser:
                 found.extend(concepts)
             if concepts:
                 joining = False
-            elif words[position : position + length] == (JOINING_WORD,):
+                named_items.update(items[position : position + length])
+            elif term == (JOINING_WORD,):
                 joining = bool(found)
+            elif term in self._qualifiers:
+                qualifying.append((items[position], term))
             position += length + int(negated)
+        unknown.extend(" ".join(term) for item, term in qualifying if item not in named_items)
         if joining:
             unknown.append(JOINING_WORD)
         return tuple(found), tuple(unknown)
@@ -137,6 +151,17 @@ class Recogniser:
         if system is None:
             return ()
         return self._codes_index.get((system, normalise_code(system, coding.code)), ())
+
+
+def _words_and_items(text: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The words of a text and, for each, the list item it is in."""
+    words: list[str] = []
+    items: list[int] = []
+    for item, piece in enumerate(_ITEM_SEPARATORS.split(fold(text))):
+        piece_words = tokens(piece)
+        words.extend(piece_words)
+        items.extend([item] * len(piece_words))
+    return tuple(words), tuple(items)
 
 
 def _names_by_initial(

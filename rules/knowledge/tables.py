@@ -123,6 +123,9 @@ class KnowledgeTables:
     rows: tuple[CrossReactivityRow, ...]
     site_specific: frozenset[str] = frozenset()
     """Classes whose local forms act where applied (`site_specific_classes.csv`)."""
+    qualifiers: frozenset[tuple[str, ...]] = frozenset()
+    """Noise words of category `qualifier` ("pen", "dye", "antibiotics"): noise next to a
+    name ("insulin pen"), an unrecognised item of a list when alone ("Pen, sulfa")."""
 
 
 def load_tables() -> KnowledgeTables:
@@ -139,6 +142,19 @@ def load_tables() -> KnowledgeTables:
         codes=_codes(texts, known),
         rows=_rows(_records(texts["cross_reactivity.csv"]), known),
         site_specific=_site_specific(_records(texts["site_specific_classes.csv"]), classes),
+        qualifiers=qualifiers(texts),
+    )
+
+
+QUALIFIER: Final = "qualifier"
+
+
+def qualifiers(texts: Mapping[str, str]) -> frozenset[tuple[str, ...]]:
+    """The noise words that qualify a name and mean something of their own alone."""
+    return frozenset(
+        tokens(record["word"])
+        for record in _records(texts["noise_words.csv"])
+        if record["category"] == QUALIFIER
     )
 
 

@@ -346,6 +346,34 @@ def test_plus_joining_names_or_naming_a_known_product_resolves(
     assert (resolution.ingredients, resolution.resolved) == (ingredients, True)
 
 
+@pytest.mark.parametrize(
+    ("text", "ingredients", "unrecognised"),
+    [
+        pytest.param("Pen, sulfa", (), "pen", id="given pen alone in a list item"),
+        pytest.param("Pen + codeine", ("codeine",), "pen", id="given pen alone before a +"),
+        pytest.param(
+            "penicillin; vaccines", (), "vaccines", id="given vaccines alone in a list item"
+        ),
+        pytest.param(
+            "insulin glargine 100 unit/mL pen",
+            ("insulin glargine",),
+            None,
+            id="given pen qualifying a name then noise",
+        ),
+    ],
+)
+def test_a_qualifier_is_noise_beside_a_name_and_unrecognised_alone(
+    knowledge: BundledKnowledge, text: str, ingredients: tuple[str, ...], unrecognised: str | None
+) -> None:
+    resolution = knowledge.resolve(text)
+
+    assert resolution.ingredients == ingredients
+    assert resolution.resolved is (unrecognised is None)
+    if unrecognised is not None:
+        reason = knowledge.cross_reactivity(text, "vancomycin").reason
+        assert f"unrecognised: {unrecognised}" in reason
+
+
 def test_a_loose_grouping_is_no_class_word_so_its_members_are_never_judged_none(
     knowledge: BundledKnowledge,
 ) -> None:
