@@ -29,7 +29,12 @@ def fold(text: str) -> str:
 
 def tokens(text: str) -> tuple[str, ...]:
     """Latin words and digits as whole tokens, each Chinese character as one token."""
-    return tuple(_TOKEN.findall(fold(text)))
+    return folded_tokens(fold(text))
+
+
+def folded_tokens(folded: str) -> tuple[str, ...]:
+    """The tokens of a text already folded (`fold`)."""
+    return tuple(_TOKEN.findall(folded))
 
 
 def is_quantity(token: str) -> bool:

@@ -23,7 +23,7 @@ from difflib import get_close_matches
 from functools import lru_cache
 
 from rules.knowledge.model import Coding
-from rules.knowledge.normalise import fold, is_quantity, normalise_code, tokens
+from rules.knowledge.normalise import fold, folded_tokens, is_quantity, normalise_code
 from rules.knowledge.tables import SYSTEMS
 
 NEGATION = "free"
@@ -158,7 +158,7 @@ def _words_and_items(text: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
     words: list[str] = []
     items: list[int] = []
     for item, piece in enumerate(_ITEM_SEPARATORS.split(fold(text))):
-        piece_words = tokens(piece)
+        piece_words = folded_tokens(piece)
         words.extend(piece_words)
         items.extend([item] * len(piece_words))
     return tuple(words), tuple(items)
