@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+from rules.knowledge.allergy_text import doubt_in
 from rules.knowledge.judge import NO_KNOWN_ALLERGY, STRENGTH, Judge, Verdict, is_class
 from rules.knowledge.model import Coding, CrossReactivity, DrugResolution, MatchLevel
 from rules.knowledge.recognise import Recogniser, Recognition
@@ -20,6 +21,7 @@ VEHICLES = f"{CLASS_PREFIX}infusion_vehicles"
 UNRESOLVED_SOURCE = "unresolved input: no ingredient or class could be recognised"
 PARTLY_RESOLVED_SOURCE = "partly resolved input: unrecognised words or codes"
 STATEMENT_SOURCE = "allergy record is a 'no known allergy' statement"
+DOUBT_SOURCE = "allergy text: check the record by hand"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +68,12 @@ class BundledKnowledge:
     ) -> CrossReactivity:
         allergy = self._recogniser.recognise(allergen, allergen_codes)
         medicine = self._recogniser.recognise(drug, drug_codes)
-        outcome = self._outcome(allergy, medicine)
+        doubt = _doubt(allergy)
+        outcome = (
+            _Outcome(MatchLevel.UNVERIFIED, f"allergen '{allergen}' reads as {doubt}", DOUBT_SOURCE)
+            if doubt is not None
+            else self._outcome(allergy, medicine)
+        )
         return CrossReactivity(
             allergen=allergen,
             drug=drug,
@@ -141,6 +148,14 @@ def _matched(verdicts: list[Verdict], level: MatchLevel) -> tuple[str, ...]:
 def _all_reasons(verdicts: list[Verdict]) -> str:
     """Why none of a combination's ingredients conflicts: one reason per ingredient."""
     return "; ".join(dict.fromkeys(verdict.reason for verdict in verdicts))
+
+
+def _doubt(allergy: Recognition) -> str | None:
+    """A negation or another person's allergy in an allergen text that names an allergen (a
+    "no known allergy" statement alone is what it says)."""
+    if allergy.concepts in ((), (NO_KNOWN_ALLERGY,)):
+        return None
+    return doubt_in(allergy.query)
 
 
 def _unresolved(allergy: Recognition, medicine: Recognition) -> str | None:

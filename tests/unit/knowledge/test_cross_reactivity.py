@@ -240,3 +240,40 @@ def test_no_known_allergy_statement_is_not_an_allergen(knowledge: BundledKnowled
 
     assert verdict.level is MatchLevel.NONE
     assert "no known allergy" in verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("allergen", "said"),
+    [
+        pytest.param(
+            "not allergic to penicillin",
+            "a negation ('not allergic')",
+            id="given not allergic to X then a negation",
+        ),
+        pytest.param(
+            "No known penicillin allergy (situation)",
+            "a negation ('no')",
+            id="given a SNOMED no-known-X-allergy display then a negation",
+        ),
+        pytest.param(
+            "penicillin allergy de-labelled after challenge",
+            "a negation ('de-labelled')",
+            id="given a delabelled allergy then a negation",
+        ),
+        pytest.param(
+            "family history of penicillin allergy",
+            "another person's allergy ('family history')",
+            id="given a family history then another person's allergy",
+        ),
+    ],
+)
+def test_an_allergy_text_that_negates_or_is_not_the_patients_is_unverified_not_critical(
+    knowledge: BundledKnowledge, allergen: str, said: str
+) -> None:
+    verdict = knowledge.cross_reactivity(allergen, "amoxicillin")
+
+    assert verdict.level is MatchLevel.UNVERIFIED
+    assert verdict.reason == f"allergen '{allergen}' reads as {said}"
+    assert knowledge.cross_reactivity(
+        allergen.replace("penicillin", "sulfa"), "amoxicillin"
+    ).level is (MatchLevel.UNVERIFIED)
