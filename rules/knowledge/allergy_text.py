@@ -17,7 +17,7 @@ from rules.knowledge.normalise import fold
 
 _NEGATION: Final = re.compile(
     r"\b(?:not|never|no longer)\s+allergic\b"
-    r"|^\W*(?:no|nil|denies|denied)\b"
+    r"|^\W*(?:no|nil|nkda|nka|denies|denied)\b"
     r"|\bno\s+(?:reaction|reactions|allergy|allergies)\b"
     r"|\b(?:ruled\s+out|excluded|de-?labell?ed|removed|refuted|disproven|in\s+error)\b"
     r"|\b(?:negative|neg)\b"

@@ -261,6 +261,11 @@ def test_no_known_allergy_statement_is_not_an_allergen(knowledge: BundledKnowled
             id="given a delabelled allergy then a negation",
         ),
         pytest.param(
+            "NKDA to penicillin",
+            "a negation ('nkda')",
+            id="given a no-known-allergy statement naming an allergen then a negation",
+        ),
+        pytest.param(
             "family history of penicillin allergy",
             "another person's allergy ('family history')",
             id="given a family history then another person's allergy",
