@@ -24,10 +24,13 @@ _NEGATION: Final = re.compile(
     r"|否认|阴性|^\W*无.*过敏"
 )
 _OTHER_PERSON: Final = re.compile(
-    r"\b(?:family\s+history|fhx?|mother|father|mum|mom|dad|sister|brother|son|daughter"
-    r"|parents?|siblings?|grandmother|grandfather|relatives?)\b"
-    r"|家族史|母亲|父亲"
+    r"\bfamily\s+(?:history|hx)\b|\bfhx?\b"
+    r"|\b(?:mother|father|mum|mom|dad|sister|brother|son|daughter|parents?|siblings?"
+    r"|grandmother|grandfather|relatives?)(?:'s)?\s+(?:is\s+|was\s+|has\s+|had\s+)?"
+    r"(?:allergic|allergy|allergies)\b"
+    r"|家族史|(?:母亲|父亲)(?:对)?.*过敏"
 )
+"""A relative's allergy, not a relative reporting the patient's ("penicillin, per mother")."""
 
 
 def doubt_in(text: str) -> str | None:
