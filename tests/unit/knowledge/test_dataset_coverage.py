@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rules.knowledge.bundled import BundledKnowledge
-from rules.knowledge.model import MatchLevel
+from rules.knowledge.model import Coding, MatchLevel
 from tests.unit.knowledge.fixtures import codes_of, dataset_codings
 
 ROWS = dataset_codings()
@@ -81,6 +81,52 @@ def test_non_drug_allergens_never_alert_on_dataset_drugs(
     }
 
     assert levels == {MatchLevel.NONE}
+
+
+SNOMED = "http://snomed.info/sct"
+
+
+@pytest.mark.parametrize(
+    ("finding", "substance"),
+    [
+        pytest.param("91935009", "762952008", id="given Allergy to peanuts"),
+        pytest.param("91934008", "442571000124108", id="given Allergy to nut"),
+        pytest.param("417532002", "735971005", id="given Allergy to fish"),
+        pytest.param("300913006", "735029006", id="given Shellfish allergy"),
+        pytest.param("420174000", "412071004", id="given Allergy to wheat"),
+        pytest.param("91930004", "102263004", id="given Allergy to eggs"),
+        pytest.param("714035009", "256355007", id="given Allergy to soya"),
+        pytest.param("425525006", "3718001", id="given Allergy to dairy product"),
+        pytest.param("419263009", "782576004", id="given Allergy to tree pollen"),
+        pytest.param("418689008", "256277009", id="given Allergy to grass pollen"),
+        pytest.param("232347008", "264287008", id="given Dander (animal) allergy"),
+        pytest.param("232350006", "260147004", id="given House dust mite allergy"),
+        pytest.param("419474003", "84489001", id="given Allergy to mould"),
+        pytest.param("424213003", "288328004", id="given Allergy to bee venom"),
+        pytest.param("300916003", "111088007", id="given Latex allergy"),
+    ],
+)
+def test_older_synthea_allergy_findings_read_as_the_substance_newer_synthea_codes(
+    knowledge: BundledKnowledge, finding: str, substance: str
+) -> None:
+    by_finding = knowledge.resolve("", (Coding(SNOMED, finding),))
+    by_substance = knowledge.resolve("", (Coding(SNOMED, substance),))
+
+    assert by_finding.resolved
+    assert (by_finding.ingredients, by_finding.classes) == (
+        by_substance.ingredients,
+        by_substance.classes,
+    )
+
+
+def test_the_unspecified_synthea_allergy_stays_unverified(knowledge: BundledKnowledge) -> None:
+    unspecified = (Coding(SNOMED, "419199007"),)
+
+    judgement = knowledge.cross_reactivity(
+        "Allergy to substance (finding)", "amoxicillin", unspecified
+    )
+
+    assert judgement.level is MatchLevel.UNVERIFIED
 
 
 def test_extract_covers_both_datasets() -> None:
