@@ -1,11 +1,18 @@
-"""What an allergy text says besides the substance it names: a negation, or another person's
-allergy. Pure.
+"""What an allergy text says besides the substance it names: a negation, another person's
+allergy, or drugs that are not the allergen (what treated the reaction, what the patient
+tolerates). Pure.
 
 The recogniser reads names, so "not allergic to penicillin", "penicillin allergy ruled out" or
 "mother allergic to penicillin" name penicillin without recording an allergy of the patient.
 Judged as an allergy, such a text raises a false critical alert; judged as no allergy, a
 heuristic would decide that an alert is silenced. It is neither: the judgement is `unverified`
 and names the cue, for someone to read the record.
+
+"Penicillin - hives, treated with Benadryl" or "penicillin allergy, tolerated cephalexin" name
+drugs that are not allergens: judged as allergens, the first flags every later Benadryl order
+as the allergen itself. The clause from such a cue to the end of its list item or sentence is
+not read as allergens; "not tolerated" and "unable to tolerate" are no such cue (they record
+an intolerance).
 """
 
 from __future__ import annotations
@@ -32,6 +39,18 @@ _OTHER_PERSON: Final = re.compile(
 )
 """A relative's allergy, not a relative reporting the patient's ("penicillin, per mother")."""
 
+_NOT_ALLERGEN_CLAUSE: Final = re.compile(
+    r"\b(?:(?:treated|managed|relieved|resolved|reversed|rescued)\s+(?:with|by|using)"
+    r"|required|requiring|needed|needing|responded\s+to"
+    r"|tolerated|tolerates|tolerating|tolerate|can\s+take|has\s+taken)\b[^,;+、.。\n]*"
+)
+"""From a cue that the drugs after it treated the reaction or are tolerated, to the end of the
+list item or sentence."""
+_INTOLERANCE_WORDS: Final = frozenset(
+    {"not", "never", "poorly", "unable", "cannot", "cant", "couldnt", "didnt", "doesnt", "no"}
+)
+"""A word among the two before a tolerance cue that turns it into an intolerance."""
+
 
 def doubt_in(text: str) -> str | None:
     """What makes an allergy text more than the name of the patient's allergen, if anything:
@@ -45,3 +64,16 @@ def doubt_in(text: str) -> str | None:
         if found is not None:
             return f"{meaning} ({found.group().strip(' ,;:-')!r})"
     return None
+
+
+def allergen_part(text: str) -> str:
+    """The (folded) allergy text without the clauses that name drugs which treated the reaction
+    or which the patient tolerates: `penicillin - hives, treated with benadryl` reads as
+    `penicillin - hives, `."""
+    folded = fold(text)
+    return _NOT_ALLERGEN_CLAUSE.sub(lambda found: _kept_if_intolerance(folded, found), folded)
+
+
+def _kept_if_intolerance(folded: str, found: re.Match[str]) -> str:
+    before = re.sub(r"[^\w\s]", "", folded[: found.start()]).split()[-2:]
+    return found.group() if _INTOLERANCE_WORDS.intersection(before) else " "

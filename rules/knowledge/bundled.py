@@ -6,10 +6,10 @@ is a pure, deterministic lookup (no clock, randomness, network or environment).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
-from rules.knowledge.allergy_text import doubt_in
+from rules.knowledge.allergy_text import allergen_part, doubt_in
 from rules.knowledge.judge import NO_KNOWN_ALLERGY, STRENGTH, Judge, Verdict, is_class
 from rules.knowledge.model import Coding, CrossReactivity, DrugResolution, MatchLevel
 from rules.knowledge.recognise import Recogniser, Recognition
@@ -66,7 +66,9 @@ class BundledKnowledge:
         allergen_codes: tuple[Coding, ...] = (),
         drug_codes: tuple[Coding, ...] = (),
     ) -> CrossReactivity:
-        allergy = self._recogniser.recognise(allergen, allergen_codes)
+        allergy = replace(
+            self._recogniser.recognise(allergen_part(allergen), allergen_codes), query=allergen
+        )
         medicine = self._recogniser.recognise(drug, drug_codes)
         doubt = _doubt(allergy)
         outcome = (

@@ -282,3 +282,43 @@ def test_an_allergy_text_that_negates_or_is_not_the_patients_is_unverified_not_c
     assert knowledge.cross_reactivity(
         allergen.replace("penicillin", "sulfa"), "amoxicillin"
     ).level is (MatchLevel.UNVERIFIED)
+
+
+@pytest.mark.parametrize(
+    ("allergen", "not_an_allergen"),
+    [
+        pytest.param("Penicillin - hives, treated with Benadryl", "Benadryl", id="given treated"),
+        pytest.param("amoxicillin rash requiring prednisone", "prednisone", id="given requiring"),
+        pytest.param(
+            "penicillin allergy; tolerates cephalexin", "cephalexin", id="given tolerated"
+        ),
+        pytest.param("Tolerated codeine. Morphine itch", "codeine", id="given sentence start"),
+    ],
+)
+def test_a_drug_that_treated_the_reaction_or_is_tolerated_is_not_read_as_the_allergen(
+    knowledge: BundledKnowledge, allergen: str, not_an_allergen: str
+) -> None:
+    verdict = knowledge.cross_reactivity(allergen, not_an_allergen)
+
+    assert verdict.level is not MatchLevel.SAME_INGREDIENT
+    assert verdict.level is not MatchLevel.UNVERIFIED
+
+
+@pytest.mark.parametrize(
+    "allergen",
+    ["codeine not tolerated", "unable to tolerate codeine", "didn't tolerate codeine"],
+)
+def test_a_drug_the_patient_cannot_tolerate_is_the_allergen(
+    knowledge: BundledKnowledge, allergen: str
+) -> None:
+    assert knowledge.cross_reactivity(allergen, "codeine").level is MatchLevel.SAME_INGREDIENT
+
+
+def test_a_text_naming_only_tolerated_drugs_is_unverified_and_quoted_whole(
+    knowledge: BundledKnowledge,
+) -> None:
+    verdict = knowledge.cross_reactivity("tolerated amoxicillin", "amoxicillin")
+
+    assert verdict.level is MatchLevel.UNVERIFIED
+    assert verdict.allergen == "tolerated amoxicillin"
+    assert "'tolerated amoxicillin'" in verdict.reason
