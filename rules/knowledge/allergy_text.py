@@ -68,10 +68,12 @@ def doubt_in(text: str) -> str | None:
 
 def allergen_part(text: str) -> str:
     """The (folded) allergy text without the clauses that name drugs which treated the reaction
-    or which the patient tolerates: `penicillin - hives, treated with benadryl` reads as
-    `penicillin - hives, `."""
+    or which the patient tolerates, a slash read as a list separator: `penicillin - hives,
+    treated with benadryl` reads as `penicillin - hives, `, `pen/sulfa` as `pen, sulfa` (so
+    "pen" is an item of its own, unrecognised, not a qualifier of "sulfa")."""
     folded = fold(text)
-    return _NOT_ALLERGEN_CLAUSE.sub(lambda found: _kept_if_intolerance(folded, found), folded)
+    kept = _NOT_ALLERGEN_CLAUSE.sub(lambda found: _kept_if_intolerance(folded, found), folded)
+    return kept.replace("/", ", ")
 
 
 def _kept_if_intolerance(folded: str, found: re.Match[str]) -> str:
