@@ -144,7 +144,9 @@ def _order_end(order: SourcedResource, index: Index, context: ImportContext) -> 
     if order.identity is None:
         return None
     try:
-        events = request_events(Source(order.resource, order.identity, context), index)
+        events = request_events(
+            Source(order.resource, order.identity, context, order.document_time), index
+        )
     except (Unsupported, Unmappable, ValidationError):
         return None
     stops = [e.occurred_at for e in events if e.type == EventType.MEDICATION_STOPPED]

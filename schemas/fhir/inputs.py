@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final
 
 from schemas.errors import MalformedJson
-from schemas.fhir.json_access import Json, Problem, relative_reference
+from schemas.fhir.json_access import Json, Problem, parse_fhir_datetime, relative_reference
 from schemas.json_lines import NotUtf8, strict_json
 
 CLAIM_TYPES: Final = frozenset(
@@ -30,11 +31,13 @@ CLAIM_TYPES: Final = frozenset(
 
 @dataclass(frozen=True)
 class SourcedResource:
-    """One FHIR resource and where it came from; `full_url` is its Bundle entry's fullUrl."""
+    """One FHIR resource and where it came from; `full_url` is its Bundle entry's fullUrl,
+    `document_time` the time of the Bundle it came in (see `bundle_time`)."""
 
     origin: str
     resource: Json
     full_url: str | None = None
+    document_time: datetime | None = None
 
     @property
     def resource_type(self) -> str:
@@ -146,25 +149,49 @@ def _parsed_line(line: str | NotUtf8, origin: str) -> ParsedInput:
     return parse_json_document(line, origin)
 
 
-def unpack(document: object, origin: str, full_url: str | None = None) -> ParsedInput:
+def unpack(
+    document: object,
+    origin: str,
+    full_url: str | None = None,
+    document_time: datetime | None = None,
+) -> ParsedInput:
     """One parsed JSON value as resources: a Bundle's entries, or the resource itself."""
     if not isinstance(document, Mapping) or not isinstance(document.get("resourceType"), str):
         message = "expected a FHIR resource: a JSON object with a resourceType"
         return ParsedInput(errors=(FhirError(origin, Problem.NOT_A_RESOURCE.value, message),))
     if document["resourceType"] == "Bundle":
-        return _bundle_entries(document, origin)
-    return ParsedInput(resources=(SourcedResource(origin, document, full_url),))
+        return _bundle_entries(document, origin, bundle_time(document) or document_time)
+    return ParsedInput(resources=(SourcedResource(origin, document, full_url, document_time),))
 
 
-def _bundle_entries(bundle: Json, origin: str) -> ParsedInput:
+def bundle_time(bundle: Json) -> datetime | None:
+    """When a Bundle was assembled: its `timestamp`, else its `meta.lastUpdated` (a value that
+    is not a valid FHIR instant counts as absent: it only ever stands in for a missing date)."""
+    meta = bundle.get("meta")
+    for value in (
+        bundle.get("timestamp"),
+        meta.get("lastUpdated") if isinstance(meta, Mapping) else None,
+    ):
+        if isinstance(value, str):
+            try:
+                return parse_fhir_datetime(value)
+            except ValueError:
+                continue
+    return None
+
+
+def _bundle_entries(bundle: Json, origin: str, document_time: datetime | None) -> ParsedInput:
     entries = bundle.get("entry", [])
     if not isinstance(entries, list):
         error = FhirError(origin, Problem.INVALID_VALUE.value, "Bundle.entry is not a list")
         return ParsedInput(errors=(error,))
-    return combine(_bundle_entry(entry, f"{origin}#entry[{n}]") for n, entry in enumerate(entries))
+    return combine(
+        _bundle_entry(entry, f"{origin}#entry[{n}]", document_time)
+        for n, entry in enumerate(entries)
+    )
 
 
-def _bundle_entry(entry: object, origin: str) -> ParsedInput:
+def _bundle_entry(entry: object, origin: str, document_time: datetime | None) -> ParsedInput:
     if not isinstance(entry, Mapping):
         error = FhirError(origin, Problem.INVALID_VALUE.value, "a Bundle entry is not an object")
         return ParsedInput(errors=(error,))
@@ -183,7 +210,7 @@ def _bundle_entry(entry: object, origin: str) -> ParsedInput:
         reason = "bundle entry without a resource (request or response only)"
         return ParsedInput(skipped=(Skipped(origin, "Bundle.entry", None, reason),))
     full_url = entry.get("fullUrl")
-    return unpack(resource, origin, full_url if isinstance(full_url, str) else None)
+    return unpack(resource, origin, full_url if isinstance(full_url, str) else None, document_time)
 
 
 def _deleted_claim(entry: Json) -> str | None:

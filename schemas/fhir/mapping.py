@@ -27,7 +27,9 @@ Times: `occurred_at` is the first present of
   - MedicationRequest: authoredOn, meta.lastUpdated
   - MedicationStatement: effectiveDateTime, effectivePeriod.start, dateAsserted, meta.lastUpdated
   - Patient (home country): the address's period.start, meta.lastUpdated
-and the caller's `fallback_time` when none is present (a clock is never read). `recorded_at` is
+and, when none is present, the time of the Bundle the resource came in (its `timestamp`, else
+its meta.lastUpdated; an enclosing Bundle's for a nested one), else the caller's
+`fallback_time` (a clock is never read). `recorded_at` is
 meta.lastUpdated, else `occurred_at`. A FHIR date without a time (`2015-01-15`, `2015-01`,
 `2015`) is midnight UTC of its first day. A time without a zone is invalid FHIR and an error.
 
@@ -35,8 +37,9 @@ Event ids: uuid5 of (tenant, resource type, resource id, resource version, event
 version is meta.versionId, else meta.lastUpdated, else empty. The same input always gives the
 same ids (the gate drops the repeats); an updated resource (new version) gives new events, and
 the fold keeps the version recorded last (meta.lastUpdated) even where an older version is
-valid later (`projections.views.known_before`). When `fallback_time` was used it is part of the
-version, so two imports with different fallbacks do not reuse one id for two different events.
+valid later (`projections.views.known_before`). When the Bundle's time or `fallback_time` was
+used it is part of the version: a document imported twice gives the same ids, two documents (or
+two imports with different fallbacks) do not reuse one id for two different events.
 
 AllergyIntolerance -> AllergyRecorded: id, substance (code.text, else the first coding
 display, else its code; without a code, R4's `code` being 0..1, the first reaction.substance),
@@ -61,7 +64,7 @@ plan are prescriptions; proposal and option are skipped (a suggestion is not a p
 are `draft` requests and `doNotPerform` ones (an instruction NOT to give the drug). Statuses
 stopped, completed, cancelled and entered-in-error also yield a MedicationStopped (reason = the
 status, plus statusReason text), dated at the end of therapy (latest dosage boundsPeriod.end),
-else the dispense validityPeriod.end, capped at meta.lastUpdated, or without it at the fallback
+else the dispense validityPeriod.end, capped at meta.lastUpdated, or without it at the Bundle's or fallback
 time (the terminal status was known by then), else meta.lastUpdated; a candidate counts only
 when it is after the order. With none,
 the stop time is unknown and the stop is placed 1 ms after the order: the order is checked once
@@ -230,7 +233,7 @@ def _events_of(item: SourcedResource, index: Index, context: ImportContext) -> l
             Problem.MISSING_FIELD,
             "id is missing (and no urn:uuid or resource URL fullUrl): no stable event id is possible",
         )
-    return mapper(Source(item.resource, item.identity, context), index)
+    return mapper(Source(item.resource, item.identity, context, item.document_time), index)
 
 
 def _meant(resource_type: str) -> str | None:

@@ -129,8 +129,8 @@ def stopped_by(
     """The stop of an ended course: the first of `ends` after its start (see `_stop_time`)."""
 
     def stopped_at(started: datetime) -> datetime:
-        fallback = source.context.fallback_time
-        return _stop_time(source.resource, started, fallback, ends(source.resource))
+        last_resort = source.last_resort_time
+        return _stop_time(source.resource, started, last_resort, ends(source.resource))
 
     return stopped_at
 
@@ -231,13 +231,13 @@ def _request_ends(resource: Json) -> tuple[datetime | None, ...]:
 
 
 def _stop_time(
-    resource: Json, started: datetime, fallback: datetime, ends: Sequence[datetime | None]
+    resource: Json, started: datetime, last_resort: datetime, ends: Sequence[datetime | None]
 ) -> datetime:
     """When an ended therapy stopped: the first of `ends` after its start, capped at when the
     end was known (see the module docstring for the order of preference)."""
     last_updated = _after(time_at(resource, "meta", "lastUpdated"), started)
     end = next((time for time in (_after(end, started) for end in ends) if time), None)
-    known_by = last_updated or _after(fallback, started)
+    known_by = last_updated or _after(last_resort, started)
     if end is not None:
         return min(end, known_by) if known_by is not None else end
     return last_updated or started + JUST_AFTER

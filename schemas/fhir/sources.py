@@ -90,10 +90,25 @@ class Source:
     resource: Json
     resource_id: str
     context: ImportContext
+    document_time: datetime | None = None
+    """The time of the Bundle the resource came in (`inputs.bundle_time`), if any."""
 
     @property
     def resource_type(self) -> str:
         return str(self.resource["resourceType"])
+
+    @property
+    def last_resort_time(self) -> datetime:
+        """The time of a resource that gives none of its own: its Bundle's, else the caller's
+        fallback (so a document imported twice gives its undated resources the same time)."""
+        return self.document_time or self.context.fallback_time
+
+    @property
+    def last_resort_mark(self) -> str:
+        """What `last_resort_time` was taken from, for the version part of the event ids."""
+        if self.document_time is not None:
+            return f"document={self.document_time.isoformat()}"
+        return f"fallback={self.context.fallback_time.isoformat()}"
 
 
 @dataclass(frozen=True)
@@ -159,15 +174,15 @@ def subject_id_of(identifier: str) -> str:
 
 
 def timing_of(source: Source, candidates: Sequence[datetime | None]) -> Timing:
-    """occurred_at from the first present candidate, then meta.lastUpdated, then the fallback."""
-    resource, fallback = source.resource, source.context.fallback_time
+    """occurred_at from the first present candidate, then meta.lastUpdated, then the time of
+    last resort (the Bundle's, else the fallback)."""
+    resource = source.resource
     last_updated = time_at(resource, "meta", "lastUpdated")
     found = next((time for time in (*candidates, last_updated) if time is not None), None)
     version = string_at(object_at(resource, "meta"), "versionId") or _raw_last_updated(resource)
     if found is None:
-        return Timing(
-            fallback, last_updated or fallback, f"{version}|fallback={fallback.isoformat()}"
-        )
+        when = source.last_resort_time
+        return Timing(when, last_updated or when, f"{version}|{source.last_resort_mark}")
     return Timing(found, last_updated or found, version)
 
 

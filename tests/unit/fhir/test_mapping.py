@@ -1115,6 +1115,59 @@ def test_given_different_fallback_times_when_a_timeless_resource_is_imported_the
     assert first.event_id != second.event_id
 
 
+def document(timestamp: str | None, *resources: Any, last_updated: str | None = None) -> Any:
+    bundle: dict[str, Any] = {"resourceType": "Bundle", "type": "document"}
+    if timestamp is not None:
+        bundle["timestamp"] = timestamp
+    if last_updated is not None:
+        bundle["meta"] = {"lastUpdated": last_updated}
+    bundle["entry"] = [{"resource": resource} for resource in resources]
+    return bundle
+
+
+@pytest.mark.parametrize(
+    ("bundle", "expected"),
+    [
+        pytest.param(
+            document("2020-12-11T14:30:00+01:00", PATIENT),
+            utc(2020, 12, 11, 13, 30),
+            id="given a Bundle timestamp then that time",
+        ),
+        pytest.param(
+            document(None, PATIENT, last_updated="2021-03-04T05:06:07Z"),
+            utc(2021, 3, 4, 5, 6, 7),
+            id="given only the Bundle's meta.lastUpdated then that time",
+        ),
+        pytest.param(
+            document("2020-12-11T14:30:00+01:00", document(None, PATIENT)),
+            utc(2020, 12, 11, 13, 30),
+            id="given a nested Bundle without a time then the enclosing Bundle's",
+        ),
+        pytest.param(
+            document("yesterday", PATIENT),
+            FALLBACK,
+            id="given an invalid Bundle timestamp then the caller's fallback time",
+        ),
+    ],
+)
+def test_given_a_timeless_resource_in_a_bundle_then_it_is_dated_at_the_bundle_time(
+    bundle: Any, expected: datetime
+) -> None:
+    (event,) = events_of(bundle)
+    assert (event.occurred_at, event.recorded_at) == (expected, expected)
+
+
+def test_given_a_document_imported_twice_then_its_timeless_resources_keep_their_ids() -> None:
+    later = ImportContext(
+        tenant_id="clinic-a", actor="fhir-import", fallback_time=FALLBACK + timedelta(days=1)
+    )
+    bundle = document("2020-12-11T14:30:00+01:00", PATIENT)
+    ((_, first),), ((_, second),) = run(bundle).events, run(bundle, context=later).events
+    ((_, newer),) = run(document("2021-01-05T09:00:00Z", PATIENT)).events
+    assert first.event_id == second.event_id
+    assert newer.event_id != first.event_id
+
+
 # Unsupported and malformed input
 
 
