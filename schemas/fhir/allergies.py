@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Final
 
@@ -99,7 +100,7 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
         allergy_id=source.resource_id,
         substance=concept_label(code, where),
         codes=codes,
-        allergy_type=lookup(_ALLERGY_TYPES, string_at(resource, "type"), "type"),
+        allergy_type=lookup(_ALLERGY_TYPES, _type_code(resource), "type"),
         categories=negation if negation is not None else _allergy_categories(resource),
         criticality=lookup(_CRITICALITIES, string_at(resource, "criticality"), "criticality"),
         verification_status=_verification_status(resource),
@@ -154,8 +155,19 @@ def _negated_categories(
     return _NEGATION_TEXTS.get(" ".join(str(code["text"]).casefold().split()))
 
 
+def _type_code(resource: Json) -> str | None:
+    """R4's `type` code, or the code of R5's `type` CodeableConcept."""
+    if isinstance(resource.get("type"), Mapping):
+        return status_code(resource, "type")
+    return string_at(resource, "type")
+
+
 def _allergy_categories(resource: Json) -> tuple[AllergyCategory, ...]:
+    """R4's list of category codes (one code alone, as some producers send it, is read as a
+    list of one)."""
     values = resource.get("category", [])
+    if isinstance(values, str):
+        values = [values]
     if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
         raise Unmappable(Problem.INVALID_VALUE, "category is not a list of codes")
     return tuple(required_lookup(_CATEGORIES, value, "category") for value in values)
@@ -169,9 +181,16 @@ def _verification_status(resource: Json) -> VerificationStatus:
 
 
 def _reaction(reaction: Json) -> Reaction:
-    names = [label for m in objects_at(reaction, "manifestation") if (label := concept_text(m))]
+    manifestations = (_concept_of(m) for m in objects_at(reaction, "manifestation"))
+    names = [label for concept in manifestations if (label := concept_text(concept))]
     manifestation = "; ".join(names) or string_at(reaction, "description")
     return Reaction(
         manifestation=manifestation or "unspecified manifestation",
         severity=lookup(_REACTION_SEVERITIES, string_at(reaction, "severity"), "reaction.severity"),
     )
+
+
+def _concept_of(manifestation: Json) -> Json:
+    """An R4 manifestation CodeableConcept, or the `concept` of an R5 CodeableReference."""
+    concept = manifestation.get("concept")
+    return concept if isinstance(concept, Mapping) else manifestation

@@ -43,8 +43,9 @@ two imports with different fallbacks) do not reuse one id for two different even
 
 AllergyIntolerance -> AllergyRecorded: id, substance (code.text, else the first coding
 display, else its code; without a code, R4's `code` being 0..1, the first reaction.substance),
-codes, type, categories, criticality, clinicalStatus, notes, reactions
-(the manifestations of one reaction joined with "; ", its severity). verificationStatus
+codes, type (R4's code, or R5's CodeableConcept), categories (one code sent alone is read as a
+list of one), criticality, clinicalStatus, notes, reactions (the manifestations of one reaction,
+R4 CodeableConcepts or R5 CodeableReferences, joined with "; ", its severity). verificationStatus
 `presumed` (R5) counts as unconfirmed, and an absent verificationStatus is `unconfirmed`, never
 `confirmed`: the allergy stays active and alerts, but nothing is claimed that the source did
 not say. A status with no coded value but a text that spells a code (`"Confirmed"`, `"Entered

@@ -166,6 +166,23 @@ def test_given_reactions_and_notes_when_imported_then_manifestations_severities_
 PENICILLIN = example("AllergyIntolerance-medication")
 
 
+def test_given_r5_style_type_category_and_manifestations_then_the_allergy_is_kept_whole() -> None:
+    r5_type = {
+        "coding": [
+            {"system": "http://hl7.org/fhir/allergy-intolerance-type", "code": "intolerance"}
+        ]
+    }
+    reaction = {"manifestation": [{"concept": {"text": "skin rash"}}], "severity": "mild"}
+    payload = only_payload(
+        changed(PENICILLIN, type=r5_type, category="medication", reaction=[reaction])
+    )
+    assert payload.allergy_type is AllergyType.INTOLERANCE
+    assert payload.categories == (AllergyCategory.MEDICATION,)
+    assert payload.reactions == (
+        Reaction(manifestation="skin rash", severity=ReactionSeverity.MILD),
+    )
+
+
 @pytest.mark.parametrize(
     ("fields", "attribute", "expected"),
     [
