@@ -26,6 +26,8 @@ Times: `occurred_at` is the first present of
     refuted (so a refuting re-import resolves alerts at the time of the refutation)
   - MedicationRequest: authoredOn, meta.lastUpdated
   - MedicationStatement: effectiveDateTime, effectivePeriod.start, dateAsserted, meta.lastUpdated
+    (dateAsserted first when the use is planned to begin after it was asserted: an intended
+    statement is known, and checked, from its assertion)
   - Patient (home country): the address's period.start, meta.lastUpdated
 and, when none is present, the time of the Bundle the resource came in (its `timestamp`, else
 its meta.lastUpdated; an enclosing Bundle's for a nested one), else the caller's
@@ -229,6 +231,8 @@ def _events_of(item: SourcedResource, index: Index, context: ImportContext) -> l
         )
     if mapper is None:
         raise Unsupported(_unsupported(item.resource_type))
+    if item.identity is None and not isinstance(item.resource.get("id"), str | None):
+        raise Unmappable(Problem.INVALID_VALUE, f"id is not a string: {item.resource['id']!r}")
     if item.identity is None:
         raise Unmappable(
             Problem.MISSING_FIELD,

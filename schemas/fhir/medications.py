@@ -281,16 +281,24 @@ def statement_events(source: Source, index: Index) -> list[Event]:
         subject_id=subject_of(resource, "subject", index),
         drug=drug_of(resource, index),
         dosage=dosage_of(first_object(resource, "dosage")),
-        starts=(
-            time_at(resource, "effectiveDateTime"),
-            time_at(resource, "effectivePeriod", "start"),
-            time_at(resource, "dateAsserted"),
-        ),
+        starts=_statement_starts(resource),
         in_error=status == IN_ERROR,
         stop=stopped_by(source, _statement_ends) if status in _TAKEN_STATUSES else None,
         stop_reason=stop_reason_of(resource, status),
     )
     return course_events(source, course)
+
+
+def _statement_starts(resource: Json) -> tuple[datetime | None, ...]:
+    """When the use began, else when it was asserted; a use planned to begin after it was
+    asserted (an intended statement) is known from its assertion, not from its future start."""
+    effective = time_at(resource, "effectiveDateTime") or time_at(
+        resource, "effectivePeriod", "start"
+    )
+    asserted = time_at(resource, "dateAsserted")
+    if effective is not None and asserted is not None and effective > asserted:
+        return (asserted,)
+    return (effective, asserted)
 
 
 def _statement_ends(resource: Json) -> tuple[datetime | None, ...]:

@@ -804,6 +804,15 @@ def test_given_a_statement_of_a_drug_taken_when_imported_then_a_prescription_wit
             utc(2024, 3, 5, 10),
             id="given no effective time then dateAsserted",
         ),
+        pytest.param(
+            {
+                "status": "intended",
+                "effectiveDateTime": None,
+                "effectivePeriod": {"start": "2024-04-01"},
+            },
+            utc(2024, 3, 5, 10),
+            id="given a use planned to start after it was asserted then dateAsserted",
+        ),
     ],
 )
 def test_statement_times(fields: dict[str, Any], occurred: datetime) -> None:
@@ -1007,6 +1016,14 @@ def test_given_no_id_and_no_identifying_full_url_then_an_error(full_url: str | N
     assert result.events == []
     assert [(error.reason, "id is missing" in error.message) for error in result.errors] == [
         ("missing_field", True)
+    ]
+
+
+def test_given_an_id_that_is_not_a_string_then_an_error_that_says_so() -> None:
+    result = run(changed(PENICILLIN, id=123))
+    assert result.events == []
+    assert [(error.reason, error.message) for error in result.errors] == [
+        ("invalid_value", "AllergyIntolerance: id is not a string: 123")
     ]
 
 
