@@ -17,7 +17,9 @@ Envelope: `origin=imported`, `source_ref=ResourceType/id`, `confidence=1.0`, `pu
 `scope=subject`, tenant and actor from the caller; allergies and medications are
 `special_category`, the home-country fact is `normal`. `subject_id` is the FHIR Patient id (from
 `Patient/<id>`, an absolute `.../Patient/<id>[/_history/n]` URL, or a `urn:uuid:` matched to a
-Patient entry's `fullUrl`, else the uuid itself), with `:` and white space replaced by `-`.
+Patient entry's `fullUrl`, else the uuid itself, or a logical reference by `identifier` matched
+to the one Patient of the input set that carries it; no such Patient, or two, is an error), with
+`:` and white space replaced by `-`.
 
 Times: `occurred_at` is the first present of
   - AllergyIntolerance: recordedDate, onsetDateTime, onsetPeriod.start, meta.lastUpdated; for

@@ -62,6 +62,9 @@ class Index:
     """Entry fullUrl -> Patient id."""
     orders: Mapping[str, SourcedResource]
     """`MedicationRequest/<id>` and entry fullUrls -> MedicationRequest."""
+    patient_identifiers: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
+    """(identifier system, value) -> Patient id, for references by identifier (None: more than
+    one Patient carries it)."""
     order_ends: dict[str, datetime | None] = field(default_factory=dict, compare=False)
     """Order id -> when its own import stops it, filled as records of drugs given name their
     orders (so an order is mapped once more for them all, not once per record)."""
@@ -71,6 +74,7 @@ class Index:
         medications: dict[str, Json] = {}
         patients: dict[str, str] = {}
         orders: dict[str, SourcedResource] = {}
+        identifiers: dict[tuple[str, str], str | None] = {}
         for item in resources:
             resource_type, identifier = item.resource_type, item.identity
             keys = [item.full_url, f"{resource_type}/{identifier}" if identifier else None]
@@ -80,7 +84,12 @@ class Index:
                 orders.update((key, item) for key in keys if key)
             if resource_type == "Patient" and item.full_url and identifier:
                 patients[item.full_url] = identifier
-        return cls(medications, patients, orders)
+            if resource_type == "Patient" and identifier:
+                for key in _identifier_keys(item.resource):
+                    identifiers[key] = (
+                        identifier if identifiers.get(key, identifier) == identifier else None
+                    )
+        return cls(medications, patients, orders, identifiers)
 
 
 @dataclass(frozen=True)
@@ -149,10 +158,24 @@ def new_event(
 _UNSAFE_IN_SUBJECT: Final = re.compile(r"[:\s]+")
 
 
+def _identifier_keys(patient: Json) -> list[tuple[str, str]]:
+    identifiers = patient.get("identifier")
+    if not isinstance(identifiers, list):
+        return []
+    return [
+        (item["system"], item["value"])
+        for item in identifiers
+        if isinstance(item, Mapping)
+        and isinstance(item.get("system"), str)
+        and isinstance(item.get("value"), str)
+    ]
+
+
 def subject_of(resource: Json, field_name: str, index: Index) -> str:
-    reference = string_at(required_object(resource, field_name), "reference")
+    holder = required_object(resource, field_name)
+    reference = string_at(holder, "reference")
     if reference is None:
-        raise Unmappable(Problem.MISSING_FIELD, f"{field_name}.reference")
+        return _subject_by_identifier(holder, field_name, index)
     if reference.startswith("urn:"):
         return subject_id_of(index.patients.get(reference) or reference.rsplit(":", 1)[-1])
     if reference.startswith("#"):
@@ -164,6 +187,28 @@ def subject_of(resource: Json, field_name: str, index: Index) -> str:
     if resource_type != "Patient":
         raise Unsupported(f"the subject is a {resource_type}, not a Patient")
     return subject_id_of(identifier)
+
+
+def _subject_by_identifier(holder: Json, field_name: str, index: Index) -> str:
+    """The Patient of the input set that a logical reference (by identifier) names."""
+    identifier = holder.get("identifier")
+    if not isinstance(identifier, Mapping):
+        raise Unmappable(Problem.MISSING_FIELD, f"{field_name}.reference")
+    system, value = string_at(identifier, "system"), string_at(identifier, "value")
+    key = (system or "", value or "")
+    if key not in index.patient_identifiers:
+        raise Unmappable(
+            Problem.UNRESOLVED_REFERENCE,
+            f"{field_name} names the patient only by identifier {key[0]}|{key[1]}, which no "
+            "Patient of the input set carries: send Patient/<id> or the Patient with it",
+        )
+    patient_id = index.patient_identifiers[key]
+    if patient_id is None:
+        raise Unmappable(
+            Problem.UNRESOLVED_REFERENCE,
+            f"{field_name} identifier {key[0]}|{key[1]} is carried by more than one Patient",
+        )
+    return subject_id_of(patient_id)
 
 
 def subject_id_of(identifier: str) -> str:

@@ -1027,6 +1027,43 @@ def test_given_an_id_that_is_not_a_string_then_an_error_that_says_so() -> None:
     ]
 
 
+def patient_with(identifier_value: str, patient_id: str) -> dict[str, Any]:
+    identifier = {"system": "urn:oid:1.2.36.146.595.217.0.1", "value": identifier_value}
+    return {"resourceType": "Patient", "id": patient_id, "identifier": [identifier]}
+
+
+BY_IDENTIFIER = {"identifier": {"system": "urn:oid:1.2.36.146.595.217.0.1", "value": "12345"}}
+
+
+def test_given_a_patient_named_by_identifier_then_the_patient_of_the_input_set_carrying_it() -> (
+    None
+):
+    result = run(patient_with("12345", "p-7"), changed(PENICILLIN, patient=BY_IDENTIFIER))
+    assert result.errors == []
+    assert [event.subject_id for _, event in result.events] == ["p-7"]
+
+
+@pytest.mark.parametrize(
+    ("patients", "said"),
+    [
+        pytest.param((), "which no Patient of the input set carries", id="given none carries it"),
+        pytest.param(
+            (patient_with("12345", "p-7"), patient_with("12345", "p-8")),
+            "is carried by more than one Patient",
+            id="given two patients carry it",
+        ),
+    ],
+)
+def test_given_an_identifier_no_single_patient_carries_then_an_unresolved_reference(
+    patients: tuple[dict[str, Any], ...], said: str
+) -> None:
+    result = run(*patients, changed(PENICILLIN, patient=BY_IDENTIFIER))
+    assert result.events == []
+    assert [(error.reason, said in error.message) for error in result.errors] == [
+        ("unresolved_reference", True)
+    ]
+
+
 # Patient -> home country
 
 
