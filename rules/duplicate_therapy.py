@@ -6,7 +6,7 @@ timolol eye drops with an oral beta blocker, stay duplicates."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import combinations
@@ -46,9 +46,7 @@ class DuplicateTherapyRule:
 
     def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
         found: dict[UUID, Finding] = {}
-        for first, second in combinations(active_medications(state), 2):
-            if focus is not None and not ({_key(first), _key(second)} & focus):
-                continue
+        for first, second in _pairs(active_medications(state), focus):
             finding = self._finding(first, second)
             if finding is not None:
                 found[alert_id(state.tenant_id, state.subject_id, RULE, finding.cause)] = finding
@@ -94,6 +92,24 @@ class DuplicateTherapyRule:
                 knowledge_version=self.knowledge.version,
             ),
         )
+
+
+def _pairs(
+    medications: list[MedicationView], focus: Focus
+) -> Iterator[tuple[MedicationView, MedicationView]]:
+    """Every pair of the active prescriptions (in their order) with at least one in focus: a
+    linear pass per focused prescription, not a pass over all pairs, so a subject with many
+    prescriptions is checked in time proportional to their number on each event."""
+    if focus is None:
+        yield from combinations(medications, 2)
+        return
+    focused = [n for n, medication in enumerate(medications) if _key(medication) in focus]
+    paired: set[int] = set()
+    for n in focused:
+        for m in range(len(medications)):
+            if m != n and m not in paired:
+                yield (medications[min(n, m)], medications[max(n, m)])
+        paired.add(n)
 
 
 def _shared(one: DrugResolution, two: DrugResolution) -> tuple[str, tuple[str, ...]] | None:

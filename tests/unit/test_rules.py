@@ -7,12 +7,15 @@ from itertools import permutations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from projections.state import initial_state, replay
+from projections.state import Kind, initial_state, replay
 from projections.views import step_allergy
 from rules.base import alert_id
 from rules.drug_allergy import RULE as DRUG_ALLERGY
 from rules.drug_allergy import severity_for
+from rules.duplicate_therapy import DuplicateTherapyRule
 from rules.engine import default_rules, evaluate
 from rules.knowledge.model import MatchLevel
 from schemas.alerts import Alert, AlertStatus, Severity
@@ -140,6 +143,28 @@ def test_given_an_acknowledgement_then_a_lifecycle_record_with_its_reason() -> N
 def test_given_two_active_drugs_of_one_class_then_duplicate_therapy() -> None:
     alerts = run([rx("rx-ibu", "ibuprofen"), rx("rx-nap", "naproxen", day=2)])
     assert [(a.rule_id, a.severity) for a in alerts] == [("duplicate-therapy", Severity.WARNING)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    drugs=st.lists(
+        st.sampled_from(["ibuprofen", "naproxen", "amoxicillin"]), min_size=1, max_size=8
+    ),
+    focused=st.sets(st.integers(min_value=0, max_value=9), max_size=4),
+)
+def test_duplicate_therapy_findings_for_a_focus_are_the_pairs_that_touch_it(
+    drugs: list[str], focused: set[int]
+) -> None:
+    rule = DuplicateTherapyRule(TableKnowledge())
+    state = replay([rx(f"rx-{n}", drug, day=n + 1) for n, drug in enumerate(drugs)])
+    focus = frozenset((Kind.MEDICATION, f"rx-{n}") for n in focused)
+    everything = rule.findings(state, None)
+    touching = {
+        identifier
+        for identifier, finding in everything.items()
+        if {f"medication:rx-{n}" for n in focused} & set(finding.cause)
+    }
+    assert dict(rule.findings(state, focus)) == {i: everything[i] for i in touching}
 
 
 def test_given_a_quick_explicit_reversal_then_a_needs_confirmation_alert() -> None:
