@@ -156,6 +156,9 @@ def new_event(
 
 
 _UNSAFE_IN_SUBJECT: Final = re.compile(r"[:\s]+")
+_FHIR_TYPE_NAME: Final = re.compile(r"[A-Z][A-Za-z]+")
+"""The shape of a FHIR resource type name (Patient, Group): a reference whose type segment is
+not one (`.../pasient/123`) is an error, not a subject of another type to skip."""
 
 
 def _identifier_keys(patient: Json) -> list[tuple[str, str]]:
@@ -184,6 +187,11 @@ def subject_of(resource: Json, field_name: str, index: Index) -> str:
     if relative is None:
         raise Unmappable(Problem.INVALID_VALUE, f"{field_name}.reference {reference!r}")
     resource_type, identifier = relative.split("/")
+    if not _FHIR_TYPE_NAME.fullmatch(resource_type):
+        raise Unmappable(
+            Problem.INVALID_VALUE,
+            f"{field_name}.reference {reference!r} names no FHIR resource type (Patient/<id>)",
+        )
     if resource_type != "Patient":
         raise Unsupported(f"the subject is a {resource_type}, not a Patient")
     return subject_id_of(identifier)

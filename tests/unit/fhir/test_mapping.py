@@ -743,6 +743,13 @@ def test_requests_that_are_not_prescriptions_are_skipped_with_a_reason(
     ]
 
 
+def test_given_a_subject_reference_that_names_no_resource_type_then_an_error_not_a_skip() -> None:
+    reference = "https://fhi.no/fhir/lmdi/pasient/12345678"
+    result = run(changed(ACTIVE_ORDER, subject={"reference": reference}))
+    assert (result.events, result.skipped) == ([], [])
+    assert [(e.reason, reference in e.message) for e in result.errors] == [("invalid_value", True)]
+
+
 @pytest.mark.parametrize(
     "intent",
     ["order", "original-order", "reflex-order", "filler-order", "instance-order", "plan"],
