@@ -41,7 +41,7 @@ _OTHER_PERSON: Final = re.compile(
 
 _NOT_ALLERGEN_CLAUSE: Final = re.compile(
     r"\b(?:(?:treated|managed|relieved|resolved|reversed|rescued)\s+(?:with|by|using)"
-    r"|required|requiring|needed|needing|responded\s+to"
+    r"|required|requiring|needed|needing|responded\s+to|no\s+(?:reactions?|problems?)\s+(?:to|with)"
     r"|tolerated|tolerates|tolerating|tolerate|can\s+take|has\s+taken)\b[^,;+、.。\n]*"
 )
 """From a cue that the drugs after it treated the reaction or are tolerated, to the end of the

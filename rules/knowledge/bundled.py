@@ -66,11 +66,10 @@ class BundledKnowledge:
         allergen_codes: tuple[Coding, ...] = (),
         drug_codes: tuple[Coding, ...] = (),
     ) -> CrossReactivity:
-        allergy = replace(
-            self._recogniser.recognise(allergen_part(allergen), allergen_codes), query=allergen
-        )
+        allergen_text = allergen_part(allergen)
+        allergy = replace(self._recogniser.recognise(allergen_text, allergen_codes), query=allergen)
         medicine = self._recogniser.recognise(drug, drug_codes)
-        doubt = _doubt(allergy)
+        doubt = _doubt(allergy, allergen_text)
         outcome = (
             _Outcome(MatchLevel.UNVERIFIED, f"allergen '{allergen}' reads as {doubt}", DOUBT_SOURCE)
             if doubt is not None
@@ -152,12 +151,14 @@ def _all_reasons(verdicts: list[Verdict]) -> str:
     return "; ".join(dict.fromkeys(verdict.reason for verdict in verdicts))
 
 
-def _doubt(allergy: Recognition) -> str | None:
-    """A negation or another person's allergy in an allergen text that names an allergen (a
-    "no known allergy" statement alone is what it says)."""
-    if allergy.concepts in ((), (NO_KNOWN_ALLERGY,)):
+def _doubt(allergy: Recognition, allergen_text: str) -> str | None:
+    """A negation or another person's allergy in an allergen text (a "no known allergy"
+    statement alone is what it says): in the part that names allergens, so "no reaction to
+    cephalexin" after a penicillin allergy does not negate it; in the whole text when nothing
+    in it names an allergen ("no reaction to penicillin")."""
+    if allergy.concepts == (NO_KNOWN_ALLERGY,):
         return None
-    return doubt_in(allergy.query)
+    return doubt_in(allergy.query if not allergy.concepts else allergen_text)
 
 
 def _unresolved(allergy: Recognition, medicine: Recognition) -> str | None:

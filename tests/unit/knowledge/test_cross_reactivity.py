@@ -293,6 +293,9 @@ def test_an_allergy_text_that_negates_or_is_not_the_patients_is_unverified_not_c
             "penicillin allergy; tolerates cephalexin", "cephalexin", id="given tolerated"
         ),
         pytest.param("Tolerated codeine. Morphine itch", "codeine", id="given sentence start"),
+        pytest.param(
+            "penicillin - hives; no reaction to cephalexin", "cephalexin", id="given no reaction to"
+        ),
     ],
 )
 def test_a_drug_that_treated_the_reaction_or_is_tolerated_is_not_read_as_the_allergen(
