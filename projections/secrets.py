@@ -34,7 +34,9 @@ _TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _ANY_TOKEN = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern in _TOKEN_PATTERNS))
 """Matches wherever one of the token patterns does: most text matches none, so it is searched
 once instead of once per pattern."""
-_CARD_CANDIDATE = re.compile(r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])")
+_CARD_CANDIDATE = re.compile(r"(?<![\w+-])(?:\d[ -]?){12,18}\d(?![\w-])")
+"""13 to 19 digits, single spaces or hyphens between them; not after a `+`, which starts an
+international phone number (`+86 138 0013 8002`, 13 digits that may pass the Luhn check)."""
 
 
 class SecretFinding(NamedTuple):

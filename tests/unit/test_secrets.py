@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -99,3 +100,17 @@ def test_given_a_card_number_in_a_nested_string_then_its_path_is_named() -> None
     assert [(f.field, f.kind) for f in found] == [
         ("payload.reactions[0].notes[0]", "a payment card number")
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        pytest.param("card 4111 1111 1111 1111 exp 12/29", True, id="given a card number"),
+        pytest.param("call daughter +86 138 0013 8002", False, id="given an international phone"),
+        pytest.param("ref 86 138 0013 8002", True, id="given the same digits without a plus"),
+    ],
+)
+def test_a_card_number_is_found_but_not_an_international_phone_number(
+    text: str, found: bool
+) -> None:
+    assert bool(secrets_in_text("note", text)) is found
