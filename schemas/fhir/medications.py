@@ -190,7 +190,9 @@ def _referenced_medication(resource: Json, reference: Json, index: Index) -> Jso
     found = index.medications.get(target) or index.medications.get(relative_reference(target) or "")
     if found is None:
         raise Unmappable(
-            Problem.UNRESOLVED_REFERENCE, f"{target} is not among the imported resources"
+            Problem.UNRESOLVED_REFERENCE,
+            f"{target} is not among the imported resources (pass the file that holds it in the "
+            "same command: its codes decide the drug, so it is not guessed from a display)",
         )
     return found
 

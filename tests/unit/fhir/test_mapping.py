@@ -1340,7 +1340,9 @@ def test_given_a_missing_medication_reference_when_imported_then_an_error_not_a_
         (
             "rx.json",
             "unresolved_reference",
-            "MedicationRequest/medrx002: Medication/med0316 is not among the imported resources",
+            "MedicationRequest/medrx002: Medication/med0316 is not among the imported resources"
+            " (pass the file that holds it in the same command: its codes decide the drug, so it"
+            " is not guessed from a display)",
         )
     ]
 
