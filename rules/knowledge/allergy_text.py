@@ -42,10 +42,12 @@ _OTHER_PERSON: Final = re.compile(
 _NOT_ALLERGEN_CLAUSE: Final = re.compile(
     r"\b(?:(?:treated|managed|relieved|resolved|reversed|rescued)\s+(?:with|by|using)"
     r"|required|requiring|needed|needing|responded\s+to|no\s+(?:reactions?|problems?)\s+(?:to|with)"
-    r"|tolerated|tolerates|tolerating|tolerate|can\s+take|has\s+taken)\b[^,;+、.。\n]*"
+    r"|tolerated|tolerates|tolerating|tolerate|can\s+take|has\s+taken)\b"
+    r"(?:(?!\b(?:after|following|due|because|from|when|during|while)\b)[^,;+、.。\n])*"
 )
 """From a cue that the drugs after it treated the reaction or are tolerated, to the end of the
-list item or sentence."""
+list item or sentence, or to a word that goes back to the cause ("anaphylaxis requiring
+epinephrine after cefazolin" keeps "after cefazolin")."""
 _INTOLERANCE_WORDS: Final = frozenset(
     {"not", "never", "poorly", "unable", "cannot", "cant", "couldnt", "didnt", "doesnt", "no"}
 )
