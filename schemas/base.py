@@ -13,7 +13,10 @@ def to_utc_millis(value: datetime) -> datetime:
     """Normalise a tz-aware time to UTC at millisecond precision (what Avro and ClickHouse keep)."""
     if value.tzinfo is UTC and not value.microsecond % 1000:
         return value
-    utc = value.astimezone(UTC)
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the time is out of the range of dates (years 1 to 9999 in UTC)") from None
     return utc.replace(microsecond=utc.microsecond - utc.microsecond % 1000)
 
 

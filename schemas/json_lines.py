@@ -4,6 +4,7 @@ payload as an object chosen by `type`."""
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -37,9 +38,9 @@ def _not_a_number(literal: str) -> NoReturn:
 def strict_json(text: str) -> Any:
     """JSON text as RFC 8259 defines it. Python's reader also takes `NaN` and `Infinity` and
     `\\ud800`-style escapes of unpaired surrogates, which no record can carry (Avro strings are
-    UTF-8, canonical JSON has no NaN); those raise `MalformedJson`, as does nesting deeper than
-    the reader's recursion allows, and `json.JSONDecodeError` is raised for text that is not
-    JSON at all."""
+    UTF-8, canonical JSON has no NaN); those raise `MalformedJson`, as do nesting deeper than
+    the reader's recursion allows and an integer too long for Python to convert, and
+    `json.JSONDecodeError` is raised for text that is not JSON at all."""
     try:
         document = json.loads(text, parse_constant=_not_a_number)
         if "\\u" in text:
@@ -49,6 +50,13 @@ def strict_json(text: str) -> Any:
     except RecursionError:
         raise MalformedJson(
             "not JSON this reader takes: arrays or objects nested too deep"
+        ) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        raise MalformedJson(
+            f"not JSON this reader takes: a number longer than {sys.get_int_max_str_digits():,}"
+            " digits"
         ) from None
     return document
 

@@ -147,7 +147,7 @@ def _order_end(order: SourcedResource, index: Index, context: ImportContext) -> 
         events = request_events(
             Source(order.resource, order.identity, context, order.document_time), index
         )
-    except (Unsupported, Unmappable, ValidationError):
+    except (Unsupported, Unmappable, ValidationError, OverflowError):
         return None
     stops = [e.occurred_at for e in events if e.type == EventType.MEDICATION_STOPPED]
     return min(stops, default=None)

@@ -90,7 +90,7 @@ def parse_fhir_datetime(text: str) -> datetime:
         raise ValueError(f"{text!r} has a time but no time zone")
     fraction = (parts["fraction"] or "").ljust(6, "0")[:6]
     try:
-        return datetime(
+        moment = datetime(
             int(parts["year"]),
             int(parts["month"] or 1),
             int(parts["day"] or 1),
@@ -100,8 +100,14 @@ def parse_fhir_datetime(text: str) -> datetime:
             int(fraction),
             tzinfo=_zone(parts["zone"]),
         )
+        moment.astimezone(UTC)
     except ValueError as error:
         raise ValueError(f"{text!r} is not a valid date: {error}") from None
+    except OverflowError:
+        raise ValueError(
+            f"{text!r} is out of the range of dates (years 1 to 9999 in UTC)"
+        ) from None
+    return moment
 
 
 def _zone(text: str | None) -> timezone:

@@ -182,6 +182,12 @@ class FhirImport:
         return dict(Counter(skip.reason for skip in self.skipped).most_common())
 
 
+_AT_THE_EDGE_OF_TIME = (
+    "a date is at the edge of the range of dates (year 1 or 9999): the times derived from it "
+    "(a stop just after a start) cannot be computed"
+)
+
+
 def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
     """Map every resource of the input set to events, skips or errors (in input order)."""
     index = Index.of(parsed.resources)
@@ -199,6 +205,9 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
         except ValidationError as error:
             message = f"{label}: {validation_summary(error)}"
             result.errors.append(FhirError(item.origin, Problem.INVALID_RECORD.value, message))
+        except OverflowError:
+            message = f"{label}: {_AT_THE_EDGE_OF_TIME}"
+            result.errors.append(FhirError(item.origin, Problem.INVALID_VALUE.value, message))
         else:
             result.events.extend((item.origin, event) for event in events)
     return result

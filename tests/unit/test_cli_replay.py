@@ -94,6 +94,7 @@ def test_given_bad_lines_then_each_is_reported_with_its_line_number_and_the_rest
         pytest.param("confidence", "NaN", id="NaN"),
         pytest.param("confidence", "Infinity", id="Infinity"),
         pytest.param("actor", '"ehr-\\ud800"', id="an unpaired surrogate escape"),
+        pytest.param("confidence", "1" * 5_000, id="a number too long for Python to convert"),
     ],
 )
 def test_given_text_that_python_reads_but_json_does_not_allow_then_a_line_error_not_a_crash(
@@ -128,6 +129,20 @@ def test_given_a_line_that_is_not_text_or_too_deep_then_a_line_error_and_the_res
     assert code == 1
     assert f"mixed.ndjson:2: {error}" in " ".join(stderr.split())
     assert sum(s["state"]["version"] for s in subjects) == 2
+
+
+def test_given_a_time_that_leaves_the_range_of_dates_in_utc_then_a_line_error_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    good = SAMPLE.read_text(encoding="utf-8").splitlines()[:2]
+    bad = json.dumps(json.loads(good[0]) | {"occurred_at": "0001-01-01T00:30:00+01:00"})
+    path = tmp_path / "ancient.ndjson"
+    path.write_text("\n".join([bad, good[1]]) + "\n", encoding="utf-8")
+    code, subjects, stderr = _replay_json(path)
+    assert code == 1
+    assert "ancient.ndjson:1: invalid_record: occurred_at" in stderr
+    assert "out of the range of dates" in " ".join(stderr.split())
+    assert sum(s["state"]["version"] for s in subjects) == 1
 
 
 def test_given_a_file_that_starts_with_a_byte_order_mark_then_its_first_event_counts(

@@ -1026,6 +1026,29 @@ def test_given_no_id_and_no_identifying_full_url_then_an_error(full_url: str | N
     ]
 
 
+@pytest.mark.parametrize(
+    ("resource", "said"),
+    [
+        pytest.param(
+            changed(PENICILLIN, recordedDate="0001-01-01T00:30:00+01:00"),
+            "is out of the range of dates",
+            id="given a date before year 1 in UTC",
+        ),
+        pytest.param(
+            changed(ACTIVE_ORDER, status="completed", authoredOn="9999-12-31T23:59:59.999Z"),
+            "at the edge of the range of dates",
+            id="given an ended order at the last instant of year 9999",
+        ),
+    ],
+)
+def test_given_a_date_at_the_edge_of_the_range_then_an_error_not_a_crash(
+    resource: dict[str, Any], said: str
+) -> None:
+    result = run(resource)
+    assert result.events == []
+    assert [(e.reason, said in e.message) for e in result.errors] == [("invalid_value", True)]
+
+
 def test_given_an_id_that_is_not_a_string_then_an_error_that_says_so() -> None:
     result = run(changed(PENICILLIN, id=123))
     assert result.events == []
