@@ -155,7 +155,7 @@ class UserState(BaseModel):
     @property
     def last_event_id(self) -> str | None:
         """The latest event in valid-time order (independent of arrival order)."""
-        return None if self.last_key is None else self.last_key[2]
+        return None if self.last_key is None else self.last_key[3]
 
     @property
     def as_of(self) -> Any:

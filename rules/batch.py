@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from projections.gate import GateContext, Rejected
 from projections.state import UserState, initial_state
+from projections.timeline import CAUSAL_RANK
 from projections.views import DEFAULT_POLICY, FoldPolicy
 from rules.base import Rule
 from rules.engine import process
@@ -40,8 +41,17 @@ ContextFor = Callable[[Submitted, dict[str, str]], GateContext]
 
 
 def processing_order(submitted: Submitted) -> tuple[object, ...]:
+    """Transaction time, valid time, causal rank (`projections.timeline.CAUSAL_RANK`), event id,
+    then the event's content: two different events that reuse one id at one instant are
+    processed in the same order whatever the order of the file (the second is refused)."""
     event = submitted.event
-    return (event.recorded_at, event.occurred_at, event.id)
+    return (
+        event.recorded_at,
+        event.occurred_at,
+        CAUSAL_RANK[event.type],
+        event.id,
+        event.model_dump_json(),
+    )
 
 
 def replay_batch(

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from random import Random
 from uuid import UUID
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,7 @@ from projections.document import (
     state_hash,
 )
 from projections.gate import GateContext, GatePolicy, Rejected, TenantPolicy
-from projections.queries import events_in_order
+from projections.queries import active_medications, events_in_order
 from projections.state import Kind, UserState, evolve, initial_state, replay, replay_all
 from rules.base import Finding, Focus, Rule, RuleRef
 from rules.batch import Submitted, replay_batch
@@ -266,3 +267,22 @@ def test_given_any_history_in_any_order_then_the_alerts_stream_agrees_with_the_s
         stream += evaluate(RULES, state, after, event)
         assert rejudged(after, latest_records(stream), RULES, why) == []
         state = after
+
+
+LOW_ID, HIGH_ID = "00000000-0000-4000-8000-000000000001", "ffffffff-ffff-4fff-bfff-ffffffffffff"
+
+
+@pytest.mark.parametrize(
+    ("prescription_id", "stop_id"),
+    [
+        pytest.param(LOW_ID, HIGH_ID, id="given the stop's id sorts last"),
+        pytest.param(HIGH_ID, LOW_ID, id="given the stop's id sorts first"),
+    ],
+)
+def test_given_a_prescription_and_its_stop_at_one_instant_then_stopped_whatever_their_ids(
+    prescription_id: str, stop_id: str
+) -> None:
+    prescribed = make_event("MedicationPrescribed", "rx", event_id=prescription_id)
+    stopped = make_event("MedicationStopped", "stop", event_id=stop_id)
+    for order in ([prescribed, stopped], [stopped, prescribed]):
+        assert active_medications(replay(order)) == []
