@@ -15,6 +15,7 @@ from projections.document import plain
 from schemas.alerts import Alert
 from schemas.codec import alert_codec
 from schemas.fhir.detected_issue import detected_issue, detected_issue_bundle
+from streams.json_out import json_line
 from streams.sealing import Sealer, readable
 
 
@@ -33,7 +34,7 @@ def readable_alerts(records: Iterable[Any], sealer: Sealer) -> list[Alert]:
 
 
 def alert_json(alert: Alert) -> str:
-    return json.dumps(plain(alert), ensure_ascii=False, sort_keys=True)
+    return json_line(plain(alert))
 
 
 def alert_table(alerts: list[Alert], title: str = "Alerts") -> Table:
@@ -73,5 +74,5 @@ def print_alert(alert: Alert, console: Console, output: AlertFormat) -> None:
     elif output is AlertFormat.JSON:
         console.out(alert_json(alert), highlight=False)
     else:
-        issue = json.dumps(detected_issue(alert), ensure_ascii=False, sort_keys=True)
+        issue = json_line(detected_issue(alert))
         console.out(issue, highlight=False)

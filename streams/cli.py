@@ -61,6 +61,7 @@ from streams.event_files import LineError, read_ndjson_file
 from streams.export import erasure_receipts, export_document, write_csv, write_json
 from streams.fhir_files import read_fhir_files
 from streams.group_access import GroupNotAuthorized, not_authorized
+from streams.json_out import json_line
 from streams.kafka_address import KafkaNotFound, bootstrap_servers
 from streams.kafka_security import KafkaSecurity, KafkaSecurityError, use_kafka_security
 from streams.keys import FileKeyStore, SubjectErased
@@ -286,7 +287,7 @@ def query(
     except READ_ERRORS as error:
         raise read_failed(error) from None
     if as_json:
-        out.out(json.dumps(result.to_json(), ensure_ascii=False), highlight=False)
+        out.out(json_line(result.to_json(), sort_keys=False), highlight=False)
         return
     table = Table()
     for column in result.columns:
@@ -436,7 +437,7 @@ def state(
     document = readable_document(subject_state, purpose, tenant_policy, read_at=datetime.now(UTC))
     document["state_hash"] = hash_
     if as_json:
-        out.out(json.dumps(document, ensure_ascii=False, sort_keys=True), highlight=False)
+        out.out(json_line(document), highlight=False)
     else:
         out.print_json(data=document)
 
@@ -538,7 +539,7 @@ def explain(
     except READ_ERRORS as error:
         raise read_failed(error) from None
     if as_json:
-        out.out(json.dumps(chain, ensure_ascii=False, sort_keys=True, default=str), highlight=False)
+        out.out(json_line(chain, default=str), highlight=False)
     else:
         out.print_json(data=chain, default=str)
 
@@ -835,7 +836,7 @@ def check_drug(
         load_bundled_knowledge(), allergen, medicine, allergen_codings, medicine_codings
     )
     if as_json:
-        out.out(json.dumps(verdict, ensure_ascii=False, sort_keys=True), highlight=False)
+        out.out(json_line(verdict), highlight=False)
         return
     for name, value in verdict.items():
         out.print(f"{name:>18}: {value}")

@@ -25,6 +25,7 @@ from schemas.alerts import Alert
 from schemas.erasures import subject_ref
 from schemas.events import ClaimRetracted, Event
 from streams.analytics import open_query_client
+from streams.json_out import json_line
 from streams.settings import Settings
 
 EXPORT_VERSION = 1
@@ -132,11 +133,7 @@ def write_json(document: dict[str, Any], directory: Path) -> list[Path]:
 
 
 def _cell(value: Any) -> Any:
-    return (
-        json.dumps(value, ensure_ascii=False, sort_keys=True)
-        if isinstance(value, dict | list)
-        else value
-    )
+    return json_line(value) if isinstance(value, dict | list) else value
 
 
 def _write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> Path:

@@ -7,7 +7,6 @@ and `rejected` (gate rejections of that subject's events).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +16,7 @@ from projections.document import plain, state_document, state_hash
 from rules.batch import SubjectResult
 from streams.alert_output import alert_table
 from streams.event_files import LineError
+from streams.json_out import json_line
 
 
 def subject_json(result: SubjectResult) -> dict[str, Any]:
@@ -41,9 +41,7 @@ def subject_json(result: SubjectResult) -> dict[str, Any]:
 
 def print_json(results: Mapping[str, SubjectResult], console: Console) -> None:
     for result in results.values():
-        console.out(
-            json.dumps(subject_json(result), ensure_ascii=False, sort_keys=True), highlight=False
-        )
+        console.out(json_line(subject_json(result)), highlight=False)
 
 
 def print_human(results: Mapping[str, SubjectResult], console: Console) -> None:

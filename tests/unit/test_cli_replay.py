@@ -145,6 +145,19 @@ def test_given_a_time_that_leaves_the_range_of_dates_in_utc_then_a_line_error_no
     assert sum(s["state"]["version"] for s in subjects) == 1
 
 
+def test_given_text_with_unicode_line_separators_then_each_subject_stays_one_json_line(
+    tmp_path: Path,
+) -> None:
+    event = json.loads(SAMPLE.read_text(encoding="utf-8").splitlines()[0])
+    event["payload"]["trip_id"] = "first\u2028second\u2029third\u0085fourth"
+    path = tmp_path / "separators.ndjson"
+    path.write_text(json.dumps(event, ensure_ascii=False) + "\n", encoding="utf-8")
+    code, subjects, stderr = _replay_json(path)
+    assert code == 0, stderr
+    assert len(subjects) == 1
+    assert "first\u2028second\u2029third\u0085fourth" in json.dumps(subjects[0], ensure_ascii=False)
+
+
 def test_given_a_file_that_starts_with_a_byte_order_mark_then_its_first_event_counts(
     tmp_path: Path,
 ) -> None:

@@ -24,11 +24,12 @@ from projections.document import (
 from projections.gate import GateContext, GatePolicy, Rejected, TenantPolicy
 from projections.queries import active_medications, events_in_order
 from projections.state import Kind, UserState, evolve, initial_state, replay, replay_all
+from projections.timeline import CAUSAL_RANK
 from rules.base import Finding, Focus, Rule, RuleRef
 from rules.batch import Submitted, replay_batch
 from rules.engine import default_rules, evaluate, process
 from rules.rejudge import Rejudgement, latest_records, rejudged
-from schemas.events import Event
+from schemas.events import Event, EventType
 from schemas.reasons import ReasonCode
 from tests.factories import event_id, make_event
 from tests.fakes import TableKnowledge
@@ -286,3 +287,7 @@ def test_given_a_prescription_and_its_stop_at_one_instant_then_stopped_whatever_
     stopped = make_event("MedicationStopped", "stop", event_id=stop_id)
     for order in ([prescribed, stopped], [stopped, prescribed]):
         assert active_medications(replay(order)) == []
+
+
+def test_every_event_type_has_a_causal_rank() -> None:
+    assert set(CAUSAL_RANK) == set(EventType)
