@@ -256,6 +256,12 @@ def _challenged(view: ClaimView, kind: str, event: Event) -> ClaimView:
     return ClaimView(view.key, view.value, view.winner, conflict)
 
 
+def same_value(first: object, second: object) -> bool:
+    """Equal claim values, a boolean never equal to a number (Python's `True == 1`): a fact
+    `true` after `1` is a different statement, not a repeat."""
+    return first == second and isinstance(first, bool) == isinstance(second, bool)
+
+
 def preference_step(policy: FoldPolicy = DEFAULT_POLICY) -> Step[ClaimView]:
     """Latest explicit statement wins; a quick explicit reversal asks for confirmation."""
 
@@ -266,9 +272,9 @@ def preference_step(policy: FoldPolicy = DEFAULT_POLICY) -> Step[ClaimView]:
         value = claim_value(event)
         if not _is_explicit(event):
             return view if _is_explicit(held) else _wins(event)
-        if not _is_explicit(held) or value == view.value:
+        if not _is_explicit(held) or same_value(value, view.value):
             return _wins(event)
-        if view.conflict is not None and value == claim_value(view.conflict.challenger):
+        if view.conflict is not None and same_value(value, claim_value(view.conflict.challenger)):
             return _wins(event)
         if event.occurred_at - held.occurred_at <= policy.reversal_window:
             return _challenged(view, "preference", event)
@@ -286,7 +292,7 @@ def step_fact(view: ClaimView | None, event: Event) -> ClaimView | None:
         return _wins(event)
     if rank < held_rank:
         return view
-    if claim_value(event) == view.value:
+    if same_value(claim_value(event), view.value):
         return (
             new_tuple(ClaimView, (view.key, view.value, event, None))
             if view.conflict is None

@@ -164,14 +164,27 @@ FACT_CASES = [
         False,
         id="given equal-rank statements that agree then no conflict",
     ),
+    pytest.param(
+        [fact("f1", 1, 0), fact("f2", True, 10)],
+        1,
+        True,
+        id="given the number 1 then true then two statements that disagree, not a repeat",
+    ),
+    pytest.param(
+        [fact("f1", 1, 0), fact("f2", 1.0, 10)],
+        1,
+        False,
+        id="given 1 then 1.0 then the same number",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("events", "value", "conflicted"), FACT_CASES)
-def test_fact_policy(events: list[Any], value: str, conflicted: bool) -> None:
+def test_fact_policy(events: list[Any], value: Any, conflicted: bool) -> None:
     state = _every_order(events)
     (view,) = state.fact_views()
     assert view.value == value
+    assert isinstance(view.value, bool) == isinstance(value, bool)
     assert (view.conflict is not None) is conflicted
     assert len(claim_history(state, Kind.FACT, "blood_type")) == len(events)
 
