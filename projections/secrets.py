@@ -73,7 +73,8 @@ def secrets_in_text(field: str, text: str) -> list[SecretFinding]:
 
 
 def text_fields(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    """Every string inside a model, tuple or list, with its dotted path."""
+    """Every string inside a model, tuple or list, with its dotted path; an integer as its
+    digits (a card number sent as a number is still a card number)."""
     if isinstance(value, str):
         yield path, value
         return
@@ -88,6 +89,8 @@ def text_fields(value: Any, path: str) -> Iterator[tuple[str, str]]:
     for part_path, item in parts:
         if isinstance(item, str):
             yield part_path, item
+        elif isinstance(item, int) and not isinstance(item, bool):
+            yield part_path, str(item)
         elif isinstance(item, BaseModel | tuple | list):
             yield from text_fields(item, part_path)
 

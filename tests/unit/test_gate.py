@@ -131,6 +131,20 @@ REJECTIONS = [
         id="given a Luhn-valid card number then secret_in_text",
     ),
     pytest.param(
+        make_event("FactAsserted", "s4", payload={"key": "card", "value": 4111111111111111}),
+        {},
+        None,
+        ReasonCode.SECRET_IN_TEXT,
+        id="given a card number sent as a number then secret_in_text",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "s5", purpose="token: abcd1234efgh"),
+        {},
+        None,
+        ReasonCode.SECRET_IN_TEXT,
+        id="given a credential in the purpose then secret_in_text",
+    ),
+    pytest.param(
         make_event(
             "MedicationPrescribed", "s3", payload={"note": "key sk-live-abcdefghijklmnop1234"}
         ),
