@@ -69,11 +69,11 @@ plan are prescriptions; proposal and option are skipped (a suggestion is not a p
 are `draft` requests and `doNotPerform` ones (an instruction NOT to give the drug). Statuses
 stopped, completed, cancelled and entered-in-error also yield a MedicationStopped (reason = the
 status, plus statusReason text), dated at the end of therapy (latest dosage boundsPeriod.end),
-else the dispense validityPeriod.end, capped at meta.lastUpdated, or without it at the Bundle's or fallback
-time (the terminal status was known by then), else meta.lastUpdated; a candidate counts only
-when it is after the order. With none,
-the stop time is unknown and the stop is placed 1 ms after the order: the order is checked once
-(its alerts are raised and then resolved), and it does not stay active for ever. An
+else the dispense validityPeriod.end, capped at meta.lastUpdated, or without it at the Bundle's
+time or the fallback time (the terminal status was known by then), else meta.lastUpdated; a
+candidate counts only when it is after the order. With none, the stop time is unknown and the
+stop is placed 1 ms after the order: the order is checked once (its alerts are raised and then
+resolved), and it does not stay active for ever. An
 entered-in-error request yields the MedicationStopped only: it never was a prescription, so it
 raises no alert, and it ends an earlier version of the same request (same id) if one was
 imported.
