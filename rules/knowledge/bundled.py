@@ -67,7 +67,8 @@ class BundledKnowledge:
         drug_codes: tuple[Coding, ...] = (),
     ) -> CrossReactivity:
         allergen_text = allergen_part(allergen)
-        allergy = replace(self._recogniser.recognise(allergen_text, allergen_codes), query=allergen)
+        recognised = self._recogniser.recognise(allergen_text, allergen_codes, every_item=True)
+        allergy = replace(recognised, query=allergen)
         medicine = self._recogniser.recognise(drug, drug_codes)
         doubt = _doubt(allergy, allergen_text)
         outcome = (

@@ -65,8 +65,11 @@ class Recogniser:
         self._names_by_initial = _names_by_initial(lexicon)
         self._closest = lru_cache(maxsize=4096)(self._closest_names)
 
-    def recognise(self, text: str, codings: Iterable[Coding]) -> Recognition:
-        """Known codes make the input resolved (text concepts are added, never removed).
+    def recognise(
+        self, text: str, codings: Iterable[Coding], *, every_item: bool = False
+    ) -> Recognition:
+        """Known codes make the input resolved (text concepts are added, never removed), except,
+        with `every_item` (an allergy list), for the list items that name nothing.
 
         Without a known code the text decides; unknown codes are reported only when the text
         yields nothing either (codings of one concept are alternatives, not parts).
@@ -74,13 +77,25 @@ class Recogniser:
         coded, unknown_codes = self._codes(codings)
         found, unknown_words = self.parse(text)
         if coded:
-            return Recognition(text, _sorted_unique(coded + found), ())
+            unread = self._unread_items(text) if every_item else ()
+            return Recognition(text, _sorted_unique(coded + found), unread)
         if found:
             return Recognition(
                 text, _sorted_unique(found), unknown_words, self._suggestions(unknown_words)
             )
         unknown = unknown_words + unknown_codes
         return Recognition(text, (), unknown, self._suggestions(unknown_words))
+
+    def _unread_items(self, text: str) -> tuple[str, ...]:
+        """The unrecognised words of the list items that name nothing, in a text of several
+        items: an allergy's code names one substance, so it cannot vouch for another item of
+        its list ("Penicillin, Sulfamethoxazol" coded as penicillin G). A text of one item is
+        the code's display, which the code already reads."""
+        items = _ITEM_SEPARATORS.split(fold(text))
+        if len(items) < 2:
+            return ()
+        parsed = (self.parse(item) for item in items)
+        return tuple(word for found, unknown in parsed if not found for word in unknown)
 
     def _suggestions(self, words: Iterable[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
         offered = ((word, self._closest(word)) for word in words)
