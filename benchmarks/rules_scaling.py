@@ -10,47 +10,34 @@ prescription is in, the time grows with N, not with N squared. Run: `make bench`
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
-from uuid import UUID, uuid5
+from datetime import timedelta
 
 from benchmarks.output import machine_speed_around
+from benchmarks.synthetic import START, event_of
 from projections.state import evolve, initial_state
 from rules.engine import default_rules, evaluate
 from rules.knowledge.bundled import load_bundled_knowledge
-from schemas.events import AllergyRecorded, Event, EventType, MedicationPrescribed, Origin
+from schemas.events import AllergyRecorded, Event, MedicationPrescribed, Origin
 
 SIZES = (10, 100, 1_000, 4_000)
 TRIES = 5
 DRUGS = ("amoxicillin", "ibuprofen", "naproxen", "lisinopril", "atorvastatin", "metformin")
-START = datetime(2024, 1, 1, tzinfo=UTC)
-NAMESPACE = UUID("6f1c2f7e-3d1a-4c55-9b7e-2b0c4a1e9d10")
-
-
-def _event(n: int, payload: AllergyRecorded | MedicationPrescribed) -> Event:
-    at = START + timedelta(minutes=n)
-    return Event(
-        event_id=str(uuid5(NAMESPACE, str(n))),
-        tenant_id="bench",
-        subject_id="s-1",
-        actor="bench",
-        type=EventType(type(payload).__name__),
-        occurred_at=at,
-        recorded_at=at,
-        origin=Origin.IMPORTED,
-        confidence=1.0,
-        payload=payload,
-    )
+"""Two NSAIDs among them, so duplicate therapies are found as well as penicillin conflicts."""
+IMPORTED = Origin.IMPORTED
 
 
 def _prescription(n: int) -> Event:
     drug = DRUGS[n % len(DRUGS)]
-    return _event(n + 1, MedicationPrescribed(prescription_id=f"rx-{n}", drug=drug))
+    payload = MedicationPrescribed(prescription_id=f"rx-{n}", drug=drug)
+    return event_of("bench", "s-1", n + 1, START + timedelta(minutes=n + 1), payload, IMPORTED)
 
 
 def main() -> None:
     rules = default_rules(load_bundled_knowledge())
     allergy = AllergyRecorded(allergy_id="a-1", substance="penicillin")
-    state = evolve(initial_state("bench", "s-1"), _event(0, allergy))
+    state = evolve(
+        initial_state("bench", "s-1"), event_of("bench", "s-1", 0, START, allergy, IMPORTED)
+    )
     active = 0
     print("rules cost of one more prescription (all rules, bundled knowledge, best of 5):")
     for size in SIZES:

@@ -18,6 +18,7 @@ from schemas.events import (
     MedicationPrescribed,
     MedicationStopped,
     Origin,
+    Payload,
     PreferenceStated,
     TravelRecorded,
     VerificationStatus,
@@ -49,22 +50,31 @@ def _event(
     rng: random.Random, tenant: str, subject: str, index: int, number: int, at: datetime
 ) -> Event:
     roll = rng.random()
-    event_type, payload = _payload(rng, roll, index)
+    _, payload = _payload(rng, roll, index)
+    origin = rng.choice((Origin.EXPLICIT_STATEMENT, Origin.USER_PROVIDED_FACT, Origin.INFERRED))
+    return event_of(tenant, subject, number, at, payload, origin)
+
+
+def event_of(
+    tenant: str, subject: str, number: int, at: datetime, payload: Payload, origin: Origin
+) -> Event:
+    """Event number `number` (its id is that number as a UUID) of a subject, valid at `at`,
+    recorded 30 s later."""
     return Event(
         event_id=str(UUID(int=number)),
         tenant_id=tenant,
         subject_id=subject,
         actor="ehr-adapter",
-        type=event_type,
+        type=EventType(type(payload).__name__),
         occurred_at=at,
         recorded_at=at + timedelta(seconds=30),
-        origin=rng.choice((Origin.EXPLICIT_STATEMENT, Origin.USER_PROVIDED_FACT, Origin.INFERRED)),
+        origin=origin,
         confidence=0.9,
         payload=payload,
     )
 
 
-def _payload(rng: random.Random, roll: float, index: int) -> tuple[EventType, object]:
+def _payload(rng: random.Random, roll: float, index: int) -> tuple[EventType, Payload]:
     if roll < 0.30:
         day = date(2020, 1, 1) + timedelta(days=index % 1500)
         return EventType.TRAVEL_RECORDED, TravelRecorded(

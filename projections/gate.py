@@ -224,12 +224,12 @@ def _privacy(event: Event, state: UserState, context: GateContext) -> tuple[Prob
     policy = context.policy
     problems = [
         Problem(ReasonCode.SECRET_IN_TEXT, f"{finding.field} looks like {finding.kind}")
-        for finding in secrets_in(event.payload, "payload")
-        + [
-            finding
-            for name in _FREE_TEXT_ENVELOPE
-            for finding in secrets_in(getattr(event, name) or "", name)
-        ]
+        for finding in secrets_in(
+            {
+                "payload": event.payload,
+                **{name: getattr(event, name) for name in _FREE_TEXT_ENVELOPE},
+            }
+        )
     ]
     tenant = policy.tenants.get(event.tenant_id)
     if is_special_category(event) and not consent_allows(state, event.purpose, tenant):

@@ -6,7 +6,7 @@ Findings name the kind of secret and where it was, never the secret itself.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel
@@ -95,12 +95,13 @@ def text_fields(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from text_fields(item, part_path)
 
 
-def secrets_in(value: Any, path: str) -> list[SecretFinding]:
-    """The secrets in every string inside `value`. The strings are first searched together,
-    one per line: a line break bounds words and digit runs as the ends of a string do, so
-    whatever any pattern matches within one string it also matches there, and a value with
-    nothing that looks like a secret (most values) is searched once."""
-    fields = list(text_fields(value, path))
+def secrets_in(values: Mapping[str, Any]) -> list[SecretFinding]:
+    """The secrets in every string inside the values, each named by its path (`payload`,
+    `source_ref`...; None holds nothing). The strings are first searched together, one per
+    line: a line break bounds words and digit runs as the ends of a string do, so whatever any
+    pattern matches within one string it also matches there, and values with nothing that
+    looks like a secret (most) are searched once."""
+    fields = [field for path, value in values.items() for field in text_fields(value, path)]
     together = "\n".join(text for _, text in fields)
     if not (_ANY_TOKEN.search(together) or _CARD_CANDIDATE.search(together)):
         return []
