@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, date, datetime
 from functools import cache
-from typing import Annotated
+from typing import Annotated, Final
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict
+
+_NUMERAL: Final = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
+
+
+def not_a_count(value: object) -> object:
+    """Refuse a number, or a numeral in text, where a time or date belongs: pydantic would read
+    it as seconds or milliseconds since 1970, guessing the unit from its size."""
+    if isinstance(value, int | float) or (isinstance(value, str) and _NUMERAL.fullmatch(value)):
+        raise ValueError("expected ISO 8601 text, not a number (its unit would be a guess)")
+    return value
 
 
 def to_utc_millis(value: datetime) -> datetime:
@@ -20,8 +31,12 @@ def to_utc_millis(value: datetime) -> datetime:
     return utc.replace(microsecond=utc.microsecond - utc.microsecond % 1000)
 
 
-UtcMillis = Annotated[AwareDatetime, AfterValidator(to_utc_millis)]
-"""A tz-aware timestamp, stored in UTC with millisecond precision. Naive times are refused."""
+UtcMillis = Annotated[AwareDatetime, BeforeValidator(not_a_count), AfterValidator(to_utc_millis)]
+"""A tz-aware timestamp, stored in UTC with millisecond precision. Naive times and numbers are
+refused."""
+
+CalendarDate = Annotated[date, BeforeValidator(not_a_count)]
+"""A calendar date (`YYYY-MM-DD` in JSON); a number is refused."""
 
 
 class WireModel(BaseModel):

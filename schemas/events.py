@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import date
 from enum import StrEnum
 from typing import Annotated, Any, Final
 from uuid import UUID
 
 from pydantic import BeforeValidator, Field, FiniteFloat, field_validator, model_validator
 
-from schemas.base import UtcMillis, WireModel
+from schemas.base import CalendarDate, UtcMillis, WireModel
 
 
 class EventType(StrEnum):
@@ -104,7 +103,7 @@ class AllergyRecorded(WireModel):
     criticality: Criticality | None = None
     verification_status: VerificationStatus = VerificationStatus.CONFIRMED
     clinical_status: ClinicalStatus | None = None
-    negated: bool = False
+    negated: bool = Field(default=False, strict=True)
     reactions: tuple[Reaction, ...] = ()
     note: str | None = None
 
@@ -147,8 +146,8 @@ class TravelRecorded(WireModel):
     trip_id: str = Field(min_length=1)
     origin_country: str
     destination_country: str
-    departure_date: date
-    return_date: date | None = None
+    departure_date: CalendarDate
+    return_date: CalendarDate | None = None
     note: str | None = None
 
     _normalise_countries = field_validator("origin_country", "destination_country")(_country)
@@ -184,8 +183,8 @@ class ClaimRetracted(WireModel):
 
 class ConsentChanged(WireModel):
     purpose: str = Field(min_length=1)
-    granted: bool
-    special_category: bool = False
+    granted: bool = Field(strict=True)
+    special_category: bool = Field(default=False, strict=True)
 
 
 class AlertAcknowledged(WireModel):
@@ -273,7 +272,7 @@ class Event(WireModel):
     recorded_at: UtcMillis
     origin: Origin
     source_ref: str | None = None
-    confidence: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+    confidence: float = Field(ge=0.0, le=1.0, allow_inf_nan=False, strict=True)
     sensitivity: Sensitivity = Sensitivity.NORMAL
     purpose: str = Field(default="care", min_length=1)
     scope: str = Field(default="subject", min_length=1)

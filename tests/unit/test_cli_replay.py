@@ -145,6 +145,66 @@ def test_given_a_time_that_leaves_the_range_of_dates_in_utc_then_a_line_error_no
     assert sum(s["state"]["version"] for s in subjects) == 1
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("confidence", True),
+        ("confidence", "0.9"),
+        ("occurred_at", 1704844800000),
+        ("occurred_at", "1704844800"),
+        ("recorded_at", 1704844800.5),
+    ],
+)
+def test_given_a_value_of_the_wrong_json_type_then_a_line_error_instead_of_a_guess(
+    tmp_path: Path, field: str, value: object
+) -> None:
+    """`true` is not a confidence of 1.0, and a count of seconds or milliseconds is not a time:
+    pydantic's lax reading would coerce both and guess the unit of the count."""
+    good = SAMPLE.read_text(encoding="utf-8").splitlines()[:2]
+    bad = json.dumps(json.loads(good[0]) | {field: value})
+    path = tmp_path / "typed.ndjson"
+    path.write_text("\n".join([bad, good[1]]) + "\n", encoding="utf-8")
+    code, subjects, stderr = _replay_json(path)
+    assert code == 1
+    assert f"typed.ndjson:1: invalid_record: {field}" in stderr
+    assert sum(s["state"]["version"] for s in subjects) == 1
+
+
+@pytest.mark.parametrize(
+    ("event_type", "field", "payload"),
+    [
+        (
+            "AllergyRecorded",
+            "negated",
+            {"allergy_id": "a-1", "substance": "penicillin", "negated": "false"},
+        ),
+        ("ConsentChanged", "granted", {"purpose": "research", "granted": 1}),
+        (
+            "TravelRecorded",
+            "departure_date",
+            {
+                "trip_id": "t-1",
+                "origin_country": "NL",
+                "destination_country": "US",
+                "departure_date": 1704844800,
+            },
+        ),
+    ],
+)
+def test_given_a_payload_flag_or_date_of_the_wrong_json_type_then_a_line_error(
+    tmp_path: Path, event_type: str, field: str, payload: dict[str, object]
+) -> None:
+    """`"false"` as text is not the boolean false (lax parsing would also read `"yes"`, `1`
+    and `"on"` as true), and a number is not a calendar date."""
+    good = json.loads(SAMPLE.read_text(encoding="utf-8").splitlines()[0])
+    path = tmp_path / "payload.ndjson"
+    path.write_text(json.dumps(good | {"type": event_type, "payload": payload}) + "\n")
+    code, subjects, stderr = _replay_json(path)
+    assert code == 1
+    assert f"payload.ndjson:1: invalid_record: {field}" in stderr
+    assert subjects == []
+
+
 def test_given_text_with_unicode_line_separators_then_each_subject_stays_one_json_line(
     tmp_path: Path,
 ) -> None:
