@@ -51,9 +51,9 @@ from projections.state import UserState
 from schemas.codec import alert_codec, event_codec
 from schemas.events import Event
 from streams import local_kafka
-from streams.analytics import query_via_sink
 from streams.keys import FileKeyStore
 from streams.processing import Incoming
+from streams.query_clients import query_via_sink
 from streams.runtime import tune_garbage_collector
 from streams.sealing import Sealer
 from streams.settings import Settings

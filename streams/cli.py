@@ -39,6 +39,7 @@ from schemas.errors import RegistryUnavailable
 from schemas.events import ErasureRequested, Event, EventType, Origin
 from schemas.registry import use_registry
 from streams import local_kafka
+from streams.alert_lineage import AlertNotFound
 from streams.alert_output import (
     AlertFormat,
     alert_table,
@@ -46,14 +47,7 @@ from streams.alert_output import (
     print_alerts,
     readable_alerts,
 )
-from streams.analytics import (
-    AlertNotFound,
-    QueryFailed,
-    QueryRefused,
-    SinkUnavailable,
-    TenantRequired,
-    open_query_client,
-)
+from streams.analytics import QueryFailed, TenantRequired
 from streams.audit import publish_read, read_record, reader_identity
 from streams.checkout import CheckoutFileMissing
 from streams.demo import run_demo
@@ -68,6 +62,7 @@ from streams.keys import FileKeyStore, SubjectErased
 from streams.lag import GroupLag, pipeline_groups, pipeline_lag
 from streams.log_check import check_log
 from streams.publisher import EventPublisher, NotSent, Published
+from streams.query_clients import SinkUnavailable, open_query_client
 from streams.rebuild import checkpoint_of_subject, differences, latest_checkpoints, rebuild_states
 from streams.redrive import NotRedrivable, Redrive, Selection, redrivable, redrive
 from streams.rejudge import WorkersRunning, rejudge
@@ -79,6 +74,7 @@ from streams.settings import Settings
 from streams.signatures import Signer, SigningKeyError
 from streams.signatures import new_signing_key as new_signing_key_file
 from streams.sink import serve_sink
+from streams.sql_guard import QueryRefused
 from streams.tenants import TenantsFileError, gate_policy_of, load_gate_policy
 from streams.topic_reader import TopicMissing, TopicNotAuthorized, follow_topic, read_topic
 from streams.topics import TopicMismatch, Topics, TopicsNotCreated

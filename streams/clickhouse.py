@@ -12,7 +12,7 @@ chDB facts this module relies on (measured with chDB 4.4 / engine 26.9, clickhou
   opening a different path while a client is open raises `ProgrammingError`. Once every client
   is closed, another path can be opened in the same process.
 - Only one process may own a data path, so while the sink runs it is the only opener; other
-  readers go through the sink's HTTP `/query` endpoint (see `streams.analytics`).
+  readers go through the sink's HTTP `/query` endpoint (see `streams.query_clients`).
 - `insert_deduplication_token` is honoured on the embedded engine when the table sets
   `non_replicated_deduplication_window` (the DDL does).
 - `ALTER TABLE ... DELETE` with `mutations_sync = 2` returns once every part that held a

@@ -30,12 +30,13 @@ from rules.batch import Submitted, processing_order
 from schemas.events import subject_key
 from streams import local_kafka
 from streams.alert_output import alert_table, readable_alerts
-from streams.analytics import QueryResult, open_query_client
+from streams.analytics import QueryResult
 from streams.checkout import existing, in_checkout
 from streams.event_files import read_ndjson_file
 from streams.kafka_security import KafkaSecurity, use_kafka_security
 from streams.keys import FileKeyStore
 from streams.publisher import EventPublisher
+from streams.query_clients import open_query_client
 from streams.sealing import Sealer
 from streams.settings import Settings
 from streams.topic_reader import read_topic

@@ -24,8 +24,8 @@ from projections.state import Kind, UserState, claim_address
 from schemas.alerts import Alert
 from schemas.erasures import subject_ref
 from schemas.events import ClaimRetracted, Event
-from streams.analytics import open_query_client
 from streams.json_out import json_line
+from streams.query_clients import open_query_client
 from streams.settings import Settings
 
 EXPORT_VERSION = 1

@@ -37,7 +37,7 @@ rebalance has other boundaries and other tokens, and ReplacingMergeTree collapse
 The sink process owns the chDB data path while it runs, so it also serves the analyst query
 layer over HTTP on 127.0.0.1 (`GET /health`, `GET /metrics`, `POST /query`, `POST /explain`)
 and records its pid, port and a fresh read token in `{home}/sink.json` (mode 0600) for
-`streams.analytics.open_query_client`: `/query` and `/explain` answer only a caller that sends
+`streams.query_clients.open_query_client`: `/query` and `/explain` answer only a caller that sends
 that token, so reading through the sink takes the rights of the user who runs it. Every query
 and explanation it serves is audited in `uac.audit_reads` (see `streams.analytics`).
 """
@@ -83,7 +83,7 @@ from schemas.codec import (
 from schemas.erasures import ErasureRecorded
 from schemas.errors import RegistryUnavailable
 from schemas.events import subject_key
-from streams import analytics
+from streams import alert_lineage, analytics, query_clients, sql_guard
 from streams.clickhouse import (
     ErasureOutcome,
     Inserter,
@@ -436,7 +436,7 @@ class Sink:
 
     @property
     def record_path(self) -> Path:
-        return analytics.sink_record_path(self.settings.home)
+        return query_clients.sink_record_path(self.settings.home)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -444,7 +444,7 @@ class Sink:
         """Create or check the topics (as the worker does, so either may start first), load
         the erasure ledger, open ClickHouse (applying the schema), the HTTP server and the
         consumer, and follow the ledger."""
-        other = analytics.running_sink(self.settings.home)
+        other = query_clients.running_sink(self.settings.home)
         if other is not None and other.pid != os.getpid():
             raise SinkAlreadyRunning(f"sink pid {other.pid} already runs for {self.settings.home}")
         try:
@@ -814,11 +814,11 @@ class Sink:
         return await self._serve_read(request, "sql", answer)
 
     async def _explain(self, request: web.Request) -> web.Response:
-        """`{"alert_id", "tenant", "purpose"?, "actor"?}` -> `analytics.explain`."""
+        """`{"alert_id", "tenant", "purpose"?, "actor"?}` -> `alert_lineage.explain`."""
 
         def answer(client: Client, alert_id: str, read: ServedRead) -> Any:
             tenant, purpose, exempt, actor = read
-            return analytics.explain(
+            return alert_lineage.explain(
                 client, alert_id, tenant, purpose=purpose, exempt_purposes=exempt, actor=actor
             )
 
@@ -833,8 +833,8 @@ class Sink:
         """A read request naming `field` (text), a tenant, and optionally purpose and actor,
         answered off the event loop with the tenant's consent-exempt purposes. Only a caller
         that can read `sink.json` (its read token) is answered."""
-        if not analytics.bearer_matches(request.headers.get("Authorization"), self._read_token):
-            return _error(401, "unauthorized", analytics.UNAUTHORIZED_READ)
+        if not query_clients.bearer_matches(request.headers.get("Authorization"), self._read_token):
+            return _error(401, "unauthorized", query_clients.UNAUTHORIZED_READ)
         document = await _json_object(request)
         if document is None or not isinstance(document.get(field), str):
             return _error(
@@ -849,7 +849,7 @@ class Sink:
             return _error(503, "unavailable", "the sink is not connected to ClickHouse")
         tenants.follow()
         value = document[field]
-        known = analytics.exempt_purposes_in(tenants.current.gate_policy)
+        known = query_clients.exempt_purposes_in(tenants.current.gate_policy)
 
         def run() -> Any:
             exempt = analytics.exempt_purposes_of(tenant, known)
@@ -874,7 +874,7 @@ class Sink:
 
     def _remove_record(self) -> None:
         """Remove `sink.json` if it is this process's record (never another sink's)."""
-        current = analytics.running_sink(self.settings.home)
+        current = query_clients.running_sink(self.settings.home)
         if current is None or current.pid == os.getpid():
             self.record_path.unlink(missing_ok=True)
 
@@ -885,9 +885,9 @@ def _error(status: int, kind: str, message: str) -> web.Response:
 
 _SERVED_ERRORS: Final[tuple[tuple[type[Exception], int, str], ...]] = (
     (analytics.TenantRequired, 400, "tenant_required"),
-    (analytics.QueryRefused, 400, "query_refused"),
+    (sql_guard.QueryRefused, 400, "query_refused"),
     (analytics.QueryFailed, 400, "query_failed"),
-    (analytics.AlertNotFound, 404, "alert_not_found"),
+    (alert_lineage.AlertNotFound, 404, "alert_not_found"),
 )
 
 

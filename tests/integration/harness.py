@@ -22,9 +22,9 @@ from schemas.alerts import Alert
 from schemas.codec import alert_codec, decision_codec, event_codec
 from schemas.decisions import GateDecision
 from schemas.events import Event
-from streams.analytics import SinkUnavailable, query_via_sink
 from streams.keys import FileKeyStore
 from streams.publisher import EventPublisher
+from streams.query_clients import SinkUnavailable, query_via_sink
 from streams.sealing import Sealer, readable
 from streams.topic_reader import read_topic
 from streams.topics import Topics

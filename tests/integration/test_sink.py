@@ -47,26 +47,25 @@ from schemas.erasures import ErasureRecorded, ReadAudited, subject_ref
 from schemas.errors import RegistryUnavailable
 from schemas.events import Event
 from streams import local_kafka
-from streams.analytics import (
-    AlertNotFound,
+from streams.alert_lineage import AlertNotFound
+from streams.analytics import QueryFailed, TenantRequired
+from streams.clickhouse import Inserter, connect
+from streams.keys import FileKeyStore
+from streams.query_clients import (
     DirectQueries,
-    QueryFailed,
-    QueryRefused,
     SinkAddress,
     SinkQueries,
-    TenantRequired,
     open_query_client,
     post_query,
     query_via_sink,
     running_sink,
     sink_record_path,
 )
-from streams.clickhouse import Inserter, connect
-from streams.keys import FileKeyStore
 from streams.rows import SUBJECT_TABLES
 from streams.sealing import Sealer
 from streams.settings import Settings
 from streams.sink import RetryPolicy, Sink
+from streams.sql_guard import QueryRefused
 from streams.topics import Topics, ensure_topics
 from tests.factories import make_event
 

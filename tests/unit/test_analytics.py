@@ -35,17 +35,9 @@ from schemas.codec import event_codec
 from schemas.decisions import GateDecision
 from schemas.erasures import ErasureRecorded, ReadAudited, subject_ref
 from schemas.events import Event
-from streams import analytics
-from streams.analytics import (
-    AlertNotFound,
-    QueryFailed,
-    QueryRefused,
-    TenantRequired,
-    bearer_matches,
-    query,
-    running_sink,
-    sink_record_path,
-)
+from streams import alert_lineage, analytics, query_clients, query_relations, sql_guard
+from streams.alert_lineage import AlertNotFound
+from streams.analytics import QueryFailed, TenantRequired, query
 from streams.clickhouse import (
     SCHEMA_DIR,
     apply_schema,
@@ -55,6 +47,7 @@ from streams.clickhouse import (
     schema_files,
     write_batch,
 )
+from streams.query_clients import bearer_matches, running_sink, sink_record_path
 from streams.rows import (
     ALERT_COLUMNS,
     AUDIT_COLUMNS,
@@ -74,6 +67,7 @@ from streams.rows import (
     receipt_row,
 )
 from streams.settings import Settings
+from streams.sql_guard import QueryRefused
 from tests.factories import T0, make_event
 
 A, B = "clinic-a", "clinic-b"
@@ -320,7 +314,7 @@ def test_a_query_without_a_tenant_is_refused(client: Client, tenant: str | None)
 
 
 def test_a_query_for_a_tenant_the_tenants_file_does_not_name_is_refused(client: Client) -> None:
-    queries = analytics.DirectQueries(client, {A: frozenset({"care"})})
+    queries = query_clients.DirectQueries(client, {A: frozenset({"care"})})
     with pytest.raises(analytics.UnknownTenant, match="not in the tenants file"):
         queries.query("SELECT count() FROM events", "no-such-clinic")
     with pytest.raises(TenantRequired):
@@ -406,31 +400,31 @@ ENGINE_CHECKS = [
     pytest.param(
         "AST",
         "SELECT * FROM uac.events",
-        analytics.check_parsed,
+        sql_guard.check_parsed,
         id="given the parse of uac.events then the parser check refuses it alone",
     ),
     pytest.param(
         "AST",
         "SELECT file('/etc/hostname')",
-        analytics.check_parsed,
+        sql_guard.check_parsed,
         id="given the parse of file() then the parser check refuses it alone",
     ),
     pytest.param(
         "AST",
         "SHOW TABLES",
-        analytics.check_parsed,
+        sql_guard.check_parsed,
         id="given the parse of SHOW then the parser check refuses it alone",
     ),
     pytest.param(
         "QUERY TREE",
         "SELECT * FROM leaky",
-        analytics.check_resolved,
+        sql_guard.check_resolved,
         id="given the resolution of a bare non-relation name then the analyzer check refuses it",
     ),
     pytest.param(
         "QUERY TREE",
         "SELECT * FROM merge('uac', '^events$')",
-        analytics.check_resolved,
+        sql_guard.check_resolved,
         id="given the resolution of merge() then the analyzer check refuses it alone",
     ),
 ]
@@ -943,7 +937,7 @@ def test_checkpoints_do_not_expose_the_whole_document(client: Client, sql: str) 
 
 
 def test_the_health_event_types_are_those_the_gate_treats_as_special() -> None:
-    assert set(analytics.HEALTH_EVENT_TYPES) == {
+    assert set(query_relations.HEALTH_EVENT_TYPES) == {
         "AllergyRecorded",
         "AllergyStatusChanged",
         "MedicationPrescribed",
@@ -1047,7 +1041,7 @@ def explained(client: Client) -> str:
 
 
 def test_explain_gives_the_lifecycle_rule_cause_and_lineage(client: Client, explained: str) -> None:
-    found = analytics.explain(client, explained, E, actor="explainer")
+    found = alert_lineage.explain(client, explained, E, actor="explainer")
     assert found["rule"] == {"id": "drug-allergy-conflict", "version": 2}
     assert found["cause"] == ["allergy-1", "rx-1"]
     assert [(r["status"], r["trigger_event_id"], r["reason"]) for r in found["lifecycle"]] == [
@@ -1073,7 +1067,7 @@ def test_explain_gives_the_lifecycle_rule_cause_and_lineage(client: Client, expl
 
 def test_explain_is_audited_with_the_subject_by_reference(client: Client, explained: str) -> None:
     audit_exempt = frozenset({"audit"})
-    analytics.explain(
+    alert_lineage.explain(
         client, explained, E, purpose="audit", exempt_purposes=audit_exempt, actor="explainer-2"
     )
     (row,) = _audit_rows(client, "explainer-2")
@@ -1088,8 +1082,8 @@ def test_explain_is_audited_with_the_subject_by_reference(client: Client, explai
 def test_explain_refuses_a_purpose_that_may_not_read_the_alert(
     client: Client, explained: str
 ) -> None:
-    with pytest.raises(analytics.QueryRefused, match="marketing"):
-        analytics.explain(client, explained, E, purpose="marketing", actor="explainer-3")
+    with pytest.raises(sql_guard.QueryRefused, match="marketing"):
+        alert_lineage.explain(client, explained, E, purpose="marketing", actor="explainer-3")
     assert _audit_rows(client, "explainer-3") == []
 
 
@@ -1105,7 +1099,7 @@ def test_explain_refuses_an_unknown_alert(
     client: Client, explained: str, alert_id: str, tenant: str
 ) -> None:
     with pytest.raises(AlertNotFound, match="alert"):
-        analytics.explain(client, alert_id, tenant)
+        alert_lineage.explain(client, alert_id, tenant)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,0 +1,193 @@
+"""The relations analysts query: each a read of a storage table, or of the current checkpoint
+document, filtered by the tenant, the read's purpose and the subject's consent (the contract is
+in `streams.analytics`)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from projections.gate import HEALTH_PAYLOADS
+from schemas.events import EventType
+from streams.clickhouse import DATABASE
+
+TENANT_PARAMETER: Final = "tenant"
+PURPOSE_PARAMETER: Final = "purpose"
+READ_AT_PARAMETER: Final = "read_at"
+
+
+HEALTH_EVENT_TYPES: Final = tuple(EventType(payload.__name__).value for payload in HEALTH_PAYLOADS)
+"""Event types that are special-category data whatever their sensitivity label (as the gate)."""
+
+
+_TABLE_RELATIONS: Final = (
+    "events",
+    "gate_decisions",
+    "alerts",
+    "state_checkpoints",
+    "erasures",
+    "audit_reads",
+)
+
+
+_OF_TENANT = "tenant_id = {tenant:String}"
+_CHECKPOINT_COLUMNS = (
+    "tenant_id, subject_id, version, state_hash, last_event_id, as_of, erased, source_topic, "
+    "source_partition, source_offset, ingested_at"
+)
+_LATEST_DOCUMENTS = f"""SELECT * FROM {DATABASE}.state_checkpoints FINAL WHERE {_OF_TENANT}
+    ORDER BY subject_id, version DESC LIMIT 1 BY subject_id"""  # noqa: S608
+"""The current checkpoint of each subject with its document (internal: never a relation)."""
+_CONSENT = "JSONExtractBool(state_json, 'state', 'consents', {purpose:String}, '%s')"
+_CONSENTING_SUBJECTS = f"""SELECT subject_id FROM ({_LATEST_DOCUMENTS})
+    WHERE {_CONSENT % "granted"} AND {_CONSENT % "special_category"}"""  # noqa: S608
+"""Subjects whose current state records consent to special-category use for the purpose."""
+_BY_CONSENT = f"subject_id IN ({_CONSENTING_SUBJECTS})"
+_EXEMPT = "true"
+_HEALTH_TYPES = ", ".join(f"'{name}'" for name in HEALTH_EVENT_TYPES)
+_SPECIAL_EVENT = f"(sensitivity = 'special_category' OR type IN ({_HEALTH_TYPES}))"
+
+
+def _claim_ref(claim: str, ref: str, field: str) -> str:
+    return f"JSONExtractString({claim}, '{ref}', '{field}')"
+
+
+def _claim_valid_until(claim: str, ref: str) -> str:
+    return f"parseDateTime64BestEffortOrNull({_claim_ref(claim, ref, 'valid_until')}, 3, 'UTC')"
+
+
+def _claim_readable(claim: str, ref: str, allowed: str, *, always_special: bool) -> str:
+    """A current-view claim is shown when recorded for the read's purpose, allowed if special,
+    and still valid at the time of the read."""
+    special = (
+        "true"
+        if always_special
+        else f"{_claim_ref(claim, ref, 'sensitivity')} = 'special_category'"
+    )
+    return (
+        f"{_claim_ref(claim, ref, 'purpose')} = {{purpose:String}}"
+        f" AND (NOT ({special}) OR {allowed})"
+        f" AND coalesce({_claim_valid_until(claim, ref)} > {{read_at:DateTime64(3, 'UTC')}}, true)"
+    )
+
+
+def _claim_columns(claim: str, ref: str) -> str:
+    return (
+        f"{_claim_ref(claim, ref, 'purpose')} AS purpose, "
+        f"{_claim_valid_until(claim, ref)} AS valid_until"
+    )
+
+
+def _trips(allowed: str) -> str:
+    return f"""SELECT
+    tenant_id, subject_id, version AS state_version,
+    JSONExtractString(trip, 'trip_id') AS trip_id,
+    JSONExtractString(trip, 'origin_country') AS origin_country,
+    JSONExtractString(trip, 'destination_country') AS destination_country,
+    toDate32(JSONExtractString(trip, 'departure_date')) AS departure_date,
+    toDate32OrNull(JSONExtractString(trip, 'return_date')) AS return_date,
+    nullIf(JSONExtractString(trip, 'home_country'), '') AS home_country,
+    JSONExtract(trip, 'international', 'Nullable(Bool)') AS international,
+    JSONExtractString(trip, 'recorded', 'event_id') AS event_id,
+    parseDateTime64BestEffortOrNull(
+        JSONExtractString(trip, 'recorded', 'occurred_at'), 3, 'UTC') AS recorded_at,
+    {_claim_columns("trip", "recorded")}
+FROM ({_LATEST_DOCUMENTS}) ARRAY JOIN JSONExtractArrayRaw(state_json, 'state', 'trips') AS trip
+WHERE {_claim_readable("trip", "recorded", allowed, always_special=False)}"""  # noqa: S608
+
+
+def _allergies(allowed: str) -> str:
+    return f"""SELECT
+    tenant_id, subject_id, version AS state_version,
+    JSONExtractString(allergy, 'allergy_id') AS allergy_id,
+    JSONExtractString(allergy, 'substance') AS substance,
+    nullIf(JSONExtractString(allergy, 'allergy_type'), '') AS allergy_type,
+    JSONExtract(allergy, 'categories', 'Array(String)') AS categories,
+    nullIf(JSONExtractString(allergy, 'criticality'), '') AS criticality,
+    JSONExtractString(allergy, 'verification_status') AS verification_status,
+    nullIf(JSONExtractString(allergy, 'clinical_status'), '') AS clinical_status,
+    JSONExtract(allergy, 'negated', 'Bool') AS negated,
+    JSONExtract(allergy, 'active', 'Bool') AS active,
+    JSONExtractRaw(allergy, 'reactions') AS reactions,
+    JSONExtractRaw(allergy, 'codes') AS codes,
+    JSONExtractString(allergy, 'recorded', 'event_id') AS recorded_event_id,
+    parseDateTime64BestEffortOrNull(
+        JSONExtractString(allergy, 'recorded', 'occurred_at'), 3, 'UTC') AS recorded_at,
+    JSONExtractString(allergy, 'last_change', 'event_id') AS last_change_event_id,
+    parseDateTime64BestEffortOrNull(
+        JSONExtractString(allergy, 'last_change', 'occurred_at'), 3, 'UTC') AS last_changed_at,
+    {_claim_columns("allergy", "recorded")}
+FROM ({_LATEST_DOCUMENTS})
+ARRAY JOIN JSONExtractArrayRaw(state_json, 'state', 'allergies') AS allergy
+WHERE {_claim_readable("allergy", "recorded", allowed, always_special=True)}"""  # noqa: S608
+
+
+def _medications(allowed: str) -> str:
+    return f"""SELECT
+    tenant_id, subject_id, state_version,
+    JSONExtractString(medication, 'prescription_id') AS prescription_id,
+    JSONExtractString(medication, 'drug') AS drug,
+    nullIf(JSONExtractString(medication, 'dose'), '') AS dose,
+    nullIf(JSONExtractString(medication, 'route'), '') AS route,
+    active,
+    JSONExtractRaw(medication, 'codes') AS codes,
+    JSONExtractString(medication, 'prescribed', 'event_id') AS prescribed_event_id,
+    parseDateTime64BestEffortOrNull(
+        JSONExtractString(medication, 'prescribed', 'occurred_at'), 3, 'UTC') AS prescribed_at,
+    nullIf(JSONExtractString(medication, 'stopped', 'event_id'), '') AS stopped_event_id,
+    parseDateTime64BestEffortOrNull(
+        JSONExtractString(medication, 'stopped', 'occurred_at'), 3, 'UTC') AS stopped_at,
+    nullIf(JSONExtractString(medication, 'stop_reason'), '') AS stop_reason,
+    {_claim_columns("medication", "prescribed")}
+FROM (
+    SELECT tenant_id, subject_id, version AS state_version,
+        tupleElement(entry, 1) AS medication, tupleElement(entry, 2) AS active
+    FROM ({_LATEST_DOCUMENTS}) ARRAY JOIN arrayConcat(
+        arrayMap(m -> (m, true), JSONExtractArrayRaw(state_json, 'state', 'medications', 'active')),
+        arrayMap(m -> (m, false), JSONExtractArrayRaw(state_json, 'state', 'medications', 'stopped'))
+    ) AS entry
+)
+WHERE {_claim_readable("medication", "prescribed", allowed, always_special=True)}"""  # noqa: S608
+
+
+def _of_tenant(table: str, columns: str = "*") -> str:
+    """The tenant's rows of a storage table (the base of every relation)."""
+    return f"SELECT {columns} FROM {DATABASE}.{table} FINAL WHERE {_OF_TENANT}"  # noqa: S608
+
+
+def _relations(allowed: str) -> dict[str, str]:
+    """Relation name -> definition, given the condition that lets a subject's special-category
+    data be read for the read's purpose; later definitions may use earlier ones."""
+    purpose_bound = f"AND purpose = {{purpose:String}} AND (NOT {_SPECIAL_EVENT} OR {allowed})"
+    return {
+        "events": f"{_of_tenant('events')} {purpose_bound}",
+        "gate_decisions": _of_tenant("gate_decisions"),
+        "alerts": f"{_of_tenant('alerts')} AND {allowed}",
+        "state_checkpoints": _of_tenant("state_checkpoints", _CHECKPOINT_COLUMNS),
+        "open_alerts": """SELECT * FROM (
+    SELECT * FROM alerts ORDER BY alert_id, source_offset DESC LIMIT 1 BY alert_id
+) WHERE status IN ('raised', 'acknowledged', 'overridden')""",
+        "current_state": (
+            "SELECT * FROM state_checkpoints ORDER BY subject_id, version DESC LIMIT 1 BY subject_id"
+        ),
+        "trips": _trips(allowed),
+        "allergies": _allergies(allowed),
+        "medications": _medications(allowed),
+        "erasures": _of_tenant("erasures"),
+        "audit_reads": _of_tenant("audit_reads"),
+    }
+
+
+_EXEMPT_RELATIONS: Final = _relations(_EXEMPT)
+_CONSENT_RELATIONS: Final = _relations(_BY_CONSENT)
+RELATIONS: Final = tuple(_EXEMPT_RELATIONS)
+"""The relation names analysts query."""
+
+
+def relations(*, purpose_exempt: bool) -> dict[str, str]:
+    """The relation definitions for a read whose purpose is (or is not) consent-exempt."""
+    return dict(_EXEMPT_RELATIONS if purpose_exempt else _CONSENT_RELATIONS)
+
+
+STORAGE_TABLES: Final = frozenset(f"{DATABASE}.{table}" for table in _TABLE_RELATIONS)
+READABLE_TABLES: Final = STORAGE_TABLES | {"system.one"}
+"""What a full query may read: the wrapped tables and the one-row dummy of `SELECT 1`."""
