@@ -38,7 +38,7 @@ from schemas.codec import alert_codec
 from schemas.errors import RegistryUnavailable
 from schemas.events import ErasureRequested, Event, EventType, Origin
 from schemas.registry import use_registry
-from streams import local_kafka
+from streams import kafka_config, local_kafka
 from streams.alert_lineage import AlertNotFound
 from streams.alert_output import (
     AlertFormat,
@@ -226,7 +226,9 @@ def kafka_start() -> None:
     """Start the local broker under UAC_HOME (fetches the jars with Maven the first time)."""
     broker, started = local_kafka.start(Settings().kafka_state_dir)
     state = "started" if started else "already running"
-    out.print(f"Kafka {local_kafka.KAFKA_VERSION} {state} at {broker.bootstrap} (pid {broker.pid})")
+    out.print(
+        f"Kafka {kafka_config.KAFKA_VERSION} {state} at {broker.bootstrap} (pid {broker.pid})"
+    )
 
 
 @kafka_app.command("stop")
@@ -862,7 +864,7 @@ def main() -> None:
         app()
     except (
         CheckoutFileMissing,
-        local_kafka.KafkaLauncherError,
+        kafka_config.KafkaLauncherError,
         KafkaNotFound,
         KafkaConnectionError,
         TopicMissing,

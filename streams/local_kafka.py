@@ -58,15 +58,24 @@ from pathlib import Path
 from typing import Literal
 
 from streams.checkout import existing, in_checkout
-
-KAFKA_VERSION = "3.9.1"
-SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+from streams.kafka_config import (
+    HOST,
+    KAFKA_VERSION,
+    NODE_ID,
+    KafkaLauncherError,
+    SecuredListeners,
+    choose_ports,
+    data_dir,
+    free_port_besides,
+    log_path,
+    record_path,
+    server_properties_path,
+    write_atomically,
+    write_server_properties,
+)
 
 POM_PATH = in_checkout("deploy/local/kafka/pom.xml")
 LOG4J_PATH = POM_PATH.with_name("log4j.properties")
-
-NODE_ID = 1
-HOST = "127.0.0.1"
 
 # Modest heap; SerialGC and C1-only JIT start faster and use fewer threads on
 # small (2-core) machines, which matters more here than peak throughput.
@@ -91,10 +100,6 @@ _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # Brokers launched by this Python process, kept so that stop() can reap them
 # (and Popen does not warn that they are "still running" when collected).
 _STARTED_HERE: dict[int, subprocess.Popen[bytes]] = {}
-
-
-class KafkaLauncherError(RuntimeError):
-    """The local Kafka broker could not be fetched, started or stopped."""
 
 
 @dataclass(frozen=True)
@@ -135,22 +140,6 @@ def default_state_dir() -> Path:
     return Path(os.environ.get("UAC_HOME", ".uac")).expanduser() / "kafka"
 
 
-def _server_properties_path(state_dir: Path) -> Path:
-    return state_dir / "server.properties"
-
-
-def _record_path(state_dir: Path) -> Path:
-    return state_dir / "broker.json"
-
-
-def _log_path(state_dir: Path) -> Path:
-    return state_dir / "broker.log"
-
-
-def _data_dir(state_dir: Path) -> Path:
-    return state_dir / "data"
-
-
 # --------------------------------------------------------------------------
 # Small helpers
 # --------------------------------------------------------------------------
@@ -181,12 +170,6 @@ def _read_log_tail(log_file: Path, offset: int = 0) -> str:
     except OSError:
         return "(no broker log)"
     return _tail(data.decode("utf-8", errors="replace")) or "(broker log is empty)"
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
 
 
 def _require_executable(name: str, purpose: str) -> str:
@@ -294,7 +277,7 @@ def _is_our_broker(pid: int, state_dir: Path) -> bool:
     argv = _read_cmdline(pid)
     if not argv or Path(argv[0]).name != "java":
         return False
-    properties = str(_server_properties_path(state_dir))
+    properties = str(server_properties_path(state_dir))
     return "kafka.Kafka" in argv and properties in argv
 
 
@@ -342,14 +325,14 @@ def _terminate(pid: int, state_dir: Path, timeout: float) -> None:
 
 def _read_record(state_dir: Path) -> BrokerInfo | None:
     try:
-        data = json.loads(_record_path(state_dir).read_text(encoding="utf-8"))
+        data = json.loads(record_path(state_dir).read_text(encoding="utf-8"))
         return BrokerInfo(
             pid=int(data["pid"]),
             port=int(data["port"]),
             controller_port=int(data["controller_port"]),
             bootstrap=str(data["bootstrap"]),
             state_dir=state_dir,
-            log_file=_log_path(state_dir),
+            log_file=log_path(state_dir),
             sasl_bootstrap=data.get("sasl_bootstrap"),
             sasl_ssl_bootstrap=data.get("sasl_ssl_bootstrap"),
             ssl_bootstrap=data.get("ssl_bootstrap"),
@@ -369,231 +352,13 @@ def _write_record(info: BrokerInfo) -> None:
         "ssl_bootstrap": info.ssl_bootstrap,
         "kafka_version": KAFKA_VERSION,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "server_properties": str(_server_properties_path(info.state_dir)),
+        "server_properties": str(server_properties_path(info.state_dir)),
     }
-    _write_atomically(_record_path(info.state_dir), json.dumps(record, indent=2) + "\n")
+    write_atomically(record_path(info.state_dir), json.dumps(record, indent=2) + "\n")
 
 
 def _remove_record(state_dir: Path) -> None:
-    _record_path(state_dir).unlink(missing_ok=True)
-
-
-# --------------------------------------------------------------------------
-# Ports and configuration
-# --------------------------------------------------------------------------
-
-
-def _port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # Java sets SO_REUSEADDR on its server sockets, so TIME_WAIT is no obstacle.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return False
-    return True
-
-
-def _pick_free_ports() -> tuple[int, int]:
-    """Two distinct free loopback ports (both held open while choosing)."""
-    with (
-        socket.socket(socket.AF_INET, socket.SOCK_STREAM) as first,
-        socket.socket(socket.AF_INET, socket.SOCK_STREAM) as second,
-    ):
-        first.bind((HOST, 0))
-        second.bind((HOST, 0))
-        return int(first.getsockname()[1]), int(second.getsockname()[1])
-
-
-def _free_port_besides(*taken: int) -> int:
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((HOST, 0))
-            port = int(probe.getsockname()[1])
-        if port not in taken:
-            return port
-
-
-def _read_properties(path: Path) -> dict[str, str]:
-    properties: dict[str, str] = {}
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return properties
-    for raw_line in text.splitlines():
-        line = raw_line.strip()
-        if not line or line.startswith(("#", "!")) or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        properties[key.strip()] = value.strip()
-    return properties
-
-
-def _configured_ports(state_dir: Path) -> tuple[int, int] | None:
-    """The (client, controller) ports of an earlier ``server.properties``, if any."""
-    properties = _read_properties(_server_properties_path(state_dir))
-    try:
-        advertised = properties["advertised.listeners"].split(",")
-        plaintext = next(item for item in advertised if item.startswith("PLAINTEXT://"))
-        port = int(plaintext.rsplit(":", 1)[1])
-        controller_port = int(properties["controller.quorum.voters"].rsplit(":", 1)[1])
-    except (KeyError, IndexError, ValueError, StopIteration):
-        return None
-    return port, controller_port
-
-
-def _choose_ports(state_dir: Path) -> tuple[int, int]:
-    previous = _configured_ports(state_dir)
-    if previous is not None and all(_port_is_free(port) for port in previous):
-        return previous
-    return _pick_free_ports()
-
-
-AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-
-
-@dataclass(frozen=True)
-class SecuredListeners:
-    """A SASL_PLAINTEXT listener with the PLAIN and SCRAM mechanisms: its port, and user ->
-    password; with a `keystore` (a PEM file holding the broker's unencrypted private key and its
-    certificate chain) the same accounts over TLS on `ssl_port` (SASL_SSL); with a `client_ca`
-    as well (a PEM file of the authorities whose certificates identify clients) an SSL listener
-    on `mtls_port` that admits only clients presenting such a certificate (mutual TLS, no SASL).
-    PLAIN accounts live in the listeners' configuration (rewritten at each start); SCRAM
-    credentials are written into the cluster metadata when the storage is formatted, so a
-    broker keeps the SCRAM accounts of its first start."""
-
-    port: int
-    users: Mapping[str, str]
-    ssl_port: int | None = None
-    keystore: Path | None = None
-    mtls_port: int | None = None
-    client_ca: Path | None = None
-    super_users: tuple[str, ...] | None = None
-    """With principals here (`User:name`), the broker authorizes every request by ACLs
-    (KRaft's StandardAuthorizer): these principals and the plaintext and controller listeners'
-    anonymous one may do anything; every other account only what ACLs grant it."""
-
-    def __post_init__(self) -> None:
-        for word in (*self.users, *self.users.values()):
-            if not word or not re.fullmatch(r"[A-Za-z0-9._-]+", word):
-                raise KafkaLauncherError(
-                    "SASL user names and passwords of the local broker are letters, digits, "
-                    "'.', '_' or '-' (they are written into its JAAS configuration)"
-                )
-
-    @property
-    def tls(self) -> bool:
-        return self.ssl_port is not None and self.keystore is not None
-
-    @property
-    def mutual_tls(self) -> bool:
-        return self.tls and self.mtls_port is not None and self.client_ca is not None
-
-    def listeners(self) -> dict[str, int]:
-        """Each listener's security protocol (also its name) and port."""
-        found = {"SASL_PLAINTEXT": self.port}
-        if self.tls and self.ssl_port is not None:
-            found["SASL_SSL"] = self.ssl_port
-        if self.mutual_tls and self.mtls_port is not None:
-            found["SSL"] = self.mtls_port
-        return found
-
-    def settings(self) -> dict[str, str | int]:
-        accounts = " ".join(f'user_{user}="{password}"' for user, password in self.users.items())
-        settings: dict[str, str | int] = {
-            "sasl.enabled.mechanisms": ",".join(("PLAIN", *SCRAM_MECHANISMS)),
-        }
-        for listener in ("sasl_plaintext", "sasl_ssl") if self.tls else ("sasl_plaintext",):
-            settings[f"listener.name.{listener}.plain.sasl.jaas.config"] = (
-                f"org.apache.kafka.common.security.plain.PlainLoginModule required {accounts};"
-            )
-            for mechanism in SCRAM_MECHANISMS:
-                settings[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = (
-                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-                )
-        for listener in (name.lower() for name in self.listeners() if name.endswith("SSL")):
-            settings[f"listener.name.{listener}.ssl.keystore.type"] = "PEM"
-            settings[f"listener.name.{listener}.ssl.keystore.location"] = str(self.keystore)
-        if self.super_users is not None:
-            settings["authorizer.class.name"] = AUTHORIZER
-            settings["super.users"] = ";".join(("User:ANONYMOUS", *self.super_users))
-        if self.mutual_tls:
-            settings["listener.name.ssl.ssl.client.auth"] = "required"
-            settings["listener.name.ssl.ssl.truststore.type"] = "PEM"
-            settings["listener.name.ssl.ssl.truststore.location"] = str(self.client_ca)
-        return settings
-
-    def scram_credentials(self) -> list[str]:
-        """The storage tool's arguments that create each user's SCRAM credentials (on its
-        command line, so other local users can read them while it runs: this broker's accounts
-        are for tests on one machine, never for a shared host)."""
-        return [
-            argument
-            for user, password in self.users.items()
-            for mechanism in SCRAM_MECHANISMS
-            for argument in ("--add-scram", f"{mechanism}=[name={user},password={password}]")
-        ]
-
-
-def _server_properties(
-    state_dir: Path, port: int, controller_port: int, secured: SecuredListeners | None = None
-) -> str:
-    listeners = [f"PLAINTEXT://{HOST}:{port}"]
-    protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
-    if secured is not None:
-        for protocol, listener_port in secured.listeners().items():
-            listeners.append(f"{protocol}://{HOST}:{listener_port}")
-            protocols.append(f"{protocol}:{protocol}")
-    settings: dict[str, str | int] = {
-        # KRaft, one process acting as broker and controller.
-        "process.roles": "broker,controller",
-        "node.id": NODE_ID,
-        "controller.quorum.voters": f"{NODE_ID}@{HOST}:{controller_port}",
-        "listeners": ",".join([*listeners, f"CONTROLLER://{HOST}:{controller_port}"]),
-        "advertised.listeners": ",".join(listeners),
-        "listener.security.protocol.map": ",".join(protocols),
-        "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "log.dirs": str(_data_dir(state_dir)),
-        # Single node: every replication factor is 1.
-        "num.partitions": 1,
-        "default.replication.factor": 1,
-        "min.insync.replicas": 1,
-        "offsets.topic.replication.factor": 1,
-        "offsets.topic.num.partitions": 8,
-        "transaction.state.log.replication.factor": 1,
-        "transaction.state.log.min.isr": 1,
-        "transaction.state.log.num.partitions": 4,
-        # Topics are created explicitly (faust and tests use the admin API).
-        "auto.create.topics.enable": "false",
-        "delete.topic.enable": "true",
-        "group.initial.rebalance.delay.ms": 0,
-        # Small machine: fewer threads, smaller segments and cleaner buffer.
-        "num.network.threads": 2,
-        "num.io.threads": 4,
-        "num.recovery.threads.per.data.dir": 1,
-        "log.segment.bytes": 16 * 1024 * 1024,
-        "log.cleaner.dedupe.buffer.size": 16 * 1024 * 1024,
-        # Compaction reacts quickly; it still never removes a key's latest value.
-        "log.cleaner.backoff.ms": 1000,
-        # Local data is kept until deleted explicitly (topics may override).
-        "log.retention.ms": -1,
-    }
-    if secured is not None:
-        settings |= secured.settings()
-    lines = [f"# Written by streams/local_kafka.py (Kafka {KAFKA_VERSION}); rewritten on start."]
-    lines += [f"{key}={value}" for key, value in settings.items()]
-    return "\n".join(lines) + "\n"
-
-
-def _write_server_properties(
-    state_dir: Path, port: int, controller_port: int, secured: SecuredListeners | None
-) -> Path:
-    path = _server_properties_path(state_dir)
-    _write_atomically(path, _server_properties(state_dir, port, controller_port, secured))
-    path.chmod(0o600)
-    return path
+    record_path(state_dir).unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------
@@ -623,7 +388,7 @@ def _random_cluster_id() -> str:
 
 
 def _is_formatted(state_dir: Path) -> bool:
-    return (_data_dir(state_dir) / "meta.properties").is_file()
+    return (data_dir(state_dir) / "meta.properties").is_file()
 
 
 def _run_java_tool(libs_dir: Path, what: str, main_class: str, *args: str) -> None:
@@ -832,27 +597,25 @@ def _start_new_broker(
     client_ca: Path | None,
     super_users: tuple[str, ...] | None,
 ) -> BrokerInfo:
-    port, controller_port = _choose_ports(state_dir)
+    port, controller_port = choose_ports(state_dir)
     secured = None
     if sasl_users:
-        sasl_port = _free_port_besides(port, controller_port)
-        ssl_port = (
-            None if keystore is None else _free_port_besides(port, controller_port, sasl_port)
-        )
+        sasl_port = free_port_besides(port, controller_port)
+        ssl_port = None if keystore is None else free_port_besides(port, controller_port, sasl_port)
         mtls_port = (
             None
             if ssl_port is None or client_ca is None
-            else _free_port_besides(port, controller_port, sasl_port, ssl_port)
+            else free_port_besides(port, controller_port, sasl_port, ssl_port)
         )
         secured = SecuredListeners(
             sasl_port, sasl_users, ssl_port, keystore, mtls_port, client_ca, super_users
         )
-    properties = _write_server_properties(state_dir, port, controller_port, secured)
+    properties = write_server_properties(state_dir, port, controller_port, secured)
     if not _is_formatted(state_dir):
         _format_storage(
             libs_dir, properties, [] if secured is None else secured.scram_credentials()
         )
-    log_file = _log_path(state_dir)
+    log_file = log_path(state_dir)
     log_offset = log_file.stat().st_size if log_file.exists() else 0
     process = _launch_broker(libs_dir, properties, log_file)
     info = BrokerInfo(
@@ -934,7 +697,7 @@ def stop(state_dir: Path, timeout: float = 30.0) -> bool:
     returned.
     """
     state_dir = state_dir.resolve()
-    if not _record_path(state_dir).exists():
+    if not record_path(state_dir).exists():
         return False
     with _exclusive_lock(state_dir / ".lock"):
         info = _read_record(state_dir)

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from streams import local_kafka
+from streams import kafka_config
 
 
 def test_given_sasl_users_then_a_second_listener_with_their_accounts(tmp_path: Path) -> None:
-    sasl = local_kafka.SecuredListeners(19003, {"uac": "pw-1", "other": "pw-2"})
-    path = local_kafka._write_server_properties(tmp_path, 19001, 19002, sasl)
-    properties = local_kafka._read_properties(path)
+    sasl = kafka_config.SecuredListeners(19003, {"uac": "pw-1", "other": "pw-2"})
+    path = kafka_config.write_server_properties(tmp_path, 19001, 19002, sasl)
+    properties = kafka_config.read_properties(path)
     assert properties["advertised.listeners"] == (
         "PLAINTEXT://127.0.0.1:19001,SASL_PLAINTEXT://127.0.0.1:19003"
     )
@@ -27,24 +27,24 @@ def test_given_sasl_users_then_a_second_listener_with_their_accounts(tmp_path: P
         scram = properties[f"listener.name.sasl_plaintext.{mechanism}.sasl.jaas.config"]
         assert "ScramLoginModule required;" in scram
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert local_kafka._configured_ports(tmp_path) == (19001, 19002)
+    assert kafka_config.configured_ports(tmp_path) == (19001, 19002)
 
 
 def test_given_no_sasl_users_then_plaintext_only(tmp_path: Path) -> None:
-    path = local_kafka._write_server_properties(tmp_path, 19001, 19002, None)
-    properties = local_kafka._read_properties(path)
+    path = kafka_config.write_server_properties(tmp_path, 19001, 19002, None)
+    properties = kafka_config.read_properties(path)
     assert properties["advertised.listeners"] == "PLAINTEXT://127.0.0.1:19001"
     assert "sasl.enabled.mechanisms" not in properties
-    assert local_kafka._configured_ports(tmp_path) == (19001, 19002)
+    assert kafka_config.configured_ports(tmp_path) == (19001, 19002)
 
 
 def test_given_a_password_that_would_break_the_jaas_line_then_it_is_refused() -> None:
-    with pytest.raises(local_kafka.KafkaLauncherError, match="letters, digits"):
-        local_kafka.SecuredListeners(19003, {"uac": 'pw"; evil'})
+    with pytest.raises(kafka_config.KafkaLauncherError, match="letters, digits"):
+        kafka_config.SecuredListeners(19003, {"uac": 'pw"; evil'})
 
 
 def test_given_sasl_users_then_the_storage_format_creates_their_scram_credentials() -> None:
-    sasl = local_kafka.SecuredListeners(19003, {"uac": "pw-1"})
+    sasl = kafka_config.SecuredListeners(19003, {"uac": "pw-1"})
     assert sasl.scram_credentials() == [
         "--add-scram",
         "SCRAM-SHA-256=[name=uac,password=pw-1]",
@@ -55,9 +55,9 @@ def test_given_sasl_users_then_the_storage_format_creates_their_scram_credential
 
 def test_given_a_keystore_then_the_same_accounts_also_listen_over_tls(tmp_path: Path) -> None:
     keystore = tmp_path / "broker.pem"
-    sasl = local_kafka.SecuredListeners(19003, {"uac": "pw-1"}, ssl_port=19004, keystore=keystore)
-    path = local_kafka._write_server_properties(tmp_path, 19001, 19002, sasl)
-    properties = local_kafka._read_properties(path)
+    sasl = kafka_config.SecuredListeners(19003, {"uac": "pw-1"}, ssl_port=19004, keystore=keystore)
+    path = kafka_config.write_server_properties(tmp_path, 19001, 19002, sasl)
+    properties = kafka_config.read_properties(path)
     assert properties["advertised.listeners"] == (
         "PLAINTEXT://127.0.0.1:19001,SASL_PLAINTEXT://127.0.0.1:19003,SASL_SSL://127.0.0.1:19004"
     )
@@ -72,7 +72,7 @@ def test_given_a_client_authority_then_a_listener_admits_clients_by_certificate_
     tmp_path: Path,
 ) -> None:
     keystore, client_ca = tmp_path / "broker.pem", tmp_path / "ca.pem"
-    listeners = local_kafka.SecuredListeners(
+    listeners = kafka_config.SecuredListeners(
         19003,
         {"uac": "pw-1"},
         ssl_port=19004,
@@ -80,8 +80,8 @@ def test_given_a_client_authority_then_a_listener_admits_clients_by_certificate_
         mtls_port=19005,
         client_ca=client_ca,
     )
-    path = local_kafka._write_server_properties(tmp_path, 19001, 19002, listeners)
-    properties = local_kafka._read_properties(path)
+    path = kafka_config.write_server_properties(tmp_path, 19001, 19002, listeners)
+    properties = kafka_config.read_properties(path)
     assert properties["advertised.listeners"].endswith(",SSL://127.0.0.1:19005")
     assert "SSL:SSL" in properties["listener.security.protocol.map"].split(",")
     assert properties["listener.name.ssl.ssl.client.auth"] == "required"
@@ -92,14 +92,14 @@ def test_given_a_client_authority_then_a_listener_admits_clients_by_certificate_
 
 
 def test_given_super_users_then_requests_are_authorized_by_acls(tmp_path: Path) -> None:
-    listeners = local_kafka.SecuredListeners(19003, {"uac": "pw-1"}, super_users=("User:admin",))
-    properties = local_kafka._read_properties(
-        local_kafka._write_server_properties(tmp_path, 19001, 19002, listeners)
+    listeners = kafka_config.SecuredListeners(19003, {"uac": "pw-1"}, super_users=("User:admin",))
+    properties = kafka_config.read_properties(
+        kafka_config.write_server_properties(tmp_path, 19001, 19002, listeners)
     )
-    assert properties["authorizer.class.name"] == local_kafka.AUTHORIZER
+    assert properties["authorizer.class.name"] == kafka_config.AUTHORIZER
     assert properties["super.users"] == "User:ANONYMOUS;User:admin"
-    plain = local_kafka.SecuredListeners(19003, {"uac": "pw-1"})
-    properties = local_kafka._read_properties(
-        local_kafka._write_server_properties(tmp_path, 19001, 19002, plain)
+    plain = kafka_config.SecuredListeners(19003, {"uac": "pw-1"})
+    properties = kafka_config.read_properties(
+        kafka_config.write_server_properties(tmp_path, 19001, 19002, plain)
     )
     assert "authorizer.class.name" not in properties
