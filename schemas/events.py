@@ -6,7 +6,15 @@ from enum import StrEnum
 from typing import Annotated, Any, Final
 from uuid import UUID
 
-from pydantic import BeforeValidator, Field, FiniteFloat, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    FiniteFloat,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails
 
 from schemas.base import CalendarDate, UtcMillis, WireModel
 
@@ -290,7 +298,10 @@ class Event(WireModel):
             model = PAYLOAD_MODELS.get(event_type) if isinstance(event_type, str) else None
             if model is None:
                 raise ValueError(f"unknown event type {data.get('type')!r}")
-            return {**data, "payload": model.model_validate(data["payload"])}
+            try:
+                return {**data, "payload": model.model_validate(data["payload"])}
+            except ValidationError as error:
+                raise _under_payload(error) from None
         return data
 
     @model_validator(mode="after")
@@ -310,6 +321,23 @@ class Event(WireModel):
     def id(self) -> str:
         """The event id (the claim id other events refer to)."""
         return self.event_id
+
+
+def _under_payload(error: ValidationError) -> ValidationError:
+    """The payload's errors located under `payload` (`payload.departure_date`, not a bare
+    `departure_date` that reads as an envelope field)."""
+    return ValidationError.from_exception_data(
+        error.title,
+        [
+            InitErrorDetails(
+                type=item["type"],
+                loc=("payload", *item["loc"]),
+                input=item["input"],
+                ctx=item.get("ctx", {}),
+            )
+            for item in error.errors()
+        ],
+    )
 
 
 def subject_key(tenant_id: str, subject_id: str) -> str:

@@ -201,7 +201,7 @@ def test_given_a_payload_flag_or_date_of_the_wrong_json_type_then_a_line_error(
     path.write_text(json.dumps(good | {"type": event_type, "payload": payload}) + "\n")
     code, subjects, stderr = _replay_json(path)
     assert code == 1
-    assert f"payload.ndjson:1: invalid_record: {field}" in stderr
+    assert f"payload.ndjson:1: invalid_record: payload.{field}" in stderr
     assert subjects == []
 
 
