@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel
 
 from schemas.base import field_names
+from schemas.events import Event
 
 _TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
@@ -106,3 +107,22 @@ def secrets_in(values: Mapping[str, Any]) -> list[SecretFinding]:
     if not (_ANY_TOKEN.search(together) or _CARD_CANDIDATE.search(together)):
         return []
     return [finding for field, text in fields for finding in secrets_in_text(field, text)]
+
+
+def note_withheld(event: Event) -> tuple[Event, tuple[str, ...]]:
+    """The event with its payload's `note` replaced by a marker when the note holds what looks
+    like a secret, and the kinds of secret found (none: the event unchanged).
+
+    For an importer: a clinical record's free-text note is secondary to the record, and the
+    gate refuses a whole event with a secret anywhere in it, so a secret-looking number in a
+    note (a card-like reference) would otherwise cost the allergy or prescription itself. The
+    marker keeps it visible that a note was there; the secret never enters the log."""
+    note = getattr(event.payload, "note", None)
+    if not isinstance(note, str):
+        return event, ()
+    kinds = tuple(dict.fromkeys(finding.kind for finding in secrets_in_text("note", note)))
+    if not kinds:
+        return event, ()
+    marker = f"[note withheld at import: it looked like it held {' and '.join(kinds)}]"
+    payload = event.payload.model_copy(update={"note": marker})
+    return event.model_copy(update={"payload": payload}), kinds

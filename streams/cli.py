@@ -161,12 +161,12 @@ def read_events(
             submitted.extend(found)
             errors.extend(problems)
         return submitted, errors
-    submitted, errors, skipped = read_fhir_files(
-        paths, tenant_id=tenant, actor=actor, fallback_time=datetime.now(UTC)
-    )
-    for reason, count in sorted(Counter(skip.reason for skip in skipped).items()):
+    files = read_fhir_files(paths, tenant_id=tenant, actor=actor, fallback_time=datetime.now(UTC))
+    for reason, count in sorted(Counter(skip.reason for skip in files.skipped).items()):
         err.print(f"skipped {count} resource(s): {reason}")
-    return submitted, errors
+    for withheld in files.withheld:
+        err.print(withheld.message(), markup=False, highlight=False)
+    return files.submitted, files.errors
 
 
 @app.callback()

@@ -8,9 +8,12 @@ the Medication in another. The mapping itself is pure (`schemas.fhir.mapping`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
+from projections.secrets import note_withheld
 from rules.batch import Submitted
 from schemas.codec import event_codec
 from schemas.fhir.mapping import (
@@ -33,19 +36,48 @@ from streams.text_files import not_utf8, utf8_lines, utf8_text
 NDJSON_SUFFIXES = frozenset({".ndjson", ".jsonl"})
 
 
+@dataclass(frozen=True)
+class WithheldNote:
+    """A record imported without its note, which looked like it held a secret."""
+
+    origin: str
+    source_ref: str | None
+    kinds: tuple[str, ...]
+
+    def message(self) -> str:
+        record = self.source_ref or "a record"
+        return (
+            f"{self.origin}: the note of {record} was withheld: it looked like it held "
+            f"{' and '.join(self.kinds)} (the record is imported without it)"
+        )
+
+
+class FhirFiles(NamedTuple):
+    """What the files gave: events to submit, errors, explained skips, and withheld notes."""
+
+    submitted: list[Submitted]
+    errors: list[LineError]
+    skipped: list[Skipped]
+    withheld: list[WithheldNote]
+
+
 def read_fhir_files(
     paths: Sequence[Path], *, tenant_id: str, actor: str, fallback_time: datetime
-) -> tuple[list[Submitted], list[LineError], list[Skipped]]:
-    """Every event of the files, every error (with its origin) and every explained skip."""
+) -> FhirFiles:
+    """Every event of the files, every error (with its origin), every explained skip, and
+    every note withheld because it looked like it held a secret (see `note_withheld`)."""
     imported = import_fhir_files(
         paths, ImportContext(tenant_id=tenant_id, actor=actor, fallback_time=fallback_time)
     )
     codec = event_codec()
-    submitted = [
-        Submitted(origin, event, len(codec.encode(event))) for origin, event in imported.events
-    ]
+    submitted, withheld = [], []
+    for origin, found in imported.events:
+        event, kinds = note_withheld(found)
+        if kinds:
+            withheld.append(WithheldNote(origin, event.source_ref, kinds))
+        submitted.append(Submitted(origin, event, len(codec.encode(event))))
     errors = [LineError(error.origin, error.reason, error.message) for error in imported.errors]
-    return submitted, errors, imported.skipped
+    return FhirFiles(submitted, errors, imported.skipped, withheld)
 
 
 def import_fhir_files(paths: Sequence[Path], context: ImportContext) -> FhirImport:

@@ -24,7 +24,7 @@ from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from schemas.alerts import Alert, AlertStatus, Severity
 from schemas.codec import event_codec
-from schemas.events import Event, EventType
+from schemas.events import AllergyRecorded, Event, EventType
 from schemas.fhir.detected_issue import detected_issue
 from schemas.fhir.mapping import ImportContext, combine, import_fhir, unpack
 from schemas.reasons import ReasonCode
@@ -81,7 +81,7 @@ def submitted_from(
 
 
 def synthea_submitted() -> list[Submitted]:
-    submitted, errors, _ = read_fhir_files(
+    submitted, errors, _, _ = read_fhir_files(
         sorted(SYNTHEA.glob("*.ndjson")), tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK
     )
     assert errors == []
@@ -531,7 +531,7 @@ def test_given_a_gelatin_allergy_then_a_varicella_vaccination_alerts_and_a_flu_s
 def test_fhir_files_resolve_references_across_files(
     names: list[str], errors: list[tuple[str, str]], drugs: list[str]
 ) -> None:
-    submitted, line_errors, _ = read_fhir_files(
+    submitted, line_errors, _, _ = read_fhir_files(
         [EXAMPLES / name for name in names], tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK
     )
     assert [(e.origin, e.reason) for e in line_errors] == errors
@@ -545,7 +545,7 @@ def test_given_a_line_that_is_not_utf8_when_read_then_an_error_naming_it_and_the
     path = tmp_path / "export.ndjson"
     allergy = json.dumps(PENICILLIN).encode()
     path.write_bytes(b'{"resourceType": "Patient", "id": "p\xff"}\n' + allergy + b"\n")
-    submitted, errors, _ = read_fhir_files(
+    submitted, errors, _, _ = read_fhir_files(
         [path], tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK
     )
     assert [(e.origin, e.reason) for e in errors] == [("export.ndjson:1", "malformed_json")]
@@ -557,11 +557,42 @@ def test_given_a_bundle_saved_with_a_byte_order_mark_then_it_is_read_as_without(
 ) -> None:
     path = tmp_path / "bundle.json"
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps(PENICILLIN).encode())
-    submitted, errors, _ = read_fhir_files(
+    submitted, errors, _, _ = read_fhir_files(
         [path], tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK
     )
     assert errors == []
     assert [item.event.type for item in submitted] == [EventType.ALLERGY_RECORDED]
+
+
+@pytest.mark.parametrize(
+    ("note", "kind"),
+    [
+        ("Reaction report filed under reference 4111 1111 1111 1111.", "a payment card number"),
+        ("Portal password: Tr0ub4dor&3 (given by the patient)", "a credential assignment"),
+    ],
+)
+def test_given_an_allergy_note_that_looks_like_it_holds_a_secret_then_the_allergy_still_alerts(
+    tmp_path: Path, note: str, kind: str
+) -> None:
+    """The gate refuses a whole event with a secret anywhere in it; a secret-looking note must
+    not cost the allergy itself. The note is withheld (a marker stays), and it is reported."""
+    allergy = PENICILLIN | {"note": [{"text": "Hives."}, {"text": note}]}
+    path = tmp_path / "export.ndjson"
+    path.write_text(f"{json.dumps(allergy)}\n{json.dumps(for_patient(ZOSYN, 'pat1'))}\n")
+    submitted, errors, _, withheld = read_fhir_files(
+        [path], tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK
+    )
+    assert errors == []
+    result = subject(fold(submitted), "pat1")
+    assert result.rejections == []
+    assert [a.severity for a in drug_allergy_alerts(result, "medrx0319")][:1] == [Severity.CRITICAL]
+    [notice] = withheld
+    assert notice.origin == "export.ndjson:1"
+    assert notice.source_ref == f"AllergyIntolerance/{PENICILLIN['id']}"
+    assert kind in notice.message()
+    recorded = next(item.event for item in submitted if item.event.source_ref == notice.source_ref)
+    assert isinstance(recorded.payload, AllergyRecorded)
+    assert recorded.payload.note == f"[note withheld at import: it looked like it held {kind}]"
 
 
 def test_given_json_nested_deeper_than_the_reader_takes_then_an_error_not_a_crash(
@@ -569,7 +600,7 @@ def test_given_json_nested_deeper_than_the_reader_takes_then_an_error_not_a_cras
 ) -> None:
     path = tmp_path / "deep.json"
     path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
-    submitted, errors, _ = read_fhir_files(
+    submitted, errors, _, _ = read_fhir_files(
         [path], tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK
     )
     assert submitted == []
@@ -582,10 +613,11 @@ def test_given_json_nested_deeper_than_the_reader_takes_then_an_error_not_a_cras
 def test_given_the_whole_synthea_set_when_imported_then_no_errors_and_every_skip_explained() -> (
     None
 ):
-    submitted, errors, skipped = read_fhir_files(
+    submitted, errors, skipped, withheld = read_fhir_files(
         sorted(SYNTHEA.glob("*.ndjson")), tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK
     )
     assert errors == []
+    assert withheld == []
     counts: dict[str, int] = {}
     for skip in skipped:
         assert skip.origin
