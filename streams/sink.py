@@ -37,9 +37,10 @@ rebalance has other boundaries and other tokens, and ReplacingMergeTree collapse
 The sink process owns the chDB data path while it runs, so it also serves the analyst query
 layer over HTTP on 127.0.0.1 (`GET /health`, `GET /metrics`, `POST /query`, `POST /explain`)
 and records its pid, port and a fresh read token in `{home}/sink.json` (mode 0600) for
-`streams.query_clients.open_query_client`: `/query` and `/explain` answer only a caller that sends
-that token, so reading through the sink takes the rights of the user who runs it. Every query
-and explanation it serves is audited in `uac.audit_reads` (see `streams.analytics`).
+`streams.query_clients.open_query_client`: `/query` and `/explain` (`streams.sink_reads`)
+answer only a caller that sends that token, so reading through the sink takes the rights of
+the user who runs it. Every query and explanation it serves is audited in `uac.audit_reads`
+(see `streams.analytics`).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ from schemas.codec import (
 from schemas.erasures import ErasureRecorded
 from schemas.errors import RegistryUnavailable
 from schemas.events import subject_key
-from streams import alert_lineage, analytics, query_clients, sql_guard
+from streams import query_clients
 from streams.clickhouse import (
     ErasureOutcome,
     Inserter,
@@ -117,6 +118,7 @@ from streams.rows import (
 )
 from streams.sealing import Sealer
 from streams.settings import Settings
+from streams.sink_reads import ReadEndpoints
 from streams.tenants import tenants_policy_of
 from streams.tenants_watch import TenantsWatch
 from streams.topic_reader import ensure_readable
@@ -426,6 +428,9 @@ class Sink:
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._read_token = secrets.token_urlsafe(32)
+        self._reads = ReadEndpoints(
+            self._read_token, lambda: self._query_client, lambda: self._tenants
+        )
         self._batch = Batch()
 
     @property
@@ -775,8 +780,7 @@ class Sink:
         app = web.Application()
         app.router.add_get("/health", self._health)
         app.router.add_get("/metrics", self._metrics)
-        app.router.add_post("/query", self._query)
-        app.router.add_post("/explain", self._explain)
+        self._reads.add_routes(app)
         runner = web.AppRunner(app, access_log=None)
         self._runner = runner
         await runner.setup()
@@ -804,59 +808,6 @@ class Sink:
             headers={"Content-Type": CONTENT_TYPE_LATEST},
         )
 
-    async def _query(self, request: web.Request) -> web.Response:
-        """`{"sql", "tenant", "purpose"?, "actor"?}` -> the result of `analytics.query`."""
-
-        def answer(client: Client, sql: str, read: ServedRead) -> Any:
-            tenant, purpose, exempt, actor = read
-            return analytics.query(client, sql, tenant, purpose, exempt, actor=actor).to_json()
-
-        return await self._serve_read(request, "sql", answer)
-
-    async def _explain(self, request: web.Request) -> web.Response:
-        """`{"alert_id", "tenant", "purpose"?, "actor"?}` -> `alert_lineage.explain`."""
-
-        def answer(client: Client, alert_id: str, read: ServedRead) -> Any:
-            tenant, purpose, exempt, actor = read
-            return alert_lineage.explain(
-                client, alert_id, tenant, purpose=purpose, exempt_purposes=exempt, actor=actor
-            )
-
-        return await self._serve_read(request, "alert_id", answer)
-
-    async def _serve_read(
-        self,
-        request: web.Request,
-        field: str,
-        answer: Callable[[Client, str, ServedRead], Any],
-    ) -> web.Response:
-        """A read request naming `field` (text), a tenant, and optionally purpose and actor,
-        answered off the event loop with the tenant's consent-exempt purposes. Only a caller
-        that can read `sink.json` (its read token) is answered."""
-        if not query_clients.bearer_matches(request.headers.get("Authorization"), self._read_token):
-            return _error(401, "unauthorized", query_clients.UNAUTHORIZED_READ)
-        document = await _json_object(request)
-        if document is None or not isinstance(document.get(field), str):
-            return _error(
-                400, "bad_request", f'expected JSON {{"{field}": "...", "tenant": "..."}}'
-            )
-        try:
-            tenant, purpose, actor = _read_fields(document)
-        except ValueError as error:
-            return _error(400, "bad_request", str(error))
-        client, tenants = self._query_client, self._tenants
-        if client is None or tenants is None:
-            return _error(503, "unavailable", "the sink is not connected to ClickHouse")
-        tenants.follow()
-        value = document[field]
-        known = query_clients.exempt_purposes_in(tenants.current.gate_policy)
-
-        def run() -> Any:
-            exempt = analytics.exempt_purposes_of(tenant, known)
-            return answer(client, value, ServedRead(tenant, purpose, exempt, actor))
-
-        return await _served(run)
-
     # -- sink.json ------------------------------------------------------------------------------
 
     def _write_record(self) -> None:
@@ -877,55 +828,6 @@ class Sink:
         current = query_clients.running_sink(self.settings.home)
         if current is None or current.pid == os.getpid():
             self.record_path.unlink(missing_ok=True)
-
-
-def _error(status: int, kind: str, message: str) -> web.Response:
-    return web.json_response({"error": kind, "message": message}, status=status)
-
-
-_SERVED_ERRORS: Final[tuple[tuple[type[Exception], int, str], ...]] = (
-    (analytics.TenantRequired, 400, "tenant_required"),
-    (sql_guard.QueryRefused, 400, "query_refused"),
-    (analytics.QueryFailed, 400, "query_failed"),
-    (alert_lineage.AlertNotFound, 404, "alert_not_found"),
-)
-
-
-class ServedRead(NamedTuple):
-    tenant: str | None
-    purpose: str | None
-    exempt: frozenset[str]
-    actor: str
-
-
-async def _served(answer: Callable[[], Any]) -> web.Response:
-    """Run a read of the analytics layer off the event loop; its errors as JSON responses."""
-    try:
-        document = await asyncio.to_thread(answer)
-    except Exception as error:
-        for kind, status, name in _SERVED_ERRORS:
-            if isinstance(error, kind):
-                return _error(status, name, str(error))
-        raise
-    return web.json_response(document)
-
-
-async def _json_object(request: web.Request) -> dict[str, Any] | None:
-    try:
-        document = await request.json()
-    except ValueError:
-        return None
-    return document if isinstance(document, dict) else None
-
-
-def _read_fields(document: Mapping[str, Any]) -> tuple[str | None, str | None, str]:
-    """(tenant, purpose, actor) of a read request; the actor defaults to `unidentified`."""
-    values = [document.get(name) for name in ("tenant", "purpose", "actor")]
-    for name, value in zip(("tenant", "purpose", "actor"), values, strict=True):
-        if value is not None and not isinstance(value, str):
-            raise ValueError(f"{name} must be a string")
-    tenant, purpose, actor = values
-    return tenant, purpose, actor or analytics.UNIDENTIFIED_ACTOR
 
 
 async def run_sink(
