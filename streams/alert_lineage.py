@@ -50,8 +50,11 @@ ORDER BY source_partition, source_offset"""  # noqa: S608
 _LINEAGE_EVENTS: Final = """SELECT toString(event_id), type, origin, source_ref, occurred_at,
     source_topic, source_partition, source_offset, accepted_partition, accepted_offset
 FROM uac.events FINAL
-WHERE tenant_id = {tenant:String} AND toString(event_id) IN {event_ids:Array(String)}
+WHERE tenant_id = {tenant:String} AND subject_id = {subject:String}
+    AND toString(event_id) IN {event_ids:Array(String)}
 ORDER BY occurred_at, event_id"""
+"""The alert's events: its subject's only (an event id is unique within a subject; a producer
+may have reused one for another subject)."""
 
 
 ACCEPTED_SUFFIX: Final = ".accepted"
@@ -79,7 +82,8 @@ def explain(
         lifecycle = _lifecycle(client, alert, read.tenant)
         readable = bool(lifecycle) and _alert_readable(client, alert, read)
         roles = _event_roles(lifecycle)
-        events = _lineage(client, sorted(roles), read.tenant) if readable else []
+        subject = lifecycle[0]["subject_id"] if lifecycle else ""
+        events = _lineage(client, sorted(roles), read.tenant, subject) if readable else []
     except ClickHouseError as error:
         raise QueryFailed(engine_message(error)) from error
     if not lifecycle:
@@ -138,10 +142,11 @@ def _add_role(roles: dict[str, list[str]], event_id: str, role: str) -> None:
         known.append(role)
 
 
-def _lineage(client: Client, event_ids: list[str], tenant: str) -> list[dict[str, Any]]:
-    result = client.query(
-        _LINEAGE_EVENTS, parameters={TENANT_PARAMETER: tenant, "event_ids": event_ids}
-    )
+def _lineage(
+    client: Client, event_ids: list[str], tenant: str, subject: str
+) -> list[dict[str, Any]]:
+    parameters = {TENANT_PARAMETER: tenant, "subject": subject, "event_ids": event_ids}
+    result = client.query(_LINEAGE_EVENTS, parameters=parameters)
     return [_lineage_event(row) for row in result.result_rows]
 
 

@@ -993,6 +993,11 @@ E_ALLERGY = make_event("AllergyRecorded", "e-allergy", tenant=E, source_ref="fhi
 E_RX = make_event("MedicationPrescribed", "e-rx", tenant=E, at=timedelta(days=1))
 E_STOP = make_event("MedicationStopped", "e-stop", tenant=E, at=timedelta(days=2))
 E_ALERT = uuid5(NAMESPACE_URL, "alert/explain")
+E_OTHER_SUBJECT = E_ALLERGY.model_copy(
+    update={"subject_id": "another-patient", "source_ref": "fhir:Allergy/of-another-patient"}
+)
+"""A producer reused the allergy's event id for another subject: the gate deduplicates within a
+subject, so both are stored."""
 
 
 def _lifecycle(status: str, trigger: Event, offset: int, reason: str | None = None) -> Row:
@@ -1033,7 +1038,7 @@ def _lifecycle(status: str, trigger: Event, offset: int, reason: str | None = No
 
 @pytest.fixture(scope="module")
 def explained(client: Client) -> str:
-    event_rows, _ = _accepted([E_ALLERGY, E_RX, E_STOP], first_offset=2000)
+    event_rows, _ = _accepted([E_ALLERGY, E_RX, E_STOP, E_OTHER_SUBJECT], first_offset=2000)
     write_batch(client, "events", EVENT_COLUMNS, event_rows, "explain-events")
     lifecycle = [_lifecycle("raised", E_RX, 31), _lifecycle("resolved", E_STOP, 32, "stopped")]
     write_batch(client, "alerts", ALERT_COLUMNS, lifecycle, "explain-alerts")
@@ -1063,6 +1068,18 @@ def test_explain_gives_the_lifecycle_rule_cause_and_lineage(client: Client, expl
         "roles": [],
     }
     assert found["missing_event_ids"] == []
+
+
+def test_explain_lists_only_the_alerted_subjects_events_when_an_event_id_is_reused(
+    client: Client, explained: str
+) -> None:
+    found = alert_lineage.explain(client, explained, E, actor="explainer")
+    assert [event["event_id"] for event in found["events"]] == [
+        E_ALLERGY.event_id,
+        E_RX.event_id,
+        E_STOP.event_id,
+    ]
+    assert "fhir:Allergy/of-another-patient" not in {e["source_ref"] for e in found["events"]}
 
 
 def test_explain_is_audited_with_the_subject_by_reference(client: Client, explained: str) -> None:
