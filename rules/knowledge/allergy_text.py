@@ -13,6 +13,13 @@ drugs that are not allergens: judged as allergens, the first flags every later B
 as the allergen itself. The clause from such a cue to the end of its list item or sentence is
 not read as allergens; "not tolerated" and "unable to tolerate" are no such cue (they record
 an intolerance).
+
+The emergency epinephrine a patient with anaphylaxis carries is named without a cue as often
+as with one ("bee stings - anaphylaxis - EpiPen", "peanuts (carries Auvi-Q)"): read as an
+allergen, it flags the rescue drug itself as a critical same-ingredient conflict. An
+epinephrine auto-injector named in an allergy text, and "epinephrine given" or "adrenaline
+administered", are a rescue treatment, never an allergen; epinephrine named otherwise
+("sulfites; epinephrine") still is.
 """
 
 from __future__ import annotations
@@ -48,6 +55,20 @@ _NOT_ALLERGEN_CLAUSE: Final = re.compile(
 """From a cue that the drugs after it treated the reaction or are tolerated, to the end of the
 list item or sentence, or to a word that goes back to the cause ("anaphylaxis requiring
 epinephrine after cefazolin" keeps "after cefazolin")."""
+_AUTO_INJECTOR: Final = (
+    r"(?:epi[\s-]?pens?|auvi[\s-]?q|anapen|jext|emerade|adrenaclick|symjepi"
+    r"|(?:epinephrine|adrenaline|epi)[\s-]+(?:auto[\s-]?injectors?|pens?))"
+)
+_RESCUE: Final = re.compile(
+    r"\b(?:(?:carries|carry|carrying|uses|using|has|have|with|needs|own|owns)\s+"
+    r"(?:an?\s+|own\s+|his\s+|her\s+|their\s+)?)?"
+    rf"{_AUTO_INJECTOR}\b"
+    r"(?:\s+(?:prescribed|given|administered|used|carried|required|needed|issued))?"
+    r"|\b(?:epinephrine|adrenaline|epi)\s+(?:was\s+|were\s+)?"
+    r"(?:given|administered|injected|used|required|needed)\b"
+)
+"""An epinephrine auto-injector (with the verb that says the patient has or used it), or
+epinephrine said to have been given: a rescue treatment, never the allergen."""
 _INTOLERANCE_WORDS: Final = frozenset(
     {"not", "never", "poorly", "unable", "cannot", "cant", "couldnt", "didnt", "doesnt", "no"}
 )
@@ -61,6 +82,7 @@ def doubt_in(text: str) -> str | None:
     for pattern, meaning in (
         (_NEGATION, "a negation"),
         (_OTHER_PERSON, "another person's allergy"),
+        (_RESCUE, "a rescue treatment, not an allergen"),
     ):
         found = pattern.search(folded)
         if found is not None:
@@ -70,10 +92,11 @@ def doubt_in(text: str) -> str | None:
 
 def allergen_part(text: str) -> str:
     """The (folded) allergy text without the clauses that name drugs which treated the reaction
-    or which the patient tolerates, a slash read as a list separator: `penicillin - hives,
-    treated with benadryl` reads as `penicillin - hives, `, `pen/sulfa` as `pen, sulfa` (so
+    or which the patient tolerates, or a rescue epinephrine, a slash read as a list separator:
+    `penicillin - hives, treated with benadryl` reads as `penicillin - hives, `, `bee stings -
+    anaphylaxis - epipen` as `bee stings - anaphylaxis - `, `pen/sulfa` as `pen, sulfa` (so
     "pen" is an item of its own, unrecognised, not a qualifier of "sulfa")."""
-    folded = fold(text)
+    folded = _RESCUE.sub(" ", fold(text))
     kept = _NOT_ALLERGEN_CLAUSE.sub(lambda found: _kept_if_intolerance(folded, found), folded)
     return kept.replace("/", ", ")
 

@@ -296,6 +296,12 @@ def test_an_allergy_text_that_negates_or_is_not_the_patients_is_unverified_not_c
         pytest.param(
             "penicillin - hives; no reaction to cephalexin", "cephalexin", id="given no reaction to"
         ),
+        pytest.param("bee stings - anaphylaxis - EpiPen", "epinephrine", id="given an epipen"),
+        pytest.param("Shellfish; Jext prescribed", "adrenaline", id="given a prescribed jext"),
+        pytest.param("latex (carries an Epi-Pen)", "EpiPen", id="given a carried epi-pen"),
+        pytest.param(
+            "amoxicillin: anaphylaxis, adrenaline administered", "epinephrine", id="given given"
+        ),
     ],
 )
 def test_a_drug_that_treated_the_reaction_or_is_tolerated_is_not_read_as_the_allergen(
@@ -305,6 +311,23 @@ def test_a_drug_that_treated_the_reaction_or_is_tolerated_is_not_read_as_the_all
 
     assert verdict.level is not MatchLevel.SAME_INGREDIENT
     assert verdict.level is not MatchLevel.UNVERIFIED
+
+
+def test_epinephrine_named_as_an_allergen_without_a_rescue_cue_is_the_allergen(
+    knowledge: BundledKnowledge,
+) -> None:
+    verdict = knowledge.cross_reactivity("sulfites; epinephrine", "epinephrine")
+
+    assert verdict.level is MatchLevel.SAME_INGREDIENT
+
+
+def test_an_allergy_text_naming_only_the_rescue_is_unverified_with_that_reason(
+    knowledge: BundledKnowledge,
+) -> None:
+    verdict = knowledge.cross_reactivity("carries an EpiPen", "epinephrine")
+
+    assert verdict.level is MatchLevel.UNVERIFIED
+    assert "a rescue treatment, not an allergen" in verdict.reason
 
 
 @pytest.mark.parametrize(
