@@ -8,9 +8,10 @@ Judged as an allergy, such a text raises a false critical alert; judged as no al
 heuristic would decide that an alert is silenced. It is neither: the judgement is `unverified`
 and names the cue, for someone to read the record.
 
-"Penicillin - hives, treated with Benadryl" or "penicillin allergy, tolerated cephalexin" name
-drugs that are not allergens: judged as allergens, the first flags every later Benadryl order
-as the allergen itself. The clause from such a cue to the end of its list item or sentence is
+"Penicillin - hives, treated with Benadryl", "contrast - premedicate with prednisone", "sulfa,
+switched to nitrofurantoin" or "penicillin allergy, tolerated cephalexin" name drugs that are
+not allergens: judged as allergens, the first flags every later Benadryl order as the allergen
+itself. The clause from such a cue to the end of its list item or sentence is
 not read as allergens; "not tolerated" and "unable to tolerate" are no such cue (they record
 an intolerance).
 
@@ -46,15 +47,25 @@ _OTHER_PERSON: Final = re.compile(
 )
 """A relative's allergy, not a relative reporting the patient's ("penicillin, per mother")."""
 
-_NOT_ALLERGEN_CLAUSE: Final = re.compile(
+_NOT_ALLERGEN_CUE: Final = (
     r"\b(?:(?:treated|managed|relieved|resolved|reversed|rescued)\s+(?:with|by|using)"
+    r"|pre-?medicat(?:e|ed|ion)(?:\s+(?:with|using))?"
+    r"|(?:give|given|administer|administered|infuse|infused)\s+with"
+    r"|(?:switched|changed|converted)\s+to|(?:replaced|substituted)\s+(?:with|by)"
+    r"|(?:ok|okay|fine|safe)\s+(?:with|on|to\s+(?:give|use|take))"
     r"|required|requiring|needed|needing|responded\s+to|no\s+(?:reactions?|problems?)\s+(?:to|with)"
     r"|tolerated|tolerates|tolerating|tolerate|can\s+take|has\s+taken)\b"
-    r"(?:(?!\b(?:after|following|due|because|from|when|during|while)\b)[^,;+、.。\n])*"
 )
-"""From a cue that the drugs after it treated the reaction or are tolerated, to the end of the
-list item or sentence, or to a word that goes back to the cause ("anaphylaxis requiring
-epinephrine after cefazolin" keeps "after cefazolin")."""
+_BACK_TO_THE_CAUSE: Final = r"(?!\b(?:after|following|due|because|from|when|during|while)\b)"
+_NOT_ALLERGEN_CLAUSE: Final = re.compile(
+    rf"\(\s*{_NOT_ALLERGEN_CUE}(?:{_BACK_TO_THE_CAUSE}[^)])*\)?"
+    rf"|{_NOT_ALLERGEN_CUE}(?:{_BACK_TO_THE_CAUSE}[^,;+、.。\n])*"
+)
+"""From a cue that the drugs after it treated the reaction (or premedicate against it), are
+tolerated or replaced the allergen, to the end of the list item or sentence, or to a word that
+goes back to the cause ("anaphylaxis requiring epinephrine after cefazolin" keeps "after
+cefazolin"); a parenthesis that opens with such a cue, to its end ("(premedicate: prednisone,
+diphenhydramine)")."""
 _AUTO_INJECTOR: Final = (
     r"(?:epi[\s-]?pens?|auvi[\s-]?q|anapen|jext|emerade|adrenaclick|symjepi"
     r"|(?:epinephrine|adrenaline|epi)[\s-]+(?:auto[\s-]?injectors?|pens?))"
@@ -65,7 +76,7 @@ _RESCUE: Final = re.compile(
     rf"{_AUTO_INJECTOR}\b"
     r"(?:\s+(?:prescribed|given|administered|used|carried|required|needed|issued))?"
     r"|\b(?:epinephrine|adrenaline|epi)\s+(?:was\s+|were\s+)?"
-    r"(?:given|administered|injected|used|required|needed)\b"
+    r"(?:given|administered|injected|used|required|needed|drip|infusion)\b"
 )
 """An epinephrine auto-injector (with the verb that says the patient has or used it), or
 epinephrine said to have been given: a rescue treatment, never the allergen."""

@@ -302,6 +302,14 @@ def test_an_allergy_text_that_negates_or_is_not_the_patients_is_unverified_not_c
         pytest.param(
             "amoxicillin: anaphylaxis, adrenaline administered", "epinephrine", id="given given"
         ),
+        pytest.param(
+            "contrast - premedicate with prednisone", "prednisone", id="given a premedication"
+        ),
+        pytest.param(
+            "contrast (premedication: prednisone, Benadryl)", "Benadryl", id="given a parenthesis"
+        ),
+        pytest.param("sulfa, switched to doxycycline", "doxycycline", id="given a replacement"),
+        pytest.param("codeine (nausea) - ok with tramadol", "tramadol", id="given ok with"),
     ],
 )
 def test_a_drug_that_treated_the_reaction_or_is_tolerated_is_not_read_as_the_allergen(
@@ -328,6 +336,24 @@ def test_an_allergy_text_naming_only_the_rescue_is_unverified_with_that_reason(
 
     assert verdict.level is MatchLevel.UNVERIFIED
     assert "a rescue treatment, not an allergen" in verdict.reason
+
+
+@pytest.mark.parametrize(
+    "allergen",
+    [
+        "penicillin - rash after the first dose",
+        "penicillin: hives years ago as a child",
+        "penicillin - swelling of lips and tongue, hospitalized",
+        "penicillin - anaphylaxis (ICU, intubated)",
+    ],
+)
+def test_the_narrative_of_a_reaction_note_leaves_the_allergy_readable(
+    knowledge: BundledKnowledge, allergen: str
+) -> None:
+    """Times, body sites and care settings name no drug: an unrelated drug is `none`, not the
+    `unverified` of an allergy text with words nobody recognised."""
+    assert knowledge.cross_reactivity(allergen, "azithromycin").level is MatchLevel.NONE
+    assert knowledge.cross_reactivity(allergen, "amoxicillin").level is MatchLevel.SAME_CLASS
 
 
 @pytest.mark.parametrize(
