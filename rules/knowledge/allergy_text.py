@@ -53,7 +53,8 @@ _NOT_ALLERGEN_CUE: Final = (
     r"|(?:give|given|administer|administered|infuse|infused)\s+with"
     r"|(?:switched|changed|converted)\s+to|(?:replaced|substituted)\s+(?:with|by)"
     r"|(?:ok|okay|fine|safe)\s+(?:with|on|to\s+(?:give|use|take))"
-    r"|required|requiring|needed|needing|responded\s+to|no\s+(?:reactions?|problems?)\s+(?:to|with)"
+    r"|required|requiring|requires|needed|needing|needs|responded\s+to"
+    r"|no\s+(?:reactions?|problems?)\s+(?:to|with)"
     r"|tolerated|tolerates|tolerating|tolerate|can\s+take|has\s+taken)\b"
 )
 _BACK_TO_THE_CAUSE: Final = r"(?!\b(?:after|following|due|because|from|when|during|while)\b)"
@@ -66,6 +67,11 @@ tolerated or replaced the allergen, to the end of the list item or sentence, or 
 goes back to the cause ("anaphylaxis requiring epinephrine after cefazolin" keeps "after
 cefazolin"); a parenthesis that opens with such a cue, to its end ("(premedicate: prednisone,
 diphenhydramine)")."""
+_TOLERATED_ITEM: Final = re.compile(
+    r"(?:^|(?<=[,;+、.。\n(]))[^,;+、.。\n()]*?\s(?:is\s+|was\s+)?(?:ok|okay|fine|safe|tolerated)"
+    r"(?=\s*(?:[,;+、.。\n)]|$))"
+)
+"""A list item that ends by saying its drug is tolerated ("codeine - itching; morphine OK")."""
 _AUTO_INJECTOR: Final = (
     r"(?:epi[\s-]?pens?|auvi[\s-]?q|anapen|jext|emerade|adrenaclick|symjepi"
     r"|(?:epinephrine|adrenaline|epi)[\s-]+(?:auto[\s-]?injectors?|pens?))"
@@ -108,6 +114,7 @@ def allergen_part(text: str) -> str:
     anaphylaxis - epipen` as `bee stings - anaphylaxis - `, `pen/sulfa` as `pen, sulfa` (so
     "pen" is an item of its own, unrecognised, not a qualifier of "sulfa")."""
     folded = _RESCUE.sub(" ", fold(text))
+    folded = _TOLERATED_ITEM.sub(_kept_if_intolerance_within, folded)
     kept = _NOT_ALLERGEN_CLAUSE.sub(lambda found: _kept_if_intolerance(folded, found), folded)
     return kept.replace("/", ", ")
 
@@ -115,3 +122,9 @@ def allergen_part(text: str) -> str:
 def _kept_if_intolerance(folded: str, found: re.Match[str]) -> str:
     before = re.sub(r"[^\w\s]", "", folded[: found.start()]).split()[-2:]
     return found.group() if _INTOLERANCE_WORDS.intersection(before) else " "
+
+
+def _kept_if_intolerance_within(found: re.Match[str]) -> str:
+    """A tolerated item is dropped, unless a word in it says the opposite ("not tolerated")."""
+    words = re.sub(r"[^\w\s]", "", found.group()).split()
+    return found.group() if _INTOLERANCE_WORDS.intersection(words) else " "

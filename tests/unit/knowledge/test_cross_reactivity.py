@@ -310,6 +310,13 @@ def test_an_allergy_text_that_negates_or_is_not_the_patients_is_unverified_not_c
         ),
         pytest.param("sulfa, switched to doxycycline", "doxycycline", id="given a replacement"),
         pytest.param("codeine (nausea) - ok with tramadol", "tramadol", id="given ok with"),
+        pytest.param("codeine - itching; tramadol OK", "tramadol", id="given a drug then ok"),
+        pytest.param(
+            "sulfa - rash. Doxycycline tolerated", "doxycycline", id="given then tolerated"
+        ),
+        pytest.param(
+            "contrast - needs steroid prep with prednisone", "prednisone", id="given needs"
+        ),
     ],
 )
 def test_a_drug_that_treated_the_reaction_or_is_tolerated_is_not_read_as_the_allergen(
@@ -345,6 +352,7 @@ def test_an_allergy_text_naming_only_the_rescue_is_unverified_with_that_reason(
         "penicillin: hives years ago as a child",
         "penicillin - swelling of lips and tongue, hospitalized",
         "penicillin - anaphylaxis (ICU, intubated)",
+        "penicillin - severe stomach pain and headache",
     ],
 )
 def test_the_narrative_of_a_reaction_note_leaves_the_allergy_readable(
