@@ -47,16 +47,20 @@ _OTHER_PERSON: Final = re.compile(
 )
 """A relative's allergy, not a relative reporting the patient's ("penicillin, per mother")."""
 
-_NOT_ALLERGEN_CUE: Final = (
-    r"\b(?:(?:treated|managed|relieved|resolved|reversed|rescued)\s+(?:with|by|using)"
+_TREATMENT_CUE: Final = (
+    r"(?:(?:treated|managed|relieved|resolved|reversed|rescued)\s+(?:with|by|using)"
     r"|pre-?medicat(?:e|ed|ion)(?:\s+(?:with|using))?"
     r"|(?:give|given|administer|administered|infuse|infused)\s+with"
     r"|(?:switched|changed|converted)\s+to|(?:replaced|substituted)\s+(?:with|by)"
-    r"|(?:ok|okay|fine|safe)\s+(?:with|on|to\s+(?:give|use|take))"
-    r"|required|requiring|requires|needed|needing|needs|responded\s+to"
-    r"|no\s+(?:reactions?|problems?)\s+(?:to|with)"
-    r"|tolerated|tolerates|tolerating|tolerate|can\s+take|has\s+taken)\b"
+    r"|required|requiring|requires|needed|needing|needs|responded\s+to)"
 )
+_TOLERANCE_CUE: Final = (
+    r"(?:(?:ok|okay|fine|safe)\s+(?:with|on|to\s+(?:give|use|take))"
+    r"|no\s+(?:reactions?|problems?)\s+(?:to|with)"
+    r"|tolerated|tolerates|tolerating|tolerate|can\s+take|has\s+taken)"
+)
+_NOT_ALLERGEN_CUE: Final = rf"\b(?:{_TREATMENT_CUE}|{_TOLERANCE_CUE})\b"
+_STARTS_WITH_TOLERANCE: Final = re.compile(rf"\(?\s*{_TOLERANCE_CUE}\b")
 _BACK_TO_THE_CAUSE: Final = r"(?!\b(?:after|following|due|because|from|when|during|while)\b)"
 _NOT_ALLERGEN_CLAUSE: Final = re.compile(
     rf"\(\s*{_NOT_ALLERGEN_CUE}(?:{_BACK_TO_THE_CAUSE}[^)])*\)?"
@@ -113,18 +117,35 @@ def allergen_part(text: str) -> str:
     `penicillin - hives, treated with benadryl` reads as `penicillin - hives, `, `bee stings -
     anaphylaxis - epipen` as `bee stings - anaphylaxis - `, `pen/sulfa` as `pen, sulfa` (so
     "pen" is an item of its own, unrecognised, not a qualifier of "sulfa")."""
-    folded = _RESCUE.sub(" ", fold(text))
-    folded = _TOLERATED_ITEM.sub(_kept_if_intolerance_within, folded)
-    kept = _NOT_ALLERGEN_CLAUSE.sub(lambda found: _kept_if_intolerance(folded, found), folded)
-    return kept.replace("/", ", ")
+    return _read(text)[0]
 
 
-def _kept_if_intolerance(folded: str, found: re.Match[str]) -> str:
-    before = re.sub(r"[^\w\s]", "", folded[: found.start()]).split()[-2:]
-    return found.group() if _INTOLERANCE_WORDS.intersection(before) else " "
+def tolerated_part(text: str) -> str:
+    """The clauses of the (folded) allergy text that say drugs are tolerated, joined by commas:
+    `penicillin allergy; tolerates cephalexin. morphine ok` gives `tolerates cephalexin, morphine
+    ok` ("" when it says none is)."""
+    return _read(text)[1]
 
 
-def _kept_if_intolerance_within(found: re.Match[str]) -> str:
-    """A tolerated item is dropped, unless a word in it says the opposite ("not tolerated")."""
-    words = re.sub(r"[^\w\s]", "", found.group()).split()
-    return found.group() if _INTOLERANCE_WORDS.intersection(words) else " "
+def _read(text: str) -> tuple[str, str]:
+    """(allergen part, tolerated part) of an allergy text."""
+    tolerated: list[str] = []
+
+    def item(found: re.Match[str]) -> str:
+        words = re.sub(r"[^\w\s]", "", found.group()).split()
+        if _INTOLERANCE_WORDS.intersection(words):
+            return found.group()
+        tolerated.append(found.group().strip())
+        return " "
+
+    def clause(found: re.Match[str]) -> str:
+        before = re.sub(r"[^\w\s]", "", folded[: found.start()]).split()[-2:]
+        if _INTOLERANCE_WORDS.intersection(before):
+            return found.group()
+        if _STARTS_WITH_TOLERANCE.match(found.group()):
+            tolerated.append(found.group().strip("( )"))
+        return " "
+
+    folded = _TOLERATED_ITEM.sub(item, _RESCUE.sub(" ", fold(text)))
+    kept = _NOT_ALLERGEN_CLAUSE.sub(clause, folded)
+    return kept.replace("/", ", "), ", ".join(tolerated)

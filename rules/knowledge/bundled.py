@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cache
+from typing import Final
 
-from rules.knowledge.allergy_text import allergen_part, doubt_in
+from rules.knowledge.allergy_text import allergen_part, doubt_in, tolerated_part
 from rules.knowledge.judge import NO_KNOWN_ALLERGY, STRENGTH, Judge, Verdict, is_class
 from rules.knowledge.model import Coding, CrossReactivity, DrugResolution, MatchLevel
 from rules.knowledge.recognise import Recogniser, Recognition
@@ -22,6 +23,7 @@ UNRESOLVED_SOURCE = "unresolved input: no ingredient or class could be recognise
 PARTLY_RESOLVED_SOURCE = "partly resolved input: unrecognised words or codes"
 STATEMENT_SOURCE = "allergy record is a 'no known allergy' statement"
 DOUBT_SOURCE = "allergy text: check the record by hand"
+TOLERANCE_SOURCE = "allergy text: the record says the drug is tolerated"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +76,7 @@ class BundledKnowledge:
         outcome = (
             _Outcome(MatchLevel.UNVERIFIED, f"allergen '{allergen}' reads as {doubt}", DOUBT_SOURCE)
             if doubt is not None
-            else self._outcome(allergy, medicine)
+            else self._tolerance_of(self._outcome(allergy, medicine), allergen, medicine)
         )
         return CrossReactivity(
             allergen=allergen,
@@ -103,6 +105,27 @@ class BundledKnowledge:
             return _Outcome(MatchLevel.UNVERIFIED, reason, PARTLY_RESOLVED_SOURCE)
         reason = _all_reasons(verdicts) if top.level is MatchLevel.NONE else top.reason
         return _Outcome(top.level, reason, top.source, _matched(verdicts, top.level))
+
+    def _tolerance_of(self, outcome: _Outcome, allergen: str, medicine: Recognition) -> _Outcome:
+        """A class or cross-reactivity match of a drug the allergy text itself says is tolerated
+        ("penicillin allergy; tolerates cephalexin", "codeine - itching; morphine OK") is
+        `low_risk`: documented tolerance outweighs the class rule. Not an identity with the
+        allergen (a contradiction in the record stays as strong as it was), nor a doubt."""
+        if outcome.level not in _TOLERABLE:
+            return outcome
+        said = tolerated_part(allergen)
+        tolerated = set(self._recogniser.recognise(said, ()).concepts) if said else set()
+        if not tolerated or not all(
+            tolerated & {concept, *self._judge.keys(concept)} for concept in medicine.concepts
+        ):
+            return outcome
+        names = ", ".join(self._judge.label(concept) for concept in medicine.concepts)
+        verb = "is" if len(medicine.concepts) == 1 else "are"
+        reason = (
+            f"the allergy record says {names} {verb} tolerated ('{said}'); by class alone it "
+            f"would be {outcome.level.value}: {outcome.reason}"
+        )
+        return _Outcome(MatchLevel.LOW_RISK, reason, TOLERANCE_SOURCE, outcome.matched)
 
     def _strongest(self, allergens: tuple[str, ...], drug_concept: str) -> Verdict:
         verdicts = (self._judge.judge(allergen, drug_concept) for allergen in allergens)
@@ -138,6 +161,10 @@ class BundledKnowledge:
 def load_bundled_knowledge() -> BundledKnowledge:
     """The bundled knowledge, loaded and verified once per process."""
     return BundledKnowledge(load_tables())
+
+
+_TOLERABLE: Final = frozenset({MatchLevel.SAME_CLASS, MatchLevel.PARTIAL})
+"""Match levels a documented tolerance lowers to `low_risk`."""
 
 
 def _matched(verdicts: list[Verdict], level: MatchLevel) -> tuple[str, ...]:

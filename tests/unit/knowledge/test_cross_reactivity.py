@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rules.knowledge.bundled import BundledKnowledge
+from rules.knowledge.bundled import TOLERANCE_SOURCE, BundledKnowledge
 from rules.knowledge.evaluation import Pair
 from rules.knowledge.model import Coding, MatchLevel
 from tests.unit.knowledge.fixtures import pairs
@@ -326,6 +326,37 @@ def test_a_drug_that_treated_the_reaction_or_is_tolerated_is_not_read_as_the_all
 
     assert verdict.level is not MatchLevel.SAME_INGREDIENT
     assert verdict.level is not MatchLevel.UNVERIFIED
+
+
+@pytest.mark.parametrize(
+    ("allergen", "tolerated", "classmate"),
+    [
+        ("Codeine - itching; morphine OK", "morphine", "hydromorphone"),
+        ("amoxicillin rash; tolerates cephalexin", "cephalexin", "cefadroxil"),
+        ("aspirin - asthma (can take ibuprofen)", "Motrin", "naproxen"),
+        ("sulfa - rash. Bactrim tolerated", "Bactrim DS", "sulfadiazine"),
+    ],
+)
+def test_a_drug_the_allergy_record_says_is_tolerated_is_low_risk_not_its_classmates(
+    knowledge: BundledKnowledge, allergen: str, tolerated: str, classmate: str
+) -> None:
+    """Documented tolerance of the drug itself outweighs the class rule; it says nothing about
+    the rest of the class."""
+    documented = knowledge.cross_reactivity(allergen, tolerated)
+    by_class = knowledge.cross_reactivity(allergen, classmate)
+
+    assert documented.level is MatchLevel.LOW_RISK
+    assert documented.source == TOLERANCE_SOURCE
+    assert "tolerated" in documented.reason
+    assert by_class.level in {MatchLevel.SAME_CLASS, MatchLevel.PARTIAL}
+
+
+def test_a_record_that_calls_the_allergen_itself_tolerated_still_flags_it(
+    knowledge: BundledKnowledge,
+) -> None:
+    verdict = knowledge.cross_reactivity("amoxicillin rash; tolerated amoxicillin", "amoxicillin")
+
+    assert verdict.level is MatchLevel.SAME_INGREDIENT
 
 
 def test_epinephrine_named_as_an_allergen_without_a_rescue_cue_is_the_allergen(
