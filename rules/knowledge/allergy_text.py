@@ -36,19 +36,26 @@ _NEGATION: Final = re.compile(
     r"|\bno\s+(?:reaction|reactions|allergy|allergies)\b"
     r"|\b(?:ruled\s+out|excluded|de-?labell?ed|removed|refuted|disproven|in\s+error)\b"
     r"|\b(?:negative|neg)\b"
+    r"|\bpassed\b[^,;.]*\bchallenge\b|\bchallenge\b[^,;.]*\bpassed\b"
     r"|否认|阴性|^\W*无.*过敏"
 )
+_RELATIVE: Final = (
+    r"(?:mother|father|mum|mom|dad|sister|brother|son|daughter|parents?|siblings?|aunt|uncle"
+    r"|grandmother|grandfather|grandma|grandpa|granny|cousin|husband|wife|spouse|partner"
+    r"|relatives?|family\s+members?)"
+)
 _OTHER_PERSON: Final = re.compile(
-    r"\bfamily\s+(?:history|hx)\b|\bfhx?\b"
-    r"|\b(?:mother|father|mum|mom|dad|sister|brother|son|daughter|parents?|siblings?"
-    r"|grandmother|grandfather|relatives?)(?:'s)?\s+(?:is\s+|was\s+|has\s+|had\s+)?"
+    r"\bfamily\s+(?:history|hx)\b|\bfhx?\b|\bin\s+(?:the\s+)?family\b|\bnot\s+(?:the\s+)?patient'?s\b"
+    rf"|\b{_RELATIVE}(?:'s)?\s*(?:[:-]\s*|(?:is|was|has|had|with)\s+)?(?:\w+\s+){{0,3}}?"
     r"(?:allergic|allergy|allergies)\b"
     r"|家族史|(?:母亲|父亲)(?:对)?.*过敏"
 )
-"""A relative's allergy, not a relative reporting the patient's ("penicillin, per mother")."""
+"""A relative's allergy ("dad has PCN allergy", "brother - PCN allergy", "mom's, not
+patient's"), not a relative reporting the patient's ("penicillin, per mother")."""
 
 _TREATMENT_CUE: Final = (
-    r"(?:(?:treated|managed|relieved|resolved|reversed|rescued)\s+(?:with|by|using)"
+    r"(?:(?:treated|tx|txd|managed|relieved|resolved|reversed|rescued|helped)\s+(?:with|by|using)"
+    r"|now\s+(?:on|takes|taking|uses|using)|uses?\s+(?=[^,;.]*\binstead\b)"
     r"|pre-?medicat(?:e|ed|ion)(?:\s+(?:with|using))?"
     r"|(?:give|given|administer|administered|infuse|infused)\s+with"
     r"|(?:switched|changed|converted)\s+to|(?:replaced|substituted)\s+(?:with|by)"
@@ -61,19 +68,34 @@ _TOLERANCE_CUE: Final = (
 )
 _NOT_ALLERGEN_CUE: Final = rf"\b(?:{_TREATMENT_CUE}|{_TOLERANCE_CUE})\b"
 _STARTS_WITH_TOLERANCE: Final = re.compile(rf"\(?\s*{_TOLERANCE_CUE}\b")
-_BACK_TO_THE_CAUSE: Final = r"(?!\b(?:after|following|due|because|from|when|during|while)\b)"
-_NOT_ALLERGEN_CLAUSE: Final = re.compile(
-    rf"\(\s*{_NOT_ALLERGEN_CUE}(?:{_BACK_TO_THE_CAUSE}[^)])*\)?"
-    rf"|{_NOT_ALLERGEN_CUE}(?:{_BACK_TO_THE_CAUSE}[^,;+、.。\n])*"
+_CLAUSE_END: Final = (
+    r"(?!\b(?:after|following|due|because|from|when|during|while|with|to|for|but|however"
+    r"|except|although|though|yet|whereas|allergic|allergy|then|until|which|that|caused|causing"
+    r"|developed|later|eventually|also)\b)(?! [-/] )(?!->)(?!\band\b[^,;.()]*\s[-:]\s)"
 )
+"""Where a treatment or tolerance clause ends before its list item does: at a word that goes
+back to the cause ("requiring epinephrine after cefazolin"), turns to another drug ("ok with
+morphine but not hydromorphone") or to what happened next ("tolerated Augmentin 5 days then
+hives"), or at a spaced dash or slash that starts another item, or an "and" that joins the
+next item ("treated with Benadryl and Sulfa - hives")."""
+_NOT_ALLERGEN_CLAUSE: Final = re.compile(
+    rf"\(\s*{_NOT_ALLERGEN_CUE}(?:{_CLAUSE_END}[^)|])*\)?"
+    rf"|{_NOT_ALLERGEN_CUE}(?:{_CLAUSE_END}[^,;+、.。\n|)→])*"
+)
+_REVERSAL: Final = re.compile(
+    r"\s*(?:\b(?:then|until|which|that|caused|causing|developed|later|eventually|also)\b|->|→)"
+)
+"""What follows a clause when its drug reacted after all ("tolerated Augmentin x5 days then
+hives", "changed to cefepime -> also rash"): the clause is then an allergen after all."""
 """From a cue that the drugs after it treated the reaction (or premedicate against it), are
 tolerated or replaced the allergen, to the end of the list item or sentence, or to a word that
 goes back to the cause ("anaphylaxis requiring epinephrine after cefazolin" keeps "after
 cefazolin"); a parenthesis that opens with such a cue, to its end ("(premedicate: prednisone,
 diphenhydramine)")."""
 _TOLERATED_ITEM: Final = re.compile(
-    r"(?:^|(?<=[,;+、.。\n(]))[^,;+、.。\n()]*?\s(?:is\s+|was\s+)?(?:ok|okay|fine|safe|tolerated)"
-    r"(?=\s*(?:[,;+、.。\n)]|$))"
+    r"(?:^|(?<=[,;+、.。\n(|])|(?<= - ))(?:(?! - )[^,;+、.。\n()|])*?\s(?:is\s+|was\s+)?"
+    r"(?:ok|okay|fine|safe|tolerated)(?:\s+(?:in\s+|since\s+)?(?:19|20)\d\d)?"
+    r"(?=\s*(?:[,;+、.。\n)|]|$))"
 )
 """A list item that ends by saying its drug is tolerated ("codeine - itching; morphine OK")."""
 _AUTO_INJECTOR: Final = (
@@ -111,24 +133,17 @@ def doubt_in(text: str) -> str | None:
     return None
 
 
-def allergen_part(text: str) -> str:
-    """The (folded) allergy text without the clauses that name drugs which treated the reaction
-    or which the patient tolerates, or a rescue epinephrine, a slash read as a list separator:
-    `penicillin - hives, treated with benadryl` reads as `penicillin - hives, `, `bee stings -
-    anaphylaxis - epipen` as `bee stings - anaphylaxis - `, `pen/sulfa` as `pen, sulfa` (so
-    "pen" is an item of its own, unrecognised, not a qualifier of "sulfa")."""
-    return _read(text)[0]
+def read_allergy_text(text: str) -> tuple[str, str]:
+    """The (folded) allergy text in two parts: what names the allergens, and what says drugs
+    are tolerated (its clauses joined by commas; "" when it says none is).
 
-
-def tolerated_part(text: str) -> str:
-    """The clauses of the (folded) allergy text that say drugs are tolerated, joined by commas:
-    `penicillin allergy; tolerates cephalexin. morphine ok` gives `tolerates cephalexin, morphine
-    ok` ("" when it says none is)."""
-    return _read(text)[1]
-
-
-def _read(text: str) -> tuple[str, str]:
-    """(allergen part, tolerated part) of an allergy text."""
+    The allergen part leaves out the clauses that name drugs which treated the reaction or
+    which the patient tolerates, and a rescue epinephrine, and reads a slash as a list
+    separator: `penicillin - hives, treated with benadryl` reads as `penicillin - hives, `,
+    `bee stings - anaphylaxis - epipen` as `bee stings - anaphylaxis - `, `pen/sulfa` as `pen,
+    sulfa` (so "pen" is an item of its own, unrecognised, not a qualifier of "sulfa"). For
+    `penicillin allergy; tolerates cephalexin. morphine ok` the tolerated part is `morphine ok,
+    tolerates cephalexin`."""
     tolerated: list[str] = []
 
     def item(found: re.Match[str]) -> str:
@@ -140,12 +155,22 @@ def _read(text: str) -> tuple[str, str]:
 
     def clause(found: re.Match[str]) -> str:
         before = re.sub(r"[^\w\s]", "", folded[: found.start()]).split()[-2:]
-        if _INTOLERANCE_WORDS.intersection(before):
+        reacted = _REVERSAL.match(folded, found.end())
+        if _INTOLERANCE_WORDS.intersection(before) or reacted:
             return found.group()
         if _STARTS_WITH_TOLERANCE.match(found.group()):
             tolerated.append(found.group().strip("( )"))
         return " "
 
-    folded = _TOLERATED_ITEM.sub(item, _RESCUE.sub(" ", fold(text)))
+    folded = _RESCUE.sub(" ", _W_SLASH.sub(_with_or_without, fold(text)))
+    folded = _TOLERATED_ITEM.sub(item, folded)
     kept = _NOT_ALLERGEN_CLAUSE.sub(clause, folded)
     return kept.replace("/", ", "), ", ".join(tolerated)
+
+
+_W_SLASH: Final = re.compile(r"\bw/(o\b)?")
+"""`w/` and `w/o`, the clinical shorthand for "with" and "without" (not a list separator)."""
+
+
+def _with_or_without(found: re.Match[str]) -> str:
+    return "without " if found.group(1) else "with "

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Final
 
-from rules.knowledge.allergy_text import allergen_part, doubt_in, tolerated_part
+from rules.knowledge.allergy_text import doubt_in, read_allergy_text
 from rules.knowledge.judge import NO_KNOWN_ALLERGY, STRENGTH, Judge, Verdict, is_class
 from rules.knowledge.model import Coding, CrossReactivity, DrugResolution, MatchLevel
 from rules.knowledge.recognise import Recogniser, Recognition
@@ -68,7 +68,7 @@ class BundledKnowledge:
         allergen_codes: tuple[Coding, ...] = (),
         drug_codes: tuple[Coding, ...] = (),
     ) -> CrossReactivity:
-        allergen_text = allergen_part(allergen)
+        allergen_text, said_tolerated = read_allergy_text(allergen)
         recognised = self._recogniser.recognise(allergen_text, allergen_codes, every_item=True)
         allergy = replace(recognised, query=allergen)
         medicine = self._recogniser.recognise(drug, drug_codes)
@@ -76,7 +76,7 @@ class BundledKnowledge:
         outcome = (
             _Outcome(MatchLevel.UNVERIFIED, f"allergen '{allergen}' reads as {doubt}", DOUBT_SOURCE)
             if doubt is not None
-            else self._tolerance_of(self._outcome(allergy, medicine), allergen, medicine)
+            else self._outcome(allergy, medicine, said_tolerated)
         )
         return CrossReactivity(
             allergen=allergen,
@@ -88,8 +88,11 @@ class BundledKnowledge:
             source=outcome.source,
         )
 
-    def _outcome(self, allergy: Recognition, medicine: Recognition) -> _Outcome:
-        """Strongest verdict over all (allergen concept, drug concept) pairs."""
+    def _outcome(
+        self, allergy: Recognition, medicine: Recognition, said_tolerated: str
+    ) -> _Outcome:
+        """Strongest verdict over all (allergen concept, drug concept) pairs, each ingredient
+        the allergy text says is tolerated at most `low_risk`."""
         failure = _unresolved(allergy, medicine)
         if failure is not None:
             return _Outcome(MatchLevel.UNVERIFIED, failure, UNRESOLVED_SOURCE)
@@ -97,7 +100,13 @@ class BundledKnowledge:
         if not allergens:
             reason = f"'{allergy.query}' records that there is no known allergy"
             return _Outcome(MatchLevel.NONE, reason, STATEMENT_SOURCE)
-        verdicts = [self._strongest(allergens, concept) for concept in medicine.concepts]
+        tolerated = self._tolerated(said_tolerated)
+        verdicts = [
+            _as_tolerated(self._strongest(allergens, concept), said_tolerated)
+            if tolerated & {concept, *self._judge.keys(concept)}
+            else self._strongest(allergens, concept)
+            for concept in medicine.concepts
+        ]
         top = max(verdicts, key=lambda verdict: verdict.rank)
         incomplete = _incomplete(allergy, medicine)
         if incomplete is not None and STRENGTH[top.level] < STRENGTH[MatchLevel.UNVERIFIED]:
@@ -106,26 +115,9 @@ class BundledKnowledge:
         reason = _all_reasons(verdicts) if top.level is MatchLevel.NONE else top.reason
         return _Outcome(top.level, reason, top.source, _matched(verdicts, top.level))
 
-    def _tolerance_of(self, outcome: _Outcome, allergen: str, medicine: Recognition) -> _Outcome:
-        """A class or cross-reactivity match of a drug the allergy text itself says is tolerated
-        ("penicillin allergy; tolerates cephalexin", "codeine - itching; morphine OK") is
-        `low_risk`: documented tolerance outweighs the class rule. Not an identity with the
-        allergen (a contradiction in the record stays as strong as it was), nor a doubt."""
-        if outcome.level not in _TOLERABLE:
-            return outcome
-        said = tolerated_part(allergen)
-        tolerated = set(self._recogniser.recognise(said, ()).concepts) if said else set()
-        if not tolerated or not all(
-            tolerated & {concept, *self._judge.keys(concept)} for concept in medicine.concepts
-        ):
-            return outcome
-        names = ", ".join(self._judge.label(concept) for concept in medicine.concepts)
-        verb = "is" if len(medicine.concepts) == 1 else "are"
-        reason = (
-            f"the allergy record says {names} {verb} tolerated ('{said}'); by class alone it "
-            f"would be {outcome.level.value}: {outcome.reason}"
-        )
-        return _Outcome(MatchLevel.LOW_RISK, reason, TOLERANCE_SOURCE, outcome.matched)
+    def _tolerated(self, said: str) -> frozenset[str]:
+        """The concepts an allergy text says are tolerated."""
+        return frozenset(self._recogniser.recognise(said, ()).concepts) if said else frozenset()
 
     def _strongest(self, allergens: tuple[str, ...], drug_concept: str) -> Verdict:
         verdicts = (self._judge.judge(allergen, drug_concept) for allergen in allergens)
@@ -165,6 +157,20 @@ def load_bundled_knowledge() -> BundledKnowledge:
 
 _TOLERABLE: Final = frozenset({MatchLevel.SAME_CLASS, MatchLevel.PARTIAL})
 """Match levels a documented tolerance lowers to `low_risk`."""
+
+
+def _as_tolerated(verdict: Verdict, said: str) -> Verdict:
+    """A class or cross-reactivity match of an ingredient the allergy text itself says is
+    tolerated ("penicillin allergy; tolerates cephalexin", "codeine - itching; morphine OK") is
+    `low_risk`: documented tolerance outweighs the class rule. Not an identity with the
+    allergen: a contradiction in the record stays as strong as it was."""
+    if verdict.level not in _TOLERABLE:
+        return verdict
+    reason = (
+        f"the allergy record says {verdict.drug_concept} is tolerated ('{said}'); by class alone "
+        f"it would be {verdict.level.value}: {verdict.reason}"
+    )
+    return replace(verdict, level=MatchLevel.LOW_RISK, reason=reason, source=TOLERANCE_SOURCE)
 
 
 def _matched(verdicts: list[Verdict], level: MatchLevel) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ import pytest
 
 from rules.knowledge.bundled import TOLERANCE_SOURCE, BundledKnowledge
 from rules.knowledge.evaluation import Pair
+from rules.knowledge.judge import STRENGTH
 from rules.knowledge.model import Coding, MatchLevel
 from tests.unit.knowledge.fixtures import pairs
 
@@ -310,13 +311,12 @@ def test_an_allergy_text_that_negates_or_is_not_the_patients_is_unverified_not_c
         ),
         pytest.param("sulfa, switched to doxycycline", "doxycycline", id="given a replacement"),
         pytest.param("codeine (nausea) - ok with tramadol", "tramadol", id="given ok with"),
+        pytest.param("Penicillin - hives, tx w/ Benadryl", "Benadryl", id="given tx w/"),
         pytest.param("codeine - itching; tramadol OK", "tramadol", id="given a drug then ok"),
         pytest.param(
             "sulfa - rash. Doxycycline tolerated", "doxycycline", id="given then tolerated"
         ),
-        pytest.param(
-            "contrast - needs steroid prep with prednisone", "prednisone", id="given needs"
-        ),
+        pytest.param("contrast - needs prednisone prep", "prednisone", id="given needs"),
     ],
 )
 def test_a_drug_that_treated_the_reaction_or_is_tolerated_is_not_read_as_the_allergen(
@@ -349,6 +349,88 @@ def test_a_drug_the_allergy_record_says_is_tolerated_is_low_risk_not_its_classma
     assert documented.source == TOLERANCE_SOURCE
     assert "tolerated" in documented.reason
     assert by_class.level in {MatchLevel.SAME_CLASS, MatchLevel.PARTIAL}
+
+
+@pytest.mark.parametrize(
+    ("allergen", "drug", "at_least"),
+    [
+        pytest.param(
+            "Codeine - vomiting; ok with morphine but not hydromorphone (hives)",
+            "hydromorphone",
+            MatchLevel.SAME_CLASS,
+            id="a tolerance clause ends at but",
+        ),
+        pytest.param(
+            "Amoxicillin - hives; tolerated cefdinir but cephalexin caused rash",
+            "cephalexin",
+            MatchLevel.PARTIAL,
+            id="the drug after but is not tolerated",
+        ),
+        pytest.param(
+            "Codeine - N/V; tolerated Augmentin x5 days then hives",
+            "Augmentin",
+            MatchLevel.SAME_CLASS,
+            id="tolerated then a reaction is an allergy",
+        ),
+        pytest.param(
+            "Penicillin; changed to cephalexin which caused hives",
+            "cephalexin",
+            MatchLevel.PARTIAL,
+            id="a replacement that reacted is an allergy",
+        ),
+        pytest.param(
+            "Penicillin (hives - treated with Benadryl) Sulfa (SJS)",
+            "Bactrim",
+            MatchLevel.SAME_CLASS,
+            id="a treatment clause ends at its parenthesis",
+        ),
+        pytest.param(
+            "Amoxicillin - rash treated with Benadryl and Sulfa - hives",
+            "Bactrim DS",
+            MatchLevel.SAME_CLASS,
+            id="a treatment clause ends at the and of the next item",
+        ),
+        pytest.param(
+            "Latex; needed intubation for anaphylaxis to rocuronium",
+            "rocuronium",
+            MatchLevel.SAME_INGREDIENT,
+            id="a treatment clause ends where the cause comes back",
+        ),
+    ],
+)
+def test_a_treatment_or_tolerance_clause_never_swallows_an_allergen(
+    knowledge: BundledKnowledge, allergen: str, drug: str, at_least: MatchLevel
+) -> None:
+    verdict = knowledge.cross_reactivity(allergen, drug)
+
+    assert STRENGTH[verdict.level] >= STRENGTH[at_least], verdict.reason
+
+
+@pytest.mark.parametrize(
+    "allergen",
+    [
+        "Dad has PCN allergy",
+        "Brother - PCN allergy",
+        "Sibling with penicillin allergy",
+        "penicillin (mom's, not patient's)",
+        "Penicillin allergy in family",
+        "passed amoxicillin challenge 2023",
+        "graded challenge to amoxicillin passed",
+    ],
+)
+def test_another_persons_allergy_or_a_passed_challenge_is_unverified(
+    knowledge: BundledKnowledge, allergen: str
+) -> None:
+    assert knowledge.cross_reactivity(allergen, "amoxicillin").level is MatchLevel.UNVERIFIED
+
+
+def test_only_the_ingredient_that_matched_needs_to_be_documented_as_tolerated(
+    knowledge: BundledKnowledge,
+) -> None:
+    verdict = knowledge.cross_reactivity("Codeine - rash, hydrocodone fine", "Norco 5/325")
+
+    assert verdict.level is MatchLevel.LOW_RISK
+    assert verdict.source == TOLERANCE_SOURCE
 
 
 def test_a_record_that_calls_the_allergen_itself_tolerated_still_flags_it(

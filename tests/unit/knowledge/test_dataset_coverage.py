@@ -64,7 +64,6 @@ def test_no_dataset_pair_is_unverified(
         pytest.param("260147004", id="given house dust mite when any dataset drug then none"),
         pytest.param("288328004", id="given bee venom when any dataset drug is given then none"),
         pytest.param("782576004", id="given tree pollen when any dataset drug is given then none"),
-        pytest.param("102263004", id="given eggs when any dataset drug is given then none"),
         pytest.param("227037002", id="given fish when any dataset drug is given then none"),
     ],
 )
@@ -81,6 +80,27 @@ def test_non_drug_allergens_never_alert_on_dataset_drugs(
     }
 
     assert levels == {MatchLevel.NONE}
+
+
+def test_an_egg_allergy_flags_only_the_egg_emulsified_lipid_emulsion_among_dataset_drugs(
+    knowledge: BundledKnowledge,
+) -> None:
+    """Intralipid is emulsified with egg phospholipids and labelled against egg allergy; no
+    other drug of the datasets is a concern for it (propofol's egg lecithin is a myth row)."""
+    allergen = next(r for r in ALLERGENS if r["code"] == "102263004")
+
+    flagged = {
+        drug["text"]: verdict.level
+        for drug in ALL_DRUGS
+        if (
+            verdict := knowledge.cross_reactivity(
+                allergen["text"], drug["text"], codes_of(allergen), codes_of(drug)
+            )
+        ).level
+        is not MatchLevel.NONE
+    }
+
+    assert flagged == {"Intralipid 20% IV Fat Emulsion": MatchLevel.PARTIAL}
 
 
 SNOMED = "http://snomed.info/sct"
