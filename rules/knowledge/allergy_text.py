@@ -36,7 +36,7 @@ _NEGATION: Final = re.compile(
     r"|\bno\s+(?:reaction|reactions|allergy|allergies)\b"
     r"|\b(?:ruled\s+out|excluded|de-?labell?ed|removed|refuted|disproven|in\s+error)\b"
     r"|\b(?:negative|neg)\b"
-    r"|\bpassed\b[^,;.]*\bchallenge\b|\bchallenge\b[^,;.]*\bpassed\b"
+    r"|\bpassed\b[^,;.]*\bchallenge\b|\bchallenge\b[^,;.]*\bpassed\b|\btolerated\s+since\b"
     r"|否认|阴性|^\W*无.*过敏"
 )
 _RELATIVE: Final = (
@@ -47,7 +47,7 @@ _RELATIVE: Final = (
 _OTHER_PERSON: Final = re.compile(
     r"\bfamily\s+(?:history|hx)\b|\bfhx?\b|\bin\s+(?:the\s+)?family\b|\bnot\s+(?:the\s+)?patient'?s\b"
     rf"|\b{_RELATIVE}(?:'s)?\s*(?:[:-]\s*|(?:is|was|has|had|with)\s+)?(?:\w+\s+){{0,3}}?"
-    r"(?:allergic|allergy|allergies)\b"
+    r"(?:allergic|allergy|allergies|anaphylaxis|reaction)\b"
     r"|家族史|(?:母亲|父亲)(?:对)?.*过敏"
 )
 """A relative's allergy ("dad has PCN allergy", "brother - PCN allergy", "mom's, not
@@ -56,15 +56,15 @@ patient's"), not a relative reporting the patient's ("penicillin, per mother")."
 _TREATMENT_CUE: Final = (
     r"(?:(?:treated|tx|txd|managed|relieved|resolved|reversed|rescued|helped)\s+(?:with|by|using)"
     r"|now\s+(?:on|takes|taking|uses|using)|uses?\s+(?=[^,;.]*\binstead\b)"
-    r"|pre-?medicat(?:e|ed|ion)(?:\s+(?:with|using))?"
+    r"|pre-?(?:medicat(?:e|ed|ion)|meds?)(?:\s+(?:with|using))?"
     r"|(?:give|given|administer|administered|infuse|infused)\s+with"
     r"|(?:switched|changed|converted)\s+to|(?:replaced|substituted)\s+(?:with|by)"
     r"|required|requiring|requires|needed|needing|needs|responded\s+to)"
 )
 _TOLERANCE_CUE: Final = (
-    r"(?:(?:ok|okay|fine|safe)\s+(?:with|on|to\s+(?:give|use|take))"
+    r"(?:(?:ok|okay|fine|safe)\s+(?:with|on|to\s+(?:give|use|take))|cleared\s+for"
     r"|no\s+(?:reactions?|problems?)\s+(?:to|with)"
-    r"|tolerated|tolerates|tolerating|tolerate|can\s+take|has\s+taken)"
+    r"|tolerated(?!\s+since\b)|tolerates|tolerating|tolerate|can\s+take|has\s+taken)"
 )
 _NOT_ALLERGEN_CUE: Final = rf"\b(?:{_TREATMENT_CUE}|{_TOLERANCE_CUE})\b"
 _STARTS_WITH_TOLERANCE: Final = re.compile(rf"\(?\s*{_TOLERANCE_CUE}\b")
@@ -92,12 +92,17 @@ tolerated or replaced the allergen, to the end of the list item or sentence, or 
 goes back to the cause ("anaphylaxis requiring epinephrine after cefazolin" keeps "after
 cefazolin"); a parenthesis that opens with such a cue, to its end ("(premedicate: prednisone,
 diphenhydramine)")."""
+_WITHOUT_TROUBLE: Final = (
+    r"(?:without|w/o|with\s+no|no)\s+(?:any\s+)?(?:problems?|issues?|reactions?|rxns?|rash)"
+)
 _TOLERATED_ITEM: Final = re.compile(
-    r"(?:^|(?<=[,;+、.。\n(|])|(?<= - ))(?:(?! - )[^,;+、.。\n()|])*?\s(?:is\s+|was\s+)?"
-    r"(?:ok|okay|fine|safe|tolerated)(?:\s+(?:in\s+|since\s+)?(?:19|20)\d\d)?"
+    r"(?:^|(?<=[,;+、.。\n(|])|(?<= - ))(?:(?! - )[^,;+、.。\n()|])*?\s(?:-\s+)?(?:is\s+|was\s+)?"
+    rf"(?:ok|okay|fine|safe|tolerated|helped|worked|works\s+well|{_WITHOUT_TROUBLE})"
+    r"(?:\s+(?:in\s+|since\s+)?(?:19|20)\d\d)?"
     r"(?=\s*(?:[,;+、.。\n)|]|$))"
 )
-"""A list item that ends by saying its drug is tolerated ("codeine - itching; morphine OK")."""
+"""A list item that ends by saying its drug is tolerated ("codeine - itching; morphine OK",
+"has had Keflex without problems", "cefazolin given in OR 2020 - no issues") or helped."""
 _AUTO_INJECTOR: Final = (
     r"(?:epi[\s-]?pens?|auvi[\s-]?q|anapen|jext|emerade|adrenaclick|symjepi"
     r"|(?:epinephrine|adrenaline|epi)[\s-]+(?:auto[\s-]?injectors?|pens?))"

@@ -312,6 +312,13 @@ def test_an_allergy_text_that_negates_or_is_not_the_patients_is_unverified_not_c
         pytest.param("sulfa, switched to doxycycline", "doxycycline", id="given a replacement"),
         pytest.param("codeine (nausea) - ok with tramadol", "tramadol", id="given ok with"),
         pytest.param("Penicillin - hives, tx w/ Benadryl", "Benadryl", id="given tx w/"),
+        pytest.param("Contrast - hives; premed w/ prednisone", "prednisone", id="given premed w/"),
+        pytest.param(
+            "PCN allergy - has had Keflex without problems", "cephalexin", id="given no problems"
+        ),
+        pytest.param(
+            "PCN - hives; allergist cleared for cephalosporins", "cephalexin", id="given cleared"
+        ),
         pytest.param("codeine - itching; tramadol OK", "tramadol", id="given a drug then ok"),
         pytest.param(
             "sulfa - rash. Doxycycline tolerated", "doxycycline", id="given then tolerated"
@@ -416,6 +423,8 @@ def test_a_treatment_or_tolerance_clause_never_swallows_an_allergen(
         "Penicillin allergy in family",
         "passed amoxicillin challenge 2023",
         "graded challenge to amoxicillin passed",
+        "Grandma - anaphylaxis to penicillin",
+        "Penicillin (historical, tolerated since)",
     ],
 )
 def test_another_persons_allergy_or_a_passed_challenge_is_unverified(
@@ -466,6 +475,7 @@ def test_an_allergy_text_naming_only_the_rescue_is_unverified_with_that_reason(
         "penicillin - swelling of lips and tongue, hospitalized",
         "penicillin - anaphylaxis (ICU, intubated)",
         "penicillin - severe stomach pain and headache",
+        "penicillin - hair loss, passed out, body aches",
     ],
 )
 def test_the_narrative_of_a_reaction_note_leaves_the_allergy_readable(
