@@ -82,18 +82,18 @@ _NOT_ALLERGEN_CLAUSE: Final = re.compile(
     rf"\(\s*{_NOT_ALLERGEN_CUE}(?:{_CLAUSE_END}[^)|])*\)?"
     rf"|{_NOT_ALLERGEN_CUE}(?:{_CLAUSE_END}[^,;+、.。\n|)→])*"
 )
-_REVERSAL: Final = re.compile(
-    r"\s*(?:\b(?:then|until|which|that|caused|causing|developed|later|eventually|also)\b|->|→)"
-)
-"""What follows a clause when its drug reacted after all ("tolerated Augmentin x5 days then
-hives", "changed to cefepime -> also rash"): the clause is then an allergen after all."""
 """From a cue that the drugs after it treated the reaction (or premedicate against it), are
 tolerated or replaced the allergen, to the end of the list item or sentence, or to a word that
 goes back to the cause ("anaphylaxis requiring epinephrine after cefazolin" keeps "after
 cefazolin"); a parenthesis that opens with such a cue, to its end ("(premedicate: prednisone,
 diphenhydramine)")."""
+_REVERSAL: Final = re.compile(
+    r"\s*(?:\b(?:then|until|which|that|caused|causing|developed|later|eventually|also)\b|->|→)"
+)
+"""What follows a clause when its drug reacted after all ("tolerated Augmentin x5 days then
+hives", "changed to cefepime -> also rash"): the clause is then an allergen after all."""
 _WITHOUT_TROUBLE: Final = (
-    r"(?:without|w/o|with\s+no|no)\s+(?:any\s+)?(?:problems?|issues?|reactions?|rxns?|rash)"
+    r"(?:without|with\s+no|no)\s+(?:any\s+)?(?:problems?|issues?|reactions?|rxns?|rash)"
 )
 _TOLERATED_ITEM: Final = re.compile(
     r"(?:^|(?<=[,;+、.。\n(|])|(?<= - ))(?:(?! - )[^,;+、.。\n()|])*?\s(?:-\s+)?(?:is\s+|was\s+)?"
@@ -117,6 +117,8 @@ _RESCUE: Final = re.compile(
 )
 """An epinephrine auto-injector (with the verb that says the patient has or used it), or
 epinephrine said to have been given: a rescue treatment, never the allergen."""
+_W_SLASH: Final = re.compile(r"\bw/(o\b)?")
+"""`w/` and `w/o`, the clinical shorthand for "with" and "without" (not a list separator)."""
 _INTOLERANCE_WORDS: Final = frozenset(
     {"not", "never", "poorly", "unable", "cannot", "cant", "couldnt", "didnt", "doesnt", "no"}
 )
@@ -171,10 +173,6 @@ def read_allergy_text(text: str) -> tuple[str, str]:
     folded = _TOLERATED_ITEM.sub(item, folded)
     kept = _NOT_ALLERGEN_CLAUSE.sub(clause, folded)
     return kept.replace("/", ", "), ", ".join(tolerated)
-
-
-_W_SLASH: Final = re.compile(r"\bw/(o\b)?")
-"""`w/` and `w/o`, the clinical shorthand for "with" and "without" (not a list separator)."""
 
 
 def _with_or_without(found: re.Match[str]) -> str:
