@@ -140,7 +140,7 @@ def post_query(
     timeout: float = 60.0,
 ) -> QueryResult:
     """POST the query to a sink's `/query` and return its result."""
-    body = {"sql": sql, "tenant": tenant, "purpose": purpose, "actor": actor or default_actor()}
+    body = _read_request({"sql": sql}, tenant, purpose, actor)
     return QueryResult.from_json(_post(address, "/query", body, timeout))
 
 
@@ -154,14 +154,17 @@ def post_explain(
     timeout: float = 60.0,
 ) -> dict[str, Any]:
     """POST an alert id to a sink's `/explain` and return the explanation."""
-    body = {
-        "alert_id": alert_id,
-        "tenant": tenant,
-        "purpose": purpose,
-        "actor": actor or default_actor(),
-    }
+    body = _read_request({"alert_id": alert_id}, tenant, purpose, actor)
     explanation: dict[str, Any] = _post(address, "/explain", body, timeout)
     return explanation
+
+
+def _read_request(
+    asked: dict[str, str], tenant: str, purpose: str | None, actor: str | None
+) -> dict[str, Any]:
+    """The JSON body of a read the sink serves: what is asked, and who reads whose data for
+    what purpose (the operating-system user when no actor is named)."""
+    return {**asked, "tenant": tenant, "purpose": purpose, "actor": actor or default_actor()}
 
 
 def query_via_sink(

@@ -101,11 +101,12 @@ class BundledKnowledge:
             reason = f"'{allergy.query}' records that there is no known allergy"
             return _Outcome(MatchLevel.NONE, reason, STATEMENT_SOURCE)
         tolerated = self._tolerated(said_tolerated)
+        strongest = {concept: self._strongest(allergens, concept) for concept in medicine.concepts}
         verdicts = [
-            _as_tolerated(self._strongest(allergens, concept), said_tolerated)
+            _as_tolerated(verdict, said_tolerated)
             if tolerated & {concept, *self._judge.keys(concept)}
-            else self._strongest(allergens, concept)
-            for concept in medicine.concepts
+            else verdict
+            for concept, verdict in strongest.items()
         ]
         top = max(verdicts, key=lambda verdict: verdict.rank)
         incomplete = _incomplete(allergy, medicine)
