@@ -14,7 +14,7 @@ from projections.state import Kind, initial_state, replay
 from projections.views import step_allergy
 from rules.base import alert_id
 from rules.drug_allergy import RULE as DRUG_ALLERGY
-from rules.drug_allergy import severity_for
+from rules.drug_allergy import DrugAllergyRule, severity_for
 from rules.duplicate_therapy import DuplicateTherapyRule
 from rules.engine import default_rules, evaluate
 from rules.knowledge.model import MatchLevel
@@ -164,6 +164,37 @@ def test_duplicate_therapy_findings_for_a_focus_are_the_pairs_that_touch_it(
         for identifier, finding in everything.items()
         if {f"medication:rx-{n}" for n in focused} & set(finding.cause)
     }
+    assert dict(rule.findings(state, focus)) == {i: everything[i] for i in touching}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    substances=st.lists(
+        st.sampled_from(["penicillin", "aspirin", "sulfa"]), min_size=1, max_size=5
+    ),
+    drugs=st.lists(
+        st.sampled_from(["amoxicillin", "ibuprofen", "sulfamethoxazole", "metformin"]),
+        max_size=6,
+    ),
+    focused=st.sets(st.sampled_from(["a-0", "a-1", "a-3", "rx-0", "rx-2", "rx-5"]), max_size=3),
+)
+def test_drug_allergy_findings_for_a_focus_are_the_pairs_that_touch_it(
+    substances: list[str], drugs: list[str], focused: set[str]
+) -> None:
+    rule = DrugAllergyRule(TableKnowledge())
+    state = replay(
+        [
+            allergy(f"a-{n}", substance, day=n, allergy_id=f"a-{n}")
+            for n, substance in enumerate(substances)
+        ]
+        + [rx(f"rx-{n}", drug, day=n + 10) for n, drug in enumerate(drugs)]
+    )
+    focus = frozenset(
+        (Kind.ALLERGY if key.startswith("a-") else Kind.MEDICATION, key) for key in focused
+    )
+    everything = rule.findings(state, None)
+    causes = {f"allergy:{k}" if k.startswith("a-") else f"medication:{k}" for k in focused}
+    touching = {i for i, finding in everything.items() if causes & set(finding.cause)}
     assert dict(rule.findings(state, focus)) == {i: everything[i] for i in touching}
 
 
