@@ -55,12 +55,16 @@ class Signature(Enum):
     """No signature was looked at (a file folded by `uac replay --file` has none)."""
 
 
+DEFAULT_MAX_EVENT_BYTES = 64 * 1024
+"""The largest encoded event the gate admits unless configured otherwise (`oversize`)."""
+
+
 @dataclass(frozen=True)
 class GatePolicy:
     tenants: Mapping[str, TenantPolicy]
     max_future_skew: timedelta = timedelta(minutes=5)
     earliest_plausible: datetime = datetime(1900, 1, 1, tzinfo=UTC)
-    max_event_bytes: int = 64 * 1024
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     require_sealed: bool = False
     """Refuse personal events that were not sealed with their subject's key (crypto-shredding
     needs every copy on the log sealed); erasure requests are exempt so they always get through."""

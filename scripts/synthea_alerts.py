@@ -35,7 +35,7 @@ def main(arguments: list[str]) -> int:
 
     directory = Path(arguments[0]) if arguments else DEFAULT_DIRECTORY
     paths = sorted(directory.glob("*.ndjson"))
-    submitted, errors, skipped, withheld = read_fhir_files(
+    submitted, errors, skipped, notes = read_fhir_files(
         paths, tenant_id=TENANT, actor=ACTOR, fallback_time=EXPORTED_BY
     )
     policy, now = load_gate_policy(TENANTS_FILE), datetime.now(UTC)
@@ -70,8 +70,8 @@ def main(arguments: list[str]) -> int:
         print(f"  {count:>5}  {reason}")
     for error in errors:
         print(f"error {error.origin}: {error.reason}: {error.message}")
-    for note in withheld:
-        print(f"withheld {note.message()}")
+    for note in notes:
+        print(f"note {note.message()}")
     rejections = [(s, r) for result in results.values() for s, r in result.rejections]
     for item, rejection in rejections:
         print(f"rejected {item.origin}: {rejection.detail}")

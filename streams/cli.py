@@ -161,11 +161,17 @@ def read_events(
             submitted.extend(found)
             errors.extend(problems)
         return submitted, errors
-    files = read_fhir_files(paths, tenant_id=tenant, actor=actor, fallback_time=datetime.now(UTC))
+    files = read_fhir_files(
+        paths,
+        tenant_id=tenant,
+        actor=actor,
+        fallback_time=datetime.now(UTC),
+        max_event_bytes=Settings().max_event_bytes,
+    )
     for reason, count in sorted(Counter(skip.reason for skip in files.skipped).items()):
         err.print(f"skipped {count} resource(s): {reason}")
-    for withheld in files.withheld:
-        err.print(withheld.message(), markup=False, highlight=False)
+    for notice in files.notes:
+        err.print(notice.message(), markup=False, highlight=False)
     return files.submitted, files.errors
 
 

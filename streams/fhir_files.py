@@ -13,9 +13,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
+from projections.gate import DEFAULT_MAX_EVENT_BYTES
 from projections.secrets import note_withheld
 from rules.batch import Submitted
 from schemas.codec import event_codec
+from schemas.events import Event
 from schemas.fhir.mapping import (
     FhirError,
     FhirImport,
@@ -29,6 +31,7 @@ from schemas.fhir.mapping import (
     parse_ndjson,
     without_unmapped,
 )
+from schemas.fhir.notes import note_shortened
 from streams.event_files import LineError
 from streams.runtime import collector_paused
 from streams.text_files import not_utf8, utf8_lines, utf8_text
@@ -52,32 +55,69 @@ class WithheldNote:
         )
 
 
+@dataclass(frozen=True)
+class CutNote:
+    """A record imported with only the start of its note, which made it too large."""
+
+    origin: str
+    source_ref: str | None
+    kept: int
+    dropped: int
+    limit: int
+
+    def message(self) -> str:
+        record = self.source_ref or "a record"
+        return (
+            f"{self.origin}: the note of {record} was shortened to its first {self.kept:,} "
+            f"characters ({self.dropped:,} dropped) so the record fits the event size limit "
+            f"of {self.limit:,} bytes"
+        )
+
+
+NoteNotice = WithheldNote | CutNote
+
+
 class FhirFiles(NamedTuple):
-    """What the files gave: events to submit, errors, explained skips, and withheld notes."""
+    """What the files gave: events to submit, errors, explained skips, and what was done to
+    notes (withheld, shortened)."""
 
     submitted: list[Submitted]
     errors: list[LineError]
     skipped: list[Skipped]
-    withheld: list[WithheldNote]
+    notes: list[NoteNotice]
 
 
 def read_fhir_files(
-    paths: Sequence[Path], *, tenant_id: str, actor: str, fallback_time: datetime
+    paths: Sequence[Path],
+    *,
+    tenant_id: str,
+    actor: str,
+    fallback_time: datetime,
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
 ) -> FhirFiles:
     """Every event of the files, every error (with its origin), every explained skip, and
-    every note withheld because it looked like it held a secret (see `note_withheld`)."""
+    every note withheld because it looked like it held a secret (see `note_withheld`) or
+    shortened because it made its record larger than `max_event_bytes` (see `note_shortened`)."""
     imported = import_fhir_files(
         paths, ImportContext(tenant_id=tenant_id, actor=actor, fallback_time=fallback_time)
     )
     codec = event_codec()
-    submitted, withheld = [], []
+
+    def size_of(event: Event) -> int:
+        return len(codec.encode(event))
+
+    submitted: list[Submitted] = []
+    notes: list[NoteNotice] = []
     for origin, found in imported.events:
         event, kinds = note_withheld(found)
         if kinds:
-            withheld.append(WithheldNote(origin, event.source_ref, kinds))
-        submitted.append(Submitted(origin, event, len(codec.encode(event))))
+            notes.append(WithheldNote(origin, event.source_ref, kinds))
+        if cut := note_shortened(event, max_event_bytes, size_of):
+            event = cut.event
+            notes.append(CutNote(origin, event.source_ref, cut.kept, cut.dropped, max_event_bytes))
+        submitted.append(Submitted(origin, event, size_of(event)))
     errors = [LineError(error.origin, error.reason, error.message) for error in imported.errors]
-    return FhirFiles(submitted, errors, imported.skipped, withheld)
+    return FhirFiles(submitted, errors, imported.skipped, notes)
 
 
 def import_fhir_files(paths: Sequence[Path], context: ImportContext) -> FhirImport:

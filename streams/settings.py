@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from projections.gate import DEFAULT_MAX_EVENT_BYTES
 from streams.checkout import in_checkout
 
 
@@ -114,7 +115,7 @@ class Settings(BaseSettings):
         default=True, description="Refuse personal events not sealed with their subject's key."
     )
     max_future_skew_seconds: int = 300
-    max_event_bytes: int = 64 * 1024
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     max_subject_history_bytes: int = Field(
         default=16 * 1024 * 1024,
         ge=1024,

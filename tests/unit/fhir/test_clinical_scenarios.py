@@ -595,6 +595,38 @@ def test_given_an_allergy_note_that_looks_like_it_holds_a_secret_then_the_allerg
     assert recorded.payload.note == f"[note withheld at import: it looked like it held {kind}]"
 
 
+@pytest.mark.parametrize(
+    "letter", ["Discharge letter: hives after the first dose. ", "青霉素过敏。皮疹。"]
+)
+def test_given_an_allergy_note_too_large_for_an_event_then_the_allergy_alerts_with_its_start(
+    tmp_path: Path, letter: str
+) -> None:
+    """The gate refuses an event over the size limit; a letter pasted into the note must not
+    cost the allergy. The start of the note is kept, the cut is marked and reported."""
+    note = (letter * (70_000 // len(letter.encode()))).rstrip()
+    allergy = PENICILLIN | {"note": [{"text": note}]}
+    path = tmp_path / "export.ndjson"
+    path.write_text(
+        f"{json.dumps(allergy)}\n{json.dumps(for_patient(ZOSYN, 'pat1'))}\n", encoding="utf-8"
+    )
+    submitted, errors, _, notes = read_fhir_files(
+        [path], tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK
+    )
+    assert errors == []
+    result = subject(fold(submitted), "pat1")
+    assert result.rejections == []
+    assert [a.severity for a in drug_allergy_alerts(result, "medrx0319")][:1] == [Severity.CRITICAL]
+    [notice] = notes
+    assert notice.source_ref == f"AllergyIntolerance/{PENICILLIN['id']}"
+    assert "shortened" in notice.message()
+    recorded = next(item for item in submitted if item.event.source_ref == notice.source_ref)
+    assert 64_000 < recorded.encoded_size <= POLICY.max_event_bytes == 64 * 1024
+    assert isinstance(recorded.event.payload, AllergyRecorded)
+    kept, marker = str(recorded.event.payload.note).rsplit(" [", 1)
+    assert note.startswith(kept)
+    assert f"{len(note) - len(kept):,} of its {len(note):,} characters dropped" in marker
+
+
 def test_given_json_nested_deeper_than_the_reader_takes_then_an_error_not_a_crash(
     tmp_path: Path,
 ) -> None:
@@ -613,11 +645,11 @@ def test_given_json_nested_deeper_than_the_reader_takes_then_an_error_not_a_cras
 def test_given_the_whole_synthea_set_when_imported_then_no_errors_and_every_skip_explained() -> (
     None
 ):
-    submitted, errors, skipped, withheld = read_fhir_files(
+    submitted, errors, skipped, notes = read_fhir_files(
         sorted(SYNTHEA.glob("*.ndjson")), tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK
     )
     assert errors == []
-    assert withheld == []
+    assert notes == []
     counts: dict[str, int] = {}
     for skip in skipped:
         assert skip.origin
