@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -55,10 +54,9 @@ import secrets
 import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
@@ -66,20 +64,11 @@ from aiokafka.errors import CommitFailedError, KafkaError
 from clickhouse_connect.driver.client import Client
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
     generate_latest,
 )
 
 from schemas.codec import (
-    alert_codec,
-    checkpoint_codec,
-    decision_codec,
     erasure_codec,
-    event_codec,
-    read_audit_codec,
 )
 from schemas.erasures import ErasureRecorded
 from schemas.errors import RegistryUnavailable
@@ -99,26 +88,18 @@ from streams.keys import FileKeyStore, SubjectErased
 from streams.ledger import ErasureLedger, follow_ledger, load_ledger
 from streams.private_files import write_private
 from streams.rows import (
-    ALERTS,
-    AUDIT_READS,
     COLUMNS,
-    EVENTS,
-    GATE_DECISIONS,
-    STATE_CHECKPOINTS,
     Coordinates,
     ErasedCheck,
     Row,
-    RowMappingError,
-    accepted_rows,
-    alert_row,
-    audit_row,
-    checkpoint_row,
-    decision_row,
     rows_of_living_subjects,
 )
 from streams.sealing import Sealer
 from streams.settings import Settings
+from streams.sink_batches import Applied, Batch, RetryPolicy
+from streams.sink_metrics import SinkMetrics
 from streams.sink_reads import ReadEndpoints
+from streams.sink_records import Received, RecordRows
 from streams.tenants import tenants_policy_of
 from streams.tenants_watch import TenantsWatch
 from streams.topic_reader import ensure_readable
@@ -132,248 +113,11 @@ LEDGER_STOP_SECONDS: Final = 5.0
 LEDGER_RETRY_SECONDS: Final = 1.0
 TOMBSTONE: Final = "tombstone"
 ERASED_SUBJECT: Final = "erased_subject"
-MAX_BATCH_BYTES: Final = 64 * 1024 * 1024
-"""A batch is also flushed at this many record bytes: checkpoints carry whole state documents,
-so a row count alone does not bound memory."""
-
 InserterFactory = Callable[[Client], Inserter]
 
 
 class SinkAlreadyRunning(RuntimeError):
     """Another live sink is recorded under the same home (it owns the chDB path)."""
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Capped exponential backoff between insert attempts."""
-
-    first_seconds: float = 0.1
-    max_seconds: float = 10.0
-    factor: float = 2.0
-
-    def delay(self, attempt: int) -> float:
-        return float(min(self.max_seconds, self.first_seconds * self.factor**attempt))
-
-
-class SinkMetrics:
-    """The sink's Prometheus metrics, in a registry of its own (one per sink instance)."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.rows_written = Counter(
-            "uac_sink_rows_written", "Rows inserted, by table", ["table"], registry=self.registry
-        )
-        self.batches = Counter(
-            "uac_sink_batches", "Batches inserted and committed", registry=self.registry
-        )
-        self.retries = Counter(
-            "uac_sink_insert_retries", "Failed insert attempts, retried", registry=self.registry
-        )
-        self.undecodable = Counter(
-            "uac_sink_undecodable_records",
-            "Records skipped because they do not decode or map to rows",
-            ["topic"],
-            registry=self.registry,
-        )
-        self.skipped = Counter(
-            "uac_sink_skipped_records",
-            "Records skipped by design: tombstones, and records of erased subjects (unopenable)",
-            ["topic", "reason"],
-            registry=self.registry,
-        )
-        self.erased_rows_dropped = Counter(
-            "uac_sink_erased_rows_dropped",
-            "Pending rows dropped at flush because their subject is in the erasure ledger",
-            ["table"],
-            registry=self.registry,
-        )
-        self.erasures = Counter(
-            "uac_sink_erasures",
-            "Erasure ledger entries carried out (first: receipt written; recheck: seen again)",
-            ["outcome"],
-            registry=self.registry,
-        )
-        self.erasure_seconds = Histogram(
-            "uac_sink_erasure_seconds",
-            "Time to delete, verify and record one erasure in ClickHouse",
-            registry=self.registry,
-        )
-        self.commit_lag = Gauge(
-            "uac_sink_commit_lag_records",
-            "Records between the last committed offsets and the end of the log, at that commit",
-            registry=self.registry,
-        )
-        self.last_commit = Gauge(
-            "uac_sink_last_commit_timestamp_seconds",
-            "Unix time of the last successful commit",
-            registry=self.registry,
-        )
-        self.flush_seconds = Histogram(
-            "uac_sink_flush_seconds",
-            "Time to insert and commit one batch, retries included",
-            registry=self.registry,
-        )
-
-
-class Span(NamedTuple):
-    """The records of one partition in a batch: first and last offset, and their timestamps.
-
-    The timestamps make the dedup token tell apart two logs with the same offsets (a topic that
-    was deleted and created again while ClickHouse kept its data and its dedup window).
-    """
-
-    first: int
-    last: int
-    first_timestamp: int
-    last_timestamp: int
-
-    def extended(self, offset: int, timestamp: int) -> Span:
-        first = (self.first, self.first_timestamp) if self.first <= offset else (offset, timestamp)
-        last = (self.last, self.last_timestamp) if self.last >= offset else (offset, timestamp)
-        return Span(first[0], last[0], first[1], last[1])
-
-    def __str__(self) -> str:
-        return f"{self.first}@{self.first_timestamp}-{self.last}@{self.last_timestamp}"
-
-
-@dataclass
-class Batch:
-    """Rows waiting to be inserted, erasure ledger entries waiting to be carried out, and the
-    partition spans they came from."""
-
-    started: float = field(default_factory=time.monotonic)
-    rows: dict[str, list[Row]] = field(default_factory=lambda: {table: [] for table in COLUMNS})
-    erasures: list[ErasureRecorded] = field(default_factory=list)
-    spans: dict[TopicPartition, Span] = field(default_factory=dict)
-    size: int = 0
-
-    @property
-    def row_count(self) -> int:
-        return sum(len(rows) for rows in self.rows.values())
-
-    @property
-    def empty(self) -> bool:
-        return not self.spans
-
-    def add(self, record: Any, rows: Iterable[tuple[str, Row]]) -> None:
-        """Add a consumed record (offset, timestamp, size) and the rows made from it."""
-        partition = TopicPartition(record.topic, record.partition)
-        known = self.spans.get(partition)
-        self.spans[partition] = (
-            Span(record.offset, record.offset, record.timestamp, record.timestamp)
-            if known is None
-            else known.extended(record.offset, record.timestamp)
-        )
-        self.size += len(record.value or b"")
-        for table, row in rows:
-            self.rows[table].append(row)
-
-    def due(self, max_rows: int, max_seconds: float, max_bytes: int = MAX_BATCH_BYTES) -> bool:
-        if self.empty:
-            return False
-        full = self.row_count >= max_rows or self.size >= max_bytes
-        return full or time.monotonic() - self.started >= max_seconds
-
-    def token(self, table: str) -> str:
-        """The insert_deduplication_token of `table`'s insert: same batch, same token."""
-        return batch_token(table, self.spans)
-
-    def next_offsets(self) -> dict[TopicPartition, int]:
-        """What to commit once the rows are in: the offset after the last record, per partition."""
-        return {partition: span.last + 1 for partition, span in self.spans.items()}
-
-
-@dataclass
-class Applied:
-    """What one flush did: rows written and dropped (erased subjects) per table, erasures."""
-
-    written: dict[str, int] = field(default_factory=dict)
-    dropped: dict[str, int] = field(default_factory=dict)
-    erasures: list[ErasureOutcome] = field(default_factory=list)
-
-
-def batch_token(table: str, spans: Mapping[TopicPartition, Span]) -> str:
-    """A deterministic token from the batch's topic/partition/offset spans (and timestamps)."""
-    lines = sorted(f"{tp.topic}/{tp.partition}/{span}" for tp, span in spans.items())
-    digest = hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
-    return f"uac-sink/{table}/{digest}"
-
-
-@dataclass(frozen=True)
-class Received:
-    """One consumed record, as the row mappers need it."""
-
-    value: bytes
-    headers: tuple[tuple[str, bytes], ...]
-    at: Coordinates
-    ingested_at: datetime
-
-
-class RecordRows:
-    """Opens (sealed values), decodes and maps the records of each row topic to table rows."""
-
-    def __init__(self, topics: Topics, sealer: Sealer) -> None:
-        self._sealer = sealer
-        self._events = event_codec()
-        self._decisions = decision_codec()
-        self._alerts = alert_codec()
-        self._checkpoints = checkpoint_codec()
-        self._audits = read_audit_codec()
-        self._by_topic: dict[str, Callable[[Received], list[tuple[str, Row]]]] = {
-            topics.accepted: self._accepted,
-            topics.quarantine: self._quarantined,
-            topics.alerts: self._alert,
-            topics.state: self._checkpoint,
-            topics.audit: self._audit,
-        }
-
-    @property
-    def topics(self) -> list[str]:
-        return list(self._by_topic)
-
-    def rows(self, topic: str, received: Received) -> list[tuple[str, Row]]:
-        """The rows of one record. Raises SubjectErased if its subject's key was destroyed,
-        anything else if it does not open, decode or map."""
-        return self._by_topic[topic](received)
-
-    def _opened(self, received: Received) -> tuple[str | None, bytes]:
-        """(the subject it is sealed for, or None if unsealed; the framed record)."""
-        return self._sealer.open(received.value)
-
-    def _accepted(self, received: Received) -> list[tuple[str, Row]]:
-        sealed_for, framed = self._opened(received)
-        event = self._events.decode_record(framed)
-        require_sealed_for(sealed_for, subject_key(event["tenant_id"], event["subject_id"]))
-        event_row, decision = accepted_rows(
-            event, received.value, received.headers, received.at, received.ingested_at
-        )
-        return [(EVENTS, event_row), (GATE_DECISIONS, decision)]
-
-    def _quarantined(self, received: Received) -> list[tuple[str, Row]]:
-        decision = self._decisions.decode(self._opened(received)[1])
-        return [(GATE_DECISIONS, decision_row(decision, received.ingested_at))]
-
-    def _alert(self, received: Received) -> list[tuple[str, Row]]:
-        sealed_for, framed = self._opened(received)
-        alert = self._alerts.decode(framed)
-        require_sealed_for(sealed_for, subject_key(alert.tenant_id, alert.subject_id))
-        return [(ALERTS, alert_row(alert, received.at, received.ingested_at))]
-
-    def _checkpoint(self, received: Received) -> list[tuple[str, Row]]:
-        sealed_for, framed = self._opened(received)
-        checkpoint = self._checkpoints.decode(framed)
-        require_sealed_for(sealed_for, subject_key(checkpoint.tenant_id, checkpoint.subject_id))
-        return [(STATE_CHECKPOINTS, checkpoint_row(checkpoint, received.at, received.ingested_at))]
-
-    def _audit(self, received: Received) -> list[tuple[str, Row]]:
-        audit = self._audits.decode(self._opened(received)[1])
-        return [(AUDIT_READS, audit_row(audit, received.ingested_at))]
-
-
-def require_sealed_for(sealed_for: str | None, subject: str) -> None:
-    """A sealed record must be sealed for the subject it names (the key is the subject's)."""
-    if sealed_for is not None and sealed_for != subject:
-        raise RowMappingError("the record is sealed for another subject than the one it names")
 
 
 def partition_names(partitions: Iterable[TopicPartition]) -> list[str]:

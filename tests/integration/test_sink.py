@@ -64,7 +64,8 @@ from streams.query_clients import (
 from streams.rows import SUBJECT_TABLES
 from streams.sealing import Sealer
 from streams.settings import Settings
-from streams.sink import RetryPolicy, Sink
+from streams.sink import Sink
+from streams.sink_batches import RetryPolicy
 from streams.sql_guard import QueryRefused
 from streams.topics import Topics, ensure_topics
 from tests.factories import make_event

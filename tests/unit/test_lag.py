@@ -11,7 +11,7 @@ from streams.keys import FileKeyStore
 from streams.lag import GroupLag, PartitionLag, pipeline_groups
 from streams.sealing import Sealer
 from streams.settings import Settings
-from streams.sink import RecordRows
+from streams.sink_records import RecordRows
 from streams.topics import Topics
 from streams.worker_metrics import WorkerMetrics
 

@@ -56,7 +56,8 @@ from streams.rows import (
 )
 from streams.sealing import Sealer
 from streams.settings import Settings
-from streams.sink import Batch, Sink
+from streams.sink import Sink
+from streams.sink_batches import Batch
 from tests.factories import T0, make_event
 from tests.strategies import event_histories
 
