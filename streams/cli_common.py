@@ -1,0 +1,103 @@
+"""What the `uac` commands share: the consoles, exit codes, options, and the clients the settings
+name."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from streams.alert_lineage import AlertNotFound
+from streams.analytics import QueryFailed, TenantRequired
+from streams.kafka_address import bootstrap_servers
+from streams.keys import FileKeyStore
+from streams.publisher import EventPublisher
+from streams.query_clients import SinkUnavailable
+from streams.sealing import Sealer
+from streams.settings import Settings
+from streams.signatures import Signer
+from streams.sql_guard import QueryRefused
+from streams.topics import Topics
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+READ_ERRORS = (QueryRefused, TenantRequired, QueryFailed, AlertNotFound, SinkUnavailable)
+EXIT_FAILED = 3
+"""The exit code after `failed: ...`: a query failed, or the sink or the broker did not answer."""
+
+
+def read_failed(error: Exception) -> typer.Exit:
+    """A clear one-line message and the exit code of a read that could not be served:
+    2 refused (no tenant, a refused query or purpose), 3 the query failed or the sink did not
+    answer, 4 no such alert."""
+    if isinstance(error, QueryRefused | TenantRequired):
+        err.print(f"[red]refused[/red]: {error}")
+        return typer.Exit(code=2)
+    if isinstance(error, AlertNotFound):
+        err.print(str(error))
+        return typer.Exit(code=4)
+    err.print(f"[red]failed[/red]: {error}")
+    return typer.Exit(code=EXIT_FAILED)
+
+
+class InputFormat(StrEnum):
+    NDJSON = "ndjson"
+    FHIR = "fhir"
+
+
+FormatOption = Annotated[
+    InputFormat,
+    typer.Option(
+        "--format", help="ndjson: UaC events; fhir: FHIR R4 Bundles/resources/bulk NDJSON."
+    ),
+]
+PurposeOption = Annotated[
+    str,
+    typer.Option(
+        "--purpose", help="What the data will be used for (default: care); only claims it may use."
+    ),
+]
+ReaderOption = Annotated[
+    str | None, typer.Option("--actor", help="Who reads (audited; default: your login).")
+]
+TenantOption = Annotated[
+    str, typer.Option("--tenant", help="Tenant of FHIR input (events carry their own).")
+]
+ActorOption = Annotated[str, typer.Option("--actor", help="Actor that FHIR input is published as.")]
+SigningKeyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--signing-key",
+        envvar="UAC_SIGNING_KEY_FILE",
+        dir_okay=False,
+        help="Sign every record with this Ed25519 private key (PEM; see new-signing-key).",
+    ),
+]
+
+
+def signer_from(signing_key: Path | None) -> Signer | None:
+    """The producer's key, loaded before anything is read or sent (an unusable one fails here)."""
+    return None if signing_key is None else Signer.from_file(signing_key)
+
+
+def publisher_of(settings: Settings, signer: Signer | None) -> EventPublisher:
+    """The events topic's publisher of the settings: sealing, and signing with `signer`."""
+    return EventPublisher(
+        bootstrap_servers(settings),
+        topics_of(settings).events,
+        sealer_of(settings),
+        topic_wait=settings.topic_wait_seconds,
+        signer=signer,
+    )
+
+
+def topics_of(settings: Settings) -> Topics:
+    return Topics(settings.topic_prefix, settings.partitions)
+
+
+def sealer_of(settings: Settings) -> Sealer:
+    return Sealer(FileKeyStore(settings.keys_dir))

@@ -1,0 +1,189 @@
+"""The producer's `uac` commands: publish events, fold them locally (`replay`), make a signing
+key."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from projections.gate import GateContext
+from rules.batch import Submitted, processing_order, replay_batch
+from rules.engine import default_rules
+from rules.knowledge.bundled import load_bundled_knowledge
+from streams.cli_common import (
+    ActorOption,
+    FormatOption,
+    InputFormat,
+    SigningKeyOption,
+    TenantOption,
+    err,
+    out,
+    publisher_of,
+    sealer_of,
+    signer_from,
+    topics_of,
+)
+from streams.event_files import LineError, read_ndjson_file
+from streams.fhir_files import read_fhir_files
+from streams.kafka_address import bootstrap_servers
+from streams.publisher import NotSent, Published
+from streams.rebuild import differences, latest_checkpoints, rebuild_states
+from streams.replay_report import print_human, print_json, print_line_errors
+from streams.runtime import collector_paused
+from streams.settings import Settings
+from streams.signatures import new_signing_key as new_signing_key_file
+from streams.tenants import load_gate_policy
+
+
+def read_events(
+    paths: list[Path], input_format: InputFormat, tenant: str, actor: str
+) -> tuple[list[Submitted], list[LineError]]:
+    """Events and per-record errors from files; FHIR skips are reported, never silent."""
+    if input_format is InputFormat.NDJSON:
+        submitted: list[Submitted] = []
+        errors: list[LineError] = []
+        for path in paths:
+            found, problems = read_ndjson_file(path)
+            submitted.extend(found)
+            errors.extend(problems)
+        return submitted, errors
+    files = read_fhir_files(
+        paths,
+        tenant_id=tenant,
+        actor=actor,
+        fallback_time=datetime.now(UTC),
+        max_event_bytes=Settings().max_event_bytes,
+    )
+    for reason, count in sorted(Counter(skip.reason for skip in files.skipped).items()):
+        err.print(f"skipped {count} resource(s): {reason}")
+    for notice in files.notes:
+        err.print(notice.message(), markup=False, highlight=False)
+    return files.submitted, files.errors
+
+
+def publish(
+    files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, help="Event files.")],
+    input_format: FormatOption = InputFormat.NDJSON,
+    tenant: TenantOption = "clinic-a",
+    actor: ActorOption = "fhir-import",
+    signing_key: SigningKeyOption = None,
+) -> None:
+    """Validate events against the registered Avro schema and publish them (one result each),
+    in the order `uac replay --file` folds them, so the stream raises the alerts it prints."""
+    settings = Settings()
+    signer = signer_from(signing_key)
+    found, errors = read_events(files, input_format, tenant, actor)
+    batch = sorted(found, key=processing_order)
+    print_line_errors(errors, err)
+    failed = len(errors)
+
+    async def send() -> list[Published | NotSent]:
+        async with publisher_of(settings, signer) as publisher:
+            return await publisher.publish_all(batch)
+
+    for result in asyncio.run(send()):
+        if isinstance(result, Published):
+            out.print(
+                f"sent {result.origin} {result.event_id} -> partition {result.partition} offset {result.offset}"
+            )
+        else:
+            failed += 1
+            err.print(f"[red]not sent[/red] {result.origin}: {result.reason}: {result.message}")
+    if failed:
+        err.print(f"{failed} record(s) not sent")
+        raise typer.Exit(code=1)
+
+
+def new_signing_key(
+    path: Annotated[Path, typer.Argument(dir_okay=False, help="Where to write the private key.")],
+) -> None:
+    """Make an Ed25519 key pair for a producer: the private key goes to PATH (owner-only; an
+    existing file is never overwritten), the public key is printed for the tenants file's
+    `actor_keys`."""
+    public_key = new_signing_key_file(path)
+    out.print(f"private key written to {path}")
+    out.print(f"public key (tenants file, actor_keys): {public_key}")
+
+
+def replay(
+    files: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--file", exists=True, dir_okay=False, help="Event file(s); repeat for several."
+        ),
+    ] = None,
+    input_format: FormatOption = InputFormat.NDJSON,
+    tenant: TenantOption = "clinic-a",
+    actor: ActorOption = "fhir-import",
+    from_kafka: Annotated[
+        bool,
+        typer.Option("--from-kafka", help="Rebuild from the accepted-events topic and compare."),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Fold events through gate + fold + rules (--file), or rebuild every subject from Kafka and
+    compare its state_hash with the live state (--from-kafka)."""
+    if bool(files) == from_kafka:
+        err.print("give exactly one of --file FILE or --from-kafka")
+        raise typer.Exit(code=2)
+    if files:
+        submitted, errors = read_events(files, input_format, tenant, actor)
+        _replay_events(submitted, errors, as_json)
+    else:
+        _replay_from_kafka(as_json)
+
+
+def _replay_events(submitted: list[Submitted], errors: list[LineError], as_json: bool) -> None:
+    settings = Settings()
+    policy = load_gate_policy(
+        settings.tenants_file,
+        max_future_skew_seconds=settings.max_future_skew_seconds,
+        max_event_bytes=settings.max_event_bytes,
+    )
+    now = datetime.now(UTC)
+
+    def context_for(item: Submitted, owners: dict[str, str]) -> GateContext:
+        return GateContext(
+            now=now, policy=policy, encoded_size=item.encoded_size, claim_owners=owners
+        )
+
+    with collector_paused():
+        results = replay_batch(submitted, context_for, default_rules(load_bundled_knowledge()))
+    print_line_errors(errors, err)
+    (print_json if as_json else print_human)(results, out)
+    rejected = sum(len(result.rejections) for result in results.values())
+    if errors or rejected:
+        err.print(f"{len(errors)} input error(s), {rejected} rejected event(s)")
+        raise typer.Exit(code=1)
+
+
+def _replay_from_kafka(as_json: bool) -> None:
+    settings = Settings()
+    bootstrap, topics = bootstrap_servers(settings), topics_of(settings)
+
+    async def compare() -> tuple[int, list[object]]:
+        sealer = sealer_of(settings)
+        rebuilt = await rebuild_states(bootstrap, topics.accepted, sealer)
+        live = await latest_checkpoints(bootstrap, topics.state, sealer)
+        return len(rebuilt.keys() | live.keys()), list(differences(live, rebuilt))
+
+    subjects, found = asyncio.run(compare())
+    if as_json:
+        out.out(
+            json.dumps({"subjects": subjects, "differences": [vars(d) for d in found]}),
+            highlight=False,
+        )
+    else:
+        out.print(
+            f"rebuilt {subjects} subject(s) from {topics.accepted}: {len(found)} difference(s)"
+        )
+        for difference in found:
+            out.print(f"  {difference}")
+    if found:
+        raise typer.Exit(code=1)

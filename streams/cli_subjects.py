@@ -1,0 +1,281 @@
+"""The `uac` commands over personal data: analyst queries, alerts, one subject's state, export,
+erasure, and the explanation of an alert. Every read of personal data is audited."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from projections.document import plain, state_from_checkpoint
+from projections.reads import DEFAULT_PURPOSE, readable_document
+from projections.state import UserState, initial_state
+from schemas.alerts import Alert
+from schemas.codec import alert_codec
+from schemas.events import ErasureRequested, Event, EventType, Origin
+from streams.alert_output import (
+    AlertFormat,
+    print_alert,
+    print_alerts,
+    readable_alerts,
+)
+from streams.audit import publish_read, read_record, reader_identity
+from streams.cli_common import (
+    READ_ERRORS,
+    PurposeOption,
+    ReaderOption,
+    SigningKeyOption,
+    err,
+    out,
+    publisher_of,
+    read_failed,
+    sealer_of,
+    signer_from,
+    topics_of,
+)
+from streams.export import erasure_receipts, export_document, write_csv, write_json
+from streams.json_out import json_line
+from streams.kafka_address import bootstrap_servers
+from streams.keys import SubjectErased
+from streams.publisher import Published
+from streams.query_clients import open_query_client
+from streams.rebuild import checkpoint_of_subject
+from streams.sealing import readable
+from streams.settings import Settings
+from streams.tenants import gate_policy_of
+from streams.topic_reader import follow_topic, read_topic
+
+
+class ExportFormat(StrEnum):
+    JSON = "json"
+    CSV = "csv"
+
+
+def query(
+    sql: Annotated[
+        str, typer.Argument(help="ClickHouse SQL over the analyst relations (see docs/analyst.md).")
+    ],
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant whose data the query may see.")],
+    purpose: PurposeOption = DEFAULT_PURPOSE,
+    actor: ReaderOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print {columns, rows} as JSON.")] = False,
+) -> None:
+    """Run an analyst query scoped to one tenant and one purpose (audited; works while the
+    pipeline runs or is stopped)."""
+    try:
+        with open_query_client(Settings()) as client:
+            result = client.query(sql, tenant, purpose, actor=reader_identity(actor))
+    except READ_ERRORS as error:
+        raise read_failed(error) from None
+    if as_json:
+        out.out(json_line(result.to_json(), sort_keys=False), highlight=False)
+        return
+    table = Table()
+    for column in result.columns:
+        table.add_column(column)
+    for row in result.rows:
+        table.add_row(*(str(value) for value in row))
+    out.print(table)
+
+
+def alerts(
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new alerts.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON alert per line (= --format json).")
+    ] = False,
+    output: Annotated[
+        AlertFormat,
+        typer.Option(
+            "--format",
+            help="table; json (one alert per line); fhir (a Bundle of DetectedIssue resources, "
+            "with --follow one DetectedIssue per line).",
+        ),
+    ] = AlertFormat.TABLE,
+) -> None:
+    """Print the alerts topic (every lifecycle record), optionally following it."""
+    settings = Settings()
+    bootstrap, topic = bootstrap_servers(settings), topics_of(settings).alerts
+    sealer, output = sealer_of(settings), AlertFormat.JSON if as_json else output
+    if not follow:
+        records = asyncio.run(read_topic(bootstrap, topic))
+        print_alerts(readable_alerts(records, sealer), out, output)
+        return
+
+    async def tail() -> None:
+        async for record in follow_topic(bootstrap, topic, asyncio.Event()):
+            for alert in readable_alerts([record], sealer):
+                print_alert(alert, out, output)
+
+    try:
+        asyncio.run(tail())
+    except KeyboardInterrupt:
+        return
+
+
+def _alerts_of(settings: Settings, records: list[Any]) -> list[Alert]:
+    codec, sealer = alert_codec(), sealer_of(settings)
+    return [
+        codec.decode(framed) for record in records if (framed := readable(sealer, record.value))
+    ]
+
+
+def _subject_state(settings: Settings, key: str) -> tuple[UserState, str] | None:
+    checkpoint = asyncio.run(
+        checkpoint_of_subject(
+            bootstrap_servers(settings),
+            topics_of(settings).state,
+            settings.partitions,
+            key,
+            sealer_of(settings),
+        )
+    )
+    return (
+        None if checkpoint is None else (state_from_checkpoint(checkpoint), checkpoint.state_hash)
+    )
+
+
+def _audit(
+    settings: Settings,
+    tenant: str,
+    subject: str | None,
+    actor: str | None,
+    purpose: str,
+    action: str,
+) -> None:
+    detail = f"uac {action}" + ("" if subject is None else " of one subject")
+    record = read_record(tenant, subject, reader_identity(actor), purpose, action, detail)
+    asyncio.run(publish_read(bootstrap_servers(settings), topics_of(settings).audit, record))
+
+
+def state(
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant id.")],
+    subject: Annotated[str, typer.Option("--subject", help="Subject id.")],
+    purpose: PurposeOption = DEFAULT_PURPOSE,
+    actor: ReaderOption = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the state document as JSON.")
+    ] = False,
+) -> None:
+    """Show what one subject's memory holds that `--purpose` may use (read is audited)."""
+    settings = Settings()
+    found = _subject_state(settings, f"{tenant}:{subject}")
+    _audit(settings, tenant, subject, actor, purpose, "state")
+    if found is None:
+        err.print(f"no state for {tenant}:{subject}")
+        raise typer.Exit(code=4)
+    subject_state, hash_ = found
+    tenant_policy = gate_policy_of(settings).tenants.get(tenant)
+    document = readable_document(subject_state, purpose, tenant_policy, read_at=datetime.now(UTC))
+    document["state_hash"] = hash_
+    if as_json:
+        out.out(json_line(document), highlight=False)
+    else:
+        out.print_json(data=document)
+
+
+def export(
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant id.")],
+    subject: Annotated[str, typer.Option("--subject", help="Subject id.")],
+    out_dir: Annotated[
+        Path, typer.Option("--out", file_okay=False, help="Directory to write the export to.")
+    ],
+    output: Annotated[
+        ExportFormat, typer.Option("--format", help="json or csv.")
+    ] = ExportFormat.JSON,
+    actor: ReaderOption = None,
+) -> None:
+    """Everything held about one subject (a data-subject access request), with provenance."""
+    settings = Settings()
+    key = f"{tenant}:{subject}"
+    found = _subject_state(settings, key)
+    _audit(settings, tenant, subject, actor, "subject_access", "export")
+    receipts = erasure_receipts(settings, tenant, subject, reader_identity(actor))
+    if found is None and not receipts:
+        err.print(f"nothing is held about {key}")
+        raise typer.Exit(code=4)
+    subject_state = found[0] if found else initial_state(tenant, subject)
+    alerts = [
+        a
+        for a in _alerts_of(
+            settings,
+            asyncio.run(read_topic(bootstrap_servers(settings), topics_of(settings).alerts)),
+        )
+        if a.key == key
+    ]
+    document = export_document(subject_state, alerts, receipts, plain(datetime.now(UTC)))
+    written = (write_json if output is ExportFormat.JSON else write_csv)(document, out_dir)
+    for path in written:
+        out.print(f"wrote {path}")
+
+
+def erase(
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant id.")],
+    subject: Annotated[str, typer.Option("--subject", help="Subject id.")],
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why (kept in the request).")
+    ] = None,
+    actor: Annotated[
+        str, typer.Option("--actor", help="Actor the request is sent as.")
+    ] = "uac-cli",
+    signing_key: SigningKeyOption = None,
+) -> None:
+    """Erase a subject everywhere: the worker records it in the erasure ledger, destroys the
+    subject's key (shredding every Kafka copy), tombstones its state; the sink deletes its rows
+    from ClickHouse and writes a receipt."""
+    settings = Settings()
+    signer = signer_from(signing_key)
+    now = datetime.now(UTC)
+    request = Event(
+        event_id=str(uuid.uuid4()),
+        tenant_id=tenant,
+        subject_id=subject,
+        actor=actor,
+        type=EventType.ERASURE_REQUESTED,
+        occurred_at=now,
+        recorded_at=now,
+        origin=Origin.EXPLICIT_STATEMENT,
+        confidence=1.0,
+        purpose="erasure",
+        payload=ErasureRequested(reason=reason),
+    )
+
+    async def send() -> Published:
+        async with publisher_of(settings, signer) as publisher:
+            return await publisher.publish(request)
+
+    try:
+        sent = asyncio.run(send())
+    except SubjectErased:
+        out.print(f"{tenant}:{subject} is already erased (its key is destroyed); nothing to do.")
+        return
+    out.print(
+        f"erasure of {tenant}:{subject} requested (event {sent.event_id}); follow it with `uac query`."
+    )
+
+
+def explain(
+    alert_id: Annotated[str, typer.Argument(help="The alert to explain.")],
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant of the alert.")],
+    purpose: PurposeOption = DEFAULT_PURPOSE,
+    actor: ReaderOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the chain as JSON.")] = False,
+) -> None:
+    """Why an alert fired: its lifecycle, rule and version, causing claims, and where each
+    source event sits in the log (audited)."""
+    try:
+        with open_query_client(Settings()) as client:
+            chain = client.explain(alert_id, tenant, purpose, actor=reader_identity(actor))
+    except READ_ERRORS as error:
+        raise read_failed(error) from None
+    if as_json:
+        out.out(json_line(chain, default=str), highlight=False)
+    else:
+        out.print_json(data=chain, default=str)
