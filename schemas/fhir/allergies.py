@@ -69,7 +69,20 @@ _NEGATION_TEXTS: Final[dict[str, tuple[AllergyCategory, ...]]] = {
     "nkla": (AllergyCategory.ENVIRONMENT,),
     "no known latex allergy": (AllergyCategory.ENVIRONMENT,),
 }
-"""Text-only negations (used only when the code has no codings at all)."""
+"""Negations in words (used only when no coding names a substance, see `_negated_categories`)."""
+_SUBSTANCE_SYSTEMS: Final = frozenset(
+    {
+        SNOMED,
+        "http://www.nlm.nih.gov/research/umls/rxnorm",
+        "urn:oid:2.16.840.1.113883.6.88",
+        "http://hl7.org/fhir/sid/ndc",
+        "http://hl7.org/fhir/sid/cvx",
+        "http://fdasis.nlm.nih.gov",
+        "http://www.whocc.no/atc",
+    }
+)
+"""Terminologies whose codes name substances and drugs: a coding in one of them that is not a
+negation code makes the record an allergy whatever its words say."""
 _ALLERGY_TYPES: Final = {"allergy": AllergyType.ALLERGY, "intolerance": AllergyType.INTOLERANCE}
 _CATEGORIES: Final = {category.value: category for category in AllergyCategory}
 _CRITICALITIES: Final = {
@@ -105,7 +118,9 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
         criticality=lookup(_CRITICALITIES, string_at(resource, "criticality"), "criticality"),
         verification_status=_verification_status(resource),
         clinical_status=lookup(
-            _CLINICAL_STATUSES, status_code(resource, "clinicalStatus"), "clinicalStatus"
+            _CLINICAL_STATUSES,
+            status_code(resource, "clinicalStatus", _CLINICAL_STATUSES),
+            "clinicalStatus",
         ),
         negated=negation is not None,
         reactions=tuple(_reaction(reaction) for reaction in objects_at(resource, "reaction")),
@@ -144,21 +159,29 @@ def _no_longer_holds(allergy: AllergyRecorded) -> bool:
 def _negated_categories(
     code: Json, codes: tuple[Coding, ...]
 ) -> tuple[AllergyCategory, ...] | None:
-    """The categories a "no known allergy" statement covers; None for a real substance."""
+    """The categories a "no known allergy" statement covers; None for a real substance.
+
+    A negation code says it; so do the text and every coding's display together ("NKDA",
+    "No known drug allergies") when no coding names a substance in a standard terminology
+    (a hospital's local code for NKDA is still a negation, a coded penicillin called "NKA" is
+    not)."""
     for coding in codes:
         system = SYSTEM_ALIASES.get(coding.system, coding.system)
         categories = _NEGATIONS.get((system, coding.code))
         if categories is not None:
             return categories
-    if codes or not isinstance(code.get("text"), str):
+    if any(SYSTEM_ALIASES.get(c.system, c.system) in _SUBSTANCE_SYSTEMS for c in codes):
         return None
-    return _NEGATION_TEXTS.get(" ".join(str(code["text"]).casefold().split()))
+    names = [string_at(code, "text")]
+    names += [string_at(coding, "display") for coding in objects_at(code, "coding")]
+    read = {_NEGATION_TEXTS.get(" ".join(name.casefold().split())) for name in names if name}
+    return read.pop() if len(read) == 1 else None
 
 
 def _type_code(resource: Json) -> str | None:
     """R4's `type` code, or the code of R5's `type` CodeableConcept."""
     if isinstance(resource.get("type"), Mapping):
-        return status_code(resource, "type")
+        return status_code(resource, "type", _ALLERGY_TYPES)
     return string_at(resource, "type")
 
 
@@ -174,7 +197,7 @@ def _allergy_categories(resource: Json) -> tuple[AllergyCategory, ...]:
 
 
 def _verification_status(resource: Json) -> VerificationStatus:
-    code = status_code(resource, "verificationStatus")
+    code = status_code(resource, "verificationStatus", _VERIFICATIONS)
     if code is None:
         return VerificationStatus.UNCONFIRMED
     return required_lookup(_VERIFICATIONS, code, "verificationStatus")

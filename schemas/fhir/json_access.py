@@ -9,7 +9,7 @@ event.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from enum import StrEnum
 from typing import Any, Final, TypeVar
@@ -192,16 +192,20 @@ def required_lookup(table: Mapping[str, E], code: str, where: str) -> E:
     return found
 
 
-def status_code(resource: Json, key: str) -> str | None:
-    """The code of a status CodeableConcept (e.g. clinicalStatus), or None when absent. A
-    concept with no coded value but a text is read as the code it spells (`Entered in error`
-    -> `entered-in-error`), so the caller's lookup accepts it only if it names a code."""
+def status_code(resource: Json, key: str, known: Collection[str] = ()) -> str | None:
+    """The code of a status CodeableConcept (e.g. clinicalStatus), or None when absent: the
+    first of its codings' codes that is `known` (a concept may carry a local coding next to the
+    standard one), else the first code, which the caller's lookup then reports. A concept with
+    no coded value but a text is read as the code it spells (`Entered in error` ->
+    `entered-in-error`), so the caller's lookup accepts it only if it names a code."""
     concept = resource.get(key)
     if concept is None:
         return None
     concept = as_object(concept, key)
-    codes = (string_at(coding, "code") for coding in objects_at(concept, "coding"))
-    found = next((code for code in codes if code), None)
+    codes = [
+        code for coding in objects_at(concept, "coding") if (code := string_at(coding, "code"))
+    ]
+    found = next((code for code in codes if code in known), codes[0] if codes else None)
     if found is not None:
         return found
     text = string_at(concept, "text")

@@ -112,6 +112,10 @@ def utc(
     return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
+HL7_VERIFICATION = "http://terminology.hl7.org/CodeSystem/allergyintolerance-verification"
+HL7_CLINICAL = "http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical"
+
+
 def status(code: str) -> dict[str, Any]:
     return {"coding": [{"code": code}]}
 
@@ -253,6 +257,32 @@ def test_given_r5_style_type_category_and_manifestations_then_the_allergy_is_kep
             id="given a clinicalStatus coding without a code and a text then the text's code",
         ),
         pytest.param(
+            {
+                "verificationStatus": {
+                    "coding": [
+                        {"system": "http://hospital.example/status", "code": "C"},
+                        {"system": HL7_VERIFICATION, "code": "refuted"},
+                    ]
+                }
+            },
+            "verification_status",
+            VerificationStatus.REFUTED,
+            id="given a local verificationStatus coding before the HL7 one then the HL7 code",
+        ),
+        pytest.param(
+            {
+                "clinicalStatus": {
+                    "coding": [
+                        {"system": "http://hospital.example/status", "code": "A"},
+                        {"system": HL7_CLINICAL, "code": "resolved"},
+                    ]
+                }
+            },
+            "clinical_status",
+            ClinicalStatus.RESOLVED,
+            id="given a local clinicalStatus coding before the HL7 one then the HL7 code",
+        ),
+        pytest.param(
             {"type": "intolerance"},
             "allergy_type",
             AllergyType.INTOLERANCE,
@@ -350,6 +380,23 @@ def _coded(code: str) -> dict[str, Any]:
             id="given a text-only NKDA when imported then a negated medication allergy",
         ),
         pytest.param(
+            changed(
+                NO_KNOWN,
+                code={
+                    "coding": [
+                        {
+                            "system": "http://hospital.example/allergy",
+                            "code": "NKDA1",
+                            "display": "No Known Drug Allergies",
+                        }
+                    ],
+                    "text": "NKDA",
+                },
+            ),
+            (AllergyCategory.MEDICATION,),
+            id="given NKDA with a local code when imported then a negated medication allergy",
+        ),
+        pytest.param(
             changed(NO_KNOWN, code={"text": "No known  allergies"}),
             ALL_CATEGORIES,
             id="given text-only no known allergies when imported then negated for every category",
@@ -390,6 +437,34 @@ def test_given_a_substance_named_like_a_negation_but_coded_when_imported_then_no
         "coding": [{"system": RXNORM, "code": "7980", "display": "Penicillin G"}],
     }
     assert only_payload(changed(PENICILLIN, code=coded)).negated is False
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        pytest.param(
+            {
+                "text": "NKDA",
+                "coding": [{"system": "http://hospital.example/allergy", "display": "Penicillin"}],
+            },
+            id="a local coding whose display names a substance",
+        ),
+        pytest.param(
+            {
+                "text": "NKDA",
+                "coding": [
+                    {"system": "http://hospital.example/allergy", "code": "NKDA1"},
+                    {"system": SNOMED, "code": "764146007"},
+                ],
+            },
+            id="a SNOMED substance coding next to a local one",
+        ),
+    ],
+)
+def test_given_words_of_a_negation_but_a_substance_named_then_not_negated(
+    code: dict[str, Any],
+) -> None:
+    assert only_payload(changed(PENICILLIN, code=code)).negated is False
 
 
 def test_given_ips_no_allergy_info_when_imported_then_skipped_as_neither_allergy_nor_negation() -> (
