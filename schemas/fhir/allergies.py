@@ -109,9 +109,10 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
     if any((c.system, c.code) in _UNKNOWN_ALLERGY_STATUS for c in codes):
         raise Unsupported("allergy status unknown (no information): neither allergy nor negation")
     negation = _negated_categories(code, codes)
+    substance, codes = _with_reaction_substances(resource, concept_label(code, where), codes)
     payload = AllergyRecorded(
         allergy_id=source.resource_id,
-        substance=concept_label(code, where),
+        substance=substance,
         codes=codes,
         allergy_type=lookup(_ALLERGY_TYPES, _type_code(resource), "type"),
         categories=negation if negation is not None else _allergy_categories(resource),
@@ -146,6 +147,24 @@ def _allergen_concept(resource: Json) -> tuple[Json, str]:
         if reaction.get("substance") is not None:
             return required_object(reaction, "substance"), "reaction.substance"
     raise Unmappable(Problem.MISSING_FIELD, "code (and no reaction names a substance)")
+
+
+def _with_reaction_substances(
+    resource: Json, label: str, codes: tuple[Coding, ...]
+) -> tuple[str, tuple[Coding, ...]]:
+    """The allergen's label and codes with the substances its reactions name: R4's
+    `reaction.substance` is the specific agent, often more specific than `code` ("Drug
+    allergy" with amoxicillin as the substance), so it is named in the label and its codings
+    are the allergy's too."""
+    named = [
+        required_object(reaction, "substance")
+        for reaction in objects_at(resource, "reaction")
+        if reaction.get("substance") is not None
+    ]
+    labels = [concept_label(concept, "reaction.substance") for concept in named]
+    more = [name for name in dict.fromkeys(labels) if name.casefold() != label.casefold()]
+    coded = codes + tuple(coding for concept in named for coding in codings_of(concept))
+    return (f"{label} ({', '.join(more)})" if more else label), tuple(dict.fromkeys(coded))
 
 
 def _no_longer_holds(allergy: AllergyRecorded) -> bool:

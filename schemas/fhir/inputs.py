@@ -210,7 +210,26 @@ def _bundle_entry(entry: object, origin: str, document_time: datetime | None) ->
         reason = "bundle entry without a resource (request or response only)"
         return ParsedInput(skipped=(Skipped(origin, "Bundle.entry", None, reason),))
     full_url = entry.get("fullUrl")
+    resource = _with_response_meta(resource, entry.get("response"))
     return unpack(resource, origin, full_url if isinstance(full_url, str) else None, document_time)
+
+
+def _with_response_meta(resource: object, response: object) -> object:
+    """The resource with what a history Bundle's entry response says of its version
+    (`etag` W/"<versionId>", `lastModified`) as the `meta.versionId` and `meta.lastUpdated` it
+    lacks: the same facts, where a server's history puts them."""
+    if not isinstance(resource, Mapping) or not isinstance(response, Mapping):
+        return resource
+    meta = resource.get("meta")
+    meta = dict(meta) if isinstance(meta, Mapping) else {}
+    etag, modified = response.get("etag"), response.get("lastModified")
+    if isinstance(etag, str) and "versionId" not in meta:
+        version = etag.removeprefix("W/").strip('"')
+        if version:
+            meta["versionId"] = version
+    if isinstance(modified, str) and "lastUpdated" not in meta:
+        meta["lastUpdated"] = modified
+    return {**resource, "meta": meta} if meta else resource
 
 
 def _deleted_claim(entry: Json) -> str | None:

@@ -38,45 +38,53 @@ meta.lastUpdated, else `occurred_at`. A FHIR date without a time (`2015-01-15`, 
 `2015`) is midnight UTC of its first day. A time without a zone is invalid FHIR and an error.
 
 Event ids: uuid5 of (tenant, resource type, resource id, resource version, event kind), where the
-version is meta.versionId, else meta.lastUpdated, else empty. The same input always gives the
-same ids (the gate drops the repeats); an updated resource (new version) gives new events, and
-the fold keeps the version recorded last (meta.lastUpdated) even where an older version is
-valid later (`projections.views.known_before`). When the Bundle's time or `fallback_time` was
+version is meta.versionId, else meta.lastUpdated, else empty (in a history Bundle, an entry's
+`response.etag` and `response.lastModified` stand in for the meta they repeat). The same input
+always gives the same ids (the gate drops the repeats); an updated resource (new version) gives
+new events, and the fold keeps the version recorded last (meta.lastUpdated, with a numeric
+meta.versionId placed that many milliseconds after it, so that versions without a time of
+their own or with one time are ordered by number) even where an older version is valid later
+(`projections.views.known_before`). When the Bundle's time or `fallback_time` was
 used it is part of the version: a document imported twice gives the same ids, two documents (or
 two imports with different fallbacks) do not reuse one id for two different events.
 
-AllergyIntolerance -> AllergyRecorded: id, substance (code.text, else the first coding
-display, else its code; without a code, R4's `code` being 0..1, the first reaction.substance),
-codes, type (R4's code, or R5's CodeableConcept), categories (one code sent alone is read as a
-list of one), criticality, clinicalStatus, notes, reactions (the manifestations of one reaction,
-R4 CodeableConcepts or R5 CodeableReferences, joined with "; ", its severity). verificationStatus
-`presumed` (R5) counts as unconfirmed, and an absent verificationStatus is `unconfirmed`, never
-`confirmed`: the allergy stays active and alerts, but nothing is claimed that the source did
-not say. A status with no coded value but a text that spells a code (`"Confirmed"`, `"Entered
-in error"`) is read as that code; any other text is an error naming the allowed codes. "No
-known allergy" records (SNOMED 716186003 and 160244002 NKA, 409137002 NKDA, 429625007 NKFA,
-428607008 no known environmental allergy, 716184000 no known latex allergy, the IPS
-absent-unknown codes, or a text-only code such as "NKDA") become `negated=True` with the
-categories the statement covers, so they never become an allergy, whatever their verification
-status. IPS `no-allergy-info` is skipped: "unknown" is neither an allergy nor a negation.
+AllergyIntolerance -> AllergyRecorded: id, substance (code.text, else the first coding display,
+else its code; without a code, R4's `code` being 0..1, the first reaction.substance; the
+substances the reactions name, R4's specific agents, are added in parentheses, "Drug allergy
+(amoxicillin)"), codes (the code's and the reaction substances'), type (R4's code, or R5's
+CodeableConcept), categories (one code sent alone is read as a list of one), criticality,
+clinicalStatus, notes, reactions (the manifestations of one reaction, R4 CodeableConcepts or R5
+CodeableReferences, joined with "; ", its severity). verificationStatus `presumed` (R5) counts
+as unconfirmed, and an absent verificationStatus is `unconfirmed`, never `confirmed`: the
+allergy stays active and alerts, but nothing is claimed that the source did not say. Of a status
+with several codings (a local one next to the HL7 one) the first whose code is an allowed one is
+read. A status with no coded value but a text that spells a code (`"Confirmed"`, `"Entered in
+error"`) is read as that code; any other text is an error naming the allowed codes. "No known
+allergy" records (SNOMED 716186003 and 160244002 NKA, 409137002 NKDA, 429625007 NKFA, 428607008
+no known environmental allergy, 716184000 no known latex allergy, the IPS absent-unknown codes,
+or words such as "NKDA" in the text and displays of a code none of whose codings names a
+substance in a standard terminology) become `negated=True` with the categories the statement
+covers, so they never become an allergy, whatever their verification status. IPS
+`no-allergy-info` is skipped: "unknown" is neither an allergy nor a negation.
 
 MedicationRequest -> MedicationPrescribed: id, drug text (the Medication's code.text, else its
-first coding display, else its ingredient names, else the reference's display), codes, dose
-text (dosageInstruction[0].text), route and notes. The Medication is `medicationCodeableConcept`,
-a contained `#id`, or a `Medication/id` / `fullUrl` found anywhere in the input set; a missing
-one is an error. Intents order, original-order, reflex-order, filler-order, instance-order and
-plan are prescriptions; proposal and option are skipped (a suggestion is not a prescription), as
-are `draft` requests and `doNotPerform` ones (an instruction NOT to give the drug). Statuses
-stopped, completed, cancelled and entered-in-error also yield a MedicationStopped (reason = the
-status, plus statusReason text), dated at the end of therapy (latest dosage boundsPeriod.end),
-else the dispense validityPeriod.end, capped at meta.lastUpdated, or without it at the Bundle's
-time or the fallback time (the terminal status was known by then), else meta.lastUpdated; a
-candidate counts only when it is after the order. With none, the stop time is unknown and the
-stop is placed 1 ms after the order: the order is checked once (its alerts are raised and then
-resolved), and it does not stay active for ever. An
-entered-in-error request yields the MedicationStopped only: it never was a prescription, so it
-raises no alert, and it ends an earlier version of the same request (same id) if one was
-imported.
+first coding display, else its ingredient names, else the reference's display, else a code),
+codes (the Medication's and its ingredients': a local formulary code with RxNorm-coded
+ingredients is known by them), dose text (dosageInstruction[0].text), route and notes. The
+Medication is `medicationCodeableConcept`, a contained `#id`, or a `Medication/id` / `fullUrl`
+found anywhere in the input set; a missing one is an error. Intents order, original-order,
+reflex-order, filler-order, instance-order and plan are prescriptions; proposal and option are
+skipped (a suggestion is not a prescription), as are `draft` requests and `doNotPerform` ones
+(an instruction NOT to give the drug). Statuses stopped, completed, cancelled and
+entered-in-error also yield a MedicationStopped (reason = the status, plus statusReason text),
+dated at the end of therapy (latest dosage boundsPeriod.end), else the dispense
+validityPeriod.end, capped at meta.lastUpdated, or without it at the Bundle's time or the
+fallback time (the terminal status was known by then), else meta.lastUpdated; a candidate counts
+only when it is after the order. With none, the stop time is unknown and the stop is placed 1 ms
+after the order: the order is checked once (its alerts are raised and then resolved), and it
+does not stay active for ever. An entered-in-error request yields the MedicationStopped only: it
+never was a prescription, so it raises no alert, and it ends an earlier version of the same
+request (same id) if one was imported.
 
 MedicationStatement -> MedicationPrescribed: the patient takes (status active, intended,
 on-hold, unknown) or took (completed, stopped) the drug, mapped like a request (medication,

@@ -205,25 +205,40 @@ def _contained(resource: Json, identifier: str) -> Json:
 
 
 def _drug_from_medication(medication: Json, display: str | None) -> Drug:
+    """The drug a Medication names: its code's text, else its ingredients' names, else the
+    reference's display, else a code; coded by its own codings and those of its ingredients
+    (a local formulary code with RxNorm-coded ingredients is still known by its ingredients)."""
     code = medication.get("code")
     concept = as_object(code, "Medication.code") if code is not None else {}
-    text = concept_text(concept) or _ingredient_names(medication) or display or first_code(concept)
+    ingredients = _ingredient_concepts(medication)
+    text = (
+        concept_text(concept)
+        or _names(concept_text(item) or string_at(item, "display") for item in ingredients)
+        or display
+        or first_code(concept)
+        or _names(first_code(item) for item in ingredients)
+    )
     if text is None:
         raise Unmappable(
             Problem.MISSING_FIELD, "the Medication has no code, ingredient names or display"
         )
-    return Drug(text, codings_of(concept))
+    codes = codings_of(concept) + tuple(c for item in ingredients for c in codings_of(item))
+    return Drug(text, tuple(dict.fromkeys(codes)))
 
 
-def _ingredient_names(medication: Json) -> str | None:
-    names = []
+def _ingredient_concepts(medication: Json) -> list[Json]:
+    """Each ingredient's `itemCodeableConcept`, or its `itemReference` (which may carry a
+    display)."""
+    found = []
     for ingredient in objects_at(medication, "ingredient"):
         item = ingredient.get("itemCodeableConcept") or ingredient.get("itemReference")
         if isinstance(item, Mapping):
-            name = concept_text(item) or string_at(item, "display")
-            if name:
-                names.append(name)
-    return " / ".join(names) or None
+            found.append(item)
+    return found
+
+
+def _names(names: Iterable[str | None]) -> str | None:
+    return " / ".join(name for name in names if name) or None
 
 
 def _request_ends(resource: Json) -> tuple[datetime | None, ...]:

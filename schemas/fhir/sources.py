@@ -29,6 +29,8 @@ from schemas.fhir.json_access import (
 FHIR_IMPORT_NAMESPACE: Final = uuid5(NAMESPACE_URL, "https://uac.example/fhir-import")
 JUST_AFTER: Final = timedelta(milliseconds=1)
 """Where a stop with no known time is placed: right after the order it ends."""
+MAX_VERSION_OFFSET: Final = timedelta(seconds=1) - JUST_AFTER
+"""The furthest a numbered version is placed after its recorded time (`version_offset`)."""
 
 
 @dataclass(frozen=True)
@@ -228,15 +230,29 @@ def subject_id_of(identifier: str) -> str:
 
 def timing_of(source: Source, candidates: Sequence[datetime | None]) -> Timing:
     """occurred_at from the first present candidate, then meta.lastUpdated, then the time of
-    last resort (the Bundle's, else the fallback)."""
+    last resort (the Bundle's, else the fallback); recorded_at from meta.lastUpdated, else
+    occurred_at, placed `version_offset` after it so that of two versions recorded at one
+    time (or without a time of their own) the later version is the newer knowledge."""
     resource = source.resource
     last_updated = time_at(resource, "meta", "lastUpdated")
     found = next((time for time in (*candidates, last_updated) if time is not None), None)
-    version = string_at(object_at(resource, "meta"), "versionId") or _raw_last_updated(resource)
+    version_id = string_at(object_at(resource, "meta"), "versionId")
+    version = version_id or _raw_last_updated(resource)
+    offset = version_offset(version_id)
     if found is None:
         when = source.last_resort_time
-        return Timing(when, last_updated or when, f"{version}|{source.last_resort_mark}")
-    return Timing(found, last_updated or found, version)
+        recorded = (last_updated or when) + offset
+        return Timing(when, recorded, f"{version}|{source.last_resort_mark}")
+    return Timing(found, (last_updated or found) + offset, version)
+
+
+def version_offset(version_id: str | None) -> timedelta:
+    """How far after its recorded time a version is placed: its number in milliseconds (at most
+    MAX_VERSION_OFFSET), for a numeric `meta.versionId` (FHIR servers number versions 1, 2, ...);
+    none for any other."""
+    if version_id is None or not version_id.isdecimal():
+        return timedelta(0)
+    return min(int(version_id) * JUST_AFTER, MAX_VERSION_OFFSET)
 
 
 def _raw_last_updated(resource: Json) -> str:

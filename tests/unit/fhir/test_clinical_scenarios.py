@@ -323,6 +323,58 @@ def test_given_a_refutation_exported_without_meta_then_one_version_is_refused_in
     assert first.alerts == second.alerts
 
 
+def _versions(allergy_id: str, statuses: list[str], meta: str) -> list[dict[str, Any]]:
+    """Versions 1, 2, ... of one allergy with these clinical statuses, carrying their version
+    as `meta` says: `versionId` alone, or one `lastUpdated` for all with the versionId, or
+    (`history`) only in a history Bundle's entry responses."""
+    versions = [
+        for_patient(PENICILLIN, "pat1", id=allergy_id)
+        | {"clinicalStatus": {"coding": [{"code": status}]}}
+        for status in statuses
+    ]
+    for number, version in enumerate(versions, start=1):
+        version.pop("meta", None)
+        if meta == "versionId":
+            version["meta"] = {"versionId": str(number)}
+        if meta == "same lastUpdated":
+            version["meta"] = {"versionId": str(number), "lastUpdated": "2016-05-01T10:00:00Z"}
+    if meta != "history":
+        return versions
+    entries = [
+        {
+            "resource": version,
+            "response": {
+                "status": "200",
+                "etag": f'W/"{number}"',
+                "lastModified": f"2016-05-0{number}T10:00:00Z",
+            },
+        }
+        for number, version in enumerate(versions, start=1)
+    ]
+    return [{"resourceType": "Bundle", "type": "history", "entry": entries[::-1]}]
+
+
+@pytest.mark.parametrize("meta", ["versionId", "same lastUpdated", "history"])
+@pytest.mark.parametrize("newest_first", [False, True], ids=["oldest first", "newest first"])
+def test_given_versions_without_distinct_times_then_the_highest_version_holds(
+    meta: str, newest_first: bool
+) -> None:
+    """Which version of an allergy holds must not depend on its id or the order of the file
+    when its versions carry no distinct lastUpdated: the version number orders them (in a
+    history Bundle, the entries' etags and lastModified times)."""
+    for allergy_id in ("a1", "a2", "a3", "a4", "a5", "a6"):
+        reactivated = _versions(allergy_id, ["inactive", "active"], meta)
+        resolved = _versions(allergy_id, ["active", "resolved"], meta)
+        if newest_first:
+            reactivated, resolved = reactivated[::-1], resolved[::-1]
+        alerting = subject(fold(submitted_from([*reactivated, ACTIVE_ZOSYN])), "pat1")
+        assert [a.severity for a in drug_allergy_alerts(alerting)] == [Severity.CRITICAL]
+        quiet = subject(fold(submitted_from([*resolved, ACTIVE_ZOSYN])), "pat1")
+        assert active_allergies(quiet.state) == []
+        last_status = {a.alert_id: a.status for a in drug_allergy_alerts(quiet)}
+        assert AlertStatus.RAISED not in last_status.values()
+
+
 @pytest.mark.parametrize("newest_first", [False, True], ids=["oldest first", "newest first"])
 def test_given_a_refutation_undone_by_a_newer_version_then_the_alert_is_raised_again(
     newest_first: bool,
@@ -639,7 +691,55 @@ def test_given_json_nested_deeper_than_the_reader_takes_then_an_error_not_a_cras
     assert [(e.origin, e.reason) for e in errors] == [("deep.json", "malformed_json")]
 
 
-# f. The whole Synthea set
+# h. Coded agents: a Medication known by its ingredients' codes, an allergy by its reaction's
+
+RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
+
+
+def test_given_a_local_medication_code_with_rxnorm_coded_ingredients_then_a_critical_alert() -> (
+    None
+):
+    ingredients = [
+        {"itemCodeableConcept": {"coding": [{"system": RXNORM, "code": code}]}}
+        for code in ("8339", "37617")
+    ]
+    medication = {
+        "resourceType": "Medication",
+        "id": "formulary-pt45",
+        "code": {"coding": [{"system": "http://hospital.example/formulary", "code": "PT45"}]},
+        "ingredient": ingredients,
+    }
+    order = ACTIVE_ZOSYN | {"contained": [medication]}
+    order["medicationReference"] = {"reference": "#formulary-pt45"}
+    result = subject(fold(submitted_from([PENICILLIN, order])), "pat1")
+    [alert] = drug_allergy_alerts(result, "medrx0319")
+    assert alert.drug_allergy is not None
+    assert (alert.severity, alert.drug_allergy.level) == (Severity.CRITICAL, "same_class")
+    assert alert.drug_allergy.matched == ("piperacillin",)
+
+
+def test_given_a_general_allergy_code_whose_reaction_names_the_agent_then_a_critical_alert() -> (
+    None
+):
+    drug_allergy = PENICILLIN | {
+        "code": {
+            "coding": [{"system": "http://snomed.info/sct", "code": "416098002"}],
+            "text": "Drug allergy",
+        },
+        "reaction": [
+            {
+                "substance": {"coding": [{"system": RXNORM, "code": "7980"}]},
+                "manifestation": [{"text": "Hives"}],
+            }
+        ],
+    }
+    result = subject(fold(submitted_from([drug_allergy, ACTIVE_ZOSYN])), "pat1")
+    [alert] = drug_allergy_alerts(result, "medrx0319")
+    assert alert.drug_allergy is not None
+    assert (alert.severity, alert.drug_allergy.level) == (Severity.CRITICAL, "same_class")
+
+
+# i. The whole Synthea set
 
 
 def test_given_the_whole_synthea_set_when_imported_then_no_errors_and_every_skip_explained() -> (

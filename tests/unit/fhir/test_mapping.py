@@ -116,6 +116,10 @@ HL7_VERIFICATION = "http://terminology.hl7.org/CodeSystem/allergyintolerance-ver
 HL7_CLINICAL = "http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical"
 
 
+def rxnorm(code: str) -> dict[str, str]:
+    return {"system": RXNORM, "code": code}
+
+
 def status(code: str) -> dict[str, Any]:
     return {"coding": [{"code": code}]}
 
@@ -321,6 +325,40 @@ def test_given_r5_style_type_category_and_manifestations_then_the_allergy_is_kep
             (Coding(system=RXNORM, code="7980"),),
             id="given no code (R4: 0..1) when a reaction names the substance then it is the "
             "allergy's substance",
+        ),
+        pytest.param(
+            {
+                "code": {
+                    "coding": [{"system": SNOMED, "code": "416098002"}],
+                    "text": "Drug allergy",
+                },
+                "reaction": [
+                    {
+                        "substance": {"coding": [rxnorm("723")], "text": "amoxicillin"},
+                        "manifestation": [{"text": "hives"}],
+                    }
+                ],
+            },
+            "substance",
+            "Drug allergy (amoxicillin)",
+            id="given a general code and a reaction naming the agent then the label names both",
+        ),
+        pytest.param(
+            {
+                "code": {
+                    "coding": [{"system": SNOMED, "code": "416098002"}],
+                    "text": "Drug allergy",
+                },
+                "reaction": [
+                    {
+                        "substance": {"coding": [rxnorm("723")], "text": "amoxicillin"},
+                        "manifestation": [{"text": "hives"}],
+                    }
+                ],
+            },
+            "codes",
+            (Coding(system=SNOMED, code="416098002"), Coding(system=RXNORM, code="723")),
+            id="given a general code and a reaction naming the agent then both are its codes",
         ),
     ],
 )
@@ -630,8 +668,9 @@ def test_given_a_contained_medication_when_imported_then_its_code_and_the_dosage
         pytest.param(
             [example("MedicationRequest-medrx0322")],
             "Potassium Chloride / Sodium Chloride 0.9% injectable solution",
-            (),
-            id="given a Medication with ingredients but no code when imported then their names",
+            ((RXNORM, "204520"), (RXNORM, "313002")),
+            id="given a Medication with ingredients but no code when imported then their names "
+            "and codes",
         ),
         pytest.param(
             [
@@ -672,6 +711,61 @@ def test_given_a_contained_medication_when_imported_then_its_code_and_the_dosage
             "Chlorthalidone 50mg tablet (product)",
             ((SNOMED, "317935006"),),
             id="given a urn:uuid reference to a bundle entry when imported then that Medication",
+        ),
+        pytest.param(
+            [
+                changed(
+                    example("MedicationRequest-medrx0302"),
+                    medicationReference={"reference": "#pip-taz"},
+                    contained=[
+                        {
+                            "resourceType": "Medication",
+                            "id": "pip-taz",
+                            "ingredient": [
+                                {"itemCodeableConcept": {"coding": [rxnorm("8339")]}},
+                                {"itemCodeableConcept": {"coding": [rxnorm("37617")]}},
+                            ],
+                        }
+                    ],
+                )
+            ],
+            "8339 / 37617",
+            ((RXNORM, "8339"), (RXNORM, "37617")),
+            id="given a Medication of coded ingredients without names then their codes",
+        ),
+        pytest.param(
+            [
+                changed(
+                    example("MedicationRequest-medrx0302"),
+                    medicationReference={"reference": "#pip-taz"},
+                    contained=[
+                        {
+                            "resourceType": "Medication",
+                            "id": "pip-taz",
+                            "code": {
+                                "coding": [
+                                    {
+                                        "system": "http://hospital.example/formulary",
+                                        "code": "PT45",
+                                        "display": "PIP-TAZ 4.5 G IVPB",
+                                    }
+                                ]
+                            },
+                            "ingredient": [
+                                {"itemCodeableConcept": {"coding": [rxnorm("8339")]}},
+                                {"itemCodeableConcept": {"coding": [rxnorm("37617")]}},
+                            ],
+                        }
+                    ],
+                )
+            ],
+            "PIP-TAZ 4.5 G IVPB",
+            (
+                ("http://hospital.example/formulary", "PT45"),
+                (RXNORM, "8339"),
+                (RXNORM, "37617"),
+            ),
+            id="given a local Medication code and coded ingredients then every code",
         ),
     ],
 )
