@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -35,14 +36,28 @@ def _not_a_number(literal: str) -> NoReturn:
     raise MalformedJson(f"not JSON: {literal} is not a JSON number")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document = dict(pairs)
+    if len(document) < len(pairs):
+        counts = Counter(key for key, _ in pairs)
+        repeated = next(key for key, count in counts.items() if count > 1)
+        raise MalformedJson(
+            f"not JSON this reader takes: the key {repeated[:80]!r} appears twice in one object"
+            " (which value is meant is not said)"
+        )
+    return document
+
+
 def strict_json(text: str) -> Any:
     """JSON text as RFC 8259 defines it. Python's reader also takes `NaN` and `Infinity` and
     `\\ud800`-style escapes of unpaired surrogates, which no record can carry (Avro strings are
-    UTF-8, canonical JSON has no NaN); those raise `MalformedJson`, as do nesting deeper than
-    the reader's recursion allows and an integer too long for Python to convert, and
-    `json.JSONDecodeError` is raised for text that is not JSON at all."""
+    UTF-8, canonical JSON has no NaN), and keeps the last of two values under one key of an
+    object (RFC 8259 leaves that open, and a record must not depend on the reader); those raise
+    `MalformedJson`, as do nesting deeper than the reader's recursion allows and an integer too
+    long for Python to convert, and `json.JSONDecodeError` is raised for text that is not JSON
+    at all."""
     try:
-        document = json.loads(text, parse_constant=_not_a_number)
+        document = json.loads(text, parse_constant=_not_a_number, object_pairs_hook=_unique_keys)
         if "\\u" in text:
             json.dumps(document, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:

@@ -44,15 +44,31 @@ from streams.tenants import load_gate_policy
 def read_events(
     paths: list[Path], input_format: InputFormat, tenant: str, actor: str
 ) -> tuple[list[Submitted], list[LineError]]:
-    """Events and per-record errors from files; FHIR skips are reported, never silent."""
-    if input_format is InputFormat.NDJSON:
-        submitted: list[Submitted] = []
-        errors: list[LineError] = []
-        for path in paths:
-            found, problems = read_ndjson_file(path)
-            submitted.extend(found)
-            errors.extend(problems)
-        return submitted, errors
+    """Events and per-record errors from files; FHIR skips are reported, never silent, and so
+    is input that holds no event at all (an empty file, a Bundle without entries)."""
+    submitted, errors = (
+        _read_ndjson(paths)
+        if input_format is InputFormat.NDJSON
+        else _read_fhir(paths, tenant, actor)
+    )
+    if not submitted and not errors:
+        err.print(f"no events in {', '.join(path.name for path in paths)}")
+    return submitted, errors
+
+
+def _read_ndjson(paths: list[Path]) -> tuple[list[Submitted], list[LineError]]:
+    submitted: list[Submitted] = []
+    errors: list[LineError] = []
+    for path in paths:
+        found, problems = read_ndjson_file(path)
+        submitted.extend(found)
+        errors.extend(problems)
+    return submitted, errors
+
+
+def _read_fhir(
+    paths: list[Path], tenant: str, actor: str
+) -> tuple[list[Submitted], list[LineError]]:
     files = read_fhir_files(
         paths,
         tenant_id=tenant,

@@ -94,6 +94,7 @@ def test_given_bad_lines_then_each_is_reported_with_its_line_number_and_the_rest
         pytest.param("confidence", "NaN", id="NaN"),
         pytest.param("confidence", "Infinity", id="Infinity"),
         pytest.param("actor", '"ehr-\\ud800"', id="an unpaired surrogate escape"),
+        pytest.param("actor", '"ehr-adapter", "actor": "chat-agent"', id="a key given twice"),
         pytest.param("confidence", "1" * 5_000, id="a number too long for Python to convert"),
     ],
 )
@@ -237,3 +238,26 @@ def test_given_a_rejected_event_then_the_exit_code_says_so_and_the_reason_is_sho
     code, subjects, _ = _replay_json(path)
     assert code == 1
     assert subjects[0]["rejected"][0]["reasons"] == ["actor_not_allowed"]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "options"),
+    [
+        pytest.param("empty.ndjson", "", [], id="an empty event file"),
+        pytest.param("blank.ndjson", "\n\n", [], id="an event file of blank lines"),
+        pytest.param(
+            "bundle.json",
+            '{"resourceType": "Bundle", "type": "collection"}',
+            ["--format", "fhir"],
+            id="a FHIR Bundle without entries",
+        ),
+    ],
+)
+def test_given_input_without_events_then_it_says_so(
+    tmp_path: Path, name: str, content: str, options: list[str]
+) -> None:
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    result = runner.invoke(app, ["replay", "--file", str(path), *options])
+    assert result.exit_code == 0
+    assert f"no events in {name}" in result.stderr

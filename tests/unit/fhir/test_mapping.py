@@ -1567,6 +1567,14 @@ def _without(resource: dict[str, Any], *path: str) -> dict[str, Any]:
             id="given an unpaired surrogate escape then an error",
         ),
         pytest.param(
+            json.dumps(changed(PENICILLIN, id="PLACEHOLDER")).replace(
+                '"PLACEHOLDER"', '"a1", "id": "a2"'
+            ),
+            "malformed_json",
+            "the key 'id' appears twice in one object",
+            id="given a key twice in one object then an error, not the last value",
+        ),
+        pytest.param(
             "[1, 2]", "not_a_resource", "resourceType", id="given a JSON array then not a resource"
         ),
         pytest.param(
