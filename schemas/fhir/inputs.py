@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
+from urllib.parse import parse_qs
 
 from schemas.errors import MalformedJson
 from schemas.fhir.json_access import Json, Problem, parse_fhir_datetime, relative_reference
@@ -38,6 +39,9 @@ class SourcedResource:
     resource: Json
     full_url: str | None = None
     document_time: datetime | None = None
+    conditional: str | None = None
+    """The business identifier (`system|value`) a transaction entry's conditional create or
+    update names the resource by, if it does (see `conditional_identifier`)."""
 
     @property
     def resource_type(self) -> str:
@@ -45,13 +49,15 @@ class SourcedResource:
 
     @property
     def identity(self) -> str | None:
-        """The resource's id; without one, the id its Bundle entry's fullUrl gives it (the
+        """The resource's id; without one, the business identifier a conditional create or
+        update names it by (each message of an interface engine gives the same record a fresh
+        `urn:uuid`, the identifier stays), else the id its Bundle entry's fullUrl gives it (the
         uuid of `urn:uuid:<uuid>`, the oid of `urn:oid:<oid>`, or `<id>` of a URL ending in
         `<resourceType>/<id>`), as document and transaction Bundles identify new resources."""
         identifier = self.resource.get("id")
         if isinstance(identifier, str) and identifier.strip():
             return identifier
-        return _id_in_full_url(self.full_url, self.resource_type)
+        return self.conditional or _id_in_full_url(self.full_url, self.resource_type)
 
 
 def _id_in_full_url(full_url: str | None, resource_type: str) -> str | None:
@@ -154,6 +160,7 @@ def unpack(
     origin: str,
     full_url: str | None = None,
     document_time: datetime | None = None,
+    conditional: str | None = None,
 ) -> ParsedInput:
     """One parsed JSON value as resources: a Bundle's entries, or the resource itself."""
     if not isinstance(document, Mapping) or not isinstance(document.get("resourceType"), str):
@@ -161,7 +168,8 @@ def unpack(
         return ParsedInput(errors=(FhirError(origin, Problem.NOT_A_RESOURCE.value, message),))
     if document["resourceType"] == "Bundle":
         return _bundle_entries(document, origin, bundle_time(document) or document_time)
-    return ParsedInput(resources=(SourcedResource(origin, document, full_url, document_time),))
+    resource = SourcedResource(origin, document, full_url, document_time, conditional)
+    return ParsedInput(resources=(resource,))
 
 
 def bundle_time(bundle: Json) -> datetime | None:
@@ -211,7 +219,29 @@ def _bundle_entry(entry: object, origin: str, document_time: datetime | None) ->
         return ParsedInput(skipped=(Skipped(origin, "Bundle.entry", None, reason),))
     full_url = entry.get("fullUrl")
     resource = _with_response_meta(resource, entry.get("response"))
-    return unpack(resource, origin, full_url if isinstance(full_url, str) else None, document_time)
+    return unpack(
+        resource,
+        origin,
+        full_url if isinstance(full_url, str) else None,
+        document_time,
+        conditional_identifier(entry.get("request")),
+    )
+
+
+def conditional_identifier(request: object) -> str | None:
+    """The `system|value` of the one `identifier` a conditional update (`PUT
+    Type?identifier=...`) or conditional create (`ifNoneExist: identifier=...`) searches by."""
+    if not isinstance(request, Mapping):
+        return None
+    method, url, if_none_exist = (request.get(key) for key in ("method", "url", "ifNoneExist"))
+    if method == "PUT" and isinstance(url, str) and "?" in url:
+        query = url.split("?", 1)[1]
+    elif method == "POST" and isinstance(if_none_exist, str):
+        query = if_none_exist.removeprefix("?")
+    else:
+        return None
+    values = parse_qs(query).get("identifier", [])
+    return (values[0].strip() or None) if len(values) == 1 else None
 
 
 def _with_response_meta(resource: object, response: object) -> object:

@@ -46,7 +46,11 @@ meta.versionId placed that many milliseconds after it, so that versions without 
 their own or with one time are ordered by number) even where an older version is valid later
 (`projections.views.known_before`). When the Bundle's time or `fallback_time` was
 used it is part of the version: a document imported twice gives the same ids, two documents (or
-two imports with different fallbacks) do not reuse one id for two different events.
+two imports with different fallbacks) do not reuse one id for two different events. A resource
+without meta.lastUpdated in a Bundle with a time is recorded at the Bundle's time (part of its
+version too), so of two transaction messages about one record the later one holds; a resource
+without an id is identified by the identifier a conditional update or create names it by, else
+by its entry's fullUrl (`schemas.fhir.inputs.SourcedResource.identity`).
 
 AllergyIntolerance -> AllergyRecorded: id, substance (code.text, else the first coding display,
 else its code; without a code, R4's `code` being 0..1, the first reaction.substance; the

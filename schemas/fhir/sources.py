@@ -230,9 +230,11 @@ def subject_id_of(identifier: str) -> str:
 
 def timing_of(source: Source, candidates: Sequence[datetime | None]) -> Timing:
     """occurred_at from the first present candidate, then meta.lastUpdated, then the time of
-    last resort (the Bundle's, else the fallback); recorded_at from meta.lastUpdated, else
-    occurred_at, placed `version_offset` after it so that of two versions recorded at one
-    time (or without a time of their own) the later version is the newer knowledge."""
+    last resort (the Bundle's, else the fallback); recorded_at from meta.lastUpdated, else the
+    time of the Bundle it came in (a message or transaction says when it was sent; that time
+    is then part of the version, as for undated resources), else occurred_at, placed
+    `version_offset` after it so that of two versions recorded at one time (or without a time
+    of their own) the later version is the newer knowledge."""
     resource = source.resource
     last_updated = time_at(resource, "meta", "lastUpdated")
     found = next((time for time in (*candidates, last_updated) if time is not None), None)
@@ -243,6 +245,9 @@ def timing_of(source: Source, candidates: Sequence[datetime | None]) -> Timing:
         when = source.last_resort_time
         recorded = (last_updated or when) + offset
         return Timing(when, recorded, f"{version}|{source.last_resort_mark}")
+    if last_updated is None and source.document_time is not None:
+        recorded, version = source.document_time, f"{version}|{source.last_resort_mark}"
+        return Timing(found, recorded + offset, version)
     return Timing(found, (last_updated or found) + offset, version)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +25,7 @@ from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from schemas.alerts import Alert, AlertStatus, Severity
 from schemas.codec import event_codec
-from schemas.events import AllergyRecorded, Event, EventType
+from schemas.events import AllergyRecorded, Event, EventType, VerificationStatus
 from schemas.fhir.detected_issue import detected_issue
 from schemas.fhir.mapping import ImportContext, combine, import_fhir, unpack
 from schemas.reasons import ReasonCode
@@ -373,6 +374,43 @@ def test_given_versions_without_distinct_times_then_the_highest_version_holds(
         assert active_allergies(quiet.state) == []
         last_status = {a.alert_id: a.status for a in drug_allergy_alerts(quiet)}
         assert AlertStatus.RAISED not in last_status.values()
+
+
+def _message(sent: str, verification: str) -> dict[str, Any]:
+    """A transaction an interface engine sends: the allergy without id or meta, a fresh
+    urn:uuid, and a conditional update by its business identifier."""
+    allergy = {
+        key: value for key, value in PENICILLIN.items() if key not in ("id", "meta", "identifier")
+    }
+    allergy["identifier"] = [{"system": "urn:hospital:allergy", "value": "123"}]
+    allergy["verificationStatus"] = {"coding": [{"code": verification}]}
+    entry = {
+        "fullUrl": f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, sent)}",
+        "resource": allergy,
+        "request": {
+            "method": "PUT",
+            "url": "AllergyIntolerance?identifier=urn:hospital:allergy|123",
+        },
+    }
+    return {"resourceType": "Bundle", "type": "transaction", "timestamp": sent, "entry": [entry]}
+
+
+@pytest.mark.parametrize("newest_first", [False, True], ids=["oldest first", "newest first"])
+def test_given_conditional_updates_with_fresh_uuids_then_one_allergy_and_the_later_message_holds(
+    newest_first: bool,
+) -> None:
+    messages = [
+        _message("2021-01-01T00:00:00Z", "confirmed"),
+        _message("2022-01-01T00:00:00Z", "entered-in-error"),
+    ]
+    if newest_first:
+        messages.reverse()
+    result = subject(fold(submitted_from([*messages, ACTIVE_ZOSYN])), "pat1")
+    [allergy] = result.state.allergy_views()
+    assert allergy.allergy_id == "urn:hospital:allergy|123"
+    assert allergy.verification_status is VerificationStatus.ENTERED_IN_ERROR
+    last_status = {a.alert_id: a.status for a in drug_allergy_alerts(result)}
+    assert AlertStatus.RAISED not in last_status.values()
 
 
 @pytest.mark.parametrize("newest_first", [False, True], ids=["oldest first", "newest first"])

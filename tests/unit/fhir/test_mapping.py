@@ -30,7 +30,7 @@ from schemas.events import (
     Sensitivity,
     VerificationStatus,
 )
-from schemas.fhir.inputs import CLAIM_TYPES
+from schemas.fhir.inputs import CLAIM_TYPES, conditional_identifier
 from schemas.fhir.mapping import (
     MAPPED_TYPES,
     FhirImport,
@@ -1762,3 +1762,35 @@ def test_given_a_resource_type_misspelt_in_case_then_an_error_not_an_unsupported
         (error,) = result.errors
         assert error.reason == "not_a_resource"
         assert "did you mean AllergyIntolerance?" in error.message
+
+
+@pytest.mark.parametrize(
+    ("request_", "identifier"),
+    [
+        pytest.param(
+            {"method": "PUT", "url": "AllergyIntolerance?identifier=urn:h|123"},
+            "urn:h|123",
+            id="a conditional update",
+        ),
+        pytest.param(
+            {"method": "PUT", "url": "AllergyIntolerance?identifier=http%3A%2F%2Fh.org%7C7"},
+            "http://h.org|7",
+            id="a conditional update, URL-encoded",
+        ),
+        pytest.param(
+            {"method": "POST", "url": "AllergyIntolerance", "ifNoneExist": "identifier=urn:h|9"},
+            "urn:h|9",
+            id="a conditional create",
+        ),
+        pytest.param({"method": "PUT", "url": "AllergyIntolerance/a1"}, None, id="an update by id"),
+        pytest.param(
+            {"method": "PUT", "url": "AllergyIntolerance?identifier=a&identifier=b"},
+            None,
+            id="two identifiers",
+        ),
+        pytest.param({"method": "POST", "url": "AllergyIntolerance"}, None, id="a plain create"),
+        pytest.param(None, None, id="no request"),
+    ],
+)
+def test_conditional_identifiers(request_: Any, identifier: str | None) -> None:
+    assert conditional_identifier(request_) == identifier
