@@ -257,6 +257,8 @@ def version_offset(version_id: str | None) -> timedelta:
     none for any other."""
     if version_id is None or not version_id.isdecimal():
         return timedelta(0)
+    if len(version_id) > len(str(MAX_VERSION_OFFSET // JUST_AFTER)):
+        return MAX_VERSION_OFFSET
     return min(int(version_id) * JUST_AFTER, MAX_VERSION_OFFSET)
 
 

@@ -44,6 +44,7 @@ from schemas.fhir.mapping import (
     unpack,
     without_unmapped,
 )
+from schemas.fhir.sources import version_offset
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "fhir"
 EXAMPLES = FIXTURES / "fhir-r4-examples"
@@ -1794,3 +1795,18 @@ def test_given_a_resource_type_misspelt_in_case_then_an_error_not_an_unsupported
 )
 def test_conditional_identifiers(request_: Any, identifier: str | None) -> None:
     assert conditional_identifier(request_) == identifier
+
+
+@pytest.mark.parametrize(
+    ("version_id", "milliseconds"),
+    [
+        pytest.param("1", 1, id="version 1"),
+        pytest.param("42", 42, id="version 42"),
+        pytest.param("5000", 999, id="a version past the cap"),
+        pytest.param("9" * 5_000, 999, id="a version too long to convert"),
+        pytest.param("W-3", 0, id="a version that is not a number"),
+        pytest.param(None, 0, id="no version"),
+    ],
+)
+def test_version_offsets(version_id: str | None, milliseconds: int) -> None:
+    assert version_offset(version_id) == timedelta(milliseconds=milliseconds)
