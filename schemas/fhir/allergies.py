@@ -30,6 +30,7 @@ from schemas.fhir.json_access import (
     codings_of,
     concept_label,
     concept_text,
+    first_code,
     lookup,
     notes_of,
     objects_at,
@@ -155,13 +156,14 @@ def _with_reaction_substances(
     """The allergen's label and codes with the substances its reactions name: R4's
     `reaction.substance` is the specific agent, often more specific than `code` ("Drug
     allergy" with amoxicillin as the substance), so it is named in the label and its codings
-    are the allergy's too."""
+    are the allergy's too. A substance that names nothing is passed over: the allergy stands
+    on its code."""
     named = [
-        required_object(reaction, "substance")
+        substance
         for reaction in objects_at(resource, "reaction")
-        if reaction.get("substance") is not None
+        if isinstance(substance := reaction.get("substance"), Mapping)
     ]
-    labels = [concept_label(concept, "reaction.substance") for concept in named]
+    labels = [name for concept in named if (name := concept_text(concept) or first_code(concept))]
     more = [name for name in dict.fromkeys(labels) if name.casefold() != label.casefold()]
     coded = codes + tuple(coding for concept in named for coding in codings_of(concept))
     return (f"{label} ({', '.join(more)})" if more else label), tuple(dict.fromkeys(coded))

@@ -361,6 +361,17 @@ def test_given_r5_style_type_category_and_manifestations_then_the_allergy_is_kep
             (Coding(system=SNOMED, code="416098002"), Coding(system=RXNORM, code="723")),
             id="given a general code and a reaction naming the agent then both are its codes",
         ),
+        pytest.param(
+            {
+                "reaction": [
+                    {"substance": "amoxicillin", "manifestation": [{"text": "hives"}]},
+                    {"substance": {"text": ""}, "manifestation": [{"text": "rash"}]},
+                ]
+            },
+            "substance",
+            "Penicillin G",
+            id="given reaction substances that name nothing then the allergy stands on its code",
+        ),
     ],
 )
 def test_allergy_fields(fields: dict[str, Any], attribute: str, expected: Any) -> None:
