@@ -30,10 +30,10 @@ from schemas.fhir.json_access import (
     codings_of,
     concept_label,
     concept_text,
-    first_code,
     lookup,
     notes_of,
     objects_at,
+    optional_concept,
     required_lookup,
     required_object,
     status_code,
@@ -158,14 +158,16 @@ def _with_reaction_substances(
     allergy" with amoxicillin as the substance), so it is named in the label and its codings
     are the allergy's too. A substance that names nothing is passed over: the allergy stands
     on its code."""
+    reactions = resource.get("reaction")
     named = [
-        substance
-        for reaction in objects_at(resource, "reaction")
-        if isinstance(substance := reaction.get("substance"), Mapping)
+        read
+        for reaction in (reactions if isinstance(reactions, list) else [])
+        if isinstance(reaction, Mapping)
+        and (read := optional_concept(reaction.get("substance"))) is not None
     ]
-    labels = [name for concept in named if (name := concept_text(concept) or first_code(concept))]
+    labels = [concept.label for concept in named if concept.label]
     more = [name for name in dict.fromkeys(labels) if name.casefold() != label.casefold()]
-    coded = codes + tuple(coding for concept in named for coding in codings_of(concept))
+    coded = codes + tuple(coding for concept in named for coding in concept.codes)
     return (f"{label} ({', '.join(more)})" if more else label), tuple(dict.fromkeys(coded))
 
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from enum import StrEnum
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from schemas.events import Coding
 
@@ -235,6 +235,24 @@ def concept_text(concept: Json) -> str | None:
 
 def first_code(concept: Json) -> str | None:
     return next((coding.code for coding in codings_of(concept)), None)
+
+
+class ReadConcept(NamedTuple):
+    label: str | None
+    codes: tuple[Coding, ...]
+
+
+def optional_concept(value: object) -> ReadConcept | None:
+    """The label (text, else a coding's display, else the reference's display, else the first
+    code) and codings of an optional CodeableConcept or Reference, or None when it cannot be
+    read: a malformed optional part of a record is passed over, it never costs the record."""
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        label = concept_text(value) or string_at(value, "display") or first_code(value)
+        return ReadConcept(label, codings_of(value))
+    except Unmappable:
+        return None
 
 
 def concept_label(concept: Json, where: str) -> str:

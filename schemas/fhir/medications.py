@@ -15,6 +15,7 @@ from schemas.fhir.json_access import (
     SYSTEM_ALIASES,
     Json,
     Problem,
+    ReadConcept,
     Unmappable,
     Unsupported,
     as_object,
@@ -25,6 +26,7 @@ from schemas.fhir.json_access import (
     first_object,
     notes_of,
     objects_at,
+    optional_concept,
     quantity_text,
     relative_reference,
     required_string,
@@ -213,27 +215,31 @@ def _drug_from_medication(medication: Json, display: str | None) -> Drug:
     ingredients = _ingredient_concepts(medication)
     text = (
         concept_text(concept)
-        or _names(concept_text(item) or string_at(item, "display") for item in ingredients)
+        or _names(item.label for item in ingredients)
         or display
         or first_code(concept)
-        or _names(first_code(item) for item in ingredients)
     )
     if text is None:
         raise Unmappable(
             Problem.MISSING_FIELD, "the Medication has no code, ingredient names or display"
         )
-    codes = codings_of(concept) + tuple(c for item in ingredients for c in codings_of(item))
+    codes = codings_of(concept) + tuple(c for item in ingredients for c in item.codes)
     return Drug(text, tuple(dict.fromkeys(codes)))
 
 
-def _ingredient_concepts(medication: Json) -> list[Json]:
-    """Each ingredient's `itemCodeableConcept`, or its `itemReference` (which may carry a
-    display)."""
+def _ingredient_concepts(medication: Json) -> list[ReadConcept]:
+    """What each ingredient's `itemCodeableConcept` or `itemReference` names and codes (one
+    that cannot be read is passed over)."""
+    ingredients = medication.get("ingredient")
     found = []
-    for ingredient in objects_at(medication, "ingredient"):
-        item = ingredient.get("itemCodeableConcept") or ingredient.get("itemReference")
-        if isinstance(item, Mapping):
-            found.append(item)
+    for ingredient in ingredients if isinstance(ingredients, list) else []:
+        if not isinstance(ingredient, Mapping):
+            continue
+        read = optional_concept(
+            ingredient.get("itemCodeableConcept") or ingredient.get("itemReference")
+        )
+        if read is not None:
+            found.append(read)
     return found
 
 

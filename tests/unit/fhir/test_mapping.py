@@ -1821,3 +1821,32 @@ def test_conditional_identifiers(request_: Any, identifier: str | None) -> None:
 )
 def test_version_offsets(version_id: str | None, milliseconds: int) -> None:
     assert version_offset(version_id) == timedelta(milliseconds=milliseconds)
+
+
+@pytest.mark.parametrize(
+    "ingredient",
+    [
+        pytest.param("piperacillin", id="ingredient not a list"),
+        pytest.param([1, 2], id="ingredients not objects"),
+        pytest.param([{"itemCodeableConcept": {"coding": "8339"}}], id="codings not a list"),
+    ],
+)
+def test_given_unreadable_ingredients_then_the_prescription_stands_on_its_code(
+    ingredient: Any,
+) -> None:
+    order = example("MedicationRequest-medrx0319")
+    order["contained"][0]["ingredient"] = ingredient
+    [payload] = [e.payload for e in events_of(order) if isinstance(e.payload, MedicationPrescribed)]
+    assert payload.drug == "Zosyn (piperacillin/tazobactam) 4.5gm injection"
+    assert [c.code for c in payload.codes] == ["0206-8862-02"]
+
+
+def test_given_a_reaction_substance_with_unreadable_codings_then_the_allergy_stands_on_its_code() -> (
+    None
+):
+    allergy = changed(
+        PENICILLIN,
+        reaction=[{"substance": {"coding": "7980"}, "manifestation": [{"text": "hives"}]}],
+    )
+    payload = only_payload(allergy)
+    assert (payload.substance, [c.code for c in payload.codes]) == ("Penicillin G", ["7980"])
