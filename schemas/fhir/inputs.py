@@ -247,7 +247,8 @@ def conditional_identifier(request: object) -> str | None:
 def _with_response_meta(resource: object, response: object) -> object:
     """The resource with what a history Bundle's entry response says of its version
     (`etag` W/"<versionId>", `lastModified`) as the `meta.versionId` and `meta.lastUpdated` it
-    lacks: the same facts, where a server's history puts them."""
+    lacks: the same facts, where a server's history puts them (a `lastModified` that is not a
+    FHIR instant is passed over: it only ever stands in for a missing one)."""
     if not isinstance(resource, Mapping) or not isinstance(response, Mapping):
         return resource
     meta = resource.get("meta")
@@ -257,9 +258,17 @@ def _with_response_meta(resource: object, response: object) -> object:
         version = etag.removeprefix("W/").strip('"')
         if version:
             meta["versionId"] = version
-    if isinstance(modified, str) and "lastUpdated" not in meta:
+    if isinstance(modified, str) and "lastUpdated" not in meta and _is_time(modified):
         meta["lastUpdated"] = modified
     return {**resource, "meta": meta} if meta else resource
+
+
+def _is_time(text: str) -> bool:
+    try:
+        parse_fhir_datetime(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _deleted_claim(entry: Json) -> str | None:

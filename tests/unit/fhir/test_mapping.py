@@ -1850,3 +1850,24 @@ def test_given_a_reaction_substance_with_unreadable_codings_then_the_allergy_sta
     )
     payload = only_payload(allergy)
     assert (payload.substance, [c.code for c in payload.codes]) == ("Penicillin G", ["7980"])
+
+
+@pytest.mark.parametrize(
+    ("response", "recorded"),
+    [
+        pytest.param(
+            {"etag": 'W/"3"', "lastModified": "2020-02-02T00:00:00Z"},
+            utc(2020, 2, 2) + timedelta(milliseconds=3),
+            id="a history entry's etag and lastModified stand in for meta",
+        ),
+        pytest.param(
+            {"etag": 'W/"3"', "lastModified": "yesterday"},
+            utc(2010, 3, 1) + timedelta(milliseconds=3),
+            id="a lastModified that is not an instant is passed over",
+        ),
+    ],
+)
+def test_history_entry_versions(response: dict[str, Any], recorded: datetime) -> None:
+    entry = {"resource": PENICILLIN, "response": response}
+    [event] = events_of({"resourceType": "Bundle", "type": "history", "entry": [entry]})
+    assert event.recorded_at == recorded
