@@ -40,12 +40,8 @@ import asyncio
 import base64
 import concurrent.futures
 import contextlib
-import fcntl
-import hashlib
 import json
 import os
-import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -57,7 +53,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from streams.checkout import existing, in_checkout
 from streams.kafka_config import (
     HOST,
     KAFKA_VERSION,
@@ -73,8 +68,15 @@ from streams.kafka_config import (
     write_atomically,
     write_server_properties,
 )
+from streams.kafka_jars import (
+    POM_PATH,
+    default_cache_dir,
+    ensure_jars,
+    exclusive_lock,
+    require_executable,
+    tail,
+)
 
-POM_PATH = in_checkout("deploy/local/kafka/pom.xml")
 LOG4J_PATH = POM_PATH.with_name("log4j.properties")
 
 # Modest heap; SerialGC and C1-only JIT start faster and use fewer threads on
@@ -87,15 +89,11 @@ JVM_OPTIONS: tuple[str, ...] = (
     "-Djava.awt.headless=true",
 )
 
-MAVEN_TIMEOUT_S = 900.0
 FORMAT_TIMEOUT_S = 120.0
 PROBE_TIMEOUT_S = 5.0
 POLL_INTERVAL_S = 0.25
 KILL_WAIT_S = 10.0
-LOG_TAIL_LINES = 40
 
-_COMPLETE_MARKER = ".complete"
-_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 # Brokers launched by this Python process, kept so that stop() can reap them
 # (and Popen does not warn that they are "still running" when collected).
@@ -123,43 +121,13 @@ class BrokerInfo:
 
 
 # --------------------------------------------------------------------------
-# Default locations
+# Default locations and the broker log
 # --------------------------------------------------------------------------
-
-
-def default_cache_dir() -> Path:
-    """Where downloaded jars are kept: ``$UAC_CACHE_DIR`` or ``~/.cache/uac``."""
-    configured = os.environ.get("UAC_CACHE_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".cache" / "uac"
 
 
 def default_state_dir() -> Path:
     """The CLI's broker state directory: ``$UAC_HOME/kafka`` (``./.uac/kafka``)."""
     return Path(os.environ.get("UAC_HOME", ".uac")).expanduser() / "kafka"
-
-
-# --------------------------------------------------------------------------
-# Small helpers
-# --------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _exclusive_lock(lock_file: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``lock_file`` (created if missing)."""
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with lock_file.open("a") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
-    """The last ``lines`` lines of ``text``, without terminal colour codes."""
-    return "\n".join(_ANSI_ESCAPE.sub("", text).splitlines()[-lines:])
 
 
 def _read_log_tail(log_file: Path, offset: int = 0) -> str:
@@ -169,91 +137,7 @@ def _read_log_tail(log_file: Path, offset: int = 0) -> str:
             data = handle.read()
     except OSError:
         return "(no broker log)"
-    return _tail(data.decode("utf-8", errors="replace")) or "(broker log is empty)"
-
-
-def _require_executable(name: str, purpose: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        raise KafkaLauncherError(f"`{name}` was not found on PATH; it is needed {purpose}")
-    return found
-
-
-def _file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-# --------------------------------------------------------------------------
-# Jars
-# --------------------------------------------------------------------------
-
-
-def _kafka_cache_dir(cache_dir: Path) -> Path:
-    return cache_dir / f"kafka-{KAFKA_VERSION}"
-
-
-def _jars_are_complete(kafka_dir: Path) -> bool:
-    marker = kafka_dir / _COMPLETE_MARKER
-    if not marker.is_file() or not (kafka_dir / "libs").is_dir():
-        return False
-    if not POM_PATH.is_file():
-        return True
-    return marker.read_text(encoding="utf-8").strip() == _file_sha256(POM_PATH)
-
-
-def _copy_jars_with_maven(libs_dir: Path) -> None:
-    mvn = _require_executable("mvn", "to download the Kafka jars (install Maven 3)")
-    _require_executable("java", "to run Maven and the Kafka broker (install JDK 17+)")
-    existing(POM_PATH, "the local Kafka pom")
-    command = [
-        mvn,
-        "-q",
-        "-B",
-        "-f",
-        str(POM_PATH),
-        "dependency:copy-dependencies",
-        f"-DoutputDirectory={libs_dir}",
-    ]
-    try:
-        result = subprocess.run(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=MAVEN_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        output = exc.output if isinstance(exc.output, str) else ""
-        raise KafkaLauncherError(
-            f"Maven did not finish within {MAVEN_TIMEOUT_S:.0f}s:\n{_tail(output)}"
-        ) from exc
-    if result.returncode != 0 or not any(libs_dir.glob("kafka_2.13-*.jar")):
-        raise KafkaLauncherError(
-            f"Maven failed to fetch Kafka {KAFKA_VERSION} jars "
-            f"(exit {result.returncode}):\n{_tail(result.stdout)}"
-        )
-
-
-def ensure_jars(cache_dir: Path) -> Path:
-    """Return ``<cache_dir>/kafka-3.9.1/libs``, fetching the jars with Maven if needed.
-
-    A marker file (holding the pom's SHA-256) is written only after a
-    successful copy, so an interrupted download, or a changed pom, is redone
-    from scratch.
-    """
-    kafka_dir = _kafka_cache_dir(cache_dir)
-    libs_dir = kafka_dir / "libs"
-    with _exclusive_lock(cache_dir / f"kafka-{KAFKA_VERSION}.lock"):
-        if _jars_are_complete(kafka_dir):
-            return libs_dir
-        (kafka_dir / _COMPLETE_MARKER).unlink(missing_ok=True)
-        shutil.rmtree(libs_dir, ignore_errors=True)
-        libs_dir.mkdir(parents=True)
-        _copy_jars_with_maven(libs_dir)
-        (kafka_dir / _COMPLETE_MARKER).write_text(_file_sha256(POM_PATH) + "\n", encoding="utf-8")
-    return libs_dir
+    return tail(data.decode("utf-8", errors="replace")) or "(broker log is empty)"
 
 
 # --------------------------------------------------------------------------
@@ -367,7 +251,7 @@ def _remove_record(state_dir: Path) -> None:
 
 
 def _java_command(libs_dir: Path, main_class: str, *args: str) -> list[str]:
-    java = _require_executable("java", "to run the Kafka broker (install JDK 17+)")
+    java = require_executable("java", "to run the Kafka broker (install JDK 17+)")
     return [
         java,
         *JVM_OPTIONS,
@@ -408,7 +292,7 @@ def _run_java_tool(libs_dir: Path, what: str, main_class: str, *args: str) -> No
         raise KafkaLauncherError(f"{what} timed out") from exc
     if result.returncode != 0:
         raise KafkaLauncherError(
-            f"{what} failed (exit {result.returncode}):\n{_tail(result.stdout)}"
+            f"{what} failed (exit {result.returncode}):\n{tail(result.stdout)}"
         )
 
 
@@ -674,7 +558,7 @@ def start(
     """
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
-    with _exclusive_lock(state_dir / ".lock"):
+    with exclusive_lock(state_dir / ".lock"):
         existing = _existing_broker(state_dir, timeout)
         if existing is not None:
             return existing, False
@@ -699,7 +583,7 @@ def stop(state_dir: Path, timeout: float = 30.0) -> bool:
     state_dir = state_dir.resolve()
     if not record_path(state_dir).exists():
         return False
-    with _exclusive_lock(state_dir / ".lock"):
+    with exclusive_lock(state_dir / ".lock"):
         info = _read_record(state_dir)
         if info is None or not _is_our_broker(info.pid, state_dir):
             if info is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from streams import demo, local_kafka
+from streams import demo, kafka_jars
 from streams.checkout import CHECKOUT, CheckoutFileMissing
 from streams.clickhouse import schema_files
 from streams.settings import Settings
@@ -23,7 +23,7 @@ PACKAGES = ("schemas", "projections", "rules", "streams")
 def test_given_the_checkout_then_every_file_read_from_it_is_there() -> None:
     assert Settings().tenants_file.is_file()
     assert [path.name for path in schema_files()][:2] == ["001_tables.sql", "002_governance.sql"]
-    assert local_kafka.POM_PATH.is_file()
+    assert kafka_jars.POM_PATH.is_file()
     assert all(path.is_file() for path in demo.SAMPLE_FILES)
 
 
