@@ -53,8 +53,25 @@ _OTHER_PERSON: Final = re.compile(
 """A relative's allergy ("dad has PCN allergy", "brother - PCN allergy", "mom's, not
 patient's"), not a relative reporting the patient's ("penicillin, per mother")."""
 
+_REACTION_TREATED: Final = (
+    r"(?:anaphylaxis|anaphylactic\s+(?:reaction|shock)|hives|urticaria|rash|itch(?:ing|y)?"
+    r"|swelling|angioedema|wheez(?:e|ing)|reaction|rxn)\s*(?:[,;:]|\s-)\s*(?:and\s+)?"
+    r"(?:was\s+|were\s+)?(?:given|gave|received)"
+)
+"""A reaction, then what was given for it ("anaphylaxis, given IM adrenaline and
+hydrocortisone", "rash - given chlorphenamine"); "rash when given amoxicillin" says what caused
+it and is no such cue."""
+_CHINESE_TREATMENT: Final = (
+    r"(?<=[,;.。、])\s*(?:予以|给予|予|经)"
+    r"(?=[^,;.。、]*?(?:治疗|处理)(?![^,;.。、]*?(?:后出现|后发生|后又|后起)))"
+)
+"""A later clause saying what the reaction was treated with ("青霉素过敏, 予地塞米松治疗", its
+full-width comma folded), not one that says the drug came before the reaction
+("予阿莫西林治疗后出现皮疹")."""
 _TREATMENT_CUE: Final = (
-    r"(?:(?:treated|tx|txd|managed|relieved|resolved|reversed|rescued|helped)\s+(?:with|by|using)"
+    r"(?:(?:treated|tx|txd|managed|relieved|resolved|reversed|rescued|helped|settled|subsided"
+    r"|improved|controlled)\s+(?:with|by|using)"
+    rf"|{_REACTION_TREATED}"
     r"|now\s+(?:on|takes|taking|uses|using)|uses?\s+(?=[^,;.]*\binstead\b)"
     r"|pre-?(?:medicat(?:e|ed|ion)|meds?)(?:\s+(?:with|using))?"
     r"|(?:give|given|administer|administered|infuse|infused)\s+with"
@@ -66,7 +83,7 @@ _TOLERANCE_CUE: Final = (
     r"|no\s+(?:reactions?|problems?)\s+(?:to|with)"
     r"|tolerated(?!\s+since\b)|tolerates|tolerating|tolerate|can\s+take|has\s+taken)"
 )
-_NOT_ALLERGEN_CUE: Final = rf"\b(?:{_TREATMENT_CUE}|{_TOLERANCE_CUE})\b"
+_NOT_ALLERGEN_CUE: Final = rf"(?:\b(?:{_TREATMENT_CUE}|{_TOLERANCE_CUE})\b|{_CHINESE_TREATMENT})"
 _STARTS_WITH_TOLERANCE: Final = re.compile(rf"\(?\s*{_TOLERANCE_CUE}\b")
 _CLAUSE_END: Final = (
     r"(?!\b(?:after|following|due|because|from|when|during|while|with|to|for|but|however"

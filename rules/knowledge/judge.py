@@ -2,7 +2,9 @@
 
 Order of precedence:
 1. identity: the same ingredient (or the same class) on both sides;
-2. class words: an allergen recorded as a class ("penicillins") covers every member;
+2. class words: an allergen recorded as a class ("penicillins") covers every member, but the
+   members of a subclass a cited row relates to the class ("NSAIDs" vs selective COX-2
+   inhibitors: low_risk), which the row judges;
 3. the most specific evidence among the cited cross-reactivity rows (applied in both
    directions) and shared classes whose `shared_level` says membership alone implies a risk.
    Specificity: an ingredient key counts 100, a class key its depth in the class tree, so an
@@ -94,6 +96,9 @@ class Judge:
                 MatchLevel.SAME_INGREDIENT, reason, IDENTITY, drug, True, DEFINITIONAL_SPECIFICITY
             )
         if is_class(allergen) and allergen in self.keys(drug):
+            carved_out = self._carved_out(allergen, drug)
+            if carved_out is not None:
+                return carved_out
             allergen_class = self.label(allergen)
             reason = (
                 f"{self.label(drug)} is one of the {allergen_class}, the recorded allergen class"
@@ -103,6 +108,29 @@ class Judge:
             reason = f"the {self.label(drug)} include the recorded allergen {self.label(allergen)}"
             return self._membership(drug, drug, reason)
         return None
+
+    def _carved_out(self, allergen_class: str, drug: str) -> Verdict | None:
+        """A cited row between the recorded class and a subclass the drug belongs to: the
+        class word covers its members but those a row judges otherwise ("NSAIDs" recorded,
+        a selective COX-2 inhibitor prescribed: the row's `low_risk`, not `same_class`)."""
+        subclasses = (
+            key
+            for key in self.keys(drug)
+            if is_class(key) and key != allergen_class and allergen_class in self.keys(key)
+        )
+        found = [
+            Verdict(
+                row.level,
+                f"{self.label(drug)} is one of the {self.label(key)}: {row.reason}",
+                row.source,
+                drug,
+                True,
+                DEFINITIONAL_SPECIFICITY,
+            )
+            for key in sorted(subclasses, key=self.depth, reverse=True)
+            for row in self._rows.get((allergen_class, key), ())
+        ]
+        return found[0] if found else None
 
     def _membership(self, cited_class: str, drug: str, reason: str) -> Verdict:
         source = f"class membership: {self.label(cited_class)}"
