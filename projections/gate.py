@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from projections.secrets import secrets_in
 from projections.state import UserState, claim_address
+from projections.views import valid_at
 from schemas.events import (
     CLOCK_ACTOR,
     AllergyRecorded,
@@ -197,13 +198,18 @@ def is_special_category(event: Event) -> bool:
     )
 
 
-def consent_allows(state: UserState, purpose: str, tenant: TenantPolicy | None) -> bool:
-    """Whether special-category data may be used for `purpose` for this subject."""
+def consent_allows(
+    state: UserState, purpose: str, tenant: TenantPolicy | None, at: datetime | None
+) -> bool:
+    """Whether special-category data may be used for `purpose` for this subject at `at` (the
+    time of the claim, or of the read): a consent counts only inside its validity window."""
     if tenant is not None and purpose in tenant.consent_exempt_purposes:
         return True
     timeline = state.consents.get(purpose)
     consent = None if timeline is None else timeline.resolution
-    return consent is not None and consent.granted and consent.special_category
+    if consent is None or not (consent.granted and consent.special_category):
+        return False
+    return at is None or valid_at(consent.event, at)
 
 
 def _capacity(event: Event, context: GateContext) -> tuple[Problem, ...]:
@@ -236,7 +242,9 @@ def _privacy(event: Event, state: UserState, context: GateContext) -> tuple[Prob
         )
     ]
     tenant = policy.tenants.get(event.tenant_id)
-    if is_special_category(event) and not consent_allows(state, event.purpose, tenant):
+    if is_special_category(event) and not consent_allows(
+        state, event.purpose, tenant, event.occurred_at
+    ):
         detail = f"no consent for special-category data for purpose {event.purpose!r}"
         problems.append(Problem(ReasonCode.SPECIAL_CATEGORY_WITHOUT_CONSENT, detail))
     exempt = isinstance(event.payload, ErasureRequested)

@@ -32,8 +32,8 @@ class _Filter:
         read_at: datetime | None,
     ) -> None:
         self.purpose = purpose
-        self.special_allowed = consent_allows(state, purpose, tenant)
         self.moment: datetime | None = state.as_of if read_at is None else read_at
+        self.special_allowed = consent_allows(state, purpose, tenant, self.moment)
         self.withheld = 0
 
     def allows(self, ref: Mapping[str, Any], health: bool = False) -> bool:

@@ -454,3 +454,42 @@ def test_an_erasure_request_of_a_signing_actor_must_be_signed_too() -> None:
         "signature_missing",
     )
     assert _reasons(_decide(request, policy=SIGNING, signature=Signature.VALID)) == ()
+
+
+@pytest.mark.parametrize(
+    ("window", "claimed_at", "admitted"),
+    [
+        pytest.param({"valid_until": T0 + timedelta(hours=1)}, 2, False, id="after it expired"),
+        pytest.param({"valid_from": T0 + timedelta(hours=3)}, 2, False, id="before it starts"),
+        pytest.param(
+            {"valid_from": T0 + timedelta(hours=1), "valid_until": T0 + timedelta(hours=3)},
+            2,
+            True,
+            id="inside its window",
+        ),
+    ],
+)
+def test_a_consent_counts_only_inside_its_validity_window(
+    window: dict[str, Any], claimed_at: int, admitted: bool
+) -> None:
+    consent = make_event(
+        "ConsentChanged",
+        "windowed-consent",
+        tenant="assistant",
+        actor="chat-agent",
+        payload={"purpose": "personalization", "granted": True, "special_category": True},
+        **window,
+    )
+    allergy = make_event(
+        "AllergyRecorded",
+        "health-claim",
+        tenant="assistant",
+        actor="chat-agent",
+        purpose="personalization",
+        at=timedelta(hours=claimed_at),
+    )
+    decision = _decide(allergy, replay([consent]))
+    if admitted:
+        assert isinstance(decision, Admitted)
+    else:
+        assert _reasons(decision) == ("special_category_without_consent",)

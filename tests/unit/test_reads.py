@@ -158,3 +158,17 @@ def test_given_a_claim_that_expired_after_the_latest_event_then_a_read_now_leave
     assert list(read_later["preferences"]) == []
     assert read_later["read"]["withheld"] == 1
     assert list(read_before_expiry["preferences"]) == ["meal"]
+
+
+def test_given_a_consent_that_expired_then_a_read_after_it_leaves_the_health_data_out() -> None:
+    consent = make_event(
+        "ConsentChanged",
+        "consent-until-day-6",
+        at=4 * DAY,
+        valid_until=T0 + 6 * DAY,
+        payload={"purpose": "care", "granted": True, "special_category": True},
+    )
+    state = replay(history(consent))
+    inside = readable_document(state, "care", ASSISTANT, read_at=T0 + 5 * DAY)
+    after = readable_document(state, "care", ASSISTANT, read_at=T0 + 7 * DAY)
+    assert (visible(inside)["allergies"], visible(after)["allergies"]) == (1, 0)
