@@ -31,6 +31,9 @@ class Submitted:
 
 @dataclass
 class SubjectResult:
+    """A subject's final state, its alert lifecycle records (none once it is erased: erasure
+    reaches the alerts derived from the subject) and the events the gate refused."""
+
     state: UserState
     alerts: list[Alert] = field(default_factory=list)
     rejections: list[tuple[Submitted, Rejected]] = field(default_factory=list)
@@ -70,6 +73,8 @@ def replay_batch(
         outcome = process(result.state, event, context_for(item, owners), rules, policy)
         result.state = outcome.after
         result.alerts.extend(outcome.alerts)
+        if outcome.after.erased:
+            result.alerts.clear()
         if isinstance(outcome.decision, Rejected):
             result.rejections.append((item, outcome.decision))
         results[event.key] = result

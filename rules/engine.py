@@ -8,15 +8,15 @@ from dataclasses import dataclass
 
 from projections.clock import validity_changes
 from projections.gate import Admitted, Decision, GateContext, admit
-from projections.state import UserState, evolve
-from projections.views import DEFAULT_POLICY, FoldPolicy
-from rules.base import Rule, RuleRef, lifecycle, touched, transitions
+from projections.state import Kind, UserState, evolve
+from projections.views import DEFAULT_POLICY, AcknowledgementView, FoldPolicy
+from rules.base import Rule, RuleRef, lifecycle, lifecycle_id, touched, transitions
 from rules.claim_conflicts import ClaimConflictRule
 from rules.drug_allergy import DrugAllergyRule
 from rules.duplicate_therapy import DuplicateTherapyRule
 from rules.knowledge.model import DrugKnowledge
 from schemas.alerts import Alert, AlertStatus
-from schemas.events import AcknowledgementAction, AlertAcknowledged, Event
+from schemas.events import AcknowledgementAction, AlertAcknowledged, ClaimRetracted, Event
 
 
 def default_rules(knowledge: DrugKnowledge) -> tuple[Rule, ...]:
@@ -38,7 +38,23 @@ def evaluate(
     alerts = [
         alert for rule in rules for alert in transitions(rule, before, after, event, focus, timed)
     ]
-    return alerts + _acknowledgement(rules, after, event)
+    standing = [
+        acknowledged
+        for alert in alerts
+        if (acknowledged := _standing_acknowledgement(after, alert, event)) is not None
+    ]
+    return (
+        alerts
+        + standing
+        + _acknowledgement(rules, after, event)
+        + _acknowledgement_retracted(rules, before, after, event)
+    )
+
+
+def _status_of(action: AcknowledgementAction) -> AlertStatus:
+    if action is AcknowledgementAction.OVERRIDDEN:
+        return AlertStatus.OVERRIDDEN
+    return AlertStatus.ACKNOWLEDGED
 
 
 def _acknowledgement(rules: Sequence[Rule], state: UserState, event: Event) -> list[Alert]:
@@ -46,16 +62,56 @@ def _acknowledgement(rules: Sequence[Rule], state: UserState, event: Event) -> l
     if not isinstance(event.payload, AlertAcknowledged):
         return []
     ack = event.payload
-    status = (
-        AlertStatus.OVERRIDDEN
-        if ack.action is AcknowledgementAction.OVERRIDDEN
-        else AlertStatus.ACKNOWLEDGED
-    )
     return [
-        lifecycle(state, finding, status, event, ack.reason)
+        lifecycle(state, finding, _status_of(ack.action), event, ack.reason)
         for rule in rules
         for identifier, finding in rule.findings(state, None).items()
         if str(identifier) == ack.alert_id
+    ]
+
+
+def _standing_acknowledgement(state: UserState, alert: Alert, event: Event) -> Alert | None:
+    """The acknowledgement or override the state already holds for an alert that is being
+    raised (not re-graded): one recorded before its alert was (a clinician's override at order
+    sign, which reaches the log before the order) or one of an earlier episode of the same
+    alert. It holds until it is retracted, so the alert's status follows the state whatever
+    order the events arrived in."""
+    if alert.status is not AlertStatus.RAISED or alert.reason is not None:
+        return None
+    held: AcknowledgementView | None = state.resolution(Kind.ACKNOWLEDGEMENT, str(alert.alert_id))
+    if held is None or held.event.id == event.id:
+        return None
+    status = _status_of(held.action)
+    episode = f"{alert.trigger_event_id}+{held.event.id}"
+    return alert.model_copy(
+        update={
+            "lifecycle_id": lifecycle_id(alert.alert_id, status, episode),
+            "status": status,
+            "trigger_event_id": held.event.id,
+            "occurred_at": max(alert.occurred_at, held.event.occurred_at),
+            "reason": held.reason,
+        }
+    )
+
+
+def _acknowledgement_retracted(
+    rules: Sequence[Rule], before: UserState, after: UserState, event: Event
+) -> list[Alert]:
+    """An alert still present is `raised` again when its acknowledgement is retracted."""
+    if not isinstance(event.payload, ClaimRetracted):
+        return []
+    retracted = before.events.get(event.payload.claim_id)
+    if retracted is None or not isinstance(retracted.payload, AlertAcknowledged):
+        return []
+    alert = retracted.payload.alert_id
+    if after.resolution(Kind.ACKNOWLEDGEMENT, alert) is not None:
+        return []
+    reason = f"{event.type.value} {event.id} retracted its acknowledgement"
+    return [
+        lifecycle(after, finding, AlertStatus.RAISED, event, reason)
+        for rule in rules
+        for identifier, finding in rule.findings(after, None).items()
+        if str(identifier) == alert
     ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from streams.cli import app
+from tests.factories import make_event
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "events.ndjson"
 runner = CliRunner()
@@ -261,3 +263,22 @@ def test_given_input_without_events_then_it_says_so(
     result = runner.invoke(app, ["replay", "--file", str(path), *options])
     assert result.exit_code == 0
     assert f"no events in {name}" in result.stderr
+
+
+def test_given_a_subject_erased_in_the_file_then_no_alert_of_it_is_printed(tmp_path: Path) -> None:
+    events = [
+        make_event("AllergyRecorded", "allergy", payload={"substance": "penicillin"}),
+        make_event(
+            "MedicationPrescribed",
+            "order",
+            at=timedelta(days=1),
+            payload={"prescription_id": "rx-1", "drug": "amoxicillin"},
+        ),
+        make_event("ErasureRequested", "erase", at=timedelta(days=2), purpose="erasure"),
+    ]
+    path = tmp_path / "erased.ndjson"
+    path.write_text("".join(e.model_dump_json() + "\n" for e in events), encoding="utf-8")
+    code, [subject], _ = _replay_json(path)
+    assert code == 0
+    assert subject["state"]["erased"] is True
+    assert subject["alerts"] == []

@@ -115,6 +115,64 @@ def test_given_a_raised_alert_when_the_allergy_is_refuted_then_it_is_resolved() 
     assert [a.status for a in alerts] == [AlertStatus.RAISED, AlertStatus.RESOLVED]
 
 
+def _override(alert_id: object, day: float, name: str = "override") -> Any:
+    payload = {"alert_id": str(alert_id), "action": "overridden", "reason": "desensitised"}
+    return make_event("AlertAcknowledged", name, at=day * DAY, payload=payload)
+
+
+def _final_status(alerts: list[Alert]) -> dict[object, AlertStatus]:
+    return {alert.alert_id: alert.status for alert in alerts}
+
+
+@pytest.mark.parametrize("override_first", [True, False], ids=["override first", "order first"])
+def test_given_an_override_arriving_before_or_after_its_alert_then_the_alert_ends_overridden(
+    override_first: bool,
+) -> None:
+    """A clinician's override at order sign can reach the log before the order: the alert's
+    lifecycle must end the same way whichever arrives first."""
+    (raised,) = run([allergy(), rx("rx-amox", "amoxicillin")])
+    override = _override(raised.alert_id, day=1)
+    order = rx("rx-amox", "amoxicillin", day=1.01)
+    events = [allergy(), override, order] if override_first else [allergy(), order, override]
+    alerts = run(events)
+    assert [a.status for a in alerts] == [AlertStatus.RAISED, AlertStatus.OVERRIDDEN]
+    assert alerts[1].reason == "desensitised"
+
+
+def test_given_an_override_then_a_new_episode_of_the_alert_then_it_stays_overridden() -> None:
+    (raised,) = run([allergy(), rx("rx-amox", "amoxicillin")])
+    stop = make_event(
+        "MedicationStopped", "stop", at=3 * DAY, payload={"prescription_id": "rx-amox"}
+    )
+    events = [
+        allergy(),
+        rx("rx-amox", "amoxicillin"),
+        _override(raised.alert_id, day=2),
+        stop,
+        rx("rx-amox-again", "amoxicillin", day=4, prescription="rx-amox"),
+    ]
+    alerts = run(events)
+    assert [a.status for a in alerts] == [
+        AlertStatus.RAISED,
+        AlertStatus.OVERRIDDEN,
+        AlertStatus.RESOLVED,
+        AlertStatus.RAISED,
+        AlertStatus.OVERRIDDEN,
+    ]
+    assert len({a.lifecycle_id for a in alerts}) == len(alerts)
+
+
+def test_given_a_retracted_override_then_the_alert_is_raised_again() -> None:
+    (raised,) = run([allergy(), rx("rx-amox", "amoxicillin")])
+    override = _override(raised.alert_id, day=2)
+    retraction = make_event(
+        "ClaimRetracted", "retract-override", at=3 * DAY, payload={"claim_id": override.id}
+    )
+    alerts = run([allergy(), rx("rx-amox", "amoxicillin"), override, retraction])
+    assert _final_status(alerts) == {raised.alert_id: AlertStatus.RAISED}
+    assert "retracted its acknowledgement" in str(alerts[-1].reason)
+
+
 def test_given_an_unchanged_conflict_when_unrelated_events_arrive_then_no_repeat_alert() -> None:
     pref = make_event("PreferenceStated", "pref", at=3 * DAY)
     trip = make_event("TravelRecorded", "trip", at=4 * DAY)
