@@ -6,7 +6,7 @@ with the state it reads.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import date, datetime
 from typing import NamedTuple
 
@@ -40,17 +40,35 @@ class Trip(NamedTuple):
 
 
 def home_country_at(state: UserState, day: date) -> str | None:
-    """The subject's home country on `day`, from `home_country` facts known to be true then."""
+    """The subject's home country on `day`, from `home_country` facts true then: from their
+    date (a correction from the date of the claim it corrects, when earlier and it names no
+    `valid_from` of its own) until their `valid_until`."""
     timeline = state.facts.get(HOME_COUNTRY)
     if timeline is None:
         return None
-    known = [event for event in timeline.effective() if _fact_date(event) <= day]
+    known = [
+        event
+        for event in timeline.effective()
+        if _fact_date(event, timeline.members) <= day
+        and (event.valid_until is None or day < event.valid_until.date())
+    ]
     view = fold(known, step_fact)
     return view.value if view is not None and isinstance(view.value, str) else None
 
 
-def _fact_date(event: Event) -> date:
-    return (event.valid_from or event.occurred_at).date()
+def _fact_date(event: Event, members: Mapping[str, Event]) -> date:
+    """From when a fact holds: its `valid_from`, else when it was stated; a correction without
+    a `valid_from` takes the place of what it corrects, so from that claim's date if earlier."""
+    found = (event.valid_from or event.occurred_at).date()
+    seen = {event.id}
+    while event.valid_from is None and event.supersedes is not None:
+        corrected = members.get(event.supersedes)
+        if corrected is None or corrected.id in seen:
+            break
+        event = corrected
+        seen.add(event.id)
+        found = min(found, (event.valid_from or event.occurred_at).date())
+    return found
 
 
 def trips(state: UserState) -> list[Trip]:

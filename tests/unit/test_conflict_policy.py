@@ -375,6 +375,47 @@ def test_given_a_move_then_each_trip_is_judged_against_the_home_country_of_its_d
     }
 
 
+def test_given_a_corrected_home_country_then_earlier_trips_use_the_correction() -> None:
+    """A correction takes the place of the claim it corrects: the home country was never
+    unknown, so no trip loses it."""
+    wrong = home("nl", "NL", datetime(2023, 1, 1, tzinfo=UTC))
+    events = [
+        wrong,
+        trip("paris", 1, "FR", date(2024, 2, 1)),
+        trip("brussels", 2, "BE", date(2024, 4, 1)),
+        home("be", "BE", datetime(2024, 3, 1, tzinfo=UTC), supersedes=wrong.id),
+    ]
+    state = _every_order(events)
+    assert {t.trip_id: (t.home_country, t.international) for t in trips(state)} == {
+        "paris": ("BE", True),
+        "brussels": ("BE", False),
+    }
+
+
+def test_given_a_home_country_that_expired_then_later_trips_do_not_use_it() -> None:
+    events = [
+        home(
+            "nl",
+            "NL",
+            datetime(2020, 1, 1, tzinfo=UTC),
+            valid_until=datetime(2024, 3, 1, tzinfo=UTC),
+        ),
+        home(
+            "de",
+            "DE",
+            datetime(2024, 3, 1, tzinfo=UTC),
+            valid_from=datetime(2024, 3, 1, tzinfo=UTC),
+        ),
+        trip("amsterdam", 1, "NL", date(2024, 5, 1)),
+        trip("berlin-before", 2, "DE", date(2024, 1, 10)),
+    ]
+    state = _every_order(events)
+    assert {t.trip_id: (t.home_country, t.international) for t in trips(state)} == {
+        "amsterdam": ("DE", True),
+        "berlin-before": ("NL", True),
+    }
+
+
 def test_given_no_home_country_then_international_is_unknown_not_guessed() -> None:
     state = replay([trip("paris", 1, "FR", date(2024, 3, 1))])
     assert [t.international for t in trips(state)] == [None]
