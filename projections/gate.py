@@ -258,6 +258,7 @@ def _references(event: Event, state: UserState, context: GateContext) -> tuple[P
     problems = []
     if event.supersedes is not None:
         problems.extend(_supersedes(event, event.supersedes, state, context))
+    problems.extend(_before_its_claim(event, state))
     if isinstance(event.payload, ClaimRetracted):
         claim_id = event.payload.claim_id
         target = state.events.get(claim_id)
@@ -267,6 +268,30 @@ def _references(event: Event, state: UserState, context: GateContext) -> tuple[P
             detail = f"claim {claim_id} is not a known claim of this subject{where}"
             problems.append(Problem(ReasonCode.RETRACTS_UNKNOWN_CLAIM, detail))
     return tuple(problems)
+
+
+def _before_its_claim(event: Event, state: UserState) -> list[Problem]:
+    """A stop or status change dated before the prescription or allergy it follows: the fold
+    orders a claim's history by valid time, where it would come first and follow nothing, so
+    it is refused with the dates instead of being dropped ("stopped on the 5th" sent as
+    midnight, for an order written at 09:00 that day)."""
+    if event.supersedes is not None or not isinstance(
+        event.payload, (MedicationStopped, AllergyStatusChanged)
+    ):
+        return []
+    address = claim_address(event)
+    held = None if address is None else state.resolution(*address)
+    if held is None:
+        return []
+    claim = held.prescribed if isinstance(event.payload, MedicationStopped) else held.record
+    if event.occurred_at >= claim.occurred_at:
+        return []
+    detail = (
+        f"{event.type.value} at {event.occurred_at.isoformat()} is dated before the "
+        f"{claim.type.value} {claim.id} it follows ({claim.occurred_at.isoformat()}): date it "
+        "at or after that claim"
+    )
+    return [Problem(ReasonCode.BEFORE_ITS_CLAIM, detail)]
 
 
 def _supersedes(

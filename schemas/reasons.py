@@ -43,5 +43,6 @@ class ReasonCode(StrEnum):
     SUPERSEDES_OTHER_SUBJECT = "supersedes_other_subject"
     SUPERSEDES_OTHER_KEY = "supersedes_other_key"
     RETRACTS_UNKNOWN_CLAIM = "retracts_unknown_claim"
+    BEFORE_ITS_CLAIM = "before_its_claim"
     # The pipeline failed on this message; it is kept here instead of being lost.
     PROCESSING_ERROR = "processing_error"

@@ -493,3 +493,58 @@ def test_a_consent_counts_only_inside_its_validity_window(
         assert isinstance(decision, Admitted)
     else:
         assert _reasons(decision) == ("special_category_without_consent",)
+
+
+@pytest.mark.parametrize(
+    ("follow_up", "offset", "refused"),
+    [
+        pytest.param(
+            "MedicationStopped", timedelta(hours=-9), True, id="a stop dated before its order"
+        ),
+        pytest.param("MedicationStopped", timedelta(0), False, id="a stop at its order's time"),
+        pytest.param(
+            "AllergyStatusChanged",
+            timedelta(days=-1),
+            True,
+            id="a refutation dated before its allergy",
+        ),
+        pytest.param(
+            "AllergyStatusChanged", timedelta(days=1), False, id="a refutation after its allergy"
+        ),
+    ],
+)
+def test_a_follow_up_dated_before_its_claim_is_refused_not_dropped(
+    follow_up: str, offset: timedelta, refused: bool
+) -> None:
+    claimed_at = T0 + timedelta(days=10)
+    claims = [
+        make_event("AllergyRecorded", "allergy", at=claimed_at),
+        make_event(
+            "MedicationPrescribed",
+            "order",
+            at=claimed_at,
+            payload={"prescription_id": "rx-1", "drug": "amoxicillin"},
+        ),
+    ]
+    payload = (
+        {"prescription_id": "rx-1"}
+        if follow_up == "MedicationStopped"
+        else {"allergy_id": "allergy-1", "verification_status": "refuted"}
+    )
+    event = make_event(
+        follow_up,
+        "follow-up",
+        at=claimed_at + offset,
+        recorded=claimed_at + timedelta(days=2),
+        payload=payload,
+    )
+    decision = _decide(event, replay(claims))
+    if refused:
+        assert _reasons(decision) == ("before_its_claim",)
+    else:
+        assert isinstance(decision, Admitted)
+
+
+def test_a_follow_up_of_a_claim_not_yet_known_is_admitted() -> None:
+    stop = make_event("MedicationStopped", "early-stop", payload={"prescription_id": "rx-9"})
+    assert isinstance(_decide(stop, replay([make_event("TravelRecorded", "trip")])), Admitted)
