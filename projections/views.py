@@ -284,7 +284,9 @@ def preference_step(policy: FoldPolicy = DEFAULT_POLICY) -> Step[ClaimView]:
 
 
 def step_fact(view: ClaimView | None, event: Event) -> ClaimView | None:
-    """Higher rank wins (verified > stated > observed > inferred); equal ranks may conflict."""
+    """Higher rank wins (verified > stated > observed > inferred); equal ranks may conflict. A
+    restatement of the value that already disputes the held one is the same disagreement: it
+    keeps the conflict (and its alert) as it is."""
     if view is None or event.supersedes:
         return _wins(event)
     held_rank, rank = ORIGIN_RANK[view.winner.origin], ORIGIN_RANK[event.origin]
@@ -298,6 +300,10 @@ def step_fact(view: ClaimView | None, event: Event) -> ClaimView | None:
             if view.conflict is None
             else view
         )
+    if view.conflict is not None and same_value(
+        claim_value(event), claim_value(view.conflict.challenger)
+    ):
+        return view
     return _challenged(view, "fact", event)
 
 

@@ -189,6 +189,19 @@ def test_fact_policy(events: list[Any], value: Any, conflicted: bool) -> None:
     assert len(claim_history(state, Kind.FACT, "blood_type")) == len(events)
 
 
+def test_given_a_disputed_fact_when_the_challenger_is_restated_then_the_same_conflict_stays() -> (
+    None
+):
+    """Restating the disputing value is the same disagreement: its conflict, and so its
+    needs-confirmation alert, stay as they are, in any order."""
+    first, challenger = fact("f1", "A+", 0), fact("f2", "B+", 10)
+    once = _every_order([first, challenger])
+    again = _every_order([first, challenger, fact("f3", "B+", 11), fact("f4", "B+", 12)])
+    (disputed,) = once.fact_views()
+    (still,) = again.fact_views()
+    assert (still.value, still.conflict) == ("A+", disputed.conflict)
+
+
 def test_given_an_equal_rank_conflict_when_one_side_is_corrected_then_the_conflict_closes() -> None:
     first, second = fact("f1", "A+", 0), fact("f2", "B+", 10)
     correction = fact("f3", "A+", 11, supersedes=second.id)
