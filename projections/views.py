@@ -256,6 +256,13 @@ def _challenged(view: ClaimView, kind: str, event: Event) -> ClaimView:
     return ClaimView(view.key, view.value, view.winner, conflict)
 
 
+def expired_by(held: Event, event: Event) -> bool:
+    """Whether the held claim's validity window closed before `event`'s claim begins: an
+    expired statement is not defended against a newer one (no conflict, whatever its rank)."""
+    begins = event.valid_from or event.occurred_at
+    return held.valid_until is not None and held.valid_until <= begins
+
+
 def same_value(first: object, second: object) -> bool:
     """Equal claim values, a boolean never equal to a number (Python's `True == 1`): a fact
     `true` after `1` is a different statement, not a repeat."""
@@ -266,7 +273,7 @@ def preference_step(policy: FoldPolicy = DEFAULT_POLICY) -> Step[ClaimView]:
     """Latest explicit statement wins; a quick explicit reversal asks for confirmation."""
 
     def step(view: ClaimView | None, event: Event) -> ClaimView | None:
-        if view is None or event.supersedes:
+        if view is None or event.supersedes or expired_by(view.winner, event):
             return _wins(event)
         held = view.winner
         value = claim_value(event)
@@ -287,7 +294,7 @@ def step_fact(view: ClaimView | None, event: Event) -> ClaimView | None:
     """Higher rank wins (verified > stated > observed > inferred); equal ranks may conflict. A
     restatement of the value that already disputes the held one is the same disagreement: it
     keeps the conflict (and its alert) as it is."""
-    if view is None or event.supersedes:
+    if view is None or event.supersedes or expired_by(view.winner, event):
         return _wins(event)
     held_rank, rank = ORIGIN_RANK[view.winner.origin], ORIGIN_RANK[event.origin]
     if rank > held_rank:

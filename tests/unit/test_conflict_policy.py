@@ -19,7 +19,8 @@ from projections.queries import (
     open_conflicts,
     trips,
 )
-from projections.state import Kind, replay
+from projections.state import Kind, UserState, replay
+from projections.views import claim_value
 from tests.factories import T0, make_event
 
 DAY = timedelta(days=1)
@@ -200,6 +201,33 @@ def test_given_a_disputed_fact_when_the_challenger_is_restated_then_the_same_con
     (disputed,) = once.fact_views()
     (still,) = again.fact_views()
     assert (still.value, still.conflict) == ("A+", disputed.conflict)
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        pytest.param(
+            [
+                pref("window", "window", 0, valid_until=T0 + 0.5 * DAY),
+                pref("aisle", "aisle", 1),
+            ],
+            id="a preference that expired, then a new one within the reversal window",
+        ),
+        pytest.param(
+            [
+                fact("verified", "A+", 0, "verified_source", valid_until=T0 + 5 * DAY),
+                fact("stated", "B+", 10),
+            ],
+            id="a verified fact that expired, then a stated one",
+        ),
+    ],
+)
+def test_given_a_claim_that_expired_then_a_newer_one_wins_without_a_conflict(
+    claims: list[Any],
+) -> None:
+    state: UserState = _every_order(claims)
+    (view,) = [*state.preference_views(), *state.fact_views()]
+    assert (view.value, view.conflict) == (claim_value(claims[-1]), None)
 
 
 def test_given_an_equal_rank_conflict_when_one_side_is_corrected_then_the_conflict_closes() -> None:
