@@ -15,6 +15,7 @@ from rich.table import Table
 
 from projections.document import plain, state_from_checkpoint
 from projections.reads import DEFAULT_PURPOSE, readable_document
+from projections.secrets import secrets_in_text
 from projections.state import UserState, initial_state
 from schemas.alerts import Alert
 from schemas.codec import alert_codec
@@ -230,6 +231,13 @@ def erase(
     """Erase a subject everywhere: the worker records it in the erasure ledger, destroys the
     subject's key (shredding every Kafka copy), tombstones its state; the sink deletes its rows
     from ClickHouse and writes a receipt."""
+    found = secrets_in_text("--reason", reason or "")
+    if found:
+        raise typer.BadParameter(
+            f"it looks like it holds {found[0].kind}: the gate would refuse the request "
+            "(secret_in_text) and the subject would not be erased; reword it",
+            param_hint="--reason",
+        )
     settings = Settings()
     signer = signer_from(signing_key)
     now = datetime.now(UTC)

@@ -78,3 +78,14 @@ def test_given_a_schema_registry_nobody_answers_then_one_line_and_exit_code_3(
     assert result.returncode == 3
     assert "schema registry unreachable" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_given_an_erasure_reason_that_looks_like_a_secret_then_refused_before_sending(
+    tmp_path: Path,
+) -> None:
+    """The gate would refuse the request for its reason and the subject would stay: the
+    command says so before anything is sent (here no broker is reachable at all)."""
+    args = ["erase", "--tenant", "clinic-a", "--subject", "p-1", "--reason", "password: hunter22x"]
+    result = _uac(args, tmp_path, f"127.0.0.1:{_closed_port()}")
+    assert result.returncode == 2
+    assert "secret_in_text" in " ".join(result.stderr.split())
