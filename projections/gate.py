@@ -309,4 +309,10 @@ def _supersedes(
     if claim_address(target) != claim_address(event) or claim_address(event) is None:
         detail = f"supersedes {target_id}, which is a claim about another key"
         return [Problem(ReasonCode.SUPERSEDES_OTHER_KEY, detail)]
+    if target.type is not event.type:
+        detail = (
+            f"supersedes {target_id}, a {target.type.value}: a correction replaces a claim of "
+            f"its own type (a {event.type.value} that corrected it would erase it)"
+        )
+        return [Problem(ReasonCode.SUPERSEDES_OTHER_TYPE, detail)]
     return []

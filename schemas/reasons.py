@@ -42,6 +42,7 @@ class ReasonCode(StrEnum):
     SUPERSEDES_UNKNOWN_CLAIM = "supersedes_unknown_claim"
     SUPERSEDES_OTHER_SUBJECT = "supersedes_other_subject"
     SUPERSEDES_OTHER_KEY = "supersedes_other_key"
+    SUPERSEDES_OTHER_TYPE = "supersedes_other_type"
     RETRACTS_UNKNOWN_CLAIM = "retracts_unknown_claim"
     BEFORE_ITS_CLAIM = "before_its_claim"
     # The pipeline failed on this message; it is kept here instead of being lost.

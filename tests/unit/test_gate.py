@@ -548,3 +548,17 @@ def test_a_follow_up_dated_before_its_claim_is_refused_not_dropped(
 def test_a_follow_up_of_a_claim_not_yet_known_is_admitted() -> None:
     stop = make_event("MedicationStopped", "early-stop", payload={"prescription_id": "rx-9"})
     assert isinstance(_decide(stop, replay([make_event("TravelRecorded", "trip")])), Admitted)
+
+
+def test_a_correction_of_another_event_type_is_refused() -> None:
+    order = make_event(
+        "MedicationPrescribed", "order", payload={"prescription_id": "rx-1", "drug": "amoxicillin"}
+    )
+    stop = make_event(
+        "MedicationStopped",
+        "stop-correcting-order",
+        at=timedelta(days=1),
+        supersedes=order.id,
+        payload={"prescription_id": "rx-1"},
+    )
+    assert _reasons(_decide(stop, replay([order]))) == ("supersedes_other_type",)
