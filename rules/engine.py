@@ -10,7 +10,7 @@ from projections.clock import validity_changes
 from projections.gate import Admitted, Decision, GateContext, admit
 from projections.state import Kind, UserState, evolve
 from projections.views import DEFAULT_POLICY, AcknowledgementView, FoldPolicy
-from rules.base import Rule, RuleRef, lifecycle, lifecycle_id, touched, transitions
+from rules.base import Finding, Rule, RuleRef, lifecycle, lifecycle_id, touched, transitions
 from rules.claim_conflicts import ClaimConflictRule
 from rules.drug_allergy import DrugAllergyRule
 from rules.duplicate_therapy import DuplicateTherapyRule
@@ -64,9 +64,17 @@ def _acknowledgement(rules: Sequence[Rule], state: UserState, event: Event) -> l
     ack = event.payload
     return [
         lifecycle(state, finding, _status_of(ack.action), event, ack.reason)
+        for finding in _findings_of(rules, state, ack.alert_id)
+    ]
+
+
+def _findings_of(rules: Sequence[Rule], state: UserState, alert_id: str) -> list[Finding]:
+    """The finding of one alert id in `state` (none when its cause is not present)."""
+    return [
+        finding
         for rule in rules
         for identifier, finding in rule.findings(state, None).items()
-        if str(identifier) == ack.alert_id
+        if str(identifier) == alert_id
     ]
 
 
@@ -109,9 +117,7 @@ def _acknowledgement_retracted(
     reason = f"{event.type.value} {event.id} retracted its acknowledgement"
     return [
         lifecycle(after, finding, AlertStatus.RAISED, event, reason)
-        for rule in rules
-        for identifier, finding in rule.findings(after, None).items()
-        if str(identifier) == alert
+        for finding in _findings_of(rules, after, alert)
     ]
 
 

@@ -112,10 +112,12 @@ def read_fhir_files(
         event, kinds = note_withheld(found)
         if kinds:
             notes.append(WithheldNote(origin, event.source_ref, kinds))
-        if cut := note_shortened(event, max_event_bytes, size_of):
-            event = cut.event
+        size = size_of(event)
+        cut = note_shortened(event, max_event_bytes, size_of) if size > max_event_bytes else None
+        if cut is not None:
+            event, size = cut.event, size_of(cut.event)
             notes.append(CutNote(origin, event.source_ref, cut.kept, cut.dropped, max_event_bytes))
-        submitted.append(Submitted(origin, event, size_of(event)))
+        submitted.append(Submitted(origin, event, size))
     errors = [LineError(error.origin, error.reason, error.message) for error in imported.errors]
     return FhirFiles(submitted, errors, imported.skipped, notes)
 

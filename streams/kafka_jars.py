@@ -1,6 +1,7 @@
 """The official Apache Kafka broker jars, fetched once from Maven Central with
 ``deploy/local/kafka/pom.xml`` into a cache outside the repository, and the small process
-helpers the launcher shares (an exclusive lock, a log tail, a required executable)."""
+helpers the launcher shares (an exclusive lock, a log tail, a required executable, running a
+tool to its end)."""
 
 from __future__ import annotations
 
@@ -97,6 +98,14 @@ def _copy_jars_with_maven(libs_dir: Path) -> None:
         "dependency:copy-dependencies",
         f"-DoutputDirectory={libs_dir}",
     ]
+    run_tool(command, f"Maven fetching the Kafka {KAFKA_VERSION} jars", MAVEN_TIMEOUT_S)
+    if not any(libs_dir.glob("kafka_2.13-*.jar")):
+        raise KafkaLauncherError(f"Maven left no Kafka {KAFKA_VERSION} jars in {libs_dir}")
+
+
+def run_tool(command: list[str], what: str, timeout: float) -> None:
+    """Run a command to its end; KafkaLauncherError naming `what` it was doing, with the tail
+    of its output, when it fails or takes longer than `timeout` seconds."""
     try:
         result = subprocess.run(
             command,
@@ -104,18 +113,17 @@ def _copy_jars_with_maven(libs_dir: Path) -> None:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            timeout=MAVEN_TIMEOUT_S,
+            timeout=timeout,
             check=False,
         )
     except subprocess.TimeoutExpired as exc:
         output = exc.output if isinstance(exc.output, str) else ""
         raise KafkaLauncherError(
-            f"Maven did not finish within {MAVEN_TIMEOUT_S:.0f}s:\n{tail(output)}"
+            f"{what} did not finish within {timeout:.0f}s:\n{tail(output)}"
         ) from exc
-    if result.returncode != 0 or not any(libs_dir.glob("kafka_2.13-*.jar")):
+    if result.returncode != 0:
         raise KafkaLauncherError(
-            f"Maven failed to fetch Kafka {KAFKA_VERSION} jars "
-            f"(exit {result.returncode}):\n{tail(result.stdout)}"
+            f"{what} failed (exit {result.returncode}):\n{tail(result.stdout)}"
         )
 
 

@@ -74,6 +74,7 @@ from streams.kafka_jars import (
     ensure_jars,
     exclusive_lock,
     require_executable,
+    run_tool,
     tail,
 )
 
@@ -278,22 +279,7 @@ def _is_formatted(state_dir: Path) -> bool:
 def _run_java_tool(libs_dir: Path, what: str, main_class: str, *args: str) -> None:
     """Run one of Kafka's command-line tools to its end; KafkaLauncherError, naming `what` it
     was doing, when it fails or takes longer than FORMAT_TIMEOUT_S."""
-    try:
-        result = subprocess.run(
-            _java_command(libs_dir, main_class, *args),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=FORMAT_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise KafkaLauncherError(f"{what} timed out") from exc
-    if result.returncode != 0:
-        raise KafkaLauncherError(
-            f"{what} failed (exit {result.returncode}):\n{tail(result.stdout)}"
-        )
+    run_tool(_java_command(libs_dir, main_class, *args), what, FORMAT_TIMEOUT_S)
 
 
 def _format_storage(libs_dir: Path, properties: Path, extra: list[str]) -> None:

@@ -180,11 +180,9 @@ def bundle_time(bundle: Json) -> datetime | None:
         bundle.get("timestamp"),
         meta.get("lastUpdated") if isinstance(meta, Mapping) else None,
     ):
-        if isinstance(value, str):
-            try:
-                return parse_fhir_datetime(value)
-            except ValueError:
-                continue
+        found = _instant_or_none(value)
+        if found is not None:
+            return found
     return None
 
 
@@ -258,17 +256,19 @@ def _with_response_meta(resource: object, response: object) -> object:
         version = etag.removeprefix("W/").strip('"')
         if version:
             meta["versionId"] = version
-    if isinstance(modified, str) and "lastUpdated" not in meta and _is_time(modified):
+    if "lastUpdated" not in meta and _instant_or_none(modified) is not None:
         meta["lastUpdated"] = modified
     return {**resource, "meta": meta} if meta else resource
 
 
-def _is_time(text: str) -> bool:
+def _instant_or_none(value: object) -> datetime | None:
+    """A FHIR date or instant standing in for a missing one; anything else counts as absent."""
+    if not isinstance(value, str):
+        return None
     try:
-        parse_fhir_datetime(text)
+        return parse_fhir_datetime(value)
     except ValueError:
-        return False
-    return True
+        return None
 
 
 def _deleted_claim(entry: Json) -> str | None:

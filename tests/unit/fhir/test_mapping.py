@@ -121,6 +121,28 @@ def rxnorm(code: str) -> dict[str, str]:
     return {"system": RXNORM, "code": code}
 
 
+GENERAL_CODE_WITH_AGENT = {
+    "code": {"coding": [{"system": SNOMED, "code": "416098002"}], "text": "Drug allergy"},
+    "reaction": [
+        {
+            "substance": {"coding": [rxnorm("723")], "text": "amoxicillin"},
+            "manifestation": [{"text": "hives"}],
+        }
+    ],
+}
+"""A general allergy code ("Drug allergy") whose reaction names the specific agent."""
+
+
+def local_coding_first(local: str, system: str, code: str) -> dict[str, Any]:
+    """A status concept whose hospital-local coding comes before the HL7 one."""
+    return {
+        "coding": [
+            {"system": "http://hospital.example/status", "code": local},
+            {"system": system, "code": code},
+        ]
+    }
+
+
 def status(code: str) -> dict[str, Any]:
     return {"coding": [{"code": code}]}
 
@@ -262,27 +284,13 @@ def test_given_r5_style_type_category_and_manifestations_then_the_allergy_is_kep
             id="given a clinicalStatus coding without a code and a text then the text's code",
         ),
         pytest.param(
-            {
-                "verificationStatus": {
-                    "coding": [
-                        {"system": "http://hospital.example/status", "code": "C"},
-                        {"system": HL7_VERIFICATION, "code": "refuted"},
-                    ]
-                }
-            },
+            {"verificationStatus": local_coding_first("C", HL7_VERIFICATION, "refuted")},
             "verification_status",
             VerificationStatus.REFUTED,
             id="given a local verificationStatus coding before the HL7 one then the HL7 code",
         ),
         pytest.param(
-            {
-                "clinicalStatus": {
-                    "coding": [
-                        {"system": "http://hospital.example/status", "code": "A"},
-                        {"system": HL7_CLINICAL, "code": "resolved"},
-                    ]
-                }
-            },
+            {"clinicalStatus": local_coding_first("A", HL7_CLINICAL, "resolved")},
             "clinical_status",
             ClinicalStatus.RESOLVED,
             id="given a local clinicalStatus coding before the HL7 one then the HL7 code",
@@ -328,35 +336,13 @@ def test_given_r5_style_type_category_and_manifestations_then_the_allergy_is_kep
             "allergy's substance",
         ),
         pytest.param(
-            {
-                "code": {
-                    "coding": [{"system": SNOMED, "code": "416098002"}],
-                    "text": "Drug allergy",
-                },
-                "reaction": [
-                    {
-                        "substance": {"coding": [rxnorm("723")], "text": "amoxicillin"},
-                        "manifestation": [{"text": "hives"}],
-                    }
-                ],
-            },
+            GENERAL_CODE_WITH_AGENT,
             "substance",
             "Drug allergy (amoxicillin)",
             id="given a general code and a reaction naming the agent then the label names both",
         ),
         pytest.param(
-            {
-                "code": {
-                    "coding": [{"system": SNOMED, "code": "416098002"}],
-                    "text": "Drug allergy",
-                },
-                "reaction": [
-                    {
-                        "substance": {"coding": [rxnorm("723")], "text": "amoxicillin"},
-                        "manifestation": [{"text": "hives"}],
-                    }
-                ],
-            },
+            GENERAL_CODE_WITH_AGENT,
             "codes",
             (Coding(system=SNOMED, code="416098002"), Coding(system=RXNORM, code="723")),
             id="given a general code and a reaction naming the agent then both are its codes",
