@@ -188,17 +188,36 @@ def _negated_categories(
     "No known drug allergies") when no coding names a substance in a standard terminology
     (a hospital's local code for NKDA is still a negation, a coded penicillin called "NKA" is
     not)."""
-    for coding in codes:
-        system = SYSTEM_ALIASES.get(coding.system, coding.system)
-        categories = _NEGATIONS.get((system, coding.code))
-        if categories is not None:
-            return categories
-    if any(SYSTEM_ALIASES.get(c.system, c.system) in _SUBSTANCE_SYSTEMS for c in codes):
+    negations = [
+        categories
+        for coding in codes
+        if (categories := _NEGATIONS.get((_system(coding), coding.code))) is not None
+    ]
+    substances = [
+        coding
+        for coding in codes
+        if _system(coding) in _SUBSTANCE_SYSTEMS
+        and (_system(coding), coding.code) not in _NEGATIONS
+    ]
+    if negations and substances:
+        named = substances[0].display or f"{substances[0].system}|{substances[0].code}"
+        raise Unmappable(
+            Problem.INVALID_VALUE,
+            f"code says both 'no known allergy' and a substance ({named}): one concept cannot "
+            "be both, so neither an allergy nor a negation is recorded",
+        )
+    if negations:
+        return negations[0]
+    if substances:
         return None
     names = [string_at(code, "text")]
     names += [string_at(coding, "display") for coding in objects_at(code, "coding")]
     read = {_NEGATION_TEXTS.get(" ".join(name.casefold().split())) for name in names if name}
     return read.pop() if len(read) == 1 else None
+
+
+def _system(coding: Coding) -> str:
+    return SYSTEM_ALIASES.get(coding.system, coding.system)
 
 
 def _type_code(resource: Json) -> str | None:

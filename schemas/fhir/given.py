@@ -125,7 +125,7 @@ def _reported_order(
     order = based_on_request(source.resource, field_name, index)
     if order is None:
         return None
-    ordered = index.orders.get(f"MedicationRequest/{order}")
+    ordered = index.order(f"MedicationRequest/{order}")
     if ordered is None:
         return order
     if order not in index.order_ends:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Final
 from urllib.parse import parse_qs
 
@@ -63,6 +63,7 @@ class SourcedResource:
 def _id_in_full_url(full_url: str | None, resource_type: str) -> str | None:
     if full_url is None:
         return None
+    full_url = reference_key(full_url)
     for prefix in ("urn:uuid:", "urn:oid:"):
         if full_url.startswith(prefix):
             return full_url.removeprefix(prefix).strip() or None
@@ -259,6 +260,35 @@ def _with_response_meta(resource: object, response: object) -> object:
     if "lastUpdated" not in meta and _instant_or_none(modified) is not None:
         meta["lastUpdated"] = modified
     return {**resource, "meta": meta} if meta else resource
+
+
+def reference_key(reference: str) -> str:
+    """A reference as references are compared: a `urn:uuid:` in lower case (RFC 4122: its hex
+    digits are case-insensitive, and SQL Server and .NET sources write them in upper case), so
+    one patient written both ways stays one patient."""
+    if reference[: len(_URN_UUID)].lower() == _URN_UUID:
+        return _URN_UUID + reference[len(_URN_UUID) :].lower()
+    return reference
+
+
+_URN_UUID: Final = "urn:uuid:"
+
+
+def version_rank(resource: Json) -> tuple[datetime, int, str]:
+    """Where a version of a resource stands among the versions of the same resource: by
+    `meta.lastUpdated`, then by a numeric `meta.versionId`, then by the versionId's text."""
+    meta = resource.get("meta")
+    meta = meta if isinstance(meta, Mapping) else {}
+    version = meta.get("versionId")
+    version = version if isinstance(version, str) else ""
+    return (
+        _instant_or_none(meta.get("lastUpdated")) or _NO_TIME,
+        int(version) if version.isdecimal() else -1,
+        version,
+    )
+
+
+_NO_TIME: Final = datetime(1, 1, 1, tzinfo=UTC)
 
 
 def _instant_or_none(value: object) -> datetime | None:

@@ -19,7 +19,11 @@ Envelope: `origin=imported`, `source_ref=ResourceType/id`, `confidence=1.0`, `pu
 `Patient/<id>`, an absolute `.../Patient/<id>[/_history/n]` URL, or a `urn:uuid:` matched to a
 Patient entry's `fullUrl`, else the uuid itself, or a logical reference by `identifier` matched
 to the one Patient of the input set that carries it; no such Patient, or two, is an error), with
-`:` and white space replaced by `-`.
+`%`, `:` and white space percent-encoded (`a:b` is `a%3Ab`, so it never merges with `a-b`); a
+`urn:uuid:` is compared in lower case (RFC 4122), so an upper-case copy names the same patient.
+A reference to a Medication or MedicationRequest resolves to the newest version the input set
+holds (`meta.lastUpdated`, then a numeric `meta.versionId`); two different resources under one
+reference that no version order separates are an error for the records naming them.
 
 Times: `occurred_at` is the first present of
   - AllergyIntolerance: recordedDate, onsetDateTime, onsetPeriod.start, meta.lastUpdated; for
@@ -250,7 +254,7 @@ def _events_of(item: SourcedResource, index: Index, context: ImportContext) -> l
         raise Unmappable(
             Problem.NOT_A_RESOURCE,
             f"resourceType {item.resource_type!r} is not a FHIR resource type (did you mean "
-            f"{meant}? resource types are case-sensitive)",
+            f"{meant}? resource types are case-sensitive and have no spaces)",
         )
     if mapper is None:
         raise Unsupported(_unsupported(item.resource_type))
@@ -265,10 +269,11 @@ def _events_of(item: SourcedResource, index: Index, context: ImportContext) -> l
 
 
 def _meant(resource_type: str) -> str | None:
-    """The resource type read here that `resource_type` differs from only in case."""
+    """The resource type read here that `resource_type` differs from only in case or spaces."""
     if resource_type in _MAPPERS:
         return None
-    return next((known for known in _MAPPERS if known.lower() == resource_type.lower()), None)
+    written = "".join(resource_type.split()).lower()
+    return next((known for known in _MAPPERS if known.lower() == written), None)
 
 
 def _medication_definition(_source: Source, _index: Index) -> list[Event]:

@@ -158,13 +158,26 @@ def _prescription_status(resource: Json) -> str:
         raise Unmappable(Problem.INVALID_VALUE, f"intent {intent!r} is not a request intent")
     if status == "draft":
         raise Unsupported("MedicationRequest status draft is not yet a prescription")
-    if resource.get("doNotPerform") is True:
+    do_not_perform = resource.get("doNotPerform")
+    if do_not_perform is not None and not isinstance(do_not_perform, bool):
+        raise Unmappable(
+            Problem.INVALID_VALUE,
+            f"doNotPerform {do_not_perform!r} is not a boolean (true or false): whether the drug "
+            "is to be given or not cannot be told",
+        )
+    if do_not_perform:
         raise Unsupported("MedicationRequest doNotPerform: an instruction not to give the drug")
     return status
 
 
 def drug_of(resource: Json, index: Index) -> Drug:
     concept = resource.get("medicationCodeableConcept")
+    if concept is not None and resource.get("medicationReference") is not None:
+        raise Unmappable(
+            Problem.INVALID_VALUE,
+            "medication[x] is given twice (medicationCodeableConcept and medicationReference): "
+            "one drug per record, so which one is meant cannot be told",
+        )
     if concept is not None:
         concept = as_object(concept, "medicationCodeableConcept")
         return Drug(concept_label(concept, "medicationCodeableConcept"), codings_of(concept))
@@ -180,7 +193,7 @@ def drug_of(resource: Json, index: Index) -> Drug:
         if display is None:
             raise Unmappable(Problem.MISSING_FIELD, "medicationReference has no reference")
         return Drug(display, ())
-    return _drug_from_medication(medication, display)
+    return _drug_from_medication(medication, display, index)
 
 
 def _referenced_medication(resource: Json, reference: Json, index: Index) -> Json | None:
@@ -189,7 +202,7 @@ def _referenced_medication(resource: Json, reference: Json, index: Index) -> Jso
         return None
     if target.startswith("#"):
         return _contained(resource, target[1:])
-    found = index.medications.get(target) or index.medications.get(relative_reference(target) or "")
+    found = index.medication(target)
     if found is None:
         raise Unmappable(
             Problem.UNRESOLVED_REFERENCE,
@@ -206,15 +219,21 @@ def _contained(resource: Json, identifier: str) -> Json:
     raise Unmappable(Problem.UNRESOLVED_REFERENCE, f"contained Medication #{identifier} not found")
 
 
-def _drug_from_medication(medication: Json, display: str | None) -> Drug:
-    """The drug a Medication names: its code's text, else its ingredients' names, else the
-    reference's display, else a code; coded by its own codings and those of its ingredients
-    (a local formulary code with RxNorm-coded ingredients is still known by its ingredients)."""
+def _drug_from_medication(
+    medication: Json, display: str | None, index: Index | None = None
+) -> Drug:
+    """The drug a Medication names: its code's text (with the names of ingredients it does not
+    already name and no code identifies: "Ward stock suspension (amoxicillin)"), else its
+    ingredients' names, else the reference's display, else a code; coded by its own codings
+    and those of its ingredients (a local formulary code with RxNorm-coded ingredients is still
+    known by its ingredients). An ingredient given as a reference to a Medication of the input
+    set is that Medication's drug (followed one level, with `index`)."""
     code = medication.get("code")
     concept = as_object(code, "Medication.code") if code is not None else {}
-    ingredients = _ingredient_concepts(medication)
+    ingredients = _ingredient_concepts(medication, index)
+    own = concept_text(concept)
     text = (
-        concept_text(concept)
+        _with_uncoded_ingredients(own, ingredients)
         or _names(item.label for item in ingredients)
         or display
         or first_code(concept)
@@ -227,7 +246,19 @@ def _drug_from_medication(medication: Json, display: str | None) -> Drug:
     return Drug(text, tuple(dict.fromkeys(codes)))
 
 
-def _ingredient_concepts(medication: Json) -> list[ReadConcept]:
+def _with_uncoded_ingredients(text: str | None, ingredients: list[ReadConcept]) -> str | None:
+    if text is None:
+        return None
+    named = text.casefold()
+    more = [
+        item.label
+        for item in ingredients
+        if item.label and not item.codes and item.label.casefold() not in named
+    ]
+    return f"{text} ({', '.join(dict.fromkeys(more))})" if more else text
+
+
+def _ingredient_concepts(medication: Json, index: Index | None) -> list[ReadConcept]:
     """What each ingredient's `itemCodeableConcept` or `itemReference` names and codes (one
     that cannot be read is passed over)."""
     ingredients = medication.get("ingredient")
@@ -235,12 +266,25 @@ def _ingredient_concepts(medication: Json) -> list[ReadConcept]:
     for ingredient in ingredients if isinstance(ingredients, list) else []:
         if not isinstance(ingredient, Mapping):
             continue
-        read = optional_concept(
+        referenced = _referenced_ingredient(ingredient.get("itemReference"), index)
+        read = referenced or optional_concept(
             ingredient.get("itemCodeableConcept") or ingredient.get("itemReference")
         )
         if read is not None:
             found.append(read)
     return found
+
+
+def _referenced_ingredient(reference: object, index: Index | None) -> ReadConcept | None:
+    """The drug of a Medication of the input set that an ingredient's `itemReference` names."""
+    if index is None or not isinstance(reference, Mapping):
+        return None
+    target = string_at(reference, "reference")
+    medication = index.medication(target) if target else None
+    if medication is None:
+        return None
+    drug = _drug_from_medication(medication, string_at(reference, "display"))
+    return ReadConcept(drug.text, drug.codes)
 
 
 def _names(names: Iterable[str | None]) -> str | None:
@@ -379,7 +423,7 @@ def based_on_request(resource: Json, field_name: str, index: Index) -> str | Non
     references = [value] if isinstance(value, Mapping) else objects_at(resource, field_name)
     for reference in references:
         target = string_at(reference, "reference")
-        entry = index.orders.get(target) if target is not None else None
+        entry = index.order(target) if target is not None else None
         if entry is not None and entry.identity is not None:
             return entry.identity
         relative = relative_reference(target) if target is not None else None

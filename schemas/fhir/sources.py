@@ -13,7 +13,7 @@ from typing import Final
 from uuid import NAMESPACE_URL, uuid5
 
 from schemas.events import Event, EventType, FactAsserted, Origin, Payload, Sensitivity
-from schemas.fhir.inputs import SourcedResource
+from schemas.fhir.inputs import SourcedResource, reference_key, version_rank
 from schemas.fhir.json_access import (
     Json,
     Problem,
@@ -59,39 +59,94 @@ class Index:
     """What references resolve to across the whole input set."""
 
     medications: Mapping[str, Json]
-    """`Medication/<id>` and entry fullUrls -> Medication resource."""
+    """`Medication/<id>` and entry fullUrls -> the newest version of that Medication."""
     patients: Mapping[str, str]
     """Entry fullUrl -> Patient id."""
     orders: Mapping[str, SourcedResource]
-    """`MedicationRequest/<id>` and entry fullUrls -> MedicationRequest."""
+    """`MedicationRequest/<id>` and entry fullUrls -> the newest version of that
+    MedicationRequest."""
     patient_identifiers: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
     """(identifier system, value) -> Patient id, for references by identifier (None: more than
     one Patient carries it)."""
     order_ends: dict[str, datetime | None] = field(default_factory=dict, compare=False)
     """Order id -> when its own import stops it, filled as records of drugs given name their
     orders (so an order is mapped once more for them all, not once per record)."""
+    undecided: frozenset[str] = frozenset()
+    """Keys given by two different resources of which neither is the newer version: what they
+    name cannot be told (see `version_rank`)."""
 
     @classmethod
     def of(cls, resources: Iterable[SourcedResource]) -> Index:
-        medications: dict[str, Json] = {}
+        medications: dict[str, SourcedResource] = {}
         patients: dict[str, str] = {}
         orders: dict[str, SourcedResource] = {}
         identifiers: dict[tuple[str, str], str | None] = {}
+        undecided: set[str] = set()
         for item in resources:
             resource_type, identifier = item.resource_type, item.identity
-            keys = [item.full_url, f"{resource_type}/{identifier}" if identifier else None]
+            full_url = reference_key(item.full_url) if item.full_url else None
+            keys = [
+                key for key in (full_url, identifier and f"{resource_type}/{identifier}") if key
+            ]
             if resource_type == "Medication":
-                medications.update((key, item.resource) for key in keys if key)
+                _keep_newest(medications, keys, item, undecided)
             if resource_type == "MedicationRequest":
-                orders.update((key, item) for key in keys if key)
-            if resource_type == "Patient" and item.full_url and identifier:
-                patients[item.full_url] = identifier
+                _keep_newest(orders, keys, item, undecided)
+            if resource_type == "Patient" and full_url and identifier:
+                patients[full_url] = identifier
             if resource_type == "Patient" and identifier:
                 for key in _identifier_keys(item.resource):
                     identifiers[key] = (
                         identifier if identifiers.get(key, identifier) == identifier else None
                     )
-        return cls(medications, patients, orders, identifiers)
+        return cls(
+            {key: item.resource for key, item in medications.items()},
+            patients,
+            orders,
+            identifiers,
+            undecided=frozenset(undecided),
+        )
+
+    def medication(self, reference: str) -> Json | None:
+        """The Medication a reference names (`urn:uuid:...`, `Medication/<id>` or a URL ending
+        in it), None if the input set does not hold it."""
+        key = self._decided(reference_key(reference))
+        found = self.medications.get(key)
+        relative = relative_reference(reference)
+        if found is None and relative is not None:
+            found = self.medications.get(self._decided(relative))
+        return found
+
+    def order(self, reference: str) -> SourcedResource | None:
+        """The MedicationRequest a reference names, None if the input set does not hold it."""
+        return self.orders.get(self._decided(reference_key(reference)))
+
+    def _decided(self, key: str) -> str:
+        if key in self.undecided:
+            raise Unmappable(
+                Problem.UNRESOLVED_REFERENCE,
+                f"{key} is given by two different resources, neither a newer version of the "
+                "other (same meta.lastUpdated and versionId): which one is meant cannot be told",
+            )
+        return key
+
+
+def _keep_newest(
+    held: dict[str, SourcedResource],
+    keys: Sequence[str],
+    item: SourcedResource,
+    undecided: set[str],
+) -> None:
+    """Index `item` under `keys` where it is the newest version seen (a history Bundle lists
+    the newest first, a second file may hold an older copy); two different resources that
+    rank alike make their key undecided."""
+    rank = version_rank(item.resource)
+    for key in keys:
+        other = held.get(key)
+        if other is None or version_rank(other.resource) < rank:
+            held[key] = item
+        elif version_rank(other.resource) == rank and other.resource != item.resource:
+            undecided.add(key)
 
 
 @dataclass(frozen=True)
@@ -157,7 +212,7 @@ def new_event(
     )
 
 
-_UNSAFE_IN_SUBJECT: Final = re.compile(r"[:\s]+")
+_UNSAFE_IN_SUBJECT: Final = re.compile(r"[%:\s]")
 _FHIR_TYPE_NAME: Final = re.compile(r"[A-Z][A-Za-z]+")
 """The shape of a FHIR resource type name (Patient, Group): a reference whose type segment is
 not one (`.../pasient/123`) is an error, not a subject of another type to skip."""
@@ -182,6 +237,7 @@ def subject_of(resource: Json, field_name: str, index: Index) -> str:
     if reference is None:
         return _subject_by_identifier(holder, field_name, index)
     if reference.startswith("urn:"):
+        reference = reference_key(reference)
         return subject_id_of(index.patients.get(reference) or reference.rsplit(":", 1)[-1])
     if reference.startswith("#"):
         raise Unmappable(Problem.UNRESOLVED_REFERENCE, "a contained patient is not supported")
@@ -193,6 +249,11 @@ def subject_of(resource: Json, field_name: str, index: Index) -> str:
         raise Unmappable(
             Problem.INVALID_VALUE,
             f"{field_name}.reference {reference!r} names no FHIR resource type (Patient/<id>)",
+        )
+    if resource_type != "Patient" and field_name == "patient":
+        raise Unmappable(
+            Problem.INVALID_VALUE,
+            f"patient.reference {reference!r} is not a Patient (the element is Reference(Patient))",
         )
     if resource_type != "Patient":
         raise Unsupported(f"the subject is a {resource_type}, not a Patient")
@@ -222,10 +283,17 @@ def _subject_by_identifier(holder: Json, field_name: str, index: Index) -> str:
 
 
 def subject_id_of(identifier: str) -> str:
-    subject = _UNSAFE_IN_SUBJECT.sub("-", identifier.strip())
+    """The subject id of a Patient id: what a subject id cannot hold (`:` and white space, a
+    FHIR id cannot either, but a conditional `system|value` identity does) percent-encoded,
+    `%` too, so that two different ids never become one subject."""
+    subject = _UNSAFE_IN_SUBJECT.sub(_percent_encoded, identifier.strip())
     if not subject:
         raise Unmappable(Problem.INVALID_VALUE, "the patient id is empty")
     return subject
+
+
+def _percent_encoded(found: re.Match[str]) -> str:
+    return "".join(f"%{byte:02X}" for byte in found.group().encode())
 
 
 def timing_of(source: Source, candidates: Sequence[datetime | None]) -> Timing:

@@ -1,0 +1,264 @@
+"""FHIR references across an input set: which patient, which Medication version, which drug.
+
+Each case is one an EHR export produces and where a wrong reading would move an allergy or a
+drug to the wrong patient or the wrong substance without a word."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from schemas.events import AllergyRecorded, MedicationPrescribed
+from schemas.fhir.mapping import FhirImport, ImportContext, combine, import_fhir, unpack
+from tests.unit.fhir.test_mapping import CONTEXT, RXNORM, SNOMED
+
+PATIENT_UUID = "7d5e1c8a-1111-4c2b-9a6e-0000000000aa"
+
+
+def run(*documents: Any, context: ImportContext = CONTEXT) -> FhirImport:
+    return import_fhir(combine(unpack(d, f"file{n}") for n, d in enumerate(documents)), context)
+
+
+def entry(resource: dict[str, Any], full_url: str | None = None) -> dict[str, Any]:
+    return (
+        {"resource": resource} if full_url is None else {"fullUrl": full_url, "resource": resource}
+    )
+
+
+def bundle(*entries: dict[str, Any], kind: str = "collection") -> dict[str, Any]:
+    return {"resourceType": "Bundle", "type": kind, "entry": list(entries)}
+
+
+def patient(identifier: str) -> dict[str, Any]:
+    return {"resourceType": "Patient", "id": identifier}
+
+
+def penicillin_allergy(patient_reference: str, allergy_id: str = "a1") -> dict[str, Any]:
+    return {
+        "resourceType": "AllergyIntolerance",
+        "id": allergy_id,
+        "patient": {"reference": patient_reference},
+        "code": {"coding": [{"system": RXNORM, "code": "7980", "display": "Penicillin G"}]},
+        "recordedDate": "2024-03-01",
+    }
+
+
+def order(patient_reference: str, order_id: str = "rx1", **medication: Any) -> dict[str, Any]:
+    return {
+        "resourceType": "MedicationRequest",
+        "id": order_id,
+        "status": "active",
+        "intent": "order",
+        "subject": {"reference": patient_reference},
+        "authoredOn": "2024-05-01",
+        **medication,
+    }
+
+
+def medication(
+    medication_id: str, text: str, version: str | None = None, **fields: Any
+) -> dict[str, Any]:
+    resource: dict[str, Any] = {
+        "resourceType": "Medication",
+        "id": medication_id,
+        "code": {"text": text},
+    }
+    if version is not None:
+        resource["meta"] = {"versionId": version, "lastUpdated": "2024-04-01T00:00:00Z"}
+    return {**resource, **fields}
+
+
+def drugs(result: FhirImport) -> list[str]:
+    return [
+        event.payload.drug
+        for _, event in result.events
+        if isinstance(event.payload, MedicationPrescribed)
+    ]
+
+
+def subjects(result: FhirImport) -> set[str]:
+    return {event.subject_id for _, event in result.events}
+
+
+def test_an_upper_case_urn_uuid_names_the_same_patient_as_the_lower_case_one() -> None:
+    result = run(
+        bundle(
+            entry(patient(PATIENT_UUID), f"urn:uuid:{PATIENT_UUID}"),
+            entry(penicillin_allergy(f"urn:uuid:{PATIENT_UUID.upper()}")),
+            entry(
+                order(f"urn:uuid:{PATIENT_UUID}", medicationCodeableConcept={"text": "amoxicillin"})
+            ),
+        )
+    )
+    assert result.errors == []
+    assert subjects(result) == {PATIENT_UUID}
+
+
+def test_an_upper_case_urn_uuid_of_a_patient_not_in_the_set_is_the_lower_case_subject() -> None:
+    result = run(penicillin_allergy(f"urn:uuid:{PATIENT_UUID.upper()}"))
+    assert subjects(result) == {PATIENT_UUID}
+
+
+def test_patient_ids_that_a_subject_id_cannot_hold_never_merge_two_patients() -> None:
+    result = run(
+        penicillin_allergy("Patient/a:b"),
+        order("Patient/a-b", medicationCodeableConcept={"text": "amoxicillin"}),
+    )
+    assert result.errors == []
+    allergy_subject = {
+        e.subject_id for _, e in result.events if isinstance(e.payload, AllergyRecorded)
+    }
+    order_subject = {
+        e.subject_id for _, e in result.events if isinstance(e.payload, MedicationPrescribed)
+    }
+    assert allergy_subject == {"a%3Ab"}
+    assert order_subject == {"a-b"}
+
+
+def test_a_medication_reference_names_the_newest_version_in_a_history_bundle() -> None:
+    history = bundle(
+        entry(medication("123", "Amoxicillin 500 MG Oral Capsule", version="2")),
+        entry(medication("123", "Acetaminophen 325 MG Oral Tablet", version="1")),
+        kind="history",
+    )
+    result = run(history, order("Patient/p1", medicationReference={"reference": "Medication/123"}))
+    assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]
+
+
+@pytest.mark.parametrize("newest_first", [True, False])
+def test_a_medication_in_two_files_resolves_to_the_newer_whatever_the_file_order(
+    newest_first: bool,
+) -> None:
+    older = medication("123", "Acetaminophen 325 MG Oral Tablet", version="1")
+    newer = medication("123", "Amoxicillin 500 MG Oral Capsule", version="2")
+    files = [newer, older] if newest_first else [older, newer]
+    reference = {"reference": "Medication/123"}
+    result = run(*files, order("Patient/p1", medicationReference=reference))
+    assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]
+
+
+def test_two_different_medications_under_one_id_without_versions_are_an_error() -> None:
+    result = run(
+        medication("123", "Acetaminophen 325 MG Oral Tablet"),
+        medication("123", "Amoxicillin 500 MG Oral Capsule"),
+        order("Patient/p1", medicationReference={"reference": "Medication/123"}),
+    )
+    assert drugs(result) == []
+    (error,) = result.errors
+    assert error.reason == "unresolved_reference"
+    assert "Medication/123" in error.message
+    assert "cannot be told" in error.message
+
+
+def test_the_same_medication_given_twice_identically_is_no_ambiguity() -> None:
+    copy = medication("123", "Amoxicillin 500 MG Oral Capsule")
+    result = run(
+        copy, dict(copy), order("Patient/p1", medicationReference={"reference": "Medication/123"})
+    )
+    assert result.errors == []
+    assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]
+
+
+def test_both_medication_choices_in_one_order_are_an_error_not_a_silent_pick() -> None:
+    result = run(
+        medication("both", "Amoxicillin 500 MG Oral Capsule"),
+        order(
+            "Patient/p1",
+            medicationCodeableConcept={"text": "Acetaminophen"},
+            medicationReference={"reference": "Medication/both"},
+        ),
+    )
+    assert drugs(result) == []
+    (error,) = result.errors
+    assert error.reason == "invalid_value"
+    assert "medication[x] is given twice" in error.message
+
+
+@pytest.mark.parametrize("value", ["true", 1, "false"])
+def test_a_do_not_perform_that_is_not_a_boolean_is_an_error_never_an_order(value: object) -> None:
+    resource = order("Patient/p1", medicationCodeableConcept={"text": "amoxicillin"})
+    result = run({**resource, "doNotPerform": value})
+    assert drugs(result) == []
+    (error,) = result.errors
+    assert error.reason == "invalid_value"
+    assert "doNotPerform" in error.message
+
+
+def test_an_ingredient_named_without_a_code_is_judged_with_the_medication_text() -> None:
+    ward_stock = medication(
+        "m1",
+        "Ward stock suspension 5",
+        ingredient=[{"itemCodeableConcept": {"text": "amoxicillin"}}],
+    )
+    result = run(
+        ward_stock, order("Patient/p1", medicationReference={"reference": "Medication/m1"})
+    )
+    assert drugs(result) == ["Ward stock suspension 5 (amoxicillin)"]
+
+
+def test_an_ingredient_the_text_already_names_is_not_repeated() -> None:
+    named = medication(
+        "m1",
+        "Amoxicillin 250 mg/5 mL suspension",
+        ingredient=[{"itemCodeableConcept": {"text": "amoxicillin"}}],
+    )
+    result = run(named, order("Patient/p1", medicationReference={"reference": "Medication/m1"}))
+    assert drugs(result) == ["Amoxicillin 250 mg/5 mL suspension"]
+
+
+def test_an_ingredient_given_by_reference_is_the_referenced_medication() -> None:
+    amoxicillin = {
+        "resourceType": "Medication",
+        "id": "ing-amox",
+        "code": {"coding": [{"system": RXNORM, "code": "723", "display": "amoxicillin"}]},
+    }
+    only_reference = {
+        "resourceType": "Medication",
+        "id": "m1",
+        "ingredient": [{"itemReference": {"reference": "Medication/ing-amox"}}],
+    }
+    result = run(
+        amoxicillin,
+        only_reference,
+        order("Patient/p1", medicationReference={"reference": "Medication/m1"}),
+    )
+    assert result.errors == []
+    (event,) = [e for _, e in result.events if isinstance(e.payload, MedicationPrescribed)]
+    assert isinstance(event.payload, MedicationPrescribed)
+    assert event.payload.drug == "amoxicillin"
+    assert [(c.system, c.code) for c in event.payload.codes] == [(RXNORM, "723")]
+
+
+def test_a_no_known_allergy_code_next_to_a_substance_code_is_an_error_not_a_negation() -> None:
+    allergy = penicillin_allergy("Patient/p1")
+    allergy["code"]["coding"].insert(
+        0, {"system": SNOMED, "code": "716186003", "display": "No known allergy"}
+    )
+    result = run(allergy)
+    assert result.events == []
+    (error,) = result.errors
+    assert error.reason == "invalid_value"
+    assert "Penicillin G" in error.message
+
+
+def test_an_allergy_whose_patient_is_a_group_is_an_error() -> None:
+    result = run(penicillin_allergy("Group/ward-3"))
+    assert result.skipped == []
+    (error,) = result.errors
+    assert error.reason == "invalid_value"
+    assert "Reference(Patient)" in error.message
+
+
+def test_an_order_for_a_group_is_skipped_with_its_reason() -> None:
+    result = run(order("Group/ward-3", medicationCodeableConcept={"text": "amoxicillin"}))
+    assert result.errors == []
+    assert [skip.reason for skip in result.skipped] == ["the subject is a Group, not a Patient"]
+
+
+def test_a_resource_type_with_a_stray_space_is_an_error_with_the_type_meant() -> None:
+    allergy = {**penicillin_allergy("Patient/p1"), "resourceType": "AllergyIntolerance "}
+    result = run(allergy)
+    assert result.skipped == []
+    (error,) = result.errors
+    assert "did you mean AllergyIntolerance?" in error.message
