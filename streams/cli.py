@@ -51,6 +51,7 @@ from streams.cli_subjects import (
     query,
     state,
 )
+from streams.console_text import styled
 from streams.demo import run_demo
 from streams.group_access import GroupNotAuthorized, not_authorized
 from streams.json_out import json_line
@@ -82,13 +83,13 @@ def uac() -> None:
             setting = "_".join(str(part) for part in problem["loc"]).upper()
             name = f"UAC_{setting}: " if setting else ""
             message = problem["msg"].removeprefix("Value error, ")
-            err.print(f"[red]invalid setting[/red] {name}{message}")
+            err.print(styled("invalid setting", "red", f" {name}{message}"))
         raise typer.Exit(code=EXIT_FAILED) from None
     use_registry(registry_of(settings))
     try:
         use_kafka_security(KafkaSecurity.of(settings).checked())
     except KafkaSecurityError as error:
-        err.print(f"[red]invalid setting[/red] {error}")
+        err.print(styled("invalid setting", "red", f" {error}"))
         raise typer.Exit(code=EXIT_FAILED) from None
 
 
@@ -173,14 +174,14 @@ def main() -> None:
         TopicMismatch,
         TopicsNotCreated,
     ) as error:
-        err.print(f"[red]failed[/red]: {error}")
+        err.print(styled("failed", "red", f": {error}"))
         raise SystemExit(EXIT_FAILED) from None
     except GroupAuthorizationFailedError as error:
         group = str(error.args[0]) if error.args else None
-        err.print(f"[red]failed[/red]: {not_authorized(group)}")
+        err.print(styled("failed", "red", f": {not_authorized(group)}"))
         raise SystemExit(EXIT_FAILED) from None
     except KnowledgeDataError as error:
-        err.print(f"[red]failed[/red]: the drug knowledge data cannot be used: {error}")
+        err.print(styled("failed", "red", f": the drug knowledge data cannot be used: {error}"))
         raise SystemExit(EXIT_FAILED) from None
 
 

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from streams.alert_lineage import AlertNotFound
 from streams.analytics import QueryFailed, TenantRequired
+from streams.console_text import styled
 from streams.kafka_address import bootstrap_servers
 from streams.keys import FileKeyStore
 from streams.publisher import EventPublisher
@@ -22,8 +23,11 @@ from streams.signatures import Signer
 from streams.sql_guard import QueryRefused
 from streams.topics import Topics
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True, markup=False)
+err = Console(stderr=True, soft_wrap=True, markup=False)
+"""Markup is off: what is printed holds data (a drug "Amoxicillin [as trihydrate]", a field
+`medication[x]`, a value "[/b]") that console markup would drop or fail on; styles are given
+with `styled`."""
 
 READ_ERRORS = (QueryRefused, TenantRequired, QueryFailed, AlertNotFound, SinkUnavailable)
 EXIT_FAILED = 3
@@ -35,12 +39,12 @@ def read_failed(error: Exception) -> typer.Exit:
     2 refused (no tenant, a refused query or purpose), 3 the query failed or the sink did not
     answer, 4 no such alert."""
     if isinstance(error, QueryRefused | TenantRequired):
-        err.print(f"[red]refused[/red]: {error}")
+        err.print(styled("refused", "red", f": {error}"))
         return typer.Exit(code=2)
     if isinstance(error, AlertNotFound):
         err.print(str(error))
         return typer.Exit(code=4)
-    err.print(f"[red]failed[/red]: {error}")
+    err.print(styled("failed", "red", f": {error}"))
     return typer.Exit(code=EXIT_FAILED)
 
 

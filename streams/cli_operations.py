@@ -29,6 +29,7 @@ from streams.cli_common import (
     sealer_of,
     topics_of,
 )
+from streams.console_text import styled
 from streams.kafka_address import bootstrap_servers
 from streams.lag import GroupLag, pipeline_groups, pipeline_lag
 from streams.log_check import check_log
@@ -105,7 +106,7 @@ def rejudge_command(
             )
         )
     except WorkersRunning as error:
-        err.print(f"[red]failed[/red]: {error}")
+        err.print(styled("failed", "red", f": {error}"))
         raise typer.Exit(code=EXIT_FAILED) from None
     counts = Counter(record.status.value for record in result.records)
     summary = (
@@ -159,7 +160,7 @@ def redrive_command(
             redrive(bootstrap_servers(settings), topics_of(settings), selection, dry_run=dry_run)
         )
     except LookupError as error:
-        err.print(f"[red]failed[/red]: {error}")
+        err.print(styled("failed", "red", f": {error}"))
         raise typer.Exit(code=EXIT_FAILED) from None
     if as_json:
         out.out(json.dumps(result.as_json(), sort_keys=True), highlight=False)
@@ -201,7 +202,7 @@ def check_log_command(
             check_log(bootstrap_servers(settings), topics_of(settings), settings.app_id)
         )
     except LookupError as error:
-        err.print(f"[red]failed[/red]: {error}")
+        err.print(styled("failed", "red", f": {error}"))
         raise typer.Exit(code=EXIT_FAILED) from None
     undecided = [{"partition": p, "offset": o} for p, o in result.undecided]
     if as_json:

@@ -29,6 +29,7 @@ from streams.cli_common import (
     signer_from,
     topics_of,
 )
+from streams.console_text import styled
 from streams.event_files import LineError, read_ndjson_file
 from streams.fhir_files import read_fhir_files
 from streams.kafka_address import bootstrap_servers
@@ -110,7 +111,9 @@ def publish(
             )
         else:
             failed += 1
-            err.print(f"[red]not sent[/red] {result.origin}: {result.reason}: {result.message}")
+            err.print(
+                styled("not sent", "red", f" {result.origin}: {result.reason}: {result.message}")
+            )
     if failed:
         err.print(f"{failed} record(s) not sent")
         raise typer.Exit(code=1)

@@ -32,6 +32,7 @@ from streams import local_kafka
 from streams.alert_output import alert_table, readable_alerts
 from streams.analytics import QueryResult
 from streams.checkout import existing, in_checkout
+from streams.console_text import styled
 from streams.event_files import read_ndjson_file
 from streams.kafka_security import KafkaSecurity, use_kafka_security
 from streams.keys import FileKeyStore
@@ -210,12 +211,14 @@ def run_demo(console: Console) -> None:
     shutil.rmtree(settings.home, ignore_errors=True)
     submitted = _sample_events()
     topics = Topics(settings.topic_prefix, settings.partitions)
-    console.print(f"[bold]Starting local Kafka[/bold] under {settings.kafka_state_dir} ...")
+    console.print(styled("Starting local Kafka", "bold", f" under {settings.kafka_state_dir} ..."))
     broker, _ = local_kafka.start(settings.kafka_state_dir)
     try:
         asyncio.run(ensure_topics(broker.bootstrap, topics.specs()))
         with _children(settings, broker.bootstrap) as children:
-            console.print("[bold]Worker and sink started[/bold]; publishing the sample events ...")
+            console.print(
+                styled("Worker and sink started", "bold", "; publishing the sample events ...")
+            )
 
             async def send() -> None:
                 sealer = Sealer(FileKeyStore(settings.keys_dir))
@@ -242,7 +245,7 @@ def run_demo(console: Console) -> None:
             _report(console, settings, broker.bootstrap, topics)
     finally:
         local_kafka.stop(settings.kafka_state_dir)
-        console.print("[bold]Stopped[/bold] the sink, the worker and Kafka.")
+        console.print(styled("Stopped", "bold", " the sink, the worker and Kafka."))
 
 
 def _report(console: Console, settings: Settings, bootstrap: str, topics: Topics) -> None:

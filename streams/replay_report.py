@@ -15,6 +15,7 @@ from rich.console import Console
 from projections.document import plain, state_document, state_hash
 from rules.batch import SubjectResult
 from streams.alert_output import alert_table
+from streams.console_text import styled
 from streams.event_files import LineError
 from streams.json_out import json_line
 
@@ -47,13 +48,13 @@ def print_json(results: Mapping[str, SubjectResult], console: Console) -> None:
 def print_human(results: Mapping[str, SubjectResult], console: Console) -> None:
     for key, result in results.items():
         document = state_document(result.state)
-        console.rule(f"[bold]{key}[/bold]  version {document['version']}")
+        console.rule(styled(key, "bold", f"  version {document['version']}"))
         console.print(f"state_hash {state_hash(result.state)}")
         console.print(_summary(document))
         if result.alerts:
             console.print(alert_table(result.alerts))
         for submitted, rejection in result.rejections:
-            console.print(f"[yellow]rejected[/yellow] {submitted.origin}: {rejection.detail}")
+            console.print(styled("rejected", "yellow", f" {submitted.origin}: {rejection.detail}"))
 
 
 def _summary(document: Mapping[str, Any]) -> str:
@@ -75,5 +76,6 @@ def _summary(document: Mapping[str, Any]) -> str:
 def print_line_errors(errors: list[LineError], console: Console) -> None:
     for error in errors:
         console.print(
-            f"[red]error[/red] {error.origin}: {error.reason}: {error.message}", highlight=False
+            styled("error", "red", f" {error.origin}: {error.reason}: {error.message}"),
+            highlight=False,
         )

@@ -282,3 +282,26 @@ def test_given_a_subject_erased_in_the_file_then_no_alert_of_it_is_printed(tmp_p
     assert code == 0
     assert subject["state"]["erased"] is True
     assert subject["alerts"] == []
+
+
+def test_given_names_with_square_brackets_then_the_table_shows_them_as_written(
+    tmp_path: Path,
+) -> None:
+    allergy = make_event(
+        "AllergyRecorded", "bracket-allergy", payload={"substance": "penicillin [/red]"}
+    )
+    order = make_event(
+        "MedicationPrescribed",
+        "bracket-order",
+        at=timedelta(days=1),
+        payload={"drug": "Amoxicillin [as trihydrate]"},
+    )
+    path = tmp_path / "brackets.ndjson"
+    path.write_text(
+        "".join(event.model_dump_json() + "\n" for event in (allergy, order)), encoding="utf-8"
+    )
+    result = runner.invoke(app, ["replay", "--file", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "active allergies: penicillin [/red]" in result.stdout
+    assert "active medications: Amoxicillin [as trihydrate]" in result.stdout
+    assert "critical" in result.stdout
