@@ -74,12 +74,24 @@ class CutNote:
         )
 
 
-NoteNotice = WithheldNote | CutNote
+@dataclass(frozen=True)
+class LeftOut:
+    """An optional part of a record that could not be read: the record is imported without it."""
+
+    origin: str
+    source_ref: str
+    detail: str
+
+    def message(self) -> str:
+        return f"{self.origin}: {self.source_ref}: {self.detail}"
+
+
+NoteNotice = WithheldNote | CutNote | LeftOut
 
 
 class FhirFiles(NamedTuple):
     """What the files gave: events to submit, errors, explained skips, and what was done to
-    notes (withheld, shortened)."""
+    records on the way (a note withheld or shortened, an unreadable optional part left out)."""
 
     submitted: list[Submitted]
     errors: list[LineError]
@@ -107,7 +119,9 @@ def read_fhir_files(
         return len(codec.encode(event))
 
     submitted: list[Submitted] = []
-    notes: list[NoteNotice] = []
+    notes: list[NoteNotice] = [
+        LeftOut(part.origin, part.source_ref, part.detail) for part in imported.passed_over
+    ]
     for origin, found in imported.events:
         event, kinds = note_withheld(found)
         if kinds:

@@ -40,9 +40,11 @@ from schemas.fhir.json_access import (
     string_at,
     time_at,
 )
-from schemas.fhir.sources import Index, Source, new_event, subject_of, timing_of
+from schemas.fhir.sources import Index, Source, new_event, optional_part, subject_of, timing_of
 
 _ALL_CATEGORIES: Final = tuple(AllergyCategory)
+_NO_CATEGORIES: Final[tuple[AllergyCategory, ...]] = ()
+_NONE: Final[list[Json]] = []
 _NEGATIONS: Final[dict[tuple[str, str], tuple[AllergyCategory, ...]]] = {
     (SNOMED, "716186003"): _ALL_CATEGORIES,
     (SNOMED, "160244002"): _ALL_CATEGORIES,
@@ -115,9 +117,19 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
         allergy_id=source.resource_id,
         substance=substance,
         codes=codes,
-        allergy_type=lookup(_ALLERGY_TYPES, _type_code(resource), "type"),
-        categories=negation if negation is not None else _allergy_categories(resource),
-        criticality=lookup(_CRITICALITIES, string_at(resource, "criticality"), "criticality"),
+        allergy_type=optional_part(
+            source, lambda: lookup(_ALLERGY_TYPES, _type_code(resource), "type"), None
+        ),
+        categories=(
+            negation
+            if negation is not None
+            else optional_part(source, lambda: _allergy_categories(resource), _NO_CATEGORIES)
+        ),
+        criticality=optional_part(
+            source,
+            lambda: lookup(_CRITICALITIES, string_at(resource, "criticality"), "criticality"),
+            None,
+        ),
         verification_status=_verification_status(resource),
         clinical_status=lookup(
             _CLINICAL_STATUSES,
@@ -125,8 +137,11 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
             "clinicalStatus",
         ),
         negated=negation is not None,
-        reactions=tuple(_reaction(reaction) for reaction in objects_at(resource, "reaction")),
-        note=notes_of(resource),
+        reactions=tuple(
+            _reaction(source, reaction)
+            for reaction in optional_part(source, lambda: objects_at(resource, "reaction"), _NONE)
+        ),
+        note=optional_part(source, lambda: notes_of(resource), None),
     )
     candidates: tuple[datetime | None, ...] = (
         time_at(resource, "recordedDate"),
@@ -245,14 +260,26 @@ def _verification_status(resource: Json) -> VerificationStatus:
     return required_lookup(_VERIFICATIONS, code, "verificationStatus")
 
 
-def _reaction(reaction: Json) -> Reaction:
-    manifestations = (_concept_of(m) for m in objects_at(reaction, "manifestation"))
-    names = [label for concept in manifestations if (label := concept_text(concept))]
-    manifestation = "; ".join(names) or string_at(reaction, "description")
+def _reaction(source: Source, reaction: Json) -> Reaction:
+    """A reaction's manifestations (else its description) and severity; either, unreadable, is
+    left out and the reaction kept."""
+    manifestation = optional_part(source, lambda: _manifestation(reaction), None)
     return Reaction(
         manifestation=manifestation or "unspecified manifestation",
-        severity=lookup(_REACTION_SEVERITIES, string_at(reaction, "severity"), "reaction.severity"),
+        severity=optional_part(
+            source,
+            lambda: lookup(
+                _REACTION_SEVERITIES, string_at(reaction, "severity"), "reaction.severity"
+            ),
+            None,
+        ),
     )
+
+
+def _manifestation(reaction: Json) -> str | None:
+    manifestations = (_concept_of(m) for m in objects_at(reaction, "manifestation"))
+    names = [label for concept in manifestations if (label := concept_text(concept))]
+    return "; ".join(names) or string_at(reaction, "description")
 
 
 def _concept_of(manifestation: Json) -> Json:

@@ -93,6 +93,21 @@ class FhirError:
 
 
 @dataclass(frozen=True)
+class PassedOver:
+    """An optional part of a record that could not be read: the record was imported without
+    it (see `sources.optional_part`)."""
+
+    origin: str
+    source_ref: str
+    """The record, `ResourceType/id`."""
+    detail: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.source_ref}: {self.detail}"
+
+
+@dataclass(frozen=True)
 class ParsedInput:
     """Resources read from one or more JSON documents, with what reading already rejected."""
 

@@ -195,22 +195,33 @@ def required_lookup(table: Mapping[str, E], code: str, where: str) -> E:
 def status_code(resource: Json, key: str, known: Collection[str] = ()) -> str | None:
     """The code of a status CodeableConcept (e.g. clinicalStatus), or None when absent: the
     first of its codings' codes that is `known` (a concept may carry a local coding next to the
-    standard one), else the first code, which the caller's lookup then reports. A concept with
+    standard one), else the code its text spells when that is known (a local code "A" with the
+    text "Active"), else the first code, which the caller's lookup then reports. A concept with
     no coded value but a text is read as the code it spells (`Entered in error` ->
-    `entered-in-error`), so the caller's lookup accepts it only if it names a code."""
+    `entered-in-error`), so the caller's lookup accepts it only if it names a code; so is a bare
+    code where R4 wants a concept (`"clinicalStatus": "active"`, the DSTU2/STU3 form)."""
     concept = resource.get(key)
     if concept is None:
         return None
+    if isinstance(concept, str):
+        return _spelled_code(concept)
     concept = as_object(concept, key)
     codes = [
         code for coding in objects_at(concept, "coding") if (code := string_at(coding, "code"))
     ]
-    found = next((code for code in codes if code in known), codes[0] if codes else None)
-    if found is not None:
-        return found
     text = string_at(concept, "text")
-    if text is None:
+    spelled = _spelled_code(text) if text is not None else None
+    found = next((code for code in codes if code in known), None)
+    if found is None and spelled in known:
+        return spelled
+    found = found or next(iter(codes), spelled)
+    if found is None:
         raise Unmappable(Problem.MISSING_FIELD, f"{key}.coding.code")
+    return found
+
+
+def _spelled_code(text: str) -> str:
+    """The code a status's text or bare code spells (`Entered in error` -> `entered-in-error`)."""
     return "-".join(text.casefold().replace("_", " ").split())
 
 

@@ -4,7 +4,12 @@ Input is JSON text (a Bundle of any type, a single resource, or bulk-export NDJS
 parsed into `SourcedResource`s that remember where they came from (`file.ndjson:12`,
 `bundle.json#entry[3]`). `import_fhir` maps them all at once, so a `Medication/x` reference is
 resolved against every resource of the input set, whichever file it came in. Every resource ends
-in exactly one place: events, an explained skip, or an error.
+in exactly one place: events, an explained skip, or an error. An optional part that cannot be
+read (a criticality "severe", a category "drug", a reaction, note or dosage sent as an object, a
+reaction severity outside its value set) is left out and reported (`FhirImport.passed_over`):
+it never costs the allergy or the order it belongs to. What decides whether a record holds (its
+statuses, its allergen or drug, its patient, its times) is never left out: unreadable, it is an
+error.
 
 Mapping decisions
 -----------------
@@ -66,8 +71,10 @@ CodeableReferences, joined with "; ", its severity). verificationStatus `presume
 as unconfirmed, and an absent verificationStatus is `unconfirmed`, never `confirmed`: the
 allergy stays active and alerts, but nothing is claimed that the source did not say. Of a status
 with several codings (a local one next to the HL7 one) the first whose code is an allowed one is
-read. A status with no coded value but a text that spells a code (`"Confirmed"`, `"Entered in
-error"`) is read as that code; any other text is an error naming the allowed codes. "No known
+read, else the code its text spells (a local code "A" with the text "Active"). A status with no
+coded value but a text that spells a code (`"Confirmed"`, `"Entered in error"`), or a bare code
+where R4 wants a concept (`"clinicalStatus": "active"`, the DSTU2/STU3 form), is read as that
+code; any other text is an error naming the allowed codes. "No known
 allergy" records (SNOMED 716186003 and 160244002 NKA, 409137002 NKDA, 429625007 NKFA, 428607008
 no known environmental allergy, 716184000 no known latex allergy, the IPS absent-unknown codes,
 or words such as "NKDA" in the text and displays of a code none of whose codings names a
@@ -151,6 +158,7 @@ from schemas.fhir.given import administration_events, dispense_events, immunizat
 from schemas.fhir.inputs import (
     FhirError,
     ParsedInput,
+    PassedOver,
     Skipped,
     SourcedResource,
     combine,
@@ -170,6 +178,7 @@ __all__ = [
     "FhirImport",
     "ImportContext",
     "ParsedInput",
+    "PassedOver",
     "Problem",
     "Skipped",
     "SourcedResource",
@@ -192,6 +201,7 @@ class FhirImport:
     events: list[tuple[str, Event]] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     errors: list[FhirError] = field(default_factory=list)
+    passed_over: list[PassedOver] = field(default_factory=list)
 
     def skip_counts(self) -> dict[str, int]:
         """How many inputs were skipped for each reason, most frequent first."""
@@ -211,8 +221,9 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
     for item in parsed.resources:
         resource_type, resource_id = item.resource_type, item.identity
         label = f"{resource_type}/{resource_id}" if resource_id else resource_type
+        passed_over: list[str] = []
         try:
-            events = _events_of(item, index, context)
+            events = _events_of(item, index, context, passed_over)
         except Unsupported as skip:
             result.skipped.append(Skipped(item.origin, resource_type, resource_id, skip.reason))
         except Unmappable as error:
@@ -226,6 +237,9 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
             result.errors.append(FhirError(item.origin, Problem.INVALID_VALUE.value, message))
         else:
             result.events.extend((item.origin, event) for event in events)
+            result.passed_over.extend(
+                PassedOver(item.origin, label, detail) for detail in passed_over
+            )
     return result
 
 
@@ -247,7 +261,9 @@ def _unsupported(resource_type: str) -> str:
     return f"unsupported resource type {resource_type}"
 
 
-def _events_of(item: SourcedResource, index: Index, context: ImportContext) -> list[Event]:
+def _events_of(
+    item: SourcedResource, index: Index, context: ImportContext, passed_over: list[str]
+) -> list[Event]:
     mapper = _MAPPERS.get(item.resource_type)
     meant = _meant(item.resource_type)
     if meant is not None:
@@ -265,7 +281,8 @@ def _events_of(item: SourcedResource, index: Index, context: ImportContext) -> l
             Problem.MISSING_FIELD,
             "id is missing (and no urn:uuid or resource URL fullUrl): no stable event id is possible",
         )
-    return mapper(Source(item.resource, item.identity, context, item.document_time), index)
+    source = Source(item.resource, item.identity, context, item.document_time, passed_over)
+    return mapper(source, index)
 
 
 def _meant(resource_type: str) -> str | None:

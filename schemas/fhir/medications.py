@@ -33,7 +33,16 @@ from schemas.fhir.json_access import (
     string_at,
     time_at,
 )
-from schemas.fhir.sources import JUST_AFTER, Index, Source, Timing, new_event, subject_of, timing_of
+from schemas.fhir.sources import (
+    JUST_AFTER,
+    Index,
+    Source,
+    Timing,
+    new_event,
+    optional_part,
+    subject_of,
+    timing_of,
+)
 
 _PRESCRIBING_INTENTS: Final = frozenset(
     {"order", "original-order", "reflex-order", "filler-order", "instance-order", "plan"}
@@ -68,7 +77,7 @@ def request_events(source: Source, index: Index) -> list[Event]:
         prescription_id=source.resource_id,
         subject_id=subject_of(resource, "subject", index),
         drug=drug_of(resource, index),
-        dosage=dosage_of(first_object(resource, "dosageInstruction")),
+        dosage=first_dosage(source, "dosageInstruction"),
         starts=(time_at(resource, "authoredOn"),),
         in_error=status == IN_ERROR,
         stop=stopped_by(source, _request_ends) if status in _ENDED_STATUSES else None,
@@ -109,7 +118,7 @@ def course_events(source: Source, course: Course) -> list[Event]:
         codes=course.drug.codes,
         dose=course.dosage.dose,
         route=course.dosage.route,
-        note=notes_of(source.resource),
+        note=optional_part(source, lambda: notes_of(source.resource), None),
     )
     timing = timing_of(source, course.starts)
     kind = EventType.MEDICATION_PRESCRIBED.value
@@ -135,6 +144,11 @@ def stopped_by(
         return _stop_time(source.resource, started, last_resort, ends(source.resource))
 
     return stopped_at
+
+
+def first_dosage(source: Source, key: str) -> Dosage:
+    """The first Dosage of a record's list `key`; left out (with its reason) if unreadable."""
+    return optional_part(source, lambda: dosage_of(first_object(source.resource, key)), Dosage())
 
 
 def dosage_of(dosage: Json, dose: Json | None = None) -> Dosage:
@@ -311,9 +325,11 @@ def _stop_time(
 
 
 def _bounds_ends(resource: Json) -> list[datetime | None]:
+    dosages = resource.get("dosageInstruction")
     return [
         time_at(dosage, "timing", "repeat", "boundsPeriod", "end")
-        for dosage in objects_at(resource, "dosageInstruction")
+        for dosage in (dosages if isinstance(dosages, list) else [])
+        if isinstance(dosage, Mapping)
     ]
 
 
@@ -347,7 +363,7 @@ def statement_events(source: Source, index: Index) -> list[Event]:
         or f"{source.resource_type}/{source.resource_id}",
         subject_id=subject_of(resource, "subject", index),
         drug=drug_of(resource, index),
-        dosage=dosage_of(first_object(resource, "dosage")),
+        dosage=first_dosage(source, "dosage"),
         starts=_statement_starts(resource),
         in_error=status == IN_ERROR,
         stop=stopped_by(source, _statement_ends) if status in _TAKEN_STATUSES else None,

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Final, TypeVar
 from uuid import NAMESPACE_URL, uuid5
 
 from schemas.events import Event, EventType, FactAsserted, Origin, Payload, Sensitivity
@@ -158,6 +158,8 @@ class Source:
     context: ImportContext
     document_time: datetime | None = None
     """The time of the Bundle the resource came in (`inputs.bundle_time`), if any."""
+    passed_over: list[str] = field(default_factory=list, compare=False)
+    """Why each optional part that could not be read was left out (see `optional_part`)."""
 
     @property
     def resource_type(self) -> str:
@@ -175,6 +177,21 @@ class Source:
         if self.document_time is not None:
             return f"document={self.document_time.isoformat()}"
         return f"fallback={self.context.fallback_time.isoformat()}"
+
+
+T = TypeVar("T")
+
+
+def optional_part(source: Source, read: Callable[[], T], default: T) -> T:
+    """What `read` gives from an optional part of the record, or `default` when that part
+    cannot be read: the record is imported without it and the reason is kept for the importer
+    to report. A criticality "severe", a category "drug", a note or dosage sent as an object
+    never costs the allergy or the order it belongs to."""
+    try:
+        return read()
+    except Unmappable as error:
+        source.passed_over.append(f"{error.message} (imported without it)")
+        return default
 
 
 @dataclass(frozen=True)

@@ -1600,12 +1600,6 @@ def _without(resource: dict[str, Any], *path: str) -> dict[str, Any]:
             id="given an allergy without a substance code then missing field",
         ),
         pytest.param(
-            json.dumps(changed(PENICILLIN, criticality="medium")),
-            "invalid_value",
-            "criticality 'medium' is not one of high, low, unable-to-assess",
-            id="given an unknown criticality then invalid value",
-        ),
-        pytest.param(
             json.dumps(changed(PENICILLIN, verificationStatus={"text": "probably"})),
             "invalid_value",
             "verificationStatus 'probably' is not one of confirmed, entered-in-error",
