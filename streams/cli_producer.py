@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -31,7 +30,7 @@ from streams.cli_common import (
 )
 from streams.console_text import styled
 from streams.event_files import LineError, read_ndjson_file
-from streams.fhir_files import read_fhir_files
+from streams.fhir_files import read_fhir_files, skip_lines
 from streams.kafka_address import bootstrap_servers
 from streams.publisher import NotSent, Published
 from streams.rebuild import differences, latest_checkpoints, rebuild_states
@@ -77,8 +76,8 @@ def _read_fhir(
         fallback_time=datetime.now(UTC),
         max_event_bytes=Settings().max_event_bytes,
     )
-    for reason, count in sorted(Counter(skip.reason for skip in files.skipped).items()):
-        err.print(f"skipped {count} resource(s): {reason}")
+    for line in skip_lines(files.skipped):
+        err.print(line, highlight=False)
     for notice in files.notes:
         err.print(notice.message(), markup=False, highlight=False)
     return files.submitted, files.errors

@@ -136,6 +136,30 @@ def read_fhir_files(
     return FhirFiles(submitted, errors, imported.skipped, notes)
 
 
+SKIP_EXAMPLES = 3
+"""How many of the resources skipped for one reason are named."""
+
+
+def skip_lines(skipped: Sequence[Skipped]) -> list[str]:
+    """One line per reason a resource was skipped, most frequent first, naming the first
+    resources skipped for it (`MedicationRequest/rx7 at orders.json#entry[2]`)."""
+    by_reason: dict[str, list[Skipped]] = {}
+    for skip in skipped:
+        by_reason.setdefault(skip.reason, []).append(skip)
+    lines = []
+    for reason, skips in sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0])):
+        named = ", ".join(_named(skip) for skip in skips[:SKIP_EXAMPLES])
+        more = len(skips) - SKIP_EXAMPLES
+        named += f" and {more:,} more" if more > 0 else ""
+        lines.append(f"skipped {len(skips):,} resource(s): {reason} ({named})")
+    return lines
+
+
+def _named(skip: Skipped) -> str:
+    record = f"{skip.resource_type}/{skip.resource_id}" if skip.resource_id else skip.resource_type
+    return f"{record} at {skip.origin}"
+
+
 def import_fhir_files(paths: Sequence[Path], context: ImportContext) -> FhirImport:
     """The mapping result of the files as one input set (origins name the file, not the path).
 

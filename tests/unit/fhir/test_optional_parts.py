@@ -20,8 +20,9 @@ from schemas.events import (
     Reaction,
     VerificationStatus,
 )
-from schemas.fhir.mapping import FhirImport, combine, import_fhir, unpack
+from schemas.fhir.mapping import FhirImport, Skipped, combine, import_fhir, unpack
 from streams.cli import app
+from streams.fhir_files import skip_lines
 from tests.unit.fhir.test_mapping import CONTEXT, PENICILLIN, changed
 
 AMOXICILLIN_ORDER = {
@@ -195,3 +196,17 @@ def test_the_allergy_kept_without_its_criticality_still_alerts_and_the_notice_is
     assert "export.json#entry[0]: AllergyIntolerance/medication: criticality 'severe'" in (
         result.stderr
     )
+
+
+def test_skipped_resources_are_named_per_reason_most_frequent_first() -> None:
+    proposals = [
+        Skipped(f"orders.json#entry[{n}]", "MedicationRequest", f"rx{n}", "intent proposal")
+        for n in range(5)
+    ]
+    draft = Skipped("orders.json#entry[9]", "MedicationRequest", "rx9", "status draft")
+    assert skip_lines([draft, *proposals]) == [
+        "skipped 5 resource(s): intent proposal (MedicationRequest/rx0 at orders.json#entry[0], "
+        "MedicationRequest/rx1 at orders.json#entry[1], MedicationRequest/rx2 at "
+        "orders.json#entry[2] and 2 more)",
+        "skipped 1 resource(s): status draft (MedicationRequest/rx9 at orders.json#entry[9])",
+    ]
