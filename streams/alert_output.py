@@ -3,7 +3,6 @@ tools, FHIR R4 DetectedIssue resources for clinical systems."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
@@ -15,7 +14,7 @@ from projections.document import plain
 from schemas.alerts import Alert
 from schemas.codec import alert_codec
 from schemas.fhir.detected_issue import detected_issue, detected_issue_bundle
-from streams.json_out import json_line
+from streams.json_out import json_document, json_line
 from streams.sealing import Sealer, readable
 
 
@@ -62,7 +61,7 @@ def print_alerts(alerts: list[Alert], console: Console, output: AlertFormat) -> 
             console.out(alert_json(alert), highlight=False)
     else:
         bundle = detected_issue_bundle(alerts)
-        console.out(json.dumps(bundle, ensure_ascii=False, indent=2), highlight=False)
+        console.out(json_document(bundle), highlight=False)
 
 
 def print_alert(alert: Alert, console: Console, output: AlertFormat) -> None:

@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from streams.alert_lineage import AlertNotFound
 from streams.analytics import QueryFailed, TenantRequired
-from streams.console_text import styled
+from streams.console_text import DataConsole, styled
 from streams.kafka_address import bootstrap_servers
 from streams.keys import FileKeyStore
 from streams.publisher import EventPublisher
@@ -23,11 +22,8 @@ from streams.signatures import Signer
 from streams.sql_guard import QueryRefused
 from streams.topics import Topics
 
-out = Console(soft_wrap=True, markup=False)
-err = Console(stderr=True, soft_wrap=True, markup=False)
-"""Markup is off: what is printed holds data (a drug "Amoxicillin [as trihydrate]", a field
-`medication[x]`, a value "[/b]") that console markup would drop or fail on; styles are given
-with `styled`."""
+out = DataConsole()
+err = DataConsole(stderr=True)
 
 READ_ERRORS = (QueryRefused, TenantRequired, QueryFailed, AlertNotFound, SinkUnavailable)
 EXIT_FAILED = 3

@@ -1,11 +1,59 @@
-"""Styled console text whose data is never read as console markup."""
+"""The consoles' text is data: never read as console markup, control characters shown escaped.
+
+A drug "Amoxicillin [as trihydrate]" keeps its bracketed words, a value "[/b]" does not stop
+the command, and an escape sequence in an imported name (`\x1b]0;...`) cannot recolour, move the
+cursor or retitle the terminal of whoever reads the alerts: it is printed as `\x1b`."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from typing import Final, Literal
+
+from rich.console import Console
+from rich.style import Style
 from rich.text import Text
+
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""C0 controls but tab and line feed, DEL, and the C1 controls."""
+
+
+def visible(text: str) -> str:
+    """`text` with each control character written as its `\\xNN` escape."""
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
 
 
 def styled(label: str, style: str, rest: str = "") -> Text:
-    """`label` in `style`, then `rest` exactly as it is (a drug "Amoxicillin [as trihydrate]",
-    a field `medication[x]` or a value "[/b]" stays as written)."""
-    return Text.assemble((label, style), rest)
+    """`label` in `style`, then `rest` exactly as it is (control characters escaped)."""
+    return Text.assemble((label, style), visible(rest))
+
+
+class DataConsole(Console):
+    """A console for text that holds data: markup off, control characters escaped in every
+    string it renders (printed, in a table cell, in a rule's title)."""
+
+    def __init__(self, *, stderr: bool = False) -> None:
+        super().__init__(stderr=stderr, soft_wrap=True, markup=False)
+
+    def render_str(
+        self,
+        text: str,
+        *,
+        style: str | Style = "",
+        justify: Literal["default", "left", "center", "right", "full"] | None = None,
+        overflow: Literal["fold", "crop", "ellipsis", "ignore"] | None = None,
+        emoji: bool | None = None,
+        markup: bool | None = None,
+        highlight: bool | None = None,
+        highlighter: Callable[[str | Text], Text] | None = None,
+    ) -> Text:
+        return super().render_str(
+            visible(text),
+            style=style,
+            justify=justify,
+            overflow=overflow,
+            emoji=emoji,
+            markup=markup,
+            highlight=highlight,
+            highlighter=highlighter,
+        )

@@ -305,3 +305,34 @@ def test_given_names_with_square_brackets_then_the_table_shows_them_as_written(
     assert "active allergies: penicillin [/red]" in result.stdout
     assert "active medications: Amoxicillin [as trihydrate]" in result.stdout
     assert "critical" in result.stdout
+
+
+def test_given_control_characters_in_a_name_then_they_are_shown_escaped_not_sent_to_the_terminal(
+    tmp_path: Path,
+) -> None:
+    order = make_event(
+        "MedicationPrescribed",
+        "escape-order",
+        payload={"drug": "Amoxicillin \x1b]0;pwned\x07\x1b[31mRED"},
+    )
+    path = tmp_path / "escapes.ndjson"
+    path.write_text(order.model_dump_json() + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["replay", "--file", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout
+    assert "\x07" not in result.stdout
+    assert "active medications: Amoxicillin \\x1b]0;pwned\\x07\\x1b[31mRED" in result.stdout
+
+
+def test_given_control_characters_in_a_name_then_the_json_output_escapes_them_and_reads_back(
+    tmp_path: Path,
+) -> None:
+    drug = "Amoxicillin \x1b[31m\x9b2J\x7f"
+    order = make_event("MedicationPrescribed", "escape-json", payload={"drug": drug})
+    path = tmp_path / "escapes.ndjson"
+    path.write_text(order.model_dump_json() + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["replay", "--file", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert not any(character in result.stdout for character in "\x1b\x9b\x7f")
+    (subject,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert subject["state"]["medications"]["active"][0]["drug"] == drug
