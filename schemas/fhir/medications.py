@@ -216,6 +216,12 @@ def _referenced_medication(resource: Json, reference: Json, index: Index) -> Jso
         return None
     if target.startswith("#"):
         return _contained(resource, target[1:])
+    if "?" in target:
+        raise Unmappable(
+            Problem.UNRESOLVED_REFERENCE,
+            f"{target} is a conditional reference: a Medication is resolved by its id or its "
+            "entry's fullUrl",
+        )
     found = index.medication(target)
     if found is None:
         raise Unmappable(

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final, TypeVar
+from urllib.parse import parse_qs
 from uuid import NAMESPACE_URL, uuid5
 
 from schemas.events import Event, EventType, FactAsserted, Origin, Payload, Sensitivity
@@ -258,6 +259,8 @@ def subject_of(resource: Json, field_name: str, index: Index) -> str:
         return subject_id_of(index.patients.get(reference) or reference.rsplit(":", 1)[-1])
     if reference.startswith("#"):
         raise Unmappable(Problem.UNRESOLVED_REFERENCE, "a contained patient is not supported")
+    if "?" in reference:
+        return _subject_by_condition(reference, field_name, index)
     relative = relative_reference(reference)
     if relative is None:
         raise Unmappable(Problem.INVALID_VALUE, f"{field_name}.reference {reference!r}")
@@ -277,13 +280,32 @@ def subject_of(resource: Json, field_name: str, index: Index) -> str:
     return subject_id_of(identifier)
 
 
+def _subject_by_condition(reference: str, field_name: str, index: Index) -> str:
+    """The Patient of the input set that a transaction's conditional reference names
+    (`Patient?identifier=system|value`, R4 transaction processing)."""
+    resource_type, query = reference.split("?", 1)
+    values = parse_qs(query).get("identifier", [])
+    if resource_type != "Patient" or len(values) != 1 or set(parse_qs(query)) != {"identifier"}:
+        raise Unmappable(
+            Problem.UNRESOLVED_REFERENCE,
+            f"{field_name}.reference {reference!r} is a conditional reference: only "
+            "Patient?identifier=system|value is resolved",
+        )
+    system, _, value = values[0].strip().rpartition("|")
+    return _patient_carrying((system, value), field_name, index)
+
+
 def _subject_by_identifier(holder: Json, field_name: str, index: Index) -> str:
     """The Patient of the input set that a logical reference (by identifier) names."""
     identifier = holder.get("identifier")
     if not isinstance(identifier, Mapping):
         raise Unmappable(Problem.MISSING_FIELD, f"{field_name}.reference")
     system, value = string_at(identifier, "system"), string_at(identifier, "value")
-    key = (system or "", value or "")
+    return _patient_carrying((system or "", value or ""), field_name, index)
+
+
+def _patient_carrying(key: tuple[str, str], field_name: str, index: Index) -> str:
+    """The id of the one Patient of the input set that carries the identifier `key`."""
     if key not in index.patient_identifiers:
         raise Unmappable(
             Problem.UNRESOLVED_REFERENCE,

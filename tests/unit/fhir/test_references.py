@@ -262,3 +262,46 @@ def test_a_resource_type_with_a_stray_space_is_an_error_with_the_type_meant() ->
     assert result.skipped == []
     (error,) = result.errors
     assert "did you mean AllergyIntolerance?" in error.message
+
+
+MRN = "urn:oid:1.2.36.146.595.217.0.1"
+
+
+def test_a_conditional_patient_reference_of_a_transaction_names_the_patient_carrying_it() -> None:
+    registered = {**patient("p1"), "identifier": [{"system": MRN, "value": "MRN-p1"}]}
+    result = run(
+        bundle(
+            entry(registered),
+            entry(penicillin_allergy(f"Patient?identifier={MRN}%7CMRN-p1")),
+            kind="transaction",
+        )
+    )
+    assert result.errors == []
+    assert subjects(result) == {"p1"}
+
+
+@pytest.mark.parametrize(
+    ("reference", "says"),
+    [
+        (f"Patient?identifier={MRN}|MRN-unknown", "which no Patient of the input set carries"),
+        ("Patient?name=Smith", "only Patient?identifier=system|value is resolved"),
+    ],
+)
+def test_a_conditional_patient_reference_that_names_no_one_patient_is_an_error(
+    reference: str, says: str
+) -> None:
+    result = run(penicillin_allergy(reference))
+    assert result.events == []
+    (error,) = result.errors
+    assert error.reason == "unresolved_reference"
+    assert says in error.message
+
+
+def test_a_conditional_medication_reference_is_an_error_that_says_so() -> None:
+    reference = {"reference": f"Medication?code={RXNORM}|308192"}
+    result = run(
+        medication("m1", "Amoxicillin 500 MG Oral Capsule"),
+        order("Patient/p1", medicationReference=reference),
+    )
+    (error,) = result.errors
+    assert "is a conditional reference" in error.message
