@@ -11,7 +11,7 @@ from schemas.codec import event_codec
 from schemas.errors import DecodeError
 from schemas.json_lines import NotUtf8, parse_event
 from schemas.reasons import ReasonCode
-from streams.text_files import utf8_lines
+from streams.text_files import text_lines
 
 
 @dataclass(frozen=True)
@@ -44,4 +44,4 @@ def read_ndjson(
 
 
 def read_ndjson_file(path: Path) -> tuple[list[Submitted], list[LineError]]:
-    return read_ndjson(utf8_lines(path), path.name)
+    return read_ndjson(text_lines(path), path.name)

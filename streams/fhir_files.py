@@ -34,7 +34,7 @@ from schemas.fhir.mapping import (
 from schemas.fhir.notes import note_shortened
 from streams.event_files import LineError
 from streams.runtime import collector_paused
-from streams.text_files import not_utf8, utf8_lines, utf8_text
+from streams.text_files import DAMAGED_GZIP, file_text, not_utf8, text_lines
 
 NDJSON_SUFFIXES = frozenset({".ndjson", ".jsonl"})
 
@@ -170,10 +170,15 @@ def import_fhir_files(paths: Sequence[Path], context: ImportContext) -> FhirImpo
 
 
 def _read(path: Path) -> ParsedInput:
+    """A `.ndjson`/`.jsonl` file (or one of them gzipped, `.ndjson.gz`) line by line, any other
+    file as one JSON document."""
+    problem = Problem.MALFORMED_JSON.value
     try:
-        if path.suffix.lower() in NDJSON_SUFFIXES:
-            return parse_ndjson(utf8_lines(path), path.name, each=without_unmapped)
-        return without_unmapped(parse_json_document(utf8_text(path), path.name))
+        if Path(path.name.removesuffix(".gz")).suffix.lower() in NDJSON_SUFFIXES:
+            return parse_ndjson(text_lines(path), path.name, each=without_unmapped)
+        return without_unmapped(parse_json_document(file_text(path), path.name))
     except UnicodeDecodeError as error:
-        problem = Problem.MALFORMED_JSON.value
         return ParsedInput(errors=(FhirError(path.name, problem, not_utf8(error)),))
+    except DAMAGED_GZIP as error:
+        message = f"the gzip data is damaged: {error}"
+        return ParsedInput(errors=(FhirError(path.name, problem, message),))

@@ -1,14 +1,26 @@
-"""Reading input files as text: UTF-8, a leading byte-order mark dropped (editors on Windows
-write one), and in line-per-record files a line that is not UTF-8 reported on its own, so one
-bad line never hides the others."""
+"""Reading input files as text: UTF-8, or UTF-16 with its byte-order mark (what Windows
+PowerShell writes for `>`), gzip-compressed or not (bulk exports often are); a UTF-8 byte-order
+mark dropped wherever a line starts with one (editors on Windows write one, and exports joined
+with `cat` carry one per part); and in line-per-record files a line that is not UTF-8 reported
+on its own, so one bad line never hides the others."""
 
 from __future__ import annotations
 
 import codecs
+import gzip
+import zlib
 from collections.abc import Iterator
+from io import BufferedReader
+from itertools import chain
 from pathlib import Path
+from typing import Final
 
 from schemas.json_lines import NotUtf8
+
+_GZIP_MAGIC: Final = b"\x1f\x8b"
+_UTF16_BOMS: Final = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+DAMAGED_GZIP: Final = (gzip.BadGzipFile, EOFError, zlib.error)
+"""What reading damaged or cut-off gzip data raises."""
 
 
 def not_utf8(error: UnicodeDecodeError, where: str = "") -> str:
@@ -20,15 +32,39 @@ def _without_bom(data: bytes) -> bytes:
     return data[len(codecs.BOM_UTF8) :] if data.startswith(codecs.BOM_UTF8) else data
 
 
-def utf8_lines(path: Path) -> Iterator[str | NotUtf8]:
-    with path.open("rb") as raw:
-        for number, line in enumerate(raw):
-            try:
-                yield (_without_bom(line) if number == 0 else line).decode("utf-8")
-            except UnicodeDecodeError as error:
-                yield NotUtf8(not_utf8(error, " of the line"))
+def _opened(path: Path) -> gzip.GzipFile | BufferedReader:
+    """The file's bytes, decompressed if it is gzip data."""
+    with path.open("rb") as probe:
+        compressed = probe.read(len(_GZIP_MAGIC)) == _GZIP_MAGIC
+    if compressed:
+        return gzip.GzipFile(path, "rb")
+    return path.open("rb")
 
 
-def utf8_text(path: Path) -> str:
-    """The whole file as text; raises UnicodeDecodeError when it is not UTF-8."""
-    return _without_bom(path.read_bytes()).decode("utf-8")
+def text_lines(path: Path) -> Iterator[str | NotUtf8]:
+    """The file's lines; damaged gzip data or UTF-16 ends them with a line saying so."""
+    with _opened(path) as raw:
+        try:
+            first = raw.readline()
+            if first.startswith(_UTF16_BOMS):
+                yield from (first + raw.read()).decode("utf-16").splitlines(keepends=True)
+                return
+            for line in chain((first,), raw):
+                try:
+                    yield _without_bom(line).decode("utf-8")
+                except UnicodeDecodeError as error:
+                    yield NotUtf8(not_utf8(error, " of the line"))
+        except DAMAGED_GZIP as error:
+            yield NotUtf8(f"the gzip data is damaged: {error}")
+        except UnicodeDecodeError as error:
+            yield NotUtf8(f"not UTF-16 text: {error.reason} at byte {error.start}")
+
+
+def file_text(path: Path) -> str:
+    """The whole file as text; raises UnicodeDecodeError when it is neither UTF-8 nor UTF-16
+    with its byte-order mark, one of DAMAGED_GZIP when its gzip data is damaged."""
+    with _opened(path) as raw:
+        data = raw.read()
+    if data.startswith(_UTF16_BOMS):
+        return data.decode("utf-16")
+    return _without_bom(data).decode("utf-8")

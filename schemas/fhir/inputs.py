@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Final
 from urllib.parse import parse_qs
 
@@ -127,17 +128,29 @@ def combine(parts: Iterable[ParsedInput]) -> ParsedInput:
 
 def parse_json_document(text: str, source: str) -> ParsedInput:
     """The resources of one JSON document (a Bundle is unpacked, nested Bundles too)."""
+    if not text.strip():
+        return ParsedInput(errors=(_malformed(source, "the file is empty"),))
+    return _parsed_json(text, source, _document_hint)
+
+
+def _parsed_json(
+    text: str, origin: str, hint: Callable[[json.JSONDecodeError], str]
+) -> ParsedInput:
     try:
         document = strict_json(text)
     except json.JSONDecodeError as error:
-        message = f"not JSON: {error.msg} at line {error.lineno} column {error.colno}{_hint(error)}"
-        return ParsedInput(errors=(FhirError(source, Problem.MALFORMED_JSON.value, message),))
+        message = f"not JSON: {error.msg} at line {error.lineno} column {error.colno}{hint(error)}"
+        return ParsedInput(errors=(_malformed(origin, message),))
     except MalformedJson as error:
-        return ParsedInput(errors=(FhirError(source, Problem.MALFORMED_JSON.value, str(error)),))
-    return unpack(document, source)
+        return ParsedInput(errors=(_malformed(origin, str(error)),))
+    return unpack(document, origin)
 
 
-def _hint(error: json.JSONDecodeError) -> str:
+def _malformed(origin: str, message: str) -> FhirError:
+    return FhirError(origin, Problem.MALFORMED_JSON.value, message)
+
+
+def _document_hint(error: json.JSONDecodeError) -> str:
     """What a document that is not one JSON value most likely is instead."""
     if error.doc.lstrip().startswith("<"):
         return " (this looks like FHIR XML: only FHIR JSON is read; convert it first)"
@@ -149,6 +162,23 @@ def _hint(error: json.JSONDecodeError) -> str:
     return ""
 
 
+def _line_hint(error: json.JSONDecodeError) -> str:
+    """What a line of a bulk export that is not one JSON value most likely holds instead."""
+    if error.msg != "Extra data":
+        return ""
+    if error.doc[error.pos :].strip() == ",":
+        return (
+            " (the line ends with a ',': the lines of a .ndjson file are not separated by commas)"
+        )
+    return " (more than one JSON value on the line: one resource per line)"
+
+
+_PRETTY_PRINTED: Final = (
+    "this looks like one JSON document over several lines (pretty-printed): a .ndjson file "
+    "holds one resource per line; name the file .json to read it as one document"
+)
+
+
 def parse_ndjson(
     lines: Iterable[str | NotUtf8],
     source: str,
@@ -157,18 +187,26 @@ def parse_ndjson(
     """Bulk-export NDJSON: one resource per line, origins `source:<line number>`; a line that
     is not UTF-8 is an error of its own. `each` is applied to every line as it is read (to
     keep only what will be mapped, instead of holding a whole export in memory)."""
-    parsed = (
-        _parsed_line(line, f"{source}:{number}")
+    numbered = (
+        (number, line)
         for number, line in enumerate(lines, start=1)
         if isinstance(line, NotUtf8) or line.strip()
+    )
+    first = next(numbered, None)
+    if first is None:
+        return ParsedInput()
+    if isinstance(first[1], str) and first[1].strip() in ("{", "["):
+        return ParsedInput(errors=(_malformed(f"{source}:{first[0]}", _PRETTY_PRINTED),))
+    parsed = (
+        _parsed_line(line, f"{source}:{number}") for number, line in chain((first,), numbered)
     )
     return combine(parsed if each is None else map(each, parsed))
 
 
 def _parsed_line(line: str | NotUtf8, origin: str) -> ParsedInput:
     if isinstance(line, NotUtf8):
-        return ParsedInput(errors=(FhirError(origin, Problem.MALFORMED_JSON.value, line.message),))
-    return parse_json_document(line, origin)
+        return ParsedInput(errors=(_malformed(origin, line.message),))
+    return _parsed_json(line, origin, _line_hint)
 
 
 def unpack(
