@@ -12,6 +12,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from enum import StrEnum
+from math import isfinite
 from typing import Any, Final, NamedTuple, TypeVar
 
 from schemas.events import Coding
@@ -58,7 +59,7 @@ def first_object(holder: Json, key: str) -> Json:
 
 def quantity_text(quantity: Json) -> str | None:
     value, unit = quantity.get("value"), string_at(quantity, "unit") or string_at(quantity, "code")
-    if not isinstance(value, int | float) or isinstance(value, bool):
+    if not isinstance(value, int | float) or isinstance(value, bool) or not isfinite(value):
         return None
     return f"{value:g} {unit}" if unit else f"{value:g}"
 

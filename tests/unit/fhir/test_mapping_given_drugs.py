@@ -304,3 +304,13 @@ def test_given_an_order_referenced_by_its_bundle_entry_urn_then_its_id() -> None
         "medrx0319",
         "medrx0319",
     ]
+
+
+@pytest.mark.parametrize("value", [1e400, -1e400])
+def test_given_a_dose_beyond_the_range_of_numbers_then_it_is_left_out_not_shown_as_infinity(
+    value: float,
+) -> None:
+    given = changed(GIVEN_ALONE, dosage={"dose": {"value": value, "unit": "mg"}})
+    prescribed, _ = events_of(given)
+    assert isinstance(prescribed.payload, MedicationPrescribed)
+    assert prescribed.payload.dose is None
