@@ -21,24 +21,71 @@ allergen, it flags the rescue drug itself as a critical same-ingredient conflict
 epinephrine auto-injector named in an allergy text, and "epinephrine given" or "adrenaline
 administered", are a rescue treatment, never an allergen; epinephrine named otherwise
 ("sulfites; epinephrine") still is.
+
+A negation governs its clause (`clauses`: split at ";", ".", "|", a line break or a
+parenthesis, and before an exception such as "other than", "except" or "but"), not the whole
+text: in "penicillin allergy; no allergy to cephalosporins", "penicillin - rash; HIV negative"
+or "sulfa - SJS (patch test to furosemide negative)" the first clause still records the
+allergy. A structured field answered no ("Penicillin allergy: No", "Allergic to penicillin =
+No", "penicillin allergy - N", "(false)", ": none") and a record that says the reaction is not
+an allergy ("not a true allergy", "outgrown", "allergy resolved", "previously labelled") are
+negations. A leading "no" or "nil" followed by a substance and then a reaction ("NO PENICILLINS
+- anaphylaxis", "NIL penicillins (anaphylaxis)") is the shouted warning of a drug chart, not a
+negation: the record is the allergy. Lactose intolerance, an intolerance of the milk sugar, is
+no allergy either.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, replace
 from typing import Final
 
 from rules.knowledge.normalise import fold
 
 _NEGATION: Final = re.compile(
     r"\b(?:not|never|no longer)\s+allergic\b"
-    r"|^\W*(?:no|nil|nkda|nka|denies|denied)\b"
+    r"|\b(?:not|never)\s+(?:an?\s+)?(?:(?:true|real|genuine|actual|proven)\s+)?allerg(?:y|ies)\b"
+    r"|^\W*(?:nkda|nka|denies|denied)\b"
     r"|\bno\s+(?:reaction|reactions|allergy|allergies)\b"
     r"|\b(?:ruled\s+out|excluded|de-?labell?ed|removed|refuted|disproven|in\s+error)\b"
-    r"|\b(?:negative|neg)\b"
+    r"|\boutgr(?:own|ew)\b"
+    r"|\ballerg(?:y|ies|ic)\s+(?:has\s+|have\s+|was\s+|now\s+)?(?:resolved|lapsed)\b"
+    r"|\b(?:previously|formerly|wrongly|incorrectly|mistakenly)\s+(?:labell?ed|listed|recorded)\b"
+    r"|(?:^|(?<=[:=?(])|\s-)\s*(?:no|n|none(?:\s+known)?|nil|false|denied)[\s.!)]*$"
     r"|\bpassed\b[^,;.]*\bchallenge\b|\bchallenge\b[^,;.]*\bpassed\b|\btolerated\s+since\b"
-    r"|否认|阴性|^\W*无.*过敏"
+    r"|否认|^\W*无.*过敏"
 )
+"""A negation of the allergy: "not allergic", "not a true allergy", "ruled out", "outgrown",
+"previously labelled", a passed challenge, a structured field answered no ("Penicillin allergy:
+No", "penicillin allergy - N", "(false)", ": none")."""
+_NEGATIVE_RESULT: Final = re.compile(r"\b(?:negative|neg)\b|阴性")
+"""A negative test result: of the allergen ("penicillin skin test negative"), or of whatever
+else its clause names ("HIV negative")."""
+_LEADING_NO: Final = re.compile(r"^\W*(?:no|nil)\b")
+_REACTION_WORD: Final = (
+    r"(?:anaphyla\w*|rash|hives|urticaria|angioedema|swelling|sjs|ten|stevens|dress|shock"
+    r"|bronchospasm|wheez\w*|itch\w*|reactions?|rxn|severe|collapse|blister\w*|allerg\w*)"
+)
+_SHOUTED: Final = re.compile(
+    r"^\W*(?:no|nil)\s+(?!(?:known|allerg\w*|reactions?|history|hx|drugs?|medications?|meds"
+    r"|issues?|problems?|concerns?|adverse|sensitivit\w*|intoleran\w*)\b)"
+    rf"(?:[^\W_][\w'-]*\s*){{1,4}}?(?:-+|[(:,])\s*{_REACTION_WORD}\b"
+)
+"""A leading "no" or "nil", a substance, then a reaction: the shouted warning of a drug chart
+("NO PENICILLINS - anaphylaxis", "NIL penicillins (anaphylaxis)"), not a negation; "No
+penicillin allergy", "no known allergies" and "No penicillin" alone are negations."""
+_SUGAR_INTOLERANCE: Final = re.compile(
+    r"\blactose[\s-]+intoleran(?:ce|t)\b|\bintoleran(?:ce|t)\s+(?:of|to)\s+lactose\b"
+    r"|\blactase\s+deficiency\b|乳糖不耐"
+)
+"""Lactose intolerance: a deficiency of the enzyme that digests the milk sugar, not an
+allergy (a cow's milk protein allergy is recorded as such)."""
+_EXCEPTION: Final = r"\b(?:other\s+than|except(?:\s+for)?|apart\s+from|aside\s+from|besides|but)\b"
+_CLAUSE_BREAK: Final = re.compile(rf"[;|()\[\]\n。]|(?<!\d)\.|\.(?!\d)|(?P<exception>{_EXCEPTION})")
+"""Where a clause ends: a semicolon, a full stop (not a decimal point), a bar, a line break, a
+parenthesis, or an exception ("denies allergies other than penicillin": the negation does not
+reach penicillin)."""
 _RELATIVE: Final = (
     r"(?:mother|father|mum|mom|dad|sister|brother|son|daughter|parents?|siblings?|aunt|uncle"
     r"|grandmother|grandfather|grandma|grandpa|granny|cousin|husband|wife|spouse|partner"
@@ -142,19 +189,99 @@ _INTOLERANCE_WORDS: Final = frozenset(
 """A word among the two before a tolerance cue that turns it into an intolerance."""
 
 
+@dataclass(frozen=True, slots=True)
+class Clause:
+    """A clause of a folded allergy text, and what in it says it records no allergen."""
+
+    text: str
+    doubt: str | None = None
+    """E.g. `a negation ('no allergy')`, None for a clause that may name an allergen."""
+    cue: str = ""
+    """The words of the doubt, so that what else the clause names can be read without them."""
+    negation: bool = False
+    """Whether the doubt is a negation, which says that what the clause names is not an
+    allergen of the patient (a sugar intolerance says nothing of the kind)."""
+    result: bool = False
+    """Whether the doubt is a negative test result, whose object may be no substance at all
+    ("HIV negative")."""
+    excepted: bool = False
+    """Whether an exception follows the clause ("no known allergies except", "denies allergies
+    other than"): its negation does not reach what follows."""
+
+
 def doubt_in(text: str) -> str | None:
     """What makes an allergy text more than the name of the patient's allergen, if anything:
     e.g. `a negation ('not allergic')` or `another person's allergy ('mother')`."""
     folded = fold(text)
+    negation = _negation(folded, 0, len(folded))
+    if negation is not None:
+        return negation.doubt
+    return other_doubt_in(folded)
+
+
+def other_doubt_in(text: str) -> str | None:
+    """A doubt that concerns the whole allergy text, whatever its clause: another person's
+    allergy ('mother') or a rescue treatment named without an allergen."""
+    folded = fold(text)
     for pattern, meaning in (
-        (_NEGATION, "a negation"),
         (_OTHER_PERSON, "another person's allergy"),
         (_RESCUE, "a rescue treatment, not an allergen"),
     ):
         found = pattern.search(folded)
         if found is not None:
-            return f"{meaning} ({found.group().strip(' ,;:-')!r})"
+            return _described(meaning, found)
     return None
+
+
+def clauses(folded: str) -> tuple[Clause, ...]:
+    """The clauses of a folded allergy text (its allergen part, `read_allergy_text`), each with
+    the negation or sugar intolerance it states, if any: "penicillin allergy; no allergy to
+    cephalosporins" is `penicillin allergy ` and `no allergy to cephalosporins`, the second a
+    negation ('no allergy')."""
+    bounds = [0]
+    excepted: list[bool] = []
+    for found in _CLAUSE_BREAK.finditer(folded):
+        bounds.extend((found.start(), found.end()))
+        excepted.append(found.group("exception") is not None)
+    bounds.append(len(folded))
+    excepted.append(False)
+    spans = zip(bounds[::2], bounds[1::2], excepted, strict=True)
+    return tuple(
+        replace(_clause(folded, start, end), excepted=before_exception)
+        for start, end, before_exception in spans
+        if folded[start:end].strip()
+    )
+
+
+def _clause(folded: str, start: int, end: int) -> Clause:
+    negation = _negation(folded, start, end)
+    if negation is not None:
+        return negation
+    intolerance = _SUGAR_INTOLERANCE.search(folded, start, end)
+    if intolerance is None:
+        return Clause(folded[start:end])
+    meaning = "an intolerance of the milk sugar, not an allergy"
+    return Clause(folded[start:end], _described(meaning, intolerance), intolerance.group())
+
+
+def _negation(folded: str, start: int, end: int) -> Clause | None:
+    """The clause between `start` and `end` with its leftmost negation, if it has one (a
+    leading "no" or "nil" counts at the start of the text only, and not in the shouted
+    warning of `_SHOUTED`)."""
+    patterns = [_LEADING_NO, _NEGATION, _NEGATIVE_RESULT]
+    if _SHOUTED.match(folded) is not None:
+        patterns.remove(_LEADING_NO)
+    found = [(match, n) for n, p in enumerate(patterns) if (match := p.search(folded, start, end))]
+    if not found:
+        return None
+    first, _ = min(found, key=lambda pair: (pair[0].start(), pair[1]))
+    result = first.re is _NEGATIVE_RESULT
+    doubt = _described("a negation", first)
+    return Clause(folded[start:end], doubt, first.group(), negation=True, result=result)
+
+
+def _described(meaning: str, found: re.Match[str]) -> str:
+    return f"{meaning} ({found.group().strip(' ,;:-')!r})"
 
 
 def read_allergy_text(text: str) -> tuple[str, str]:

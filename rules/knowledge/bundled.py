@@ -10,9 +10,10 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Final
 
-from rules.knowledge.allergy_text import doubt_in, read_allergy_text
+from rules.knowledge.allergy_text import clauses, doubt_in, other_doubt_in, read_allergy_text
 from rules.knowledge.judge import NO_KNOWN_ALLERGY, STRENGTH, Judge, Verdict, is_class
 from rules.knowledge.model import Coding, CrossReactivity, DrugResolution, MatchLevel
+from rules.knowledge.normalise import folded_tokens
 from rules.knowledge.recognise import Recogniser, Recognition
 from rules.knowledge.tables import CLASS_PREFIX, KnowledgeTables, load_tables
 
@@ -70,9 +71,12 @@ class BundledKnowledge:
     ) -> CrossReactivity:
         allergen_text, said_tolerated = read_allergy_text(allergen)
         recognised = self._recogniser.recognise(allergen_text, allergen_codes, every_item=True)
+        doubt, kept, negated = self._doubt(replace(recognised, query=allergen), allergen_text)
+        if kept != allergen_text:
+            recognised = self._recogniser.recognise(kept, allergen_codes, every_item=True)
+            said_tolerated = ", ".join(filter(None, (said_tolerated, *negated)))
         allergy = replace(recognised, query=allergen)
         medicine = self._recogniser.recognise(drug, drug_codes)
-        doubt = _doubt(allergy, allergen_text)
         outcome = (
             _Outcome(MatchLevel.UNVERIFIED, f"allergen '{allergen}' reads as {doubt}", DOUBT_SOURCE)
             if doubt is not None
@@ -115,6 +119,50 @@ class BundledKnowledge:
             return _Outcome(MatchLevel.UNVERIFIED, reason, PARTLY_RESOLVED_SOURCE)
         reason = _all_reasons(verdicts) if top.level is MatchLevel.NONE else top.reason
         return _Outcome(top.level, reason, top.source, _matched(verdicts, top.level))
+
+    def _doubt(
+        self, allergy: Recognition, allergen_text: str
+    ) -> tuple[str | None, str, tuple[str, ...]]:
+        """What makes the allergy text more than the name of the patient's allergen, the part
+        that names allergens (without the clauses a negation governs) and those clauses. A "no
+        known allergy" statement alone is what it says; a text that names nothing is doubted as
+        a whole ("no reaction to penicillin")."""
+        if allergy.concepts == (NO_KNOWN_ALLERGY,):
+            return None, allergen_text, ()
+        if not allergy.concepts:
+            return doubt_in(allergy.query), allergen_text, ()
+        kept, negation, negated = self._unnegated(allergen_text)
+        return negation or other_doubt_in(kept), kept, negated
+
+    def _unnegated(self, allergen_text: str) -> tuple[str, str | None, tuple[str, ...]]:
+        """The allergen part without its negated clauses, the negation that governs the whole
+        record if one does, and the negations' clauses. A negated clause that names no substance
+        ("(false)", "(historical, tolerated since)", "(none)", "skin test negative" after the
+        allergen's clause) negates the allergy it follows, and so does a text whose every
+        naming clause is negated. A negated clause that names a substance ("no allergy to
+        cephalosporins", "patch test to furosemide negative"), a negative result that names
+        something else ("HIV negative"), one an exception follows ("denies allergies other
+        than penicillin") and a "no known allergy" statement that opens the text ("NKDA
+        (penicillin - rash)", "Allergies: none known. Penicillin - hives") govern only
+        themselves: what a negation names is not an allergen, and is read as tolerated
+        (`_as_tolerated`)."""
+        parts = clauses(allergen_text)
+        negated = [part for part in parts if part.doubt is not None]
+        if not negated:
+            return allergen_text, None, ()
+        kept = "; ".join(part.text for part in parts if part.doubt is None)
+        texts = tuple(part.text.strip() for part in negated if part.negation)
+        for part in negated:
+            found, unknown = self._recogniser.parse(part.text)
+            own = set(unknown).difference(folded_tokens(part.cue)) if part.result else set()
+            own.update(concept for concept in found if concept != NO_KNOWN_ALLERGY)
+            heading = part is parts[0] and NO_KNOWN_ALLERGY in found
+            if not own and not heading and not part.excepted:
+                return kept, part.doubt, texts
+        named, _ = self._recogniser.parse(kept)
+        if not [concept for concept in named if concept != NO_KNOWN_ALLERGY]:
+            return kept, negated[0].doubt, texts
+        return kept, None, texts
 
     def _tolerated(self, said: str) -> frozenset[str]:
         """The concepts an allergy text says are tolerated."""
@@ -184,16 +232,6 @@ def _matched(verdicts: list[Verdict], level: MatchLevel) -> tuple[str, ...]:
 def _all_reasons(verdicts: list[Verdict]) -> str:
     """Why none of a combination's ingredients conflicts: one reason per ingredient."""
     return "; ".join(dict.fromkeys(verdict.reason for verdict in verdicts))
-
-
-def _doubt(allergy: Recognition, allergen_text: str) -> str | None:
-    """A negation or another person's allergy in an allergen text (a "no known allergy"
-    statement alone is what it says): in the part that names allergens, so "no reaction to
-    cephalexin" after a penicillin allergy does not negate it; in the whole text when nothing
-    in it names an allergen ("no reaction to penicillin")."""
-    if allergy.concepts == (NO_KNOWN_ALLERGY,):
-        return None
-    return doubt_in(allergy.query if not allergy.concepts else allergen_text)
 
 
 def _unresolved(allergy: Recognition, medicine: Recognition) -> str | None:

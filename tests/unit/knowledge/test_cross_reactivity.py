@@ -505,3 +505,140 @@ def test_a_text_naming_only_tolerated_drugs_is_unverified_and_quoted_whole(
     assert verdict.level is MatchLevel.UNVERIFIED
     assert verdict.allergen == "tolerated amoxicillin"
     assert "'tolerated amoxicillin'" in verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("allergen", "drug", "level"),
+    [
+        pytest.param(
+            "penicillin allergy; no allergy to cephalosporins",
+            "amoxicillin",
+            MatchLevel.SAME_CLASS,
+            id="a negated clause naming another drug",
+        ),
+        pytest.param(
+            "penicillin - rash; HIV negative",
+            "amoxicillin",
+            MatchLevel.SAME_CLASS,
+            id="a negative result of something else",
+        ),
+        pytest.param(
+            "penicillin anaphylaxis; passed cefalexin challenge 2022",
+            "Augmentin",
+            MatchLevel.SAME_CLASS,
+            id="a passed challenge of another drug",
+        ),
+        pytest.param(
+            "amoxicillin rash; ceftriaxone excluded by challenge",
+            "amoxicillin 250mg",
+            MatchLevel.SAME_INGREDIENT,
+            id="another drug excluded",
+        ),
+        pytest.param(
+            "sulfa - SJS (patch test to furosemide negative)",
+            "co-trimoxazole",
+            MatchLevel.SAME_CLASS,
+            id="a negative test in a parenthesis",
+        ),
+        pytest.param(
+            "denies allergies other than penicillin",
+            "amoxicillin",
+            MatchLevel.SAME_CLASS,
+            id="a denial with an exception",
+        ),
+        pytest.param(
+            "NKDA except codeine (vomiting)",
+            "codeine phosphate 30mg",
+            MatchLevel.SAME_INGREDIENT,
+            id="no known allergy but one",
+        ),
+        pytest.param(
+            "NO PENICILLINS - anaphylaxis",
+            "amoxicillin",
+            MatchLevel.SAME_CLASS,
+            id="a shouted no before a reaction",
+        ),
+        pytest.param(
+            "NIL penicillins (anaphylaxis)",
+            "Augmentin 625",
+            MatchLevel.SAME_CLASS,
+            id="a shouted nil before a parenthesised reaction",
+        ),
+    ],
+)
+def test_a_negation_governs_its_clause_not_the_allergy_recorded_beside_it(
+    knowledge: BundledKnowledge, allergen: str, drug: str, level: MatchLevel
+) -> None:
+    """A negation, a negative test or a passed challenge in one clause of an allergy text
+    leaves the allergy another clause records as strong as it is (it was `unverified`)."""
+    verdict = knowledge.cross_reactivity(allergen, drug)
+
+    assert verdict.level is level, verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("allergen", "cue"),
+    [
+        ("Penicillin allergy: No", "no"),
+        ("Allergy to penicillin: No", "no"),
+        ("Allergic to penicillin = No", "no"),
+        ("Penicillin: NO", "no"),
+        ("Penicillin allergy? No", "no"),
+        ("penicillin allergy - N", "n"),
+        ("penicillin allergy (false)", "false"),
+        ("penicillin allergy: none", "none"),
+        ("penicillin allergy (none)", "none"),
+        ("penicillin - not a true allergy", "not a true allergy"),
+        ("penicillin - not true allergy (vomiting only)", "not true allergy"),
+        ("penicillin allergy outgrown", "outgrown"),
+        ("penicillin allergy resolved", "allergy resolved"),
+        (
+            "previously labelled penicillin allergic - now tolerates amoxicillin",
+            "previously labelled",
+        ),
+        ("penicillin (skin test negative)", "negative"),
+        ("Penicillin (historical, tolerated since)", "tolerated since"),
+        ("No penicillin", "no"),
+        ("No penicillin allergy", "no"),
+    ],
+)
+def test_a_field_answered_no_or_a_record_that_it_is_no_allergy_is_unverified(
+    knowledge: BundledKnowledge, allergen: str, cue: str
+) -> None:
+    """The record negates the allergy it names (a structured answer, 'not a true allergy', a
+    negative test of the allergen): someone has to read it, it is no critical alert."""
+    verdict = knowledge.cross_reactivity(allergen, "co-amoxiclav 625mg")
+
+    assert verdict.level is MatchLevel.UNVERIFIED
+    assert verdict.reason == f"allergen '{allergen}' reads as a negation ({cue!r})"
+
+
+@pytest.mark.parametrize(
+    "allergen",
+    ["penicillin allergy: yes", "Penicillin: YES - anaphylaxis", "Penicillin allergy? Yes (hives)"],
+)
+def test_a_field_answered_yes_is_the_allergy(knowledge: BundledKnowledge, allergen: str) -> None:
+    assert knowledge.cross_reactivity(allergen, "amoxicillin").level is MatchLevel.SAME_CLASS
+    assert knowledge.cross_reactivity(allergen, "azithromycin").level is MatchLevel.NONE
+
+
+def test_a_drug_a_negated_clause_names_is_read_as_tolerated_not_its_classmates(
+    knowledge: BundledKnowledge,
+) -> None:
+    named = knowledge.cross_reactivity("penicillin (not allergic to amoxicillin)", "amoxicillin")
+    classmate = knowledge.cross_reactivity(
+        "penicillin (not allergic to amoxicillin)", "flucloxacillin"
+    )
+
+    assert named.level is MatchLevel.LOW_RISK
+    assert named.source == TOLERANCE_SOURCE
+    assert classmate.level is MatchLevel.SAME_CLASS
+
+
+def test_a_codeine_record_that_says_it_is_no_allergy_does_not_flag_morphine(
+    knowledge: BundledKnowledge,
+) -> None:
+    verdict = knowledge.cross_reactivity("codeine - not an allergy, just nausea", "morphine")
+
+    assert verdict.level is MatchLevel.UNVERIFIED
+    assert "a negation ('not an allergy')" in verdict.reason
