@@ -17,8 +17,10 @@ from rules.knowledge.normalise import folded_tokens
 from rules.knowledge.recognise import Recogniser, Recognition
 from rules.knowledge.tables import CLASS_PREFIX, KnowledgeTables, load_tables
 
-VEHICLES = f"{CLASS_PREFIX}infusion_vehicles"
-"""The class of the ingredients that carry or dilute an infusion (`DrugResolution.vehicles`)."""
+VEHICLES: Final = frozenset({f"{CLASS_PREFIX}infusion_vehicles", f"{CLASS_PREFIX}excipients"})
+"""The classes of the ingredients that carry or dilute the active drug (`DrugResolution.vehicles`):
+the vehicles of an infusion, and excipients a product names for the allergen they carry (the
+lactose carrier of a dry-powder inhaler)."""
 
 UNRESOLVED_SOURCE = "unresolved input: no ingredient or class could be recognised"
 PARTLY_RESOLVED_SOURCE = "partly resolved input: unrecognised words or codes"
@@ -58,7 +60,7 @@ class BundledKnowledge:
             classes=self._classes(concepts, memberships),
             resolved=recognition.complete,
             therapeutic_groups=self._groups(memberships),
-            vehicles=tuple(c for c in ingredients if VEHICLES in self._judge.keys(c)),
+            vehicles=tuple(c for c in ingredients if self._is_vehicle(c)),
             site_specific_classes=tuple(sorted(memberships & self._tables.site_specific)),
         )
 
@@ -80,7 +82,7 @@ class BundledKnowledge:
         outcome = (
             _Outcome(MatchLevel.UNVERIFIED, f"allergen '{allergen}' reads as {doubt}", DOUBT_SOURCE)
             if doubt is not None
-            else self._outcome(allergy, medicine, said_tolerated)
+            else self._outcome(allergy, medicine, said_tolerated, self._carried(kept))
         )
         return CrossReactivity(
             allergen=allergen,
@@ -93,10 +95,15 @@ class BundledKnowledge:
         )
 
     def _outcome(
-        self, allergy: Recognition, medicine: Recognition, said_tolerated: str
+        self,
+        allergy: Recognition,
+        medicine: Recognition,
+        said_tolerated: str,
+        carried: frozenset[str],
     ) -> _Outcome:
-        """Strongest verdict over all (allergen concept, drug concept) pairs, each ingredient
-        the allergy text says is tolerated at most `low_risk`."""
+        """Strongest verdict over all (allergen concept, drug concept) pairs, the `carried`
+        vehicles left out as allergens, each ingredient the allergy text says is tolerated at
+        most `low_risk`."""
         failure = _unresolved(allergy, medicine)
         if failure is not None:
             return _Outcome(MatchLevel.UNVERIFIED, failure, UNRESOLVED_SOURCE)
@@ -104,6 +111,7 @@ class BundledKnowledge:
         if not allergens:
             reason = f"'{allergy.query}' records that there is no known allergy"
             return _Outcome(MatchLevel.NONE, reason, STATEMENT_SOURCE)
+        allergens = tuple(c for c in allergens if c not in carried) or allergens
         tolerated = self._tolerated(said_tolerated)
         strongest = {concept: self._strongest(allergens, concept) for concept in medicine.concepts}
         verdicts = [
@@ -163,6 +171,21 @@ class BundledKnowledge:
         if not [concept for concept in named if concept != NO_KNOWN_ALLERGY]:
             return kept, negated[0].doubt, texts
         return kept, None, texts
+
+    def _carried(self, allergen_text: str) -> frozenset[str]:
+        """The vehicles and excipients the allergy text names only as part of a product: a
+        product recorded as the allergen is an allergy to its active ingredients, not to the
+        lactose of "Advair Diskus" or the saline of "ceftriaxone in sodium chloride"; a
+        vehicle that is a list item of its own ("milk; lactose") is an allergen."""
+        carried: set[str] = set()
+        alone: set[str] = set()
+        for concepts in self._recogniser.item_concepts(allergen_text):
+            vehicles = {concept for concept in concepts if self._is_vehicle(concept)}
+            (carried if len(vehicles) < len(concepts) else alone).update(vehicles)
+        return frozenset(carried - alone)
+
+    def _is_vehicle(self, concept: str) -> bool:
+        return not VEHICLES.isdisjoint(self._judge.keys(concept))
 
     def _tolerated(self, said: str) -> frozenset[str]:
         """The concepts an allergy text says are tolerated."""

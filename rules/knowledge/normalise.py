@@ -13,10 +13,10 @@ _GREEK = str.maketrans(
     {"\u03b1": " alpha ", "\u03b2": " beta ", "\u03b3": " gamma ", "\u03b4": " delta "}
 )
 _TOKEN = re.compile(r"[a-z0-9]+|[\u3400-\u4dbf\u4e00-\u9fff]")
-_QUANTITY = re.compile(r"\d+[a-z]*|(?:nda|anda|bla)\d+|q\d+h|[a-ce-z]")
+_QUANTITY = re.compile(r"\d+[a-z]*|(?:nda|anda|bla)\d+|q\d+h|x\d+[a-z]*|[a-ce-z]")
 """A stray letter is noise ("1 g", "penicillin-g" is a term of its own), except "d": after a
 brand it adds an ingredient (Claritin-D, Allegra-D: pseudoephedrine), so it must be part of a
-known term or leave the text unresolved."""
+known term or leave the text unresolved. A course length is a quantity ("x7/7", "x5d")."""
 _NDC_WIDTHS = (5, 4, 2)
 
 
@@ -38,9 +38,10 @@ def folded_tokens(folded: str) -> tuple[str, ...]:
 
 
 def is_quantity(token: str) -> bool:
-    """Strengths, counts, dosing intervals, application numbers and stray letters but "d".
+    """Strengths, counts, dosing intervals, course lengths, application numbers and stray
+    letters but "d".
 
-    For example "500", "5gm", "q8h", "nda020800", "g".
+    For example "500", "5gm", "q8h", "x7", "x7d", "nda020800", "g".
     """
     return _QUANTITY.fullmatch(token) is not None
 

@@ -86,6 +86,11 @@ class Recogniser:
         unknown = unknown_words + unknown_codes
         return Recognition(text, (), unknown, self._suggestions(unknown_words))
 
+    def item_concepts(self, text: str) -> tuple[tuple[str, ...], ...]:
+        """The concepts each list item of a text names ("Advair Diskus; milk": fluticasone,
+        salmeterol and lactose; milk)."""
+        return tuple(self.parse(item)[0] for item in _ITEM_SEPARATORS.split(fold(text)))
+
     def _unread_items(self, text: str) -> tuple[str, ...]:
         """The unrecognised words of the list items that name nothing, in a text of several
         items: an allergy's code names one substance, so it cannot vouch for another item of

@@ -642,3 +642,52 @@ def test_a_codeine_record_that_says_it_is_no_allergy_does_not_flag_morphine(
 
     assert verdict.level is MatchLevel.UNVERIFIED
     assert "a negation ('not an allergy')" in verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("allergen", "drug", "level"),
+    [
+        pytest.param(
+            "cow's milk protein allergy", "Advair Diskus 250/50", MatchLevel.PARTIAL, id="Diskus"
+        ),
+        pytest.param("milk allergy", "Relvar Ellipta", MatchLevel.PARTIAL, id="Ellipta"),
+        pytest.param("milk allergy", "Solu-Medrol 40 mg", MatchLevel.PARTIAL, id="Solu-Medrol 40"),
+        pytest.param("milk allergy", "Solu-Medrol 125 mg", MatchLevel.NONE, id="no lactose"),
+        pytest.param("milk allergy", "Advair HFA", MatchLevel.NONE, id="a metered-dose inhaler"),
+        pytest.param("lactose", "Flovent Diskus", MatchLevel.SAME_INGREDIENT, id="lactose"),
+        pytest.param(
+            "milk; lactose", "Relvar Ellipta", MatchLevel.SAME_INGREDIENT, id="lactose listed"
+        ),
+        pytest.param(
+            "Advair Diskus - oral thrush", "Anoro Ellipta", MatchLevel.NONE, id="a DPI recorded"
+        ),
+        pytest.param(
+            "ceftriaxone 1 g in sodium chloride 0.9% - rash",
+            "Sodium Chloride 0.9% 1000 mL",
+            MatchLevel.NONE,
+            id="a drug in saline recorded",
+        ),
+    ],
+)
+def test_a_lactose_carrier_is_judged_against_milk_protein_not_as_the_product_allergen(
+    knowledge: BundledKnowledge, allergen: str, drug: str, level: MatchLevel
+) -> None:
+    """The lactose of dry-powder inhalers and of Solu-Medrol 40 mg carries milk protein
+    (`partial`, from their labels); a product recorded as the allergen is an allergy to its
+    active ingredients, not to the carrier every other inhaler shares."""
+    assert knowledge.cross_reactivity(allergen, drug).level is level
+
+
+@pytest.mark.parametrize(
+    "allergen", ["lactose intolerance", "Lactose intolerant", "intolerant to lactose"]
+)
+@pytest.mark.parametrize(
+    "drug", ["Advair Diskus 250/50", "Solu-Medrol 40 mg", "amoxicillin 500mg capsules"]
+)
+def test_lactose_intolerance_is_no_allergy_and_raises_no_critical_alert(
+    knowledge: BundledKnowledge, allergen: str, drug: str
+) -> None:
+    verdict = knowledge.cross_reactivity(allergen, drug)
+
+    assert verdict.level is MatchLevel.UNVERIFIED
+    assert "an intolerance of the milk sugar, not an allergy" in verdict.reason

@@ -281,6 +281,15 @@ def test_unknown_text_is_unresolved(knowledge: BundledKnowledge, text: str) -> N
         ("6-MP 50 mg", ("mercaptopurine",)),
         ("HCQ 200 mg", ("hydroxychloroquine",)),
         ("amox-clav 875", ("amoxicillin", "clavulanate")),
+        ("clarithromycin 500 mg PO BD x7/7", ("clarithromycin",)),
+        ("doxycycline 100mg OD x5/7", ("doxycycline",)),
+        ("levofloxacin 500 mg PO OD x7d", ("levofloxacin",)),
+        ("vancomycin 1g IV q12h (trough 15-20)", ("vancomycin",)),
+        ("gentamicin 5mg/kg IV OD as per nomogram", ("gentamicin",)),
+        ("levetiracetam 500mg BD PO, titrate weekly", ("levetiracetam",)),
+        ("cefazolin 2g IV at induction", ("cefazolin",)),
+        ("gliclazide 80mg BD with meals", ("gliclazide",)),
+        ("Fluarix Tetra 0.5ml IM single dose", ("influenza vaccine",)),
     ],
 )
 def test_common_order_abbreviations_resolve(

@@ -100,6 +100,11 @@ def test_given_two_drugs_of_one_group_but_no_shared_class_then_a_duplicate_thera
             "Sodium Chloride 0.9% 1000 mL",
             id="a drug in saline and a saline infusion",
         ),
+        pytest.param(
+            "Incruse Ellipta",
+            "Flovent Diskus",
+            id="two inhalers sharing only their lactose carrier",
+        ),
     ],
 )
 def test_given_drugs_of_different_groups_then_no_duplicate_therapy(
