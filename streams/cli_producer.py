@@ -15,6 +15,7 @@ from projections.gate import GateContext
 from rules.batch import Submitted, processing_order, replay_batch
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
+from schemas.reasons import ReasonCode
 from streams.cli_common import (
     ActorOption,
     FormatOption,
@@ -175,10 +176,19 @@ def _replay_events(submitted: list[Submitted], errors: list[LineError], as_json:
         results = replay_batch(submitted, context_for, default_rules(load_bundled_knowledge()))
     print_line_errors(errors, err)
     (print_json if as_json else print_human)(results, out)
-    rejected = sum(len(result.rejections) for result in results.values())
+    decisions = [decision for result in results.values() for _, decision in result.rejections]
+    repeats = sum(1 for decision in decisions if decision.reasons == _REPEAT)
+    rejected = len(decisions) - repeats
+    if repeats:
+        err.print(f"{repeats} exact repeat(s) of accepted events changed nothing")
     if errors or rejected:
         err.print(f"{len(errors)} input error(s), {rejected} rejected event(s)")
         raise typer.Exit(code=1)
+
+
+_REPEAT = (ReasonCode.DUPLICATE_EVENT_ID,)
+"""An event sent again exactly as it was accepted: refused, changes nothing, and is no failure
+of the input (an export imported twice, a retried send)."""
 
 
 def _replay_from_kafka(as_json: bool) -> None:

@@ -336,3 +336,28 @@ def test_given_control_characters_in_a_name_then_the_json_output_escapes_them_an
     assert not any(character in result.stdout for character in "\x1b\x9b\x7f")
     (subject,) = [json.loads(line) for line in result.stdout.splitlines()]
     assert subject["state"]["medications"]["active"][0]["drug"] == drug
+
+
+def test_given_the_same_file_twice_then_the_repeats_change_nothing_and_fail_nothing(
+    tmp_path: Path,
+) -> None:
+    result = runner.invoke(app, ["replay", "--file", str(SAMPLE), "--file", str(SAMPLE)])
+    once = runner.invoke(app, ["replay", "--file", str(SAMPLE)])
+    assert result.exit_code == 0, result.stderr
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines()
+    assert f"{len(lines)} exact repeat(s) of accepted events changed nothing" in result.stderr
+    hashes = [line for line in result.stdout.splitlines() if line.startswith("state_hash")]
+    assert hashes == [line for line in once.stdout.splitlines() if line.startswith("state_hash")]
+
+
+def test_given_an_event_id_used_again_for_other_content_then_it_still_fails(
+    tmp_path: Path,
+) -> None:
+    first = json.loads(SAMPLE.read_text(encoding="utf-8").splitlines()[0])
+    changed = first | {"confidence": 0.5}
+    path = tmp_path / "reused.ndjson"
+    path.write_text(json.dumps(first) + "\n" + json.dumps(changed) + "\n", encoding="utf-8")
+    code, subjects, stderr = _replay_json(path)
+    assert code == 1
+    assert subjects[0]["rejected"][0]["reasons"] == ["event_id_reused"]
+    assert "exact repeat" not in stderr
