@@ -41,15 +41,20 @@ class _Filter:
         allowed = (
             ref["purpose"] == self.purpose
             and (self.special_allowed or not special)
-            and not self._expired(ref)
+            and self._in_force(ref)
         )
         if not allowed:
             self.withheld += 1
         return allowed
 
-    def _expired(self, ref: Mapping[str, Any]) -> bool:
-        until = ref.get("valid_until")
-        return until is not None and self.moment is not None and until <= plain(self.moment)
+    def _in_force(self, ref: Mapping[str, Any]) -> bool:
+        """Whether the claim's validity window holds the moment of the read (its `valid_from`
+        has come, its `valid_until` not yet)."""
+        if self.moment is None:
+            return True
+        moment = plain(self.moment)
+        since, until = ref.get("valid_from"), ref.get("valid_until")
+        return (since is None or since <= moment) and (until is None or moment < until)
 
 
 def readable_document(

@@ -38,9 +38,18 @@ _LATEST_DOCUMENTS = f"""SELECT * FROM {DATABASE}.state_checkpoints FINAL WHERE {
     ORDER BY subject_id, version DESC LIMIT 1 BY subject_id"""  # noqa: S608
 """The current checkpoint of each subject with its document (internal: never a relation)."""
 _CONSENT = "JSONExtractBool(state_json, 'state', 'consents', {purpose:String}, '%s')"
+_CONSENT_EVENT = (
+    "toUUIDOrNull(JSONExtractString(state_json, 'state', 'consents', {purpose:String}, 'event_id'))"
+)
+_READ_AT = "{read_at:DateTime64(3, 'UTC')}"
+_IN_FORCE = f"coalesce(valid_from <= {_READ_AT}, true) AND coalesce(valid_until > {_READ_AT}, true)"
+_CONSENTS_IN_FORCE = f"""SELECT event_id FROM {DATABASE}.events
+    WHERE {_OF_TENANT} AND type = 'ConsentChanged' AND {_IN_FORCE}"""  # noqa: S608
 _CONSENTING_SUBJECTS = f"""SELECT subject_id FROM ({_LATEST_DOCUMENTS})
-    WHERE {_CONSENT % "granted"} AND {_CONSENT % "special_category"}"""  # noqa: S608
-"""Subjects whose current state records consent to special-category use for the purpose."""
+    WHERE {_CONSENT % "granted"} AND {_CONSENT % "special_category"}
+    AND {_CONSENT_EVENT} IN ({_CONSENTS_IN_FORCE})"""  # noqa: S608
+"""Subjects whose current state records consent to special-category use for the purpose, in
+force at the time of the read (its event's `valid_from`/`valid_until`, as `consent_allows`)."""
 _BY_CONSENT = f"subject_id IN ({_CONSENTING_SUBJECTS})"
 _EXEMPT = "true"
 _HEALTH_TYPES = ", ".join(f"'{name}'" for name in HEALTH_EVENT_TYPES)
@@ -52,12 +61,16 @@ def _claim_ref(claim: str, ref: str, field: str) -> str:
 
 
 def _claim_valid_until(claim: str, ref: str) -> str:
-    return f"parseDateTime64BestEffortOrNull({_claim_ref(claim, ref, 'valid_until')}, 3, 'UTC')"
+    return _claim_time(claim, ref, "valid_until")
+
+
+def _claim_time(claim: str, ref: str, field: str) -> str:
+    return f"parseDateTime64BestEffortOrNull({_claim_ref(claim, ref, field)}, 3, 'UTC')"
 
 
 def _claim_readable(claim: str, ref: str, allowed: str, *, always_special: bool) -> str:
     """A current-view claim is shown when recorded for the read's purpose, allowed if special,
-    and still valid at the time of the read."""
+    and valid at the time of the read (from its `valid_from`, before its `valid_until`)."""
     special = (
         "true"
         if always_special
@@ -66,7 +79,8 @@ def _claim_readable(claim: str, ref: str, allowed: str, *, always_special: bool)
     return (
         f"{_claim_ref(claim, ref, 'purpose')} = {{purpose:String}}"
         f" AND (NOT ({special}) OR {allowed})"
-        f" AND coalesce({_claim_valid_until(claim, ref)} > {{read_at:DateTime64(3, 'UTC')}}, true)"
+        f" AND coalesce({_claim_time(claim, ref, 'valid_from')} <= {_READ_AT}, true)"
+        f" AND coalesce({_claim_valid_until(claim, ref)} > {_READ_AT}, true)"
     )
 
 

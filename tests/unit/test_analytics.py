@@ -713,10 +713,15 @@ def _claim(kind: str, name: str, subject: str, **envelope: Any) -> Event:
     return make_event(kind, name, tenant=P, subject=subject, payload=payloads[kind], **envelope)
 
 
-def _consent(subject: str, *, special_category: bool) -> Event:
+def _consent(subject: str, *, special_category: bool, **envelope: Any) -> Event:
     payload = {"purpose": RESEARCH, "granted": True, "special_category": special_category}
     return make_event(
-        "ConsentChanged", f"consent-{subject}", tenant=P, subject=subject, payload=payload
+        "ConsentChanged",
+        f"consent-{subject}",
+        tenant=P,
+        subject=subject,
+        payload=payload,
+        **envelope,
     )
 
 
@@ -749,6 +754,12 @@ PURPOSE_HISTORIES = {
         _claim("TravelRecorded", "s-expired-trip", "silent", valid_until=PAST),
         _claim("TravelRecorded", "s-open-trip", "silent", valid_until=FUTURE),
         _claim("MedicationPrescribed", "s-expired-rx", "silent", valid_until=PAST),
+        _claim("AllergyRecorded", "s-pending-allergy", "silent", valid_from=FUTURE),
+        _claim("MedicationPrescribed", "s-pending-rx", "silent", valid_from=FUTURE),
+    ],
+    "lapsed": [
+        _consent("lapsed", special_category=True, valid_until=PAST),
+        _claim("AllergyRecorded", "l-allergy", "lapsed", purpose=RESEARCH),
     ],
     "partial": [
         _consent("partial", special_category=False),
@@ -818,8 +829,15 @@ PURPOSE_CASES = [
         EVENT_NAMES,
         None,
         {},
-        ["s-care-allergy", "s-expired-rx", "s-expired-trip", "s-open-trip"],
-        id="given no purpose then the default care, exempt, and history keeps expired claims",
+        [
+            "s-care-allergy",
+            "s-expired-rx",
+            "s-expired-trip",
+            "s-open-trip",
+            "s-pending-allergy",
+            "s-pending-rx",
+        ],
+        id="given no purpose then the default care, exempt, and history keeps every claim",
     ),
     pytest.param(
         EVENT_NAMES,
@@ -830,6 +848,7 @@ PURPOSE_CASES = [
             "c-rx",
             "c-special",
             "c-trip",
+            "l-allergy",
             "p-allergy",
             "s-allergy",
             "s-plain",
@@ -850,14 +869,14 @@ PURPOSE_CASES = [
         RESEARCH,
         {},
         ["c-allergy"],
-        id="given research then only the consenting subject's allergies",
+        id="given research then only the allergies of the subject whose consent is in force",
     ),
     pytest.param(
         "SELECT allergy_id FROM allergies",
         "care",
         {},
         ["s-care-allergy"],
-        id="given care then only allergies recorded for care",
+        id="given care then allergies recorded for care and in force (not from next year)",
     ),
     pytest.param(
         "SELECT trip_id FROM trips",
@@ -878,7 +897,7 @@ PURPOSE_CASES = [
         "care",
         {},
         [],
-        id="given care then a prescription whose validity has ended is left out",
+        id="given care then prescriptions whose validity has ended or not begun are left out",
     ),
     pytest.param(
         "SELECT prescription_id FROM medications",
@@ -892,13 +911,13 @@ PURPOSE_CASES = [
         RESEARCH,
         {},
         ["consenting"],
-        id="given research then alerts only of the subject who consented",
+        id="given research then alerts only of the subject whose consent is in force",
     ),
     pytest.param(
         "SELECT subject_id FROM open_alerts",
         "care",
         {},
-        ["consenting", "partial", "silent"],
+        ["consenting", "lapsed", "partial", "silent"],
         id="given care then every alert (exempt purpose)",
     ),
 ]

@@ -160,6 +160,25 @@ def test_given_a_claim_that_expired_after_the_latest_event_then_a_read_now_leave
     assert list(read_before_expiry["preferences"]) == ["meal"]
 
 
+def test_given_a_claim_not_yet_in_force_then_a_read_before_its_valid_from_leaves_it_out() -> None:
+    next_course = make_event(
+        "MedicationPrescribed",
+        "next-course",
+        at=DAY,
+        purpose="care",
+        valid_from=T0 + 5 * DAY,
+        payload={"prescription_id": "rx-next", "drug": "ibuprofen"},
+    )
+    state = replay([next_course])
+
+    before = readable_document(state, "care", CLINIC, read_at=T0 + 2 * DAY)
+    from_then = readable_document(state, "care", CLINIC, read_at=T0 + 5 * DAY)
+
+    assert before["medications"]["active"] == []
+    assert before["read"]["withheld"] == 1
+    assert [m["prescription_id"] for m in from_then["medications"]["active"]] == ["rx-next"]
+
+
 def test_given_a_consent_that_expired_then_a_read_after_it_leaves_the_health_data_out() -> None:
     consent = make_event(
         "ConsentChanged",
