@@ -16,6 +16,7 @@ from typing import Any
 
 from projections.document import plain, state_document
 from projections.gate import TenantPolicy, consent_allows
+from projections.queries import HOME_COUNTRY
 from projections.state import UserState
 from projections.views import DEFAULT_POLICY, FoldPolicy
 
@@ -37,15 +38,15 @@ class _Filter:
         self.withheld = 0
 
     def allows(self, ref: Mapping[str, Any], health: bool = False) -> bool:
-        special = health or ref["sensitivity"] == SPECIAL
-        allowed = (
-            ref["purpose"] == self.purpose
-            and (self.special_allowed or not special)
-            and self._in_force(ref)
-        )
+        allowed = self.may_use(ref, health) and self._in_force(ref)
         if not allowed:
             self.withheld += 1
         return allowed
+
+    def may_use(self, ref: Mapping[str, Any], health: bool = False) -> bool:
+        """Whether the claim was recorded for the purpose, with a legal basis if special."""
+        special = health or ref["sensitivity"] == SPECIAL
+        return ref["purpose"] == self.purpose and (self.special_allowed or not special)
 
     def _in_force(self, ref: Mapping[str, Any]) -> bool:
         """Whether the claim's validity window holds the moment of the read (its `valid_from`
@@ -75,7 +76,13 @@ def readable_document(
         status: [m for m in entries if check.allows(m["prescribed"], health=True)]
         for status, entries in document["medications"].items()
     }
-    document["trips"] = [t for t in document["trips"] if check.allows(t["recorded"])]
+    home = document["facts"].get(HOME_COUNTRY)
+    home_usable = home is None or all(check.may_use(claim) for claim in home["history"])
+    document["trips"] = [
+        trip if home_usable else trip | {"home_country": None, "international": None}
+        for trip in document["trips"]
+        if check.allows(trip["recorded"])
+    ]
     for kind in ("preferences", "facts"):
         document[kind] = {
             key: claim | {"history": [h for h in claim["history"] if check.allows(h)]}

@@ -91,6 +91,20 @@ def _claim_columns(claim: str, ref: str) -> str:
     )
 
 
+_HOME_CLAIMS = "JSONExtractArrayRaw(state_json, 'state', 'facts', 'home_country', 'history')"
+
+
+def _home_usable(allowed: str) -> str:
+    """Whether the read may use every `home_country` claim a trip's home country and
+    `international` are derived from: each recorded for its purpose, special ones only with a
+    legal basis (otherwise the two columns are NULL, as for an unknown home country)."""
+    return (
+        f"arrayAll(claim -> JSONExtractString(claim, 'purpose') = {{purpose:String}}, "
+        f"{_HOME_CLAIMS}) AND (NOT arrayExists(claim -> JSONExtractString(claim, 'sensitivity')"
+        f" = 'special_category', {_HOME_CLAIMS}) OR {allowed})"
+    )
+
+
 def _trips(allowed: str) -> str:
     return f"""SELECT
     tenant_id, subject_id, version AS state_version,
@@ -99,8 +113,10 @@ def _trips(allowed: str) -> str:
     JSONExtractString(trip, 'destination_country') AS destination_country,
     toDate32(JSONExtractString(trip, 'departure_date')) AS departure_date,
     toDate32OrNull(JSONExtractString(trip, 'return_date')) AS return_date,
-    nullIf(JSONExtractString(trip, 'home_country'), '') AS home_country,
-    JSONExtract(trip, 'international', 'Nullable(Bool)') AS international,
+    if({_home_usable(allowed)}, nullIf(JSONExtractString(trip, 'home_country'), ''), NULL)
+        AS home_country,
+    if({_home_usable(allowed)}, JSONExtract(trip, 'international', 'Nullable(Bool)'), NULL)
+        AS international,
     JSONExtractString(trip, 'recorded', 'event_id') AS event_id,
     parseDateTime64BestEffortOrNull(
         JSONExtractString(trip, 'recorded', 'occurred_at'), 3, 'UTC') AS recorded_at,

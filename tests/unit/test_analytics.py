@@ -1305,3 +1305,38 @@ def test_given_a_token_then_only_that_bearer_header_matches() -> None:
     assert not bearer_matches("Bearer s3cre", "s3cret")
     assert not bearer_matches("s3cret", "s3cret")
     assert not bearer_matches(None, "s3cret")
+
+
+H = "clinic-homes"
+
+
+@pytest.fixture(scope="module")
+def homes(client: Client) -> str:
+    """Tenant H: two subjects with a trip recorded for care; one's home country was told for
+    research only, the other's for care."""
+    histories = {
+        subject: [
+            make_event("FactAsserted", f"{subject}-home", tenant=H, subject=subject, purpose=told),
+            make_event(
+                "TravelRecorded", f"{subject}-trip", tenant=H, subject=subject, at=timedelta(days=1)
+            ),
+        ]
+        for subject, told in (("research-home", RESEARCH), ("care-home", "care"))
+    }
+    events = [event for history in histories.values() for event in history]
+    event_rows, _ = _accepted(events, first_offset=3000)
+    write_batch(client, "events", EVENT_COLUMNS, event_rows, "home-events")
+    checkpoints = [
+        _checkpoint(replay(history), 3000 + number)
+        for number, history in enumerate(histories.values())
+    ]
+    write_batch(client, "state_checkpoints", CHECKPOINT_COLUMNS, checkpoints, "home-states")
+    return H
+
+
+def test_a_home_country_told_for_another_purpose_does_not_reach_the_trips_of_a_read(
+    client: Client, homes: str
+) -> None:
+    sql = "SELECT subject_id, home_country, international FROM trips ORDER BY subject_id"
+    result = query(client, sql, homes, "care")
+    assert result.rows == [["care-home", "NL", True], ["research-home", None, None]]

@@ -191,3 +191,22 @@ def test_given_a_consent_that_expired_then_a_read_after_it_leaves_the_health_dat
     inside = readable_document(state, "care", ASSISTANT, read_at=T0 + 5 * DAY)
     after = readable_document(state, "care", ASSISTANT, read_at=T0 + 7 * DAY)
     assert (visible(inside)["allergies"], visible(after)["allergies"]) == (1, 0)
+
+
+def test_given_a_home_country_told_for_another_purpose_then_trips_read_without_it() -> None:
+    home = make_event(
+        "FactAsserted",
+        "home-research",
+        purpose="research",
+        payload={"key": "home_country", "value": "SE"},
+    )
+    trip = make_event("TravelRecorded", "trip", at=DAY, purpose="care")
+    state = replay([home, trip])
+
+    care = readable_document(state, "care", CLINIC)
+    research = readable_document(state, "research", CLINIC)
+
+    assert [(t["home_country"], t["international"]) for t in care["trips"]] == [(None, None)]
+    assert care["facts"] == {}
+    assert research["trips"] == []
+    assert research["facts"]["home_country"]["value"] == "SE"
