@@ -202,11 +202,12 @@ def state_from_document(
 def _event_ref(event: Event) -> dict[str, Any]:
     """Where a claim came from and what it may be used for (a fresh copy each time: readers
     may filter the document they get)."""
-    provenance: dict[str, Any] = _memoised(_EVENT_REFS, event, _provenance)
-    return dict(provenance)
+    found: dict[str, Any] = _memoised(_EVENT_REFS, event, provenance)
+    return dict(found)
 
 
-def _provenance(event: Event) -> dict[str, Any]:
+def provenance(event: Event) -> dict[str, Any]:
+    """Where an event came from and what it may be used for."""
     return {
         "event_id": event.id,
         "occurred_at": plain(event.occurred_at),

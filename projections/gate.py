@@ -18,6 +18,7 @@ from projections.state import UserState, claim_address
 from projections.views import valid_at
 from schemas.events import (
     CLOCK_ACTOR,
+    AlertAcknowledged,
     AllergyRecorded,
     AllergyStatusChanged,
     ClaimRetracted,
@@ -32,8 +33,15 @@ from schemas.events import (
 )
 from schemas.reasons import ReasonCode
 
-HEALTH_PAYLOADS = (AllergyRecorded, AllergyStatusChanged, MedicationPrescribed, MedicationStopped)
-"""Payloads that are health data (GDPR art. 9) whatever sensitivity the producer labelled."""
+HEALTH_PAYLOADS = (
+    AllergyRecorded,
+    AllergyStatusChanged,
+    MedicationPrescribed,
+    MedicationStopped,
+    AlertAcknowledged,
+)
+"""Payloads that are health data (GDPR art. 9) whatever sensitivity the producer labelled (an
+acknowledgement is a clinician's decision about a health alert, often with its reason)."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from projections.document import plain, state_document
+from projections.document import plain, provenance, state_document
 from projections.gate import TenantPolicy, consent_allows
 from projections.queries import HOME_COUNTRY
 from projections.state import UserState
@@ -89,6 +89,11 @@ def readable_document(
             for key, claim in document[kind].items()
             if check.allows(claim["current"])
         }
+    document["acknowledgements"] = {
+        alert_id: entry
+        for alert_id, entry in document["acknowledgements"].items()
+        if check.allows(provenance(state.events[entry["event_id"]]), health=True)
+    }
     document["conflicts"] = [
         conflict
         for conflict in document["conflicts"]

@@ -961,6 +961,7 @@ def test_the_health_event_types_are_those_the_gate_treats_as_special() -> None:
         "AllergyStatusChanged",
         "MedicationPrescribed",
         "MedicationStopped",
+        "AlertAcknowledged",
     }
 
 

@@ -181,6 +181,20 @@ REJECTIONS = [
         id="given data labelled special_category without consent then special_category_without_consent",
     ),
     pytest.param(
+        make_event(
+            "AlertAcknowledged",
+            "c3",
+            tenant="assistant",
+            actor="chat-agent",
+            purpose="personalization",
+            payload={"alert_id": "a-1", "action": "overridden", "reason": "tolerated before"},
+        ),
+        {},
+        None,
+        ReasonCode.SPECIAL_CATEGORY_WITHOUT_CONSENT,
+        id="given an override of a health alert without consent then special_category_without_consent",
+    ),
+    pytest.param(
         make_event("PreferenceStated", "sup1", supersedes=event_id("never-seen")),
         {},
         REMEMBERED,

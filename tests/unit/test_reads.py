@@ -210,3 +210,21 @@ def test_given_a_home_country_told_for_another_purpose_then_trips_read_without_i
     assert care["facts"] == {}
     assert research["trips"] == []
     assert research["facts"]["home_country"]["value"] == "SE"
+
+
+def test_given_an_acknowledgement_recorded_for_another_purpose_then_a_read_leaves_it_out() -> None:
+    override = make_event(
+        "AlertAcknowledged",
+        "override",
+        purpose="research",
+        payload={"alert_id": "a-1", "action": "overridden", "reason": "penicillin tolerated"},
+    )
+    state = replay([override])
+
+    care = readable_document(state, "care", CLINIC)
+    research_exempt = TenantPolicy(frozenset({"ehr-adapter"}), frozenset({"research"}))
+    research = readable_document(state, "research", research_exempt)
+
+    assert care["acknowledgements"] == {}
+    assert care["read"]["withheld"] == 1
+    assert research["acknowledgements"]["a-1"]["reason"] == "penicillin tolerated"
