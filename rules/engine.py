@@ -58,10 +58,15 @@ def _status_of(action: AcknowledgementAction) -> AlertStatus:
 
 
 def _acknowledgement(rules: Sequence[Rule], state: UserState, event: Event) -> list[Alert]:
-    """An acknowledgement or override of an alert that is currently raised."""
+    """An acknowledgement or override of an alert that is currently raised, when it is the one
+    that holds: one older in valid time than the acknowledgement the state already holds (it
+    arrived late) changes nothing, so the alert's status follows the state."""
     if not isinstance(event.payload, AlertAcknowledged):
         return []
     ack = event.payload
+    held: AcknowledgementView | None = state.resolution(Kind.ACKNOWLEDGEMENT, ack.alert_id)
+    if held is None or held.event.id != event.id:
+        return []
     return [
         lifecycle(state, finding, _status_of(ack.action), event, ack.reason)
         for finding in _findings_of(rules, state, ack.alert_id)
@@ -105,18 +110,24 @@ def _standing_acknowledgement(state: UserState, alert: Alert, event: Event) -> A
 def _acknowledgement_retracted(
     rules: Sequence[Rule], before: UserState, after: UserState, event: Event
 ) -> list[Alert]:
-    """An alert still present is `raised` again when its acknowledgement is retracted."""
+    """When the acknowledgement that held an alert still present is retracted, the alert takes
+    the status of the acknowledgement that holds now (an earlier acceptance under a retracted
+    override), or is `raised` again when none does."""
     if not isinstance(event.payload, ClaimRetracted):
         return []
     retracted = before.events.get(event.payload.claim_id)
     if retracted is None or not isinstance(retracted.payload, AlertAcknowledged):
         return []
     alert = retracted.payload.alert_id
-    if after.resolution(Kind.ACKNOWLEDGEMENT, alert) is not None:
+    held_before: AcknowledgementView | None = before.resolution(Kind.ACKNOWLEDGEMENT, alert)
+    if held_before is None or held_before.event.id != retracted.id:
         return []
-    reason = f"{event.type.value} {event.id} retracted its acknowledgement"
+    held: AcknowledgementView | None = after.resolution(Kind.ACKNOWLEDGEMENT, alert)
+    retraction = f"{event.type.value} {event.id} retracted its acknowledgement"
+    status = AlertStatus.RAISED if held is None else _status_of(held.action)
+    reason = retraction if held is None else held.reason
     return [
-        lifecycle(after, finding, AlertStatus.RAISED, event, reason)
+        lifecycle(after, finding, status, event, reason)
         for finding in _findings_of(rules, after, alert)
     ]
 

@@ -173,6 +173,46 @@ def test_given_a_retracted_override_then_the_alert_is_raised_again() -> None:
     assert "retracted its acknowledgement" in str(alerts[-1].reason)
 
 
+def _accept(alert_id: object, day: float, name: str = "accept") -> Any:
+    payload = {"alert_id": str(alert_id), "action": "accepted", "reason": "seen, order changed"}
+    return make_event("AlertAcknowledged", name, at=day * DAY, payload=payload)
+
+
+def test_given_a_retracted_override_under_an_earlier_acceptance_then_the_acceptance_holds() -> None:
+    (raised,) = run([allergy(), rx("rx-amox", "amoxicillin")])
+    accept, override = _accept(raised.alert_id, day=2), _override(raised.alert_id, day=3)
+    retraction = make_event(
+        "ClaimRetracted", "retract-override", at=4 * DAY, payload={"claim_id": override.id}
+    )
+    alerts = run([allergy(), rx("rx-amox", "amoxicillin"), accept, override, retraction])
+    assert _final_status(alerts) == {raised.alert_id: AlertStatus.ACKNOWLEDGED}
+    assert alerts[-1].reason == "seen, order changed"
+    assert alerts[-1].trigger_event_id == retraction.id
+
+
+def test_given_a_retracted_acknowledgement_that_no_longer_held_then_nothing_changes() -> None:
+    (raised,) = run([allergy(), rx("rx-amox", "amoxicillin")])
+    accept, override = _accept(raised.alert_id, day=2), _override(raised.alert_id, day=3)
+    retraction = make_event(
+        "ClaimRetracted", "retract-accept", at=4 * DAY, payload={"claim_id": accept.id}
+    )
+    alerts = run([allergy(), rx("rx-amox", "amoxicillin"), accept, override, retraction])
+    assert alerts[-1].status is AlertStatus.OVERRIDDEN
+    assert alerts[-1].trigger_event_id == override.id
+
+
+@pytest.mark.parametrize("later_first", [True, False], ids=["later first", "in order"])
+def test_given_acknowledgements_in_any_arrival_order_then_the_latest_in_valid_time_holds(
+    later_first: bool,
+) -> None:
+    (raised,) = run([allergy(), rx("rx-amox", "amoxicillin")])
+    accept, override = _accept(raised.alert_id, day=2), _override(raised.alert_id, day=3)
+    acks = [override, accept] if later_first else [accept, override]
+    alerts = run([allergy(), rx("rx-amox", "amoxicillin"), *acks])
+    assert _final_status(alerts) == {raised.alert_id: AlertStatus.OVERRIDDEN}
+    assert alerts[-1].reason == "desensitised"
+
+
 def test_given_an_unchanged_conflict_when_unrelated_events_arrive_then_no_repeat_alert() -> None:
     pref = make_event("PreferenceStated", "pref", at=3 * DAY)
     trip = make_event("TravelRecorded", "trip", at=4 * DAY)
