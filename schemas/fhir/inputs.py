@@ -327,7 +327,10 @@ def reference_key(reference: str) -> str:
 _URN_UUID: Final = "urn:uuid:"
 
 
-def version_rank(resource: Json) -> tuple[datetime, int, str]:
+VersionRank = tuple[datetime, int, str]
+
+
+def version_rank(resource: Json) -> VersionRank:
     """Where a version of a resource stands among the versions of the same resource: by
     `meta.lastUpdated`, then by a numeric `meta.versionId`, then by the versionId's text."""
     meta = resource.get("meta")

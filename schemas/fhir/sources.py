@@ -14,7 +14,7 @@ from urllib.parse import parse_qs
 from uuid import NAMESPACE_URL, uuid5
 
 from schemas.events import Event, EventType, FactAsserted, Origin, Payload, Sensitivity
-from schemas.fhir.inputs import SourcedResource, reference_key, version_rank
+from schemas.fhir.inputs import SourcedResource, VersionRank, reference_key, version_rank
 from schemas.fhir.json_access import (
     Json,
     Problem,
@@ -82,7 +82,7 @@ class Index:
         patients: dict[str, str] = {}
         orders: dict[str, SourcedResource] = {}
         identifiers: dict[tuple[str, str], str | None] = {}
-        undecided: set[str] = set()
+        ties: dict[str, VersionRank] = {}
         for item in resources:
             resource_type, identifier = item.resource_type, item.identity
             full_url = reference_key(item.full_url) if item.full_url else None
@@ -90,9 +90,9 @@ class Index:
                 key for key in (full_url, identifier and f"{resource_type}/{identifier}") if key
             ]
             if resource_type == "Medication":
-                _keep_newest(medications, keys, item, undecided)
+                _keep_newest(medications, keys, item, ties)
             if resource_type == "MedicationRequest":
-                _keep_newest(orders, keys, item, undecided)
+                _keep_newest(orders, keys, item, ties)
             if resource_type == "Patient" and full_url and identifier:
                 patients[full_url] = identifier
             if resource_type == "Patient" and identifier:
@@ -100,12 +100,16 @@ class Index:
                     identifiers[key] = (
                         identifier if identifiers.get(key, identifier) == identifier else None
                     )
+        held = {**medications, **orders}
+        undecided = frozenset(
+            key for key, rank in ties.items() if version_rank(held[key].resource) == rank
+        )
         return cls(
             {key: item.resource for key, item in medications.items()},
             patients,
             orders,
             identifiers,
-            undecided=frozenset(undecided),
+            undecided=undecided,
         )
 
     def medication(self, reference: str) -> Json | None:
@@ -136,18 +140,19 @@ def _keep_newest(
     held: dict[str, SourcedResource],
     keys: Sequence[str],
     item: SourcedResource,
-    undecided: set[str],
+    ties: dict[str, VersionRank],
 ) -> None:
     """Index `item` under `keys` where it is the newest version seen (a history Bundle lists
     the newest first, a second file may hold an older copy); two different resources that
-    rank alike make their key undecided."""
+    rank alike are a tie at that rank, which leaves their key undecided unless a newer version
+    comes (in any order)."""
     rank = version_rank(item.resource)
     for key in keys:
         other = held.get(key)
         if other is None or version_rank(other.resource) < rank:
             held[key] = item
         elif version_rank(other.resource) == rank and other.resource != item.resource:
-            undecided.add(key)
+            ties[key] = rank
 
 
 @dataclass(frozen=True)

@@ -305,3 +305,16 @@ def test_a_conditional_medication_reference_is_an_error_that_says_so() -> None:
     )
     (error,) = result.errors
     assert "is a conditional reference" in error.message
+
+
+@pytest.mark.parametrize("newest_last", [True, False])
+def test_two_different_copies_of_an_old_version_do_not_hide_the_newest(newest_last: bool) -> None:
+    copies = [
+        medication("123", "Acetaminophen 325 MG Oral Tablet", version="1"),
+        medication("123", "Ibuprofen 200 MG Oral Tablet", version="1"),
+    ]
+    newest = medication("123", "Amoxicillin 500 MG Oral Capsule", version="2")
+    files = [*copies, newest] if newest_last else [newest, *copies]
+    result = run(*files, order("Patient/p1", medicationReference={"reference": "Medication/123"}))
+    assert result.errors == []
+    assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]
