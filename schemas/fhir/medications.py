@@ -234,7 +234,10 @@ def _referenced_medication(resource: Json, reference: Json, index: Index) -> Jso
 
 def _contained(resource: Json, identifier: str) -> Json:
     for contained in objects_at(resource, "contained"):
-        if contained.get("resourceType") == "Medication" and contained.get("id") == identifier:
+        if contained.get("resourceType") == "Medication" and contained.get("id") in (
+            identifier,
+            f"#{identifier}",
+        ):
             return contained
     raise Unmappable(Problem.UNRESOLVED_REFERENCE, f"contained Medication #{identifier} not found")
 

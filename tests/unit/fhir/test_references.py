@@ -318,3 +318,15 @@ def test_two_different_copies_of_an_old_version_do_not_hide_the_newest(newest_la
     result = run(*files, order("Patient/p1", medicationReference={"reference": "Medication/123"}))
     assert result.errors == []
     assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]
+
+
+def test_a_contained_medication_whose_id_is_written_with_its_hash_is_found() -> None:
+    contained = {
+        "resourceType": "Medication",
+        "id": "#m1",
+        "code": {"text": "Amoxicillin 500 MG Oral Capsule"},
+    }
+    resource = order("Patient/p1", medicationReference={"reference": "#m1"})
+    result = run({**resource, "contained": [contained]})
+    assert result.errors == []
+    assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]
