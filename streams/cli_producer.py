@@ -40,6 +40,7 @@ from streams.runtime import collector_paused
 from streams.settings import Settings
 from streams.signatures import new_signing_key as new_signing_key_file
 from streams.tenants import load_gate_policy
+from streams.text_files import file_labels
 
 
 def read_events(
@@ -60,8 +61,8 @@ def read_events(
 def _read_ndjson(paths: list[Path]) -> tuple[list[Submitted], list[LineError]]:
     submitted: list[Submitted] = []
     errors: list[LineError] = []
-    for path in paths:
-        found, problems = read_ndjson_file(path)
+    for path, label in zip(paths, file_labels(paths), strict=True):
+        found, problems = read_ndjson_file(path, label)
         submitted.extend(found)
         errors.extend(problems)
     return submitted, errors

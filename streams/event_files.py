@@ -43,5 +43,8 @@ def read_ndjson(
     return submitted, errors
 
 
-def read_ndjson_file(path: Path) -> tuple[list[Submitted], list[LineError]]:
-    return read_ndjson(text_lines(path), path.name)
+def read_ndjson_file(
+    path: Path, label: str | None = None
+) -> tuple[list[Submitted], list[LineError]]:
+    """The events of a file, their origins named by `label` (default: the file's name)."""
+    return read_ndjson(text_lines(path), label or path.name)

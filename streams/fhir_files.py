@@ -34,7 +34,7 @@ from schemas.fhir.mapping import (
 from schemas.fhir.notes import note_shortened
 from streams.event_files import LineError
 from streams.runtime import collector_paused
-from streams.text_files import DAMAGED_GZIP, file_text, not_utf8, text_lines
+from streams.text_files import DAMAGED_GZIP, file_labels, file_text, not_utf8, text_lines
 
 NDJSON_SUFFIXES = frozenset({".ndjson", ".jsonl"})
 
@@ -166,19 +166,20 @@ def import_fhir_files(paths: Sequence[Path], context: ImportContext) -> FhirImpo
     The parsed JSON and the events are acyclic: without the cyclic collector, which would
     rescan them all as they pile up, a bulk export imports about twice as fast."""
     with collector_paused():
-        return import_fhir(combine(_read(path) for path in paths), context)
+        parts = (_read(path, label) for path, label in zip(paths, file_labels(paths), strict=True))
+        return import_fhir(combine(parts), context)
 
 
-def _read(path: Path) -> ParsedInput:
+def _read(path: Path, label: str) -> ParsedInput:
     """A `.ndjson`/`.jsonl` file (or one of them gzipped, `.ndjson.gz`) line by line, any other
     file as one JSON document."""
     problem = Problem.MALFORMED_JSON.value
     try:
         if Path(path.name.removesuffix(".gz")).suffix.lower() in NDJSON_SUFFIXES:
-            return parse_ndjson(text_lines(path), path.name, each=without_unmapped)
-        return without_unmapped(parse_json_document(file_text(path), path.name))
+            return parse_ndjson(text_lines(path), label, each=without_unmapped)
+        return without_unmapped(parse_json_document(file_text(path), label))
     except UnicodeDecodeError as error:
-        return ParsedInput(errors=(FhirError(path.name, problem, not_utf8(error)),))
+        return ParsedInput(errors=(FhirError(label, problem, not_utf8(error)),))
     except DAMAGED_GZIP as error:
         message = f"the gzip data is damaged: {error}"
-        return ParsedInput(errors=(FhirError(path.name, problem, message),))
+        return ParsedInput(errors=(FhirError(label, problem, message),))

@@ -9,7 +9,8 @@ from __future__ import annotations
 import codecs
 import gzip
 import zlib
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from io import BufferedReader
 from itertools import chain
 from pathlib import Path
@@ -21,6 +22,13 @@ _GZIP_MAGIC: Final = b"\x1f\x8b"
 _UTF16_BOMS: Final = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 DAMAGED_GZIP: Final = (gzip.BadGzipFile, EOFError, zlib.error)
 """What reading damaged or cut-off gzip data raises."""
+
+
+def file_labels(paths: Sequence[Path]) -> list[str]:
+    """How each file is named in messages: by its name, or by the path given when another file
+    of the same call has that name (two exports from two servers, both `Patient.000.ndjson`)."""
+    names = Counter(path.name for path in paths)
+    return [path.name if names[path.name] == 1 else str(path) for path in paths]
 
 
 def not_utf8(error: UnicodeDecodeError, where: str = "") -> str:

@@ -361,3 +361,18 @@ def test_given_an_event_id_used_again_for_other_content_then_it_still_fails(
     assert code == 1
     assert subjects[0]["rejected"][0]["reasons"] == ["event_id_reused"]
     assert "exact repeat" not in stderr
+
+
+def test_given_two_event_files_of_one_name_then_their_errors_name_the_paths(
+    tmp_path: Path,
+) -> None:
+    paths = []
+    for part in ("monday", "tuesday"):
+        (tmp_path / part).mkdir()
+        path = tmp_path / part / "events.ndjson"
+        path.write_text("{broken\n", encoding="utf-8")
+        paths.append(path)
+    result = runner.invoke(app, ["replay", "--file", str(paths[0]), "--file", str(paths[1])])
+    assert result.exit_code == 1
+    assert f"{paths[0]}:1" in result.stderr
+    assert f"{paths[1]}:1" in result.stderr

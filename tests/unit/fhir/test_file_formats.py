@@ -95,3 +95,14 @@ def test_a_pretty_printed_document_in_an_ndjson_file_is_one_error_saying_so(
     assert origin == "export.ndjson:1"
     assert "pretty-printed" in message
     assert "name the file .json" in message
+
+
+def test_two_files_of_one_name_are_told_apart_by_their_paths(tmp_path: Path) -> None:
+    paths = []
+    for server in ("hospital-a", "hospital-b"):
+        (tmp_path / server).mkdir()
+        path = tmp_path / server / "AllergyIntolerance.000.ndjson"
+        path.write_text("{not json}\n", encoding="utf-8")
+        paths.append(path)
+    origins = [origin for origin, _ in messages(read(*paths))]
+    assert origins == [f"{paths[0]}:1", f"{paths[1]}:1"]
