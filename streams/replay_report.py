@@ -54,7 +54,9 @@ def print_human(results: Mapping[str, SubjectResult], console: Console) -> None:
         if result.alerts:
             console.print(alert_table(result.alerts))
         for submitted, rejection in result.rejections:
-            console.print(styled("rejected", "yellow", f" {submitted.origin}: {rejection.detail}"))
+            record = submitted.event.source_ref
+            where = f"{submitted.origin} ({record})" if record else submitted.origin
+            console.print(styled("rejected", "yellow", f" {where}: {rejection.detail}"))
 
 
 def _summary(document: Mapping[str, Any]) -> str:

@@ -11,6 +11,9 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+from typer.testing import CliRunner
+
+from streams.cli import app
 from streams.fhir_files import FhirFiles, read_fhir_files
 from tests.unit.fhir.test_mapping import PENICILLIN
 
@@ -106,3 +109,13 @@ def test_two_files_of_one_name_are_told_apart_by_their_paths(tmp_path: Path) -> 
         paths.append(path)
     origins = [origin for origin, _ in messages(read(*paths))]
     assert origins == [f"{paths[0]}:1", f"{paths[1]}:1"]
+
+
+def test_a_refused_imported_record_is_named_in_the_replay_output(tmp_path: Path) -> None:
+    path = tmp_path / "future.json"
+    path.write_text(json.dumps({**PENICILLIN, "recordedDate": "2099-01-01"}), encoding="utf-8")
+    result = CliRunner().invoke(app, ["replay", "--format", "fhir", "--file", str(path)])
+    assert result.exit_code == 1
+    assert "rejected future.json (AllergyIntolerance/medication): occurred_in_future" in (
+        result.stdout
+    )
