@@ -339,12 +339,15 @@ def version_rank(resource: Json) -> VersionRank:
     version = version if isinstance(version, str) else ""
     return (
         _instant_or_none(meta.get("lastUpdated")) or _NO_TIME,
-        int(version) if version.isdecimal() else -1,
+        int(version) if version.isdecimal() and len(version) <= _LONGEST_NUMBER else -1,
         version,
     )
 
 
 _NO_TIME: Final = datetime(1, 1, 1, tzinfo=UTC)
+_LONGEST_NUMBER: Final = 30
+"""Digits of the longest versionId read as a number (a longer one, no server's counter, is
+compared as text)."""
 
 
 def _instant_or_none(value: object) -> datetime | None:

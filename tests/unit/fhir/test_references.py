@@ -330,3 +330,9 @@ def test_a_contained_medication_whose_id_is_written_with_its_hash_is_found() -> 
     result = run({**resource, "contained": [contained]})
     assert result.errors == []
     assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]
+
+
+def test_a_version_id_of_thousands_of_digits_is_compared_as_text_not_a_crash() -> None:
+    huge = medication("123", "Amoxicillin 500 MG Oral Capsule", version="9" * 5000)
+    result = run(huge, order("Patient/p1", medicationReference={"reference": "Medication/123"}))
+    assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]
