@@ -791,18 +791,25 @@ def _purpose_alert(subject: str, offset: int) -> Row:
     return alert_row(alert, Coordinates("uac.alerts", 0, offset), NOW)
 
 
+def _store_histories(
+    client: Client, histories: dict[str, list[Event]], first_offset: int, batch: str
+) -> None:
+    """Each subject's events as accepted and its state as its current checkpoint."""
+    events = [event for history in histories.values() for event in history]
+    event_rows, _ = _accepted(events, first_offset=first_offset)
+    write_batch(client, "events", EVENT_COLUMNS, event_rows, f"{batch}-events")
+    checkpoints = [
+        _checkpoint(replay(history), first_offset + number)
+        for number, history in enumerate(histories.values())
+    ]
+    write_batch(client, "state_checkpoints", CHECKPOINT_COLUMNS, checkpoints, f"{batch}-states")
+
+
 @pytest.fixture(scope="module")
 def purposes(client: Client) -> str:
     """Tenant P: a subject who consented to special-category research use, one who did not,
     and one whose consent leaves special categories out."""
-    events = [event for history in PURPOSE_HISTORIES.values() for event in history]
-    event_rows, _ = _accepted(events, first_offset=1000)
-    write_batch(client, "events", EVENT_COLUMNS, event_rows, "purpose-events")
-    checkpoints = [
-        _checkpoint(replay(history), 1000 + number)
-        for number, history in enumerate(PURPOSE_HISTORIES.values())
-    ]
-    write_batch(client, "state_checkpoints", CHECKPOINT_COLUMNS, checkpoints, "purpose-states")
+    _store_histories(client, PURPOSE_HISTORIES, 1000, "purpose")
     alerts = [_purpose_alert(subject, 1000 + n) for n, subject in enumerate(PURPOSE_HISTORIES)]
     write_batch(client, "alerts", ALERT_COLUMNS, alerts, "purpose-alerts")
     return P
@@ -1324,14 +1331,7 @@ def homes(client: Client) -> str:
         ]
         for subject, told in (("research-home", RESEARCH), ("care-home", "care"))
     }
-    events = [event for history in histories.values() for event in history]
-    event_rows, _ = _accepted(events, first_offset=3000)
-    write_batch(client, "events", EVENT_COLUMNS, event_rows, "home-events")
-    checkpoints = [
-        _checkpoint(replay(history), 3000 + number)
-        for number, history in enumerate(histories.values())
-    ]
-    write_batch(client, "state_checkpoints", CHECKPOINT_COLUMNS, checkpoints, "home-states")
+    _store_histories(client, histories, 3000, "home")
     return H
 
 
