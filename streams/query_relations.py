@@ -60,10 +60,6 @@ def _claim_ref(claim: str, ref: str, field: str) -> str:
     return f"JSONExtractString({claim}, '{ref}', '{field}')"
 
 
-def _claim_valid_until(claim: str, ref: str) -> str:
-    return _claim_time(claim, ref, "valid_until")
-
-
 def _claim_time(claim: str, ref: str, field: str) -> str:
     return f"parseDateTime64BestEffortOrNull({_claim_ref(claim, ref, field)}, 3, 'UTC')"
 
@@ -80,14 +76,14 @@ def _claim_readable(claim: str, ref: str, allowed: str, *, always_special: bool)
         f"{_claim_ref(claim, ref, 'purpose')} = {{purpose:String}}"
         f" AND (NOT ({special}) OR {allowed})"
         f" AND coalesce({_claim_time(claim, ref, 'valid_from')} <= {_READ_AT}, true)"
-        f" AND coalesce({_claim_valid_until(claim, ref)} > {_READ_AT}, true)"
+        f" AND coalesce({_claim_time(claim, ref, 'valid_until')} > {_READ_AT}, true)"
     )
 
 
 def _claim_columns(claim: str, ref: str) -> str:
     return (
         f"{_claim_ref(claim, ref, 'purpose')} AS purpose, "
-        f"{_claim_valid_until(claim, ref)} AS valid_until"
+        f"{_claim_time(claim, ref, 'valid_until')} AS valid_until"
     )
 
 

@@ -82,6 +82,7 @@ class Index:
         patients: dict[str, str] = {}
         orders: dict[str, SourcedResource] = {}
         identifiers: dict[tuple[str, str], str | None] = {}
+        ranks: dict[str, VersionRank] = {}
         ties: dict[str, VersionRank] = {}
         for item in resources:
             resource_type, identifier = item.resource_type, item.identity
@@ -90,9 +91,9 @@ class Index:
                 key for key in (full_url, identifier and f"{resource_type}/{identifier}") if key
             ]
             if resource_type == "Medication":
-                _keep_newest(medications, keys, item, ties)
+                _keep_newest(medications, keys, item, ranks, ties)
             if resource_type == "MedicationRequest":
-                _keep_newest(orders, keys, item, ties)
+                _keep_newest(orders, keys, item, ranks, ties)
             if resource_type == "Patient" and full_url and identifier:
                 patients[full_url] = identifier
             if resource_type == "Patient" and identifier:
@@ -100,10 +101,7 @@ class Index:
                     identifiers[key] = (
                         identifier if identifiers.get(key, identifier) == identifier else None
                     )
-        held = {**medications, **orders}
-        undecided = frozenset(
-            key for key, rank in ties.items() if version_rank(held[key].resource) == rank
-        )
+        undecided = frozenset(key for key, rank in ties.items() if ranks[key] == rank)
         return cls(
             {key: item.resource for key, item in medications.items()},
             patients,
@@ -140,6 +138,7 @@ def _keep_newest(
     held: dict[str, SourcedResource],
     keys: Sequence[str],
     item: SourcedResource,
+    ranks: dict[str, VersionRank],
     ties: dict[str, VersionRank],
 ) -> None:
     """Index `item` under `keys` where it is the newest version seen (a history Bundle lists
@@ -148,10 +147,10 @@ def _keep_newest(
     comes (in any order)."""
     rank = version_rank(item.resource)
     for key in keys:
-        other = held.get(key)
-        if other is None or version_rank(other.resource) < rank:
-            held[key] = item
-        elif version_rank(other.resource) == rank and other.resource != item.resource:
+        other, other_rank = held.get(key), ranks.get(key)
+        if other is None or other_rank is None or other_rank < rank:
+            held[key], ranks[key] = item, rank
+        elif other_rank == rank and other.resource != item.resource:
             ties[key] = rank
 
 
