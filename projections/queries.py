@@ -107,6 +107,16 @@ def active_allergies(state: UserState, at: datetime | None = None) -> list[Aller
     ]
 
 
+def no_known_allergy_statements(state: UserState, at: datetime | None = None) -> list[AllergyView]:
+    """ "No known allergy" records in force whose record is valid at `at` (default: as_of)."""
+    moment = at or state.as_of
+    return [
+        view
+        for view in state.allergy_views()
+        if view.negated and view.in_force and (moment is None or valid_at(view.record, moment))
+    ]
+
+
 def active_medications(state: UserState, at: datetime | None = None) -> list[MedicationView]:
     moment = at or state.as_of
     return [

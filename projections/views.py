@@ -75,14 +75,17 @@ class AllergyView(NamedTuple):
     last_change: Event
 
     @property
+    def in_force(self) -> bool:
+        """The record stands: not refuted or entered in error, not resolved or inactive."""
+        return self.verification_status not in (
+            VerificationStatus.REFUTED,
+            VerificationStatus.ENTERED_IN_ERROR,
+        ) and self.clinical_status not in (ClinicalStatus.RESOLVED, ClinicalStatus.INACTIVE)
+
+    @property
     def active(self) -> bool:
-        """A real, current allergy: not a negation, not refuted/in error, not resolved."""
-        return (
-            not self.negated
-            and self.verification_status
-            not in (VerificationStatus.REFUTED, VerificationStatus.ENTERED_IN_ERROR)
-            and self.clinical_status not in (ClinicalStatus.RESOLVED, ClinicalStatus.INACTIVE)
-        )
+        """A real, current allergy: not a negation, and in force."""
+        return not self.negated and self.in_force
 
     def changed_by(self, change: AllergyStatusChanged, event: Event) -> AllergyView:
         """This allergy after a status change (a status the change leaves out is kept)."""

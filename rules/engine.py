@@ -10,6 +10,7 @@ from projections.clock import validity_changes
 from projections.gate import Admitted, Decision, GateContext, admit
 from projections.state import Kind, UserState, evolve
 from projections.views import DEFAULT_POLICY, AcknowledgementView, FoldPolicy
+from rules.allergy_list import AllergyListRule
 from rules.base import Finding, Rule, RuleRef, lifecycle, lifecycle_id, touched, transitions
 from rules.claim_conflicts import ClaimConflictRule
 from rules.drug_allergy import DrugAllergyRule
@@ -20,7 +21,12 @@ from schemas.events import AcknowledgementAction, AlertAcknowledged, ClaimRetrac
 
 
 def default_rules(knowledge: DrugKnowledge) -> tuple[Rule, ...]:
-    return (DrugAllergyRule(knowledge), DuplicateTherapyRule(knowledge), ClaimConflictRule())
+    return (
+        DrugAllergyRule(knowledge),
+        DuplicateTherapyRule(knowledge),
+        AllergyListRule(knowledge),
+        ClaimConflictRule(),
+    )
 
 
 def registry(rules: Sequence[Rule]) -> tuple[RuleRef, ...]:

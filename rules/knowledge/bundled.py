@@ -24,6 +24,8 @@ lactose carrier of a dry-powder inhaler)."""
 
 UNRESOLVED_SOURCE = "unresolved input: no ingredient or class could be recognised"
 PARTLY_RESOLVED_SOURCE = "partly resolved input: unrecognised words or codes"
+MEDICATION: Final = "medication"
+BIOLOGIC: Final = "biologic"
 STATEMENT_SOURCE = "allergy record is a 'no known allergy' statement"
 DOUBT_SOURCE = "allergy text: check the record by hand"
 TOLERANCE_SOURCE = "allergy text: the record says the drug is tolerated"
@@ -62,6 +64,9 @@ class BundledKnowledge:
             therapeutic_groups=self._groups(memberships),
             vehicles=tuple(c for c in ingredients if self._is_vehicle(c)),
             site_specific_classes=tuple(sorted(memberships & self._tables.site_specific)),
+            allergy_categories=tuple(
+                sorted({found for concept in concepts for found in self._categories(concept)})
+            ),
         )
 
     def cross_reactivity(
@@ -184,6 +189,23 @@ class BundledKnowledge:
             (carried if len(vehicles) < len(concepts) else alone).update(vehicles)
         return frozenset(carried - alone)
 
+    def _categories(self, concept: str) -> frozenset[str]:
+        """The FHIR allergy categories of a concept: those of its classes, plus medication
+        unless it is a non-drug allergen or a food or environmental class (none for the "no
+        known allergy" statement)."""
+        if concept == NO_KNOWN_ALLERGY:
+            return frozenset()
+        mapped = self._tables.allergy_categories
+        found = {mapped[key] for key in self._class_ids(concept) if key in mapped}
+        if not self._judge.is_non_drug(concept) and found <= {BIOLOGIC}:
+            found.add(MEDICATION)
+        return frozenset(found)
+
+    def _class_ids(self, concept: str) -> frozenset[str]:
+        return frozenset(
+            key.removeprefix(CLASS_PREFIX) for key in self._judge.keys(concept) if is_class(key)
+        )
+
     def _is_vehicle(self, concept: str) -> bool:
         return not VEHICLES.isdisjoint(self._judge.keys(concept))
 
@@ -197,12 +219,7 @@ class BundledKnowledge:
 
     def _memberships(self, concepts: tuple[str, ...]) -> frozenset[str]:
         """Every class the concepts are, or belong to, up to the roots."""
-        return frozenset(
-            key.removeprefix(CLASS_PREFIX)
-            for concept in concepts
-            for key in self._judge.keys(concept)
-            if is_class(key)
-        )
+        return frozenset(key for concept in concepts for key in self._class_ids(concept))
 
     def _classes(self, concepts: tuple[str, ...], memberships: frozenset[str]) -> tuple[str, ...]:
         """Classes named directly, plus every class with a `shared_level` a concept is in."""

@@ -54,6 +54,10 @@ class DrugResolution:
     """The drug's classes whose local forms act where applied (corticosteroids, nystatin): two
     prescriptions of such a class at different sites do not duplicate a therapy. A backend
     without such data leaves them empty (every pair at two sites is then judged as usual)."""
+    allergy_categories: tuple[str, ...] = ()
+    """The FHIR AllergyIntolerance categories its substances fall in ("food", "medication",
+    "environment", "biologic"), for an allergy recorded without one. A backend without such
+    data leaves them empty (the category is then unknown)."""
 
 
 @dataclass(frozen=True, slots=True)

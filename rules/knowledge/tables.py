@@ -14,7 +14,7 @@ import io
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Final
 
@@ -126,6 +126,8 @@ class KnowledgeTables:
     qualifiers: frozenset[tuple[str, ...]] = frozenset()
     """Noise words of category `qualifier` ("pen", "dye", "antibiotics"): noise next to a
     name ("insulin pen"), an unrecognised item of a list when alone ("Pen, sulfa")."""
+    allergy_categories: Mapping[str, str] = field(default_factory=dict)
+    """Class id -> the FHIR allergy category of its substances (`allergy_categories.csv`)."""
 
 
 def load_tables() -> KnowledgeTables:
@@ -143,6 +145,7 @@ def load_tables() -> KnowledgeTables:
         rows=_rows(_records(texts["cross_reactivity.csv"]), known),
         site_specific=_site_specific(_records(texts["site_specific_classes.csv"]), classes),
         qualifiers=qualifiers(texts),
+        allergy_categories=_allergy_categories(_records(texts["allergy_categories.csv"]), classes),
     )
 
 
@@ -252,6 +255,25 @@ def _site_specific(
             )
         found.add(class_id)
     return frozenset(found)
+
+
+ALLERGY_CATEGORIES: Final = frozenset({"food", "medication", "environment", "biologic"})
+"""The FHIR AllergyIntolerance categories."""
+
+
+def _allergy_categories(
+    records: Iterable[dict[str, str]], classes: Mapping[str, DrugClass]
+) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for record in records:
+        class_id, category = record["class_id"], record["category"]
+        if class_id not in classes or category not in ALLERGY_CATEGORIES or not record["source"]:
+            raise KnowledgeDataError(
+                f"allergy category of class {class_id}: needs a known class, one of "
+                f"{', '.join(sorted(ALLERGY_CATEGORIES))} and a source"
+            )
+        found[class_id] = category
+    return found
 
 
 def _ingredients(

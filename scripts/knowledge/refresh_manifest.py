@@ -27,6 +27,7 @@ TABLES = (
     "cross_reactivity.csv",
     "therapeutic_groups.csv",
     "site_specific_classes.csv",
+    "allergy_categories.csv",
 )
 
 

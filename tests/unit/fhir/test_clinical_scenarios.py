@@ -12,6 +12,7 @@ import json
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from itertools import permutations
 from pathlib import Path
 from typing import Any
 
@@ -244,6 +245,32 @@ def test_no_known_allergy_statements_raise_nothing(statement: str, patient: str)
     assert [view.negated for view in result.state.allergy_views()] == [True]
     assert active_allergies(result.state) == []
     assert result.alerts == []
+
+
+@pytest.mark.parametrize(
+    ("statement", "allergy", "contradiction"),
+    [
+        pytest.param("AllergyIntolerance-nkda", PENICILLIN, True, id="NKDA beside penicillin G"),
+        pytest.param(
+            "AllergyIntolerance-nka",
+            for_patient(example("AllergyIntolerance-example"), "pat1"),
+            True,
+            id="NKA beside the cashew nut allergy",
+        ),
+        pytest.param("AllergyIntolerance-nkla", PENICILLIN, False, id="NKLA beside penicillin G"),
+    ],
+)
+def test_a_no_known_allergy_statement_beside_an_allergy_it_covers_asks_for_a_correction(
+    statement: str, allergy: dict[str, Any], contradiction: bool
+) -> None:
+    for resources in permutations([for_patient(example(statement), "pat1"), allergy]):
+        result = subject(fold(submitted_from(resources)), "pat1")
+        listed = [a for a in result.alerts if a.rule_id == "allergy-list-contradiction"]
+        assert [(a.status, a.severity) for a in listed] == [
+            (AlertStatus.RAISED, Severity.WARNING)
+        ] * contradiction
+        issues = [detected_issue(alert) for alert in listed]
+        assert all(len(issue["implicated"]) == 2 for issue in issues)
 
 
 # e. A later refutation resolves the alert

@@ -79,3 +79,36 @@ def test_an_ingredient_listed_twice_is_refused(monkeypatch: pytest.MonkeyPatch) 
         load_edited(
             monkeypatch, "ingredients.csv", "amoxicillin,drug,aminopenicillins,723\n", twice
         )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "refused"),
+    [
+        ("\nvaccines,biologic,", "\nvaccinez,biologic,", "class vaccinez"),
+        ("\nvaccines,biologic,", "\nvaccines,drug,", "class vaccines"),
+    ],
+)
+def test_an_allergy_category_of_an_unknown_class_or_category_is_refused(
+    monkeypatch: pytest.MonkeyPatch, old: str, new: str, refused: str
+) -> None:
+    with pytest.raises(KnowledgeDataError, match=f"allergy category of {refused}"):
+        load_edited(monkeypatch, "allergy_categories.csv", old, new)
+
+
+@pytest.mark.parametrize(
+    ("substance", "categories"),
+    [
+        ("Augmentin", ("medication",)),
+        ("青霉素", ("medication",)),
+        ("tree nuts", ("food",)),
+        ("wasp venom", ("environment",)),
+        ("house dust mite", ("environment",)),
+        ("MMR vaccine", ("biologic", "medication")),
+        ("penicillin and peanuts", ("food", "medication")),
+        ("NKDA", ()),
+    ],
+)
+def test_resolution_gives_the_fhir_allergy_categories_of_a_substance(
+    knowledge: BundledKnowledge, substance: str, categories: tuple[str, ...]
+) -> None:
+    assert knowledge.resolve(substance).allergy_categories == categories
