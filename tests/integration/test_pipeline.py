@@ -597,8 +597,16 @@ def alert_ids_shown_by_the_cli(pipeline: Pipeline) -> set[str]:
 
 
 def conflict_in_order(drug_first: bool) -> list[Event]:
-    """The same allergy and the same prescription (same claim ids), learned in either order."""
+    """The same allergy and the same prescription (same claim ids), learned in either order,
+    after a "no known drug allergies" statement the allergy contradicts."""
     name = "drug-first" if drug_first else "allergy-first"
+    statement = make_event(
+        "AllergyRecorded",
+        f"{name}-nkda",
+        subject="order",
+        at=-timedelta(days=1),
+        payload={"allergy_id": "nkda", "substance": "NKDA", "negated": True},
+    )
     allergy_at, drug_at = (
         (timedelta(days=1), timedelta(0)) if drug_first else (timedelta(0), timedelta(days=1))
     )
@@ -616,7 +624,7 @@ def conflict_in_order(drug_first: bool) -> list[Event]:
         at=drug_at,
         payload={"drug": "Zosyn 4.5 g (piperacillin/tazobactam)", "prescription_id": "rx-zosyn"},
     )
-    return [drug, allergy] if drug_first else [allergy, drug]
+    return [statement, *([drug, allergy] if drug_first else [allergy, drug])]
 
 
 def test_given_the_same_conflict_in_either_order_then_the_same_alert_id_in_the_stream_and_in_replay(
@@ -631,10 +639,10 @@ def test_given_the_same_conflict_in_either_order_then_the_same_alert_id_in_the_s
             (str(a.alert_id), a.severity.value)
             for target in (pipeline, other)
             for a in wait_for(
-                target.alerts, lambda found: len(found) >= 1, what="the conflict alert"
+                target.alerts, lambda found: len(found) >= 2, what="the two conflict alerts"
             )
         }
-    assert len(streamed) == 1
+    assert sorted(severity for _, severity in streamed) == ["critical", "warning"]
     assert alert_ids_shown_by_the_cli(pipeline) == {alert_id for alert_id, _ in streamed}
     for drug_first in (False, True):
         events_file = tmp_path / f"drug-first-{drug_first}.ndjson"
