@@ -30,6 +30,7 @@ def test_given_a_fresh_home_then_the_demo_prints_the_alerts_and_the_analyst_answ
     assert "drug-allergy-conflict" in shown
     assert "critical" in shown
     assert "duplicate-therapy" in shown
+    assert "allergy-list-contradiction" in shown
     assert "resolved" in shown
     for answer in ("International trips per subject per year", "Active allergies"):
         assert answer in shown

@@ -50,6 +50,16 @@ def test_given_the_sample_then_the_penicillin_patient_gets_a_critical_amoxicilli
     assert [a["drug_allergy"]["matched"] for a in critical] == [["amoxicillin"]]
 
 
+def test_given_the_sample_then_the_nkda_record_beside_the_sulfa_allergy_is_held_for_correction() -> (
+    None
+):
+    _, subjects, _ = _replay_json(SAMPLE)
+    listed = [a for a in subjects[1]["alerts"] if a["rule_id"] == "allergy-list-contradiction"]
+    assert [(a["status"], a["cause"]) for a in listed] == [
+        ("raised", ["allergy:alg-nkda", "allergy:alg-sulfa"])
+    ]
+
+
 def test_given_the_same_subject_id_in_two_tenants_then_two_separate_people() -> None:
     _, subjects, _ = _replay_json(SAMPLE)
     clinic_a, clinic_b = subjects[0], subjects[2]
