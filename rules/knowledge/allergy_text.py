@@ -27,8 +27,9 @@ parenthesis, and before an exception such as "other than", "except" or "but"), n
 text: in "penicillin allergy; no allergy to cephalosporins", "penicillin - rash; HIV negative"
 or "sulfa - SJS (patch test to furosemide negative)" the first clause still records the
 allergy. A structured field answered no ("Penicillin allergy: No", "Allergic to penicillin =
-No", "penicillin allergy - N", "(false)", ": none") and a record that says the reaction is not
-an allergy ("not a true allergy", "outgrown", "allergy resolved", "previously labelled") are
+No", "penicillin allergy - N", "(false)", ": none"; not a field about the allergy answered
+no, "Verified: no", "Anaphylaxis: No") and a record that says the reaction is not an
+allergy ("not a true allergy", "outgrown", "allergy resolved", "previously labelled") are
 negations. A leading "no" or "nil" followed by a substance and then a reaction ("NO PENICILLINS
 - anaphylaxis", "NIL penicillins (anaphylaxis)") is the shouted warning of a drug chart, not a
 negation: the record is the allergy. Lactose intolerance, an intolerance of the milk sugar, is
@@ -59,6 +60,14 @@ _NEGATION: Final = re.compile(
 """A negation of the allergy: "not allergic", "not a true allergy", "ruled out", "outgrown",
 "previously labelled", a passed challenge, a structured field answered no ("Penicillin allergy:
 No", "penicillin allergy - N", "(false)", ": none")."""
+_QUALIFIER_ANSWERED_NO: Final = re.compile(
+    r"\b(?:verified|verification|confirmed|confirmation|validated|documented|tested|reviewed"
+    r"|severe|serious|anaphyla\w*|life[\s-]*threatening|hospitali[sz]ed|hospitali[sz]ation"
+    r"|challenged|skin\s+test(?:ed)?|test(?:ing)?\s+done)\s*(?:[:=?]|\s-)\s*"
+    r"(?:no|n|none|nil|false)[\s.!)]*$"
+)
+"""A field about the allergy answered no ("Verified: no", "Anaphylaxis: No", "severe = N"):
+it qualifies the allergy (unconfirmed, not anaphylactic) and negates nothing."""
 _NEGATIVE_RESULT: Final = re.compile(r"\b(?:negative|neg)\b|阴性")
 """A negative test result: of the allergen ("penicillin skin test negative"), or of whatever
 else its clause names ("HIV negative")."""
@@ -271,6 +280,9 @@ def _negation(folded: str, start: int, end: int) -> Clause | None:
     patterns = [_LEADING_NO, _NEGATION, _NEGATIVE_RESULT]
     if _SHOUTED.match(folded) is not None:
         patterns.remove(_LEADING_NO)
+    qualifier = _QUALIFIER_ANSWERED_NO.search(folded, start, end)
+    if qualifier is not None:
+        end = qualifier.start()
     found = [(match, n) for n, p in enumerate(patterns) if (match := p.search(folded, start, end))]
     if not found:
         return None
