@@ -87,6 +87,14 @@ def _claim_columns(claim: str, ref: str) -> str:
     )
 
 
+def _claim_event_columns(claim: str, ref: str) -> str:
+    """The event that recorded the claim: its id and its valid time (`occurred_at`)."""
+    return (
+        f"{_claim_ref(claim, ref, 'event_id')} AS event_id, "
+        f"{_claim_time(claim, ref, 'occurred_at')} AS recorded_at"
+    )
+
+
 _HOME_CLAIMS = "JSONExtractArrayRaw(state_json, 'state', 'facts', 'home_country', 'history')"
 
 
@@ -113,9 +121,7 @@ def _trips(allowed: str) -> str:
         AS home_country,
     if({_home_usable(allowed)}, JSONExtract(trip, 'international', 'Nullable(Bool)'), NULL)
         AS international,
-    JSONExtractString(trip, 'recorded', 'event_id') AS event_id,
-    parseDateTime64BestEffortOrNull(
-        JSONExtractString(trip, 'recorded', 'occurred_at'), 3, 'UTC') AS recorded_at,
+    {_claim_event_columns("trip", "recorded")},
     {_claim_columns("trip", "recorded")}
 FROM ({_LATEST_DOCUMENTS}) ARRAY JOIN JSONExtractArrayRaw(state_json, 'state', 'trips') AS trip
 WHERE {_claim_readable("trip", "recorded", allowed, always_special=False)}"""  # noqa: S608
