@@ -9,8 +9,8 @@ tenant; the storage database is never reachable by name.
 
 Every read has a purpose; a read without one gets the default `care` (never "everything"):
 
-- claims (`events`, and the current views `trips`, `allergies`, `medications`) are exposed only
-  when the purpose recorded with them equals the read's purpose;
+- claims (`events`, and the current views `trips`, `allergies`, `medications`, `preferences`,
+  `facts`) are exposed only when the purpose recorded with them equals the read's purpose;
 - special-category claims (events labelled `special_category`, and the health event types
   AllergyRecorded, AllergyStatusChanged, MedicationPrescribed, MedicationStopped whatever their
   label) and alerts (they are health findings) also need a legal basis: the purpose is one of
@@ -65,6 +65,11 @@ Relations and their columns (every time is DateTime64(3, 'UTC')):
     tenant_id, subject_id, state_version, prescription_id, drug, dose, route, active, codes
     (JSON), prescribed_event_id, prescribed_at, stopped_event_id, stopped_at, stop_reason,
     purpose, valid_until.
+`preferences`, `facts` (from the current checkpoint: one row per key, the value the fold holds)
+    tenant_id, subject_id, state_version, key, value (the value as text), value_json (the value
+    as JSON: tells the string "true" from the boolean true), origin, confidence, source_ref,
+    event_id, recorded_at, needs_confirmation (the id of the key's open conflict, or NULL),
+    purpose, valid_until. The key's history is not exposed: it holds claims of other purposes.
 `erasures` (erasure receipts; no personal data)
     erasure_id, tenant_id, subject_ref (sha256 of 'tenant:subject'), requested_at,
     recorded_at, completed_at, requested_by, key_destroyed, removed_rows (Map table -> rows
@@ -74,7 +79,8 @@ Relations and their columns (every time is DateTime64(3, 'UTC')):
     (query | explain | state | export | ...), detail, read_at, ingested_at.
 
 In `trips`, `allergies` and `medications` a claim's purpose, sensitivity and validity are those
-of the event that recorded it (`recorded`, `prescribed`).
+of the event that recorded it (`recorded`, `prescribed`); in `preferences` and `facts` those of
+the claim the fold holds (`current`).
 
 Isolation is enforced in three layers (`streams.sql_guard`), each enough on its own for the
 common cases:

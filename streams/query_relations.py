@@ -87,6 +87,14 @@ def _claim_columns(claim: str, ref: str) -> str:
     )
 
 
+def _claim_event_columns(claim: str, ref: str) -> str:
+    """The event that recorded the claim: its id and its valid time (`occurred_at`)."""
+    return (
+        f"{_claim_ref(claim, ref, 'event_id')} AS event_id, "
+        f"{_claim_time(claim, ref, 'occurred_at')} AS recorded_at"
+    )
+
+
 _HOME_CLAIMS = "JSONExtractArrayRaw(state_json, 'state', 'facts', 'home_country', 'history')"
 
 
@@ -113,9 +121,7 @@ def _trips(allowed: str) -> str:
         AS home_country,
     if({_home_usable(allowed)}, JSONExtract(trip, 'international', 'Nullable(Bool)'), NULL)
         AS international,
-    JSONExtractString(trip, 'recorded', 'event_id') AS event_id,
-    parseDateTime64BestEffortOrNull(
-        JSONExtractString(trip, 'recorded', 'occurred_at'), 3, 'UTC') AS recorded_at,
+    {_claim_event_columns("trip", "recorded")},
     {_claim_columns("trip", "recorded")}
 FROM ({_LATEST_DOCUMENTS}) ARRAY JOIN JSONExtractArrayRaw(state_json, 'state', 'trips') AS trip
 WHERE {_claim_readable("trip", "recorded", allowed, always_special=False)}"""  # noqa: S608
@@ -175,6 +181,33 @@ FROM (
 WHERE {_claim_readable("medication", "prescribed", allowed, always_special=True)}"""  # noqa: S608
 
 
+_HELD_VALUE_JSON = "JSONExtractRaw(claim, 'value')"
+
+
+def _held_claims(kind: str, allowed: str) -> str:
+    """One row per key of the document's `preferences` or `facts` map: the value the fold holds
+    and the claim that holds it (`current`). The key's `history` is left out: it holds claims of
+    other purposes, and the `events` relation has the ones a read may see."""
+    return f"""SELECT
+    tenant_id, subject_id, state_version, key,
+    if(JSONType(claim, 'value') = 'String', JSONExtractString(claim, 'value'), {_HELD_VALUE_JSON})
+        AS value,
+    {_HELD_VALUE_JSON} AS value_json,
+    {_claim_ref("claim", "current", "origin")} AS origin,
+    JSONExtractFloat(claim, 'current', 'confidence') AS confidence,
+    nullIf({_claim_ref("claim", "current", "source_ref")}, '') AS source_ref,
+    {_claim_event_columns("claim", "current")},
+    nullIf(JSONExtractString(claim, 'needs_confirmation'), '') AS needs_confirmation,
+    {_claim_columns("claim", "current")}
+FROM (
+    SELECT tenant_id, subject_id, version AS state_version,
+        tupleElement(entry, 1) AS key, tupleElement(entry, 2) AS claim
+    FROM ({_LATEST_DOCUMENTS})
+    ARRAY JOIN JSONExtractKeysAndValuesRaw(state_json, 'state', '{kind}') AS entry
+)
+WHERE {_claim_readable("claim", "current", allowed, always_special=False)}"""  # noqa: S608
+
+
 def _of_tenant(table: str, columns: str = "*") -> str:
     """The tenant's rows of a storage table (the base of every relation)."""
     return f"SELECT {columns} FROM {DATABASE}.{table} FINAL WHERE {_OF_TENANT}"  # noqa: S608
@@ -198,6 +231,8 @@ def _relations(allowed: str) -> dict[str, str]:
         "trips": _trips(allowed),
         "allergies": _allergies(allowed),
         "medications": _medications(allowed),
+        "preferences": _held_claims("preferences", allowed),
+        "facts": _held_claims("facts", allowed),
         "erasures": _of_tenant("erasures"),
         "audit_reads": _of_tenant("audit_reads"),
     }

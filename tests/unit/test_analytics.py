@@ -27,7 +27,7 @@ import pytest
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ProgrammingError
 
-from projections.document import checkpoint_of, plain
+from projections.document import checkpoint_of, plain, state_document
 from projections.queries import trips
 from projections.state import UserState, replay
 from schemas.alerts import Alert, Evidence
@@ -68,7 +68,7 @@ from streams.rows import (
 )
 from streams.settings import Settings
 from streams.sql_guard import QueryRefused
-from tests.factories import T0, make_event
+from tests.factories import T0, event_id, make_event
 
 A, B = "clinic-a", "clinic-b"
 B_SUBJECT = "subject-of-b"
@@ -156,12 +156,14 @@ RX_2 = make_event(
 STOP_2 = make_event(
     "MedicationStopped", "stop-2", at=timedelta(days=4), payload={"prescription_id": "rx-2"}
 )
-HISTORY_A = [HOME_NL, TRIP_ABROAD, TRIP_HOME, ALLERGY, RX, RX_2, STOP_2]
+DIET = make_event("PreferenceStated", "diet", at=timedelta(days=5))
+HISTORY_A = [HOME_NL, TRIP_ABROAD, TRIP_HOME, ALLERGY, RX, RX_2, STOP_2, DIET]
 NO_HOME_TRIP = make_event("TravelRecorded", "no-home", subject="patient-2")
 HISTORY_B = [
     make_event("FactAsserted", "b-home", tenant=B, subject=B_SUBJECT, payload={"value": "DE"}),
     make_event("TravelRecorded", "b-trip", tenant=B, subject=B_SUBJECT),
     make_event("AllergyRecorded", "b-allergy", tenant=B, subject=B_SUBJECT),
+    make_event("PreferenceStated", "b-diet", tenant=B, subject=B_SUBJECT),
 ]
 
 
@@ -274,6 +276,8 @@ ISOLATION = [
     pytest.param("SELECT * FROM trips", id="given trips then only A's"),
     pytest.param("SELECT * FROM allergies", id="given allergies then only A's"),
     pytest.param("SELECT * FROM medications", id="given medications then only A's"),
+    pytest.param("SELECT * FROM preferences", id="given preferences then only A's"),
+    pytest.param("SELECT * FROM facts", id="given facts then only A's"),
     pytest.param(
         "SELECT e.subject_id FROM events AS e JOIN current_state AS s USING (subject_id)",
         id="given a join of two relations then only A's",
@@ -713,12 +717,12 @@ def _claim(kind: str, name: str, subject: str, **envelope: Any) -> Event:
     return make_event(kind, name, tenant=P, subject=subject, payload=payloads[kind], **envelope)
 
 
-def _consent(subject: str, *, special_category: bool, **envelope: Any) -> Event:
+def _consent(subject: str, *, special_category: bool, tenant: str = P, **envelope: Any) -> Event:
     payload = {"purpose": RESEARCH, "granted": True, "special_category": special_category}
     return make_event(
         "ConsentChanged",
         f"consent-{subject}",
-        tenant=P,
+        tenant=tenant,
         subject=subject,
         payload=payload,
         **envelope,
@@ -970,6 +974,233 @@ def test_the_health_event_types_are_those_the_gate_treats_as_special() -> None:
         "MedicationStopped",
         "AlertAcknowledged",
     }
+
+
+# ------------------------------------------------------------------------------------------------
+# Current preferences and facts
+# ------------------------------------------------------------------------------------------------
+
+C = "clinic-claims"
+
+
+def _held(kind: str, name: str, subject: str, key: str, value: Any, **envelope: Any) -> Event:
+    payload = {"key": key, "value": value}
+    return make_event(kind, name, tenant=C, subject=subject, payload=payload, **envelope)
+
+
+CLAIM_HISTORIES = {
+    "consenting": [
+        _consent("consenting", special_category=True, tenant=C),
+        _held(
+            "FactAsserted",
+            "c-religion",
+            "consenting",
+            "religion",
+            "quaker",
+            purpose=RESEARCH,
+            sensitivity="special_category",
+        ),
+        _held(
+            "PreferenceStated",
+            "c-newsletter",
+            "consenting",
+            "newsletter",
+            "weekly",
+            purpose=RESEARCH,
+        ),
+    ],
+    "silent": [
+        _held("PreferenceStated", "s-vegetarian", "silent", "diet", "vegetarian"),
+        _held("PreferenceStated", "s-vegan", "silent", "diet", "vegan", at=timedelta(days=30)),
+        _held("PreferenceStated", "s-aisle", "silent", "seat", "aisle"),
+        _held("PreferenceStated", "s-window", "silent", "seat", "window", at=timedelta(days=1)),
+        _held(
+            "PreferenceStated", "s-esperanto", "silent", "language", "esperanto", purpose=RESEARCH
+        ),
+        _held("PreferenceStated", "s-dutch", "silent", "language", "dutch", at=timedelta(days=30)),
+        _held(
+            "PreferenceStated", "s-newsletter", "silent", "newsletter", "monthly", purpose=RESEARCH
+        ),
+        _held(
+            "FactAsserted",
+            "s-religion",
+            "silent",
+            "religion",
+            "quaker",
+            purpose=RESEARCH,
+            sensitivity="special_category",
+        ),
+        _held("FactAsserted", "s-weight", "silent", "weight_kg", 72.5),
+        _held("FactAsserted", "s-smoker", "silent", "smoker", False),
+        _held("FactAsserted", "s-address", "silent", "address", "old street", valid_until=PAST),
+        _held("FactAsserted", "s-employer", "silent", "employer", "acme", valid_until=FUTURE),
+        _held("FactAsserted", "s-pension", "silent", "pension_fund", "abp", valid_from=FUTURE),
+        _held("FactAsserted", "s-insurer", "silent", "insurer", "acme"),
+        _held(
+            "FactAsserted", "s-new-insurer", "silent", "insurer", "initech", at=timedelta(days=40)
+        ),
+        make_event(
+            "ClaimRetracted",
+            "s-retraction",
+            tenant=C,
+            subject="silent",
+            at=timedelta(days=41),
+            payload={"claim_id": event_id("s-new-insurer")},
+        ),
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def held_claims(client: Client) -> str:
+    """Tenant C: a subject who consented to special-category research use and one who did not,
+    with preferences and facts restated, disputed, told for research, special, expired."""
+    _store_histories(client, CLAIM_HISTORIES, 4000, "held-claims")
+    return C
+
+
+def _held_rows(client: Client, sql: str, purpose: str = "care") -> list[list[Any]]:
+    return query(client, sql, C, purpose).rows
+
+
+def test_a_reversed_preference_shows_only_the_value_the_fold_holds_with_its_event(
+    client: Client, held_claims: str
+) -> None:
+    sql = (
+        "SELECT value, value_json, event_id, recorded_at, needs_confirmation FROM preferences "
+        "WHERE subject_id = 'silent' AND key = 'diet'"
+    )
+    assert _held_rows(client, sql) == [
+        ["vegan", '"vegan"', event_id("s-vegan"), "2024-01-31T09:00:00.000Z", None]
+    ]
+
+
+def test_a_reversal_that_needs_confirmation_shows_the_held_value_and_the_conflict(
+    client: Client, held_claims: str
+) -> None:
+    document = state_document(replay(CLAIM_HISTORIES["silent"]))
+    conflict = document["preferences"]["seat"]["needs_confirmation"]
+    assert conflict is not None
+    sql = (
+        "SELECT value, value_json, event_id, needs_confirmation FROM preferences "
+        "WHERE subject_id = 'silent' AND key = 'seat'"
+    )
+    assert _held_rows(client, sql) == [["aisle", '"aisle"', event_id("s-aisle"), conflict]]
+
+
+def test_a_value_told_for_another_purpose_does_not_show_through_a_later_claim(
+    client: Client, held_claims: str
+) -> None:
+    result = query(client, "SELECT * FROM preferences WHERE key = 'language'", C, "care")
+    assert [row[result.columns.index("value")] for row in result.rows] == ["dutch"]
+    assert "esperanto" not in _text(result)
+    assert "history" not in result.columns
+
+
+def test_a_retracted_claim_gives_way_to_the_value_the_fold_holds_again(
+    client: Client, held_claims: str
+) -> None:
+    sql = "SELECT value, event_id, needs_confirmation FROM facts WHERE key = 'insurer'"
+    assert _held_rows(client, sql) == [["acme", event_id("s-insurer"), None]]
+
+
+def test_facts_hold_numbers_and_booleans_as_text_and_as_json(
+    client: Client, held_claims: str
+) -> None:
+    sql = (
+        "SELECT key, value, value_json, origin, confidence FROM facts "
+        "WHERE key IN ('weight_kg', 'smoker') ORDER BY key"
+    )
+    assert _held_rows(client, sql) == [
+        ["smoker", "false", "false", "explicit_statement", 1.0],
+        ["weight_kg", "72.5", "72.5", "explicit_statement", 1.0],
+    ]
+
+
+PREFERENCE_NAMES = "SELECT concat(subject_id, '/', key) FROM preferences"
+FACT_NAMES = "SELECT concat(subject_id, '/', key) FROM facts"
+
+HELD_CLAIM_CASES = [
+    pytest.param(
+        PREFERENCE_NAMES,
+        "care",
+        {},
+        ["silent/diet", "silent/language", "silent/seat"],
+        id="given care then the preferences whose held claim was recorded for care",
+    ),
+    pytest.param(
+        PREFERENCE_NAMES,
+        RESEARCH,
+        {},
+        ["consenting/newsletter", "silent/newsletter"],
+        id="given research then research preferences, not one an older research claim lost",
+    ),
+    pytest.param(
+        FACT_NAMES,
+        "care",
+        {},
+        ["silent/employer", "silent/insurer", "silent/smoker", "silent/weight_kg"],
+        id="given care then facts in force (not expired, not from the future)",
+    ),
+    pytest.param(
+        FACT_NAMES,
+        RESEARCH,
+        {},
+        ["consenting/religion"],
+        id="given research then a special-category fact only of the consenting subject",
+    ),
+    pytest.param(
+        FACT_NAMES,
+        RESEARCH,
+        {"exempt_purposes": frozenset({RESEARCH})},
+        ["consenting/religion", "silent/religion"],
+        id="given research exempt for the tenant then every special-category research fact",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sql", "purpose", "options", "expected"), HELD_CLAIM_CASES)
+def test_current_preferences_and_facts_are_bound_to_the_purpose_of_the_read(
+    client: Client,
+    held_claims: str,
+    sql: str,
+    purpose: str,
+    options: dict[str, Any],
+    expected: list[str],
+) -> None:
+    rows = query(client, sql, C, purpose, **options).rows
+    assert sorted(row[0] for row in rows) == expected
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        pytest.param("SELECT * FROM preferences WHERE 1 = 0", id="given preferences"),
+        pytest.param("SELECT * FROM facts WHERE 1 = 0", id="given facts"),
+    ],
+)
+def test_preferences_and_facts_have_the_documented_columns(client: Client, sql: str) -> None:
+    assert query(client, sql, A).columns == (
+        "tenant_id",
+        "subject_id",
+        "state_version",
+        "key",
+        "value",
+        "value_json",
+        "origin",
+        "confidence",
+        "source_ref",
+        "event_id",
+        "recorded_at",
+        "needs_confirmation",
+        "purpose",
+        "valid_until",
+    )
+
+
+def test_a_fact_says_which_purpose_and_validity_it_holds(client: Client, held_claims: str) -> None:
+    sql = "SELECT purpose, valid_until FROM facts WHERE key = 'employer'"
+    assert _held_rows(client, sql) == [["care", "2999-01-01T00:00:00.000Z"]]
 
 
 # ------------------------------------------------------------------------------------------------
