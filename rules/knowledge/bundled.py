@@ -6,6 +6,7 @@ is a pure, deterministic lookup (no clock, randomness, network or environment).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Final
@@ -46,6 +47,7 @@ class BundledKnowledge:
         self._tables = tables
         self._recogniser = Recogniser(tables.lexicon, tables.codes, tables.qualifiers)
         self._judge = Judge(tables)
+        self._categories: Callable[[str], frozenset[str]] = cache(self._categories_of)
 
     @property
     def version(self) -> str:
@@ -189,7 +191,7 @@ class BundledKnowledge:
             (carried if len(vehicles) < len(concepts) else alone).update(vehicles)
         return frozenset(carried - alone)
 
-    def _categories(self, concept: str) -> frozenset[str]:
+    def _categories_of(self, concept: str) -> frozenset[str]:
         """The FHIR allergy categories of a concept: those of its classes, plus medication
         unless it is a non-drug allergen or a food or environmental class (none for the "no
         known allergy" statement)."""
