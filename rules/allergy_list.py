@@ -6,9 +6,8 @@ judging the allergy meanwhile."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import ClassVar
 from uuid import UUID
 
@@ -16,7 +15,8 @@ from projections.queries import active_allergies, no_known_allergy_statements
 from projections.state import Kind, UserState
 from projections.views import AllergyView
 from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of
-from rules.knowledge.model import Coding, DrugKnowledge, DrugResolution
+from rules.knowledge.model import DrugKnowledge
+from rules.resolution import CachedResolver
 from schemas.alerts import Severity
 from schemas.events import AllergyCategory
 
@@ -38,10 +38,10 @@ class AllergyListRule:
     knowledge: DrugKnowledge
     ref: RuleRef = RULE
     watches: ClassVar[frozenset[Kind]] = frozenset({Kind.ALLERGY})
-    _resolve: Callable[[str, tuple[Coding, ...]], DrugResolution] = field(init=False, repr=False)
+    _resolve: CachedResolver = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._resolve = lru_cache(maxsize=65536)(self.knowledge.resolve)
+        self._resolve = CachedResolver(self.knowledge)
 
     def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
         found: dict[UUID, Finding] = {}
@@ -58,8 +58,7 @@ class AllergyListRule:
         without a category): by the knowledge layer, or every category when it cannot say."""
         if allergy.categories:
             return frozenset(allergy.categories), False
-        codes = tuple(Coding(c.system, c.code, c.display) for c in allergy.codes)
-        resolution = self._resolve(allergy.substance, codes)
+        resolution = self._resolve(allergy.substance, allergy.codes)
         if not (resolution.resolved and resolution.allergy_categories):
             return _EVERY_CATEGORY, True
         return frozenset(AllergyCategory(c) for c in resolution.allergy_categories), True

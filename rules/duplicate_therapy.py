@@ -18,7 +18,8 @@ from projections.state import Kind, UserState
 from projections.views import MedicationView
 from rules.administration import Site, act_apart, site_of
 from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of
-from rules.knowledge.model import Coding, DrugKnowledge, DrugResolution
+from rules.knowledge.model import DrugKnowledge, DrugResolution
+from rules.resolution import CachedResolver
 from schemas.alerts import DuplicateTherapyFinding, Severity
 
 RULE = RuleRef(
@@ -37,11 +38,11 @@ class DuplicateTherapyRule:
     knowledge: DrugKnowledge
     ref: RuleRef = RULE
     watches: ClassVar[frozenset[Kind]] = frozenset({Kind.MEDICATION})
-    _resolve: Callable[[str, tuple[Coding, ...]], DrugResolution] = field(init=False, repr=False)
+    _resolve: CachedResolver = field(init=False, repr=False)
     _site_of: Callable[[str | None, str], Site | None] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._resolve = lru_cache(maxsize=65536)(self.knowledge.resolve)
+        self._resolve = CachedResolver(self.knowledge)
         self._site_of = lru_cache(maxsize=65536)(site_of)
 
     def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
@@ -57,8 +58,7 @@ class DuplicateTherapyRule:
         return act_apart(*sites)
 
     def _resolution(self, medication: MedicationView) -> DrugResolution:
-        codes = tuple(Coding(c.system, c.code, c.display) for c in medication.codes)
-        return self._resolve(medication.drug, codes)
+        return self._resolve(medication.drug, medication.codes)
 
     def _finding(self, first: MedicationView, second: MedicationView) -> Finding | None:
         one, two = self._resolution(first), self._resolution(second)

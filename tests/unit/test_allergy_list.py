@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from projections.state import initial_state, replay
 from rules.allergy_list import RULE as LIST_RULE
 from rules.base import alert_id
 from rules.drug_allergy import RULE as DRUG_ALLERGY
-from rules.engine import default_rules, evaluate
+from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from schemas.alerts import Alert, AlertStatus, Severity
 from schemas.events import Event
 from tests.factories import T0, event_id, make_event
+from tests.unit.test_rules import run as run_rules
 
 RULES = default_rules(load_bundled_knowledge())
 DAY = timedelta(days=1)
@@ -25,13 +25,7 @@ NKDA = {"substance": "No known drug allergies", "negated": True, "categories": [
 
 
 def run(events: list[Event]) -> list[Alert]:
-    state = initial_state("clinic-a", "patient-1")
-    alerts: list[Alert] = []
-    for event in events:
-        after = replay([event], state)
-        alerts += evaluate(RULES, state, after, event)
-        state = after
-    return alerts
+    return run_rules(events, RULES)
 
 
 def listed(events: list[Event]) -> list[tuple[AlertStatus, str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from itertools import permutations
 from typing import Any
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from projections.state import Kind, initial_state, replay
 from projections.views import step_allergy
-from rules.base import alert_id
+from rules.base import Rule, alert_id
 from rules.drug_allergy import RULE as DRUG_ALLERGY
 from rules.drug_allergy import DrugAllergyRule, severity_for
 from rules.duplicate_therapy import DuplicateTherapyRule
@@ -26,13 +27,13 @@ RULES = default_rules(TableKnowledge())
 DAY = timedelta(days=1)
 
 
-def run(events: list[Any]) -> list[Alert]:
+def run(events: list[Any], rules: Sequence[Rule] = RULES) -> list[Alert]:
     """Alerts from folding `events` in the given (arrival) order."""
     state = initial_state("clinic-a", "patient-1")
     alerts: list[Alert] = []
     for event in events:
         after = replay([event], state)
-        alerts += evaluate(RULES, state, after, event)
+        alerts += evaluate(rules, state, after, event)
         state = after
     return alerts
 
