@@ -116,7 +116,7 @@ def _shared(one: DrugResolution, two: DrugResolution) -> tuple[str, tuple[str, .
     """What two drugs have in common, most specific first: active ingredients, classes, then
     therapeutic groups (two anticoagulants of different classes)."""
     for what, first, second in (
-        ("ingredient", _active(one), _active(two)),
+        ("ingredient", one.active_ingredients, two.active_ingredients),
         ("class", one.classes, two.classes),
         ("therapeutic group", one.therapeutic_groups, two.therapeutic_groups),
     ):
@@ -129,11 +129,6 @@ def _shared(one: DrugResolution, two: DrugResolution) -> tuple[str, tuple[str, .
 def _site_specific(one: DrugResolution, two: DrugResolution) -> bool:
     """Whether the two drugs share a class whose local forms act where applied."""
     return bool(set(one.site_specific_classes) & set(two.site_specific_classes))
-
-
-def _active(drug: DrugResolution) -> tuple[str, ...]:
-    """Its ingredients but the vehicles (two infusions in dextrose duplicate nothing)."""
-    return tuple(ingredient for ingredient in drug.ingredients if ingredient not in drug.vehicles)
 
 
 def _key(medication: MedicationView) -> tuple[Kind, str]:

@@ -59,6 +59,11 @@ class DrugResolution:
     "environment", "biologic"), for an allergy recorded without one. A backend without such
     data leaves them empty (the category is then unknown)."""
 
+    @property
+    def active_ingredients(self) -> tuple[str, ...]:
+        """Its ingredients but the vehicles (two infusions in dextrose share no medicine)."""
+        return tuple(name for name in self.ingredients if name not in self.vehicles)
+
 
 @dataclass(frozen=True, slots=True)
 class CrossReactivity:
