@@ -6,7 +6,9 @@ drug-allergy conflicts are found among them), and a penicillin allergy; then the
 prescription, best of several tries. Then the same for a subject with N allergies and N
 prescriptions, none of them in conflict, and one more prescription that conflicts with none.
 With the rules checking only the pairs the new prescription is in, the time grows with N, not
-with N squared (nor with allergies times prescriptions). Run: `make bench`.
+with N squared (nor with allergies times prescriptions). Last, N prescriptions of twelve
+different medicines, so that the polypharmacy rule, an aggregate, walks the timeline of every
+prescription on each event (linear in N too). Run: `make bench`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,17 @@ IMPORTED = Origin.IMPORTED
 UNRELATED_ALLERGENS = ("latex", "peanut", "bee venom", "shellfish", "cat dander")
 UNRELATED_DRUGS = ("metformin", "lisinopril", "atorvastatin", "omeprazole", "levothyroxine")
 """No allergen of these conflicts with any drug of these, nor two of the drugs with each other."""
+MEDICINES = (
+    *UNRELATED_DRUGS,
+    "amlodipine",
+    "sertraline",
+    "furosemide",
+    "gabapentin",
+    "tamsulosin",
+    "allopurinol",
+    "montelukast",
+)
+"""Twelve different medicines: with all of them in use, a polypharmacy review is open."""
 
 
 def _prescription(n: int) -> Event:
@@ -72,6 +85,22 @@ def _allergies_and_prescriptions(rules: tuple[Rule, ...]) -> None:
         print(f"  {size:>6,} each:   {best * 1000:8.2f} ms, {alerts:,} alerts raised")
 
 
+def _many_medicines(rules: tuple[Rule, ...]) -> None:
+    print(f"rules cost of one more prescription, by N prescriptions of {len(MEDICINES)} medicines:")
+    state, active = initial_state("bench", "s-3"), 0
+    for size in SIZES:
+        while active < size:
+            drug = MEDICINES[active % len(MEDICINES)]
+            payload = MedicationPrescribed(prescription_id=f"rx-{active}", drug=drug)
+            at = START + timedelta(minutes=active)
+            state = evolve(state, event_of("bench", "s-3", active, at, payload, IMPORTED))
+            active += 1
+        payload = MedicationPrescribed(prescription_id="rx-new", drug="omeprazole")
+        event = event_of("bench", "s-3", size, START + timedelta(days=30), payload, IMPORTED)
+        best, alerts = _best_evaluation(rules, state, event)
+        print(f"  {size:>6,} active: {best * 1000:8.2f} ms, {alerts:,} alerts raised")
+
+
 def main() -> None:
     rules = default_rules(load_bundled_knowledge())
     allergy = AllergyRecorded(allergy_id="a-1", substance="penicillin")
@@ -87,6 +116,7 @@ def main() -> None:
         best, alerts = _best_evaluation(rules, state, _prescription(active))
         print(f"  {size:>6,} active: {best * 1000:8.2f} ms, {alerts:,} alerts raised")
     _allergies_and_prescriptions(rules)
+    _many_medicines(rules)
 
 
 if __name__ == "__main__":

@@ -165,7 +165,8 @@ def transitions(
 @dataclass(frozen=True, slots=True)
 class _CauseOfChange:
     """Names what changed a finding: the event, or (when the event touched none of the
-    finding's claims and the validity window of one of them opened or closed) time."""
+    finding's claims, those of its cause and its evidence, and the validity window of one of
+    them opened or closed) time."""
 
     event: Event
     after: UserState
@@ -174,7 +175,7 @@ class _CauseOfChange:
 
     def of(self, finding: Finding) -> str:
         named = f"{self.event.type.value} {self.event.id}"
-        claims = set(finding.cause)
+        claims = {*finding.cause, *(f"{item.role}:{item.claim_id}" for item in finding.evidence)}
         if any(f"{kind.value}:{key}" in claims for kind, key in self.focus):
             return named
         if any(f"{kind.value}:{key}" in claims for kind, key in self.timed):

@@ -16,6 +16,7 @@ from rules.claim_conflicts import ClaimConflictRule
 from rules.drug_allergy import DrugAllergyRule
 from rules.duplicate_therapy import DuplicateTherapyRule
 from rules.knowledge.model import DrugKnowledge
+from rules.polypharmacy import PolypharmacyRule
 from schemas.alerts import Alert, AlertStatus
 from schemas.events import AcknowledgementAction, AlertAcknowledged, ClaimRetracted, Event
 
@@ -26,6 +27,7 @@ def default_rules(knowledge: DrugKnowledge) -> tuple[Rule, ...]:
         DuplicateTherapyRule(knowledge),
         AllergyListRule(knowledge),
         ClaimConflictRule(),
+        PolypharmacyRule(knowledge),
     )
 
 
