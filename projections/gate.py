@@ -16,6 +16,7 @@ from typing import NamedTuple
 from projections.secrets import secrets_in
 from projections.state import UserState, claim_address
 from projections.views import valid_at
+from schemas.allergy_statements import statement_categories
 from schemas.events import (
     CLOCK_ACTOR,
     AlertAcknowledged,
@@ -135,6 +136,7 @@ def admit(event: Event, state: UserState, context: GateContext) -> Decision:
         + _capacity(event, context)
         + _privacy(event, state, context)
         + _references(event, state, context)
+        + _coherence(event)
     )
     return Rejected(problems) if problems else Admitted(event)
 
@@ -276,6 +278,24 @@ def _references(event: Event, state: UserState, context: GateContext) -> tuple[P
             detail = f"claim {claim_id} is not a known claim of this subject{where}"
             problems.append(Problem(ReasonCode.RETRACTS_UNKNOWN_CLAIM, detail))
     return tuple(problems)
+
+
+def _coherence(event: Event) -> tuple[Problem, ...]:
+    """An allergy record whose substance, uncoded, says there is no known allergy ("NKDA")
+    but that is not `negated`: held as an allergy it would sit on the allergy list as an active
+    allergy to "NKDA". The detail names the categories, never the text."""
+    payload = event.payload
+    if not isinstance(payload, AllergyRecorded) or payload.negated or payload.codes:
+        return ()
+    categories = statement_categories(payload.substance)
+    if categories is None:
+        return ()
+    covered = ", ".join(category.value for category in categories)
+    detail = (
+        "the substance is a 'no known allergy' statement, not a substance: send the record with "
+        f"negated=true and the categories it covers ({covered}), or name the allergen"
+    )
+    return (Problem(ReasonCode.NEGATION_NOT_FLAGGED, detail),)
 
 
 def _before_its_claim(event: Event, state: UserState) -> list[Problem]:

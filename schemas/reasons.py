@@ -45,5 +45,7 @@ class ReasonCode(StrEnum):
     SUPERSEDES_OTHER_TYPE = "supersedes_other_type"
     RETRACTS_UNKNOWN_CLAIM = "retracts_unknown_claim"
     BEFORE_ITS_CLAIM = "before_its_claim"
+    # A record that contradicts itself.
+    NEGATION_NOT_FLAGGED = "negation_not_flagged"
     # The pipeline failed on this message; it is kept here instead of being lost.
     PROCESSING_ERROR = "processing_error"

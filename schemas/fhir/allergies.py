@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Final
 
+from schemas.allergy_statements import statement_categories
 from schemas.events import (
     AllergyCategory,
     AllergyRecorded,
@@ -59,20 +60,6 @@ _NEGATIONS: Final[dict[tuple[str, str], tuple[AllergyCategory, ...]]] = {
 }
 """Codes that state the absence of allergies, and the categories each statement covers."""
 _UNKNOWN_ALLERGY_STATUS: Final = frozenset({(IPS_ABSENT_UNKNOWN, "no-allergy-info")})
-_NEGATION_TEXTS: Final[dict[str, tuple[AllergyCategory, ...]]] = {
-    "nka": _ALL_CATEGORIES,
-    "no known allergies": _ALL_CATEGORIES,
-    "no known allergy": _ALL_CATEGORIES,
-    "nkda": (AllergyCategory.MEDICATION,),
-    "no known drug allergies": (AllergyCategory.MEDICATION,),
-    "no known drug allergy": (AllergyCategory.MEDICATION,),
-    "nkfa": (AllergyCategory.FOOD,),
-    "no known food allergies": (AllergyCategory.FOOD,),
-    "no known food allergy": (AllergyCategory.FOOD,),
-    "nkla": (AllergyCategory.ENVIRONMENT,),
-    "no known latex allergy": (AllergyCategory.ENVIRONMENT,),
-}
-"""Negations in words (used only when no coding names a substance, see `_negated_categories`)."""
 _SUBSTANCE_SYSTEMS: Final = frozenset(
     {
         SNOMED,
@@ -227,7 +214,7 @@ def _negated_categories(
         return None
     names = [string_at(code, "text")]
     names += [string_at(coding, "display") for coding in objects_at(code, "coding")]
-    read = {_NEGATION_TEXTS.get(" ".join(name.casefold().split())) for name in names if name}
+    read = {statement_categories(name) for name in names if name}
     return read.pop() if len(read) == 1 else None
 
 

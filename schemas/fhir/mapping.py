@@ -77,7 +77,7 @@ where R4 wants a concept (`"clinicalStatus": "active"`, the DSTU2/STU3 form), is
 code; any other text is an error naming the allowed codes. "No known
 allergy" records (SNOMED 716186003 and 160244002 NKA, 409137002 NKDA, 429625007 NKFA, 428607008
 no known environmental allergy, 716184000 no known latex allergy, the IPS absent-unknown codes,
-or words such as "NKDA" in the text and displays of a code none of whose codings names a
+or words such as "NKDA", `schemas.allergy_statements`, in the text and displays of a code none of whose codings names a
 substance in a standard terminology) become `negated=True` with the categories the statement
 covers, so they never become an allergy, whatever their verification status. IPS
 `no-allergy-info` is skipped: "unknown" is neither an allergy nor a negation.

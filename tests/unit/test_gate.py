@@ -259,6 +259,20 @@ REJECTIONS = [
         ReasonCode.UNKNOWN_TENANT,
         id="given the clock for an unconfigured tenant then unknown_tenant",
     ),
+    pytest.param(
+        make_event("AllergyRecorded", "nkda-as-allergy", payload={"substance": "NKDA"}),
+        {},
+        None,
+        ReasonCode.NEGATION_NOT_FLAGGED,
+        id="given an allergy to 'NKDA' not negated then negation_not_flagged",
+    ),
+    pytest.param(
+        make_event("AllergyRecorded", "nka-zh", payload={"substance": " 否认药物过敏史 "}),
+        {},
+        None,
+        ReasonCode.NEGATION_NOT_FLAGGED,
+        id="given a Chinese 'denies drug allergies' not negated then negation_not_flagged",
+    ),
 ]
 
 
@@ -286,6 +300,13 @@ def test_given_several_problems_when_admitted_then_every_reason_is_reported() ->
         "oversize",
         "secret_in_text",
     }
+
+
+def test_given_a_statement_sent_as_an_allergy_then_the_detail_says_how_without_the_text() -> None:
+    decision = _decide(make_event("AllergyRecorded", "nkfa", payload={"substance": "NKFA"}))
+    assert isinstance(decision, Rejected)
+    assert "negated=true" in decision.detail and "(food)" in decision.detail
+    assert "NKFA" not in decision.detail
 
 
 def test_given_a_secret_when_rejected_then_the_detail_never_contains_it() -> None:
@@ -329,6 +350,29 @@ ACCEPTED = [
         make_event("ClockAdvanced", "tick", payload={}, actor=CLOCK_ACTOR, origin="inferred"),
         REMEMBERED,
         id="given the clock's tick then accepted without being on the tenant's actor list",
+    ),
+    pytest.param(
+        make_event(
+            "AllergyRecorded",
+            "nkda-statement",
+            payload={"substance": "No known drug allergies.", "negated": True},
+        ),
+        None,
+        id="given a negated 'no known drug allergies' record then accepted",
+    ),
+    pytest.param(
+        make_event(
+            "AllergyRecorded",
+            "coded-nka",
+            payload={"substance": "NKA", "codes": [{"system": "rxnorm", "code": "7980"}]},
+        ),
+        None,
+        id="given a coded substance whose text says NKA then accepted (the code names it)",
+    ),
+    pytest.param(
+        make_event("AllergyRecorded", "none-of-these", payload={"substance": "nkda penicillin"}),
+        None,
+        id="given a substance that only starts with a statement then accepted",
     ),
 ]
 

@@ -438,6 +438,16 @@ def _coded(code: str) -> dict[str, Any]:
             id="given text-only no known allergies when imported then negated for every category",
         ),
         pytest.param(
+            changed(NO_KNOWN, code={"text": "Nil known drug allergies."}),
+            (AllergyCategory.MEDICATION,),
+            id="given text-only 'Nil known drug allergies.' when imported then negated",
+        ),
+        pytest.param(
+            changed(NO_KNOWN, code={"text": "否认食物及药物过敏史"}),
+            (AllergyCategory.FOOD, AllergyCategory.MEDICATION),
+            id="given a Chinese denial of food and drug allergies then negated for both",
+        ),
+        pytest.param(
             changed(NO_KNOWN, verificationStatus=status("refuted")),
             (AllergyCategory.MEDICATION,),
             id="given a refuted NKDA when imported then still a negation, never an allergy",
