@@ -117,6 +117,19 @@ def test_given_a_second_episode_then_a_new_alert() -> None:
     assert second.alert_id != first.alert_id
 
 
+def test_given_a_late_stop_that_moves_the_episode_start_then_the_review_follows_it() -> None:
+    late_stop = stop("rx-0", 5.5)
+    first, *answer = reviews([*daily(11), late_stop])
+    assert first.cause == (episode(10),)
+    assert {(a.status, a.cause) for a in answer} == {
+        (AlertStatus.RESOLVED, (episode(10),)),
+        (AlertStatus.RAISED, (episode(11),)),
+    }
+    (moved,) = (a for a in answer if a.status is AlertStatus.RAISED)
+    in_time_order = sorted([*daily(11), late_stop], key=lambda event: event.occurred_at)
+    assert [a.alert_id for a in reviews(in_time_order)] == [moved.alert_id]
+
+
 def test_given_a_prescription_whose_validity_ends_then_time_resolves_the_review() -> None:
     events = [
         *daily(9),
