@@ -48,6 +48,8 @@ from aiokafka import AIOKafkaProducer
 from benchmarks.output import machine_speed, machine_speed_around, quiet_producer_retries
 from benchmarks.synthetic import conflict_pair, subject_events
 from projections.state import UserState
+from rules.engine import default_rules
+from rules.knowledge.bundled import load_bundled_knowledge
 from schemas.codec import alert_codec, event_codec
 from schemas.events import Event
 from streams import local_kafka
@@ -342,7 +344,8 @@ def batch_step_cpu(home: Path, events: list[Event]) -> float:
     with the garbage collector tuned as the worker tunes it."""
     settings = Settings(home=home)
     messages = sealed(home, events)
-    processor = build_processor(tenants_policy_of(settings), FileKeyStore(settings.keys_dir))
+    rules = default_rules(load_bundled_knowledge())
+    processor = build_processor(tenants_policy_of(settings), FileKeyStore(settings.keys_dir), rules)
     states: dict[str, UserState] = {}
     tune_garbage_collector()
     started = time.process_time()

@@ -35,6 +35,7 @@ from streams.lag import GroupLag, pipeline_groups, pipeline_lag
 from streams.log_check import check_log
 from streams.redrive import NotRedrivable, Redrive, Selection, redrivable, redrive
 from streams.rejudge import WorkersRunning, rejudge
+from streams.rulebook import Rulebook
 from streams.settings import Settings
 from streams.sink import serve_sink
 from streams.worker import run_worker
@@ -93,6 +94,7 @@ def rejudge_command(
     settings = Settings()
     knowledge = load_bundled_knowledge()
     why = Rejudgement(f"knowledge:{knowledge.version}", datetime.now(UTC))
+    rules = default_rules(knowledge)
     try:
         result = asyncio.run(
             rejudge(
@@ -100,8 +102,9 @@ def rejudge_command(
                 topics_of(settings),
                 settings.app_id,
                 sealer_of(settings),
-                default_rules(knowledge),
+                rules,
                 why,
+                Rulebook.of(rules, knowledge.version),
                 publish=not dry_run,
             )
         )

@@ -9,7 +9,8 @@ them to ClickHouse. Running it again publishes nothing: the stream already agree
 
 The workers must be stopped: a worker folding events meanwhile would move states past the
 ones judged here. The command checks that the worker group has no members and refuses to run
-otherwise.
+otherwise. Once it has published, it records the rulebook it judged with (`streams.rulebook`),
+so workers of this build start without warning that the alerts were judged otherwise.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from streams.alert_output import readable_alerts
 from streams.kafka_security import kafka_options
 from streams.liveness import group_member_count
 from streams.rebuild import rebuild_states
+from streams.rulebook import Rulebook, record_rulebook
 from streams.sealing import Sealer
 from streams.topic_reader import read_topic
 from streams.topics import Topics
@@ -49,6 +51,7 @@ async def rejudge(
     sealer: Sealer,
     rules: Sequence[Rule],
     why: Rejudgement,
+    rulebook: Rulebook,
     *,
     publish: bool,
 ) -> Rejudged:
@@ -64,8 +67,10 @@ async def rejudge(
         for key, state in sorted(states.items())
         for record in rejudged(state, latest_records(by_subject.get(key, [])), rules, why)
     ]
-    if publish and records:
-        await publish_alerts(bootstrap, topics.alerts, sealer, records)
+    if publish:
+        if records:
+            await publish_alerts(bootstrap, topics.alerts, sealer, records)
+        await record_rulebook(bootstrap, topics.rulebook, rulebook)
     return Rejudged(len(states), records)
 
 

@@ -75,6 +75,11 @@ class Topics:
         return f"{self.prefix}erasures"
 
     @property
+    def rulebook(self) -> str:
+        """Which rules and drug knowledge judged the alerts (`streams.rulebook`; one record)."""
+        return f"{self.prefix}rulebook"
+
+    @property
     def audit(self) -> str:
         """Records of reads of personal data (who, tenant, subject, purpose, when; no data)."""
         return f"{self.prefix}audit"
@@ -100,6 +105,7 @@ class Topics:
             ),
             TopicSpec(self.erasures, 1, {"cleanup.policy": "compact"}),
             TopicSpec(self.audit, 1, keep),
+            TopicSpec(self.rulebook, 1, {"cleanup.policy": "compact"}),
         )
 
 

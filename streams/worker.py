@@ -4,9 +4,11 @@ core, run it."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import faust
 
+from rules.base import Rule
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from schemas.codec import event_codec
@@ -17,6 +19,7 @@ from streams.kafka_address import bootstrap_servers
 from streams.keys import FileKeyStore, SubjectKeys
 from streams.ledger import ErasureLedger, load_ledger
 from streams.processing import BatchProcessor
+from streams.rulebook import Rulebook, check_rulebook
 from streams.runtime import tune_garbage_collector
 from streams.sealing import Sealer
 from streams.settings import Settings
@@ -28,20 +31,25 @@ from streams.worker_http import serve_worker_http
 from streams.worker_metrics import WorkerMetrics
 
 
-def build_processor(tenants: TenantsPolicy, keys: SubjectKeys) -> BatchProcessor:
+def build_processor(
+    tenants: TenantsPolicy, keys: SubjectKeys, rules: Sequence[Rule]
+) -> BatchProcessor:
     return BatchProcessor(
         codec=event_codec(),
-        rules=default_rules(load_bundled_knowledge()),
+        rules=rules,
         gate_policy=tenants.gate_policy,
         sealer=Sealer(keys),
         actor_keys=tenants.actor_keys,
     )
 
 
-async def prepare(settings: Settings, bootstrap: str, keys: SubjectKeys) -> ErasureLedger:
-    """Topics checked and readable, the consumer group usable, ledger loaded, and every ledger
+async def prepare(
+    settings: Settings, bootstrap: str, keys: SubjectKeys, rulebook: Rulebook
+) -> tuple[ErasureLedger, str | None]:
+    """Topics checked and readable, the consumer group usable, ledger loaded, every ledger
     entry's key destroyed (reconciliation after a crash between recording an erasure and
-    destroying its key)."""
+    destroying its key), and the rulebook checked (`streams.rulebook`: what an operator must
+    know when the alerts were judged by other rules)."""
     topics = Topics(settings.topic_prefix, settings.partitions)
     changelogs = changelog_specs(settings.app_id, settings.partitions)
     await ensure_topics(bootstrap, topics.specs() + changelogs, settings.topic_replication_factor)
@@ -51,7 +59,8 @@ async def prepare(settings: Settings, bootstrap: str, keys: SubjectKeys) -> Eras
     ledger = await load_ledger(bootstrap, topics.erasures, keys)
     for ref in ledger.refs:
         keys.destroy_by_ref(ref)
-    return ledger
+    unjudged = await check_rulebook(bootstrap, topics.rulebook, topics.accepted, rulebook)
+    return ledger, unjudged
 
 
 def run_worker(settings: Settings, loglevel: str = "warn") -> None:
@@ -60,11 +69,15 @@ def run_worker(settings: Settings, loglevel: str = "warn") -> None:
     bootstrap = bootstrap_servers(settings)
     keys = FileKeyStore(settings.keys_dir)
     tenants = tenants_policy_of(settings)
-    processor = build_processor(tenants, keys)
-    ledger = asyncio.run(prepare(settings, bootstrap, keys))
+    knowledge = load_bundled_knowledge()
+    rules = default_rules(knowledge)
+    processor = build_processor(tenants, keys, rules)
+    rulebook = Rulebook.of(rules, knowledge.version)
+    ledger, unjudged = asyncio.run(prepare(settings, bootstrap, keys, rulebook))
     pipeline = create_app(settings, bootstrap, keys, ledger)
     metrics = WorkerMetrics()
     metrics.tenants_file_enforced(tenants.sha256)
+    metrics.rulebook_unjudged.set(0 if unjudged is None else 1)
     if settings.worker_metrics_port is not None:
         serve_worker_http(
             pipeline, metrics, settings.worker_metrics_port, settings.worker_metrics_host

@@ -86,6 +86,12 @@ class WorkerMetrics:
             ["partition"],
             registry=self.registry,
         )
+        self.rulebook_unjudged = Gauge(
+            "uac_worker_rulebook_unjudged",
+            "1 when the alerts were judged by other rules or knowledge than the worker's (or the"
+            " pipeline has no record of which): run `uac rejudge` with the workers stopped",
+            registry=self.registry,
+        )
         self.tenants_file = Gauge(
             "uac_worker_tenants_file",
             "1 for the tenants file the worker enforces, by the sha256 of its bytes",

@@ -1,7 +1,9 @@
 """`uac rejudge` on the real broker and ClickHouse engine: refused while workers run; with them
 stopped, an alerts topic that disagrees with the current knowledge (an alert an earlier release
 never raised, one it raised that the current rules do not find) is brought in line, once, and
-the records reach alert consumers, ClickHouse and `uac explain`."""
+the records reach alert consumers, ClickHouse and `uac explain`. The rulebook topic says which
+build judged the alerts: a worker starting on an empty pipeline records its own, a worker of a
+newer build says what changed and to run `uac rejudge`, which records its own once done."""
 
 from __future__ import annotations
 
@@ -12,14 +14,23 @@ from uuid import NAMESPACE_URL, uuid5
 
 import pytest
 
+from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from schemas.alerts import Alert, AlertStatus
 from streams.rejudge import publish_alerts
+from streams.rulebook import Rulebook, check_rulebook, record_rulebook, recorded_rulebook
 from tests.integration.harness import Pipeline, wait_for
 from tests.integration.test_pipeline import expected_alerts, sample_events, wait_for_history
 
 pytestmark = pytest.mark.integration
-TRIGGER = f"knowledge:{load_bundled_knowledge().version}"
+KNOWLEDGE = load_bundled_knowledge()
+TRIGGER = f"knowledge:{KNOWLEDGE.version}"
+CURRENT = Rulebook.of(default_rules(KNOWLEDGE), KNOWLEDGE.version)
+EARLIER = Rulebook(
+    tuple(rule for rule in CURRENT.rules if not rule.startswith("polypharmacy")),
+    "uac-bundled-2026.12.1",
+)
+"""What an earlier release would have recorded: one rule fewer, an older knowledge release."""
 
 
 def rejudge(pipeline: Pipeline, *args: str) -> tuple[list[Alert], str]:
@@ -60,6 +71,7 @@ def test_given_a_knowledge_upgrade_then_rejudge_brings_the_alerts_in_line_once(
     pipeline.publish(events)
     alerts = wait_for(pipeline.alerts, lambda found: len(found) >= len(expected))
     wait_for_history(pipeline, events)
+    assert _recorded(pipeline) == CURRENT
     running = pipeline.uac("rejudge")
     assert running.returncode == 3
     assert "stop them first" in running.stderr
@@ -75,7 +87,14 @@ def test_given_a_knowledge_upgrade_then_rejudge_brings_the_alerts_in_line_once(
     never_found, phantom = a_stream_an_earlier_release_left(alerts)
     sealer, topic = pipeline.sealer, pipeline.topics.alerts
     asyncio.run(publish_alerts(pipeline.bootstrap, topic, sealer, [never_found, phantom]))
+    asyncio.run(record_rulebook(pipeline.bootstrap, pipeline.topics.rulebook, EARLIER))
+    warning = _check(pipeline)
+    assert warning is not None
+    assert "new polypharmacy v1" in warning
+    assert f"knowledge uac-bundled-2026.12.1 -> {KNOWLEDGE.version}" in warning
+    assert "uac rejudge" in warning
     dry, _ = rejudge(pipeline, "--dry-run")
+    assert _recorded(pipeline) == EARLIER
     records, summary = rejudge(pipeline)
     assert [r.lifecycle_id for r in records] == [r.lifecycle_id for r in dry]
     assert [(r.alert_id, r.status) for r in records] == [
@@ -84,6 +103,7 @@ def test_given_a_knowledge_upgrade_then_rejudge_brings_the_alerts_in_line_once(
     ]
     assert all(r.trigger_event_id == TRIGGER for r in records)
     assert "1 raised, 1 resolved" in summary
+    assert (_recorded(pipeline), _check(pipeline)) == (CURRENT, None)
     assert rejudge(pipeline)[0] == []
     on_topic = [a for a in pipeline.alerts() if a.trigger_event_id == TRIGGER]
     assert sorted(a.lifecycle_id for a in on_topic) == sorted(r.lifecycle_id for r in records)
@@ -103,6 +123,18 @@ def test_given_a_knowledge_upgrade_then_rejudge_brings_the_alerts_in_line_once(
     explained = pipeline.uac("explain", str(never_found.alert_id), "--tenant", tenant, "--json")
     assert explained.returncode == 0, explained.stderr
     assert TRIGGER in json.dumps(json.loads(explained.stdout))
+
+
+def _recorded(pipeline: Pipeline) -> Rulebook | None:
+    return asyncio.run(recorded_rulebook(pipeline.bootstrap, pipeline.topics.rulebook))
+
+
+def _check(pipeline: Pipeline) -> str | None:
+    """What a worker of this build says when it starts on the pipeline."""
+    topics = pipeline.topics
+    return asyncio.run(
+        check_rulebook(pipeline.bootstrap, topics.rulebook, topics.accepted, CURRENT)
+    )
 
 
 def _attempt(pipeline: Pipeline) -> tuple[list[Alert], str] | None:
