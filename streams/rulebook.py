@@ -75,9 +75,16 @@ def _described(rulebook: Rulebook) -> str:
 
 
 async def recorded_rulebook(bootstrap: str, topic: str) -> Rulebook | None:
-    """The rulebook last recorded (None: none yet)."""
+    """The rulebook last recorded (None: none yet, or a record this build cannot read, which is
+    logged: `uac rejudge` records a readable one)."""
     values = [r.value for r in await read_topic(bootstrap, topic) if r.key == RULEBOOK_KEY]
-    return Rulebook.decode(values[-1]) if values and values[-1] is not None else None
+    if not values or values[-1] is None:
+        return None
+    try:
+        return Rulebook.decode(values[-1])
+    except (ValueError, KeyError, TypeError) as error:
+        log.warning("rulebook: the record on %s cannot be read (%s)", topic, error)
+        return None
 
 
 async def record_rulebook(bootstrap: str, topic: str, rulebook: Rulebook) -> None:

@@ -38,3 +38,12 @@ def test_given_another_rulebook_then_every_change_and_the_command_are_named() ->
 def test_given_accepted_events_but_no_rulebook_then_a_rejudge_is_asked_for() -> None:
     warning = unjudged(None, CURRENT, history=True)
     assert warning is not None and "no record" in warning and "uac rejudge" in warning
+
+
+def test_an_unreadable_record_is_refused_by_decode_with_an_error_the_reader_catches() -> None:
+    for value in (b"not json", b"{}", b'{"rules": 3, "knowledge": "x"}'):
+        try:
+            Rulebook.decode(value)
+        except (ValueError, KeyError, TypeError):
+            continue
+        raise AssertionError(f"{value!r} was read as a rulebook")
