@@ -70,6 +70,10 @@ Relations and their columns (every time is DateTime64(3, 'UTC')):
     as JSON: tells the string "true" from the boolean true), origin, confidence, source_ref,
     event_id, recorded_at, needs_confirmation (the id of the key's open conflict, or NULL),
     purpose, valid_until. The key's history is not exposed: it holds claims of other purposes.
+`consents` (from the current checkpoint: the subject's consent for the read's purpose only)
+    tenant_id, subject_id, state_version, purpose, granted, special_category, event_id,
+    recorded_at, valid_from, valid_until, in_force (the window holds the time of the read),
+    origin, source_ref.
 `erasures` (erasure receipts; no personal data)
     erasure_id, tenant_id, subject_ref (sha256 of 'tenant:subject'), requested_at,
     recorded_at, completed_at, requested_by, key_destroyed, removed_rows (Map table -> rows

@@ -208,6 +208,35 @@ FROM (
 WHERE {_claim_readable("claim", "current", allowed, always_special=False)}"""  # noqa: S608
 
 
+_CONSENT_FIELD = "JSONExtractString(state_json, 'state', 'consents', {purpose:String}, '%s')"
+
+
+def _consents() -> str:
+    """The subject's consent for the read's purpose, as the current checkpoint holds it (granted
+    or withdrawn, in force or not), with the validity and provenance of the `ConsentChanged`
+    that set it. Consents for other purposes are not shown."""
+    return f"""SELECT
+    c.tenant_id AS tenant_id, c.subject_id AS subject_id, c.state_version AS state_version,
+    c.purpose AS purpose, c.granted AS granted, c.special_category AS special_category,
+    c.event_id AS event_id, c.recorded_at AS recorded_at,
+    e.valid_from AS valid_from, e.valid_until AS valid_until,
+    coalesce(e.valid_from <= {_READ_AT}, true) AND coalesce(e.valid_until > {_READ_AT}, true)
+        AS in_force,
+    e.origin AS origin, e.source_ref AS source_ref
+FROM (
+    SELECT tenant_id, subject_id, version AS state_version, {{purpose:String}} AS purpose,
+        {_CONSENT % "granted"} AS granted, {_CONSENT % "special_category"} AS special_category,
+        {_CONSENT_FIELD % "event_id"} AS event_id,
+        parseDateTime64BestEffortOrNull({_CONSENT_FIELD % "occurred_at"}, 3, 'UTC') AS recorded_at
+    FROM ({_LATEST_DOCUMENTS})
+    WHERE JSONHas(state_json, 'state', 'consents', {{purpose:String}})
+) AS c
+LEFT JOIN (
+    SELECT toString(event_id) AS event_id, valid_from, valid_until, origin, source_ref
+    FROM {DATABASE}.events FINAL WHERE {_OF_TENANT} AND type = 'ConsentChanged'
+) AS e ON e.event_id = c.event_id"""  # noqa: S608
+
+
 def _of_tenant(table: str, columns: str = "*") -> str:
     """The tenant's rows of a storage table (the base of every relation)."""
     return f"SELECT {columns} FROM {DATABASE}.{table} FINAL WHERE {_OF_TENANT}"  # noqa: S608
@@ -233,6 +262,7 @@ def _relations(allowed: str) -> dict[str, str]:
         "medications": _medications(allowed),
         "preferences": _held_claims("preferences", allowed),
         "facts": _held_claims("facts", allowed),
+        "consents": _consents(),
         "erasures": _of_tenant("erasures"),
         "audit_reads": _of_tenant("audit_reads"),
     }

@@ -1117,6 +1117,79 @@ def test_facts_hold_numbers_and_booleans_as_text_and_as_json(
     ]
 
 
+# ------------------------------------------------------------------------------------------------
+# Current consents
+# ------------------------------------------------------------------------------------------------
+
+D = "clinic-consents"
+
+
+def _consent_of(subject: str, name: str, purpose: str, granted: bool, **envelope: Any) -> Event:
+    payload = {"purpose": purpose, "granted": granted, "special_category": granted}
+    return make_event(
+        "ConsentChanged", name, tenant=D, subject=subject, payload=payload, **envelope
+    )
+
+
+CONSENT_HISTORIES = {
+    "granted": [
+        _consent_of("granted", "g-research", RESEARCH, True, source_ref="form-17"),
+        _consent_of("granted", "g-marketing", "marketing", False),
+    ],
+    "withdrawn": [
+        _consent_of("withdrawn", "w-research", RESEARCH, True),
+        _consent_of("withdrawn", "w-research-off", RESEARCH, False, at=timedelta(days=3)),
+    ],
+    "lapsed": [_consent_of("lapsed", "l-research", RESEARCH, True, valid_until=PAST)],
+    "marketing-only": [_consent_of("marketing-only", "m-marketing", "marketing", True)],
+}
+
+
+@pytest.fixture(scope="module")
+def consents(client: Client) -> str:
+    """Tenant D: consents to research granted, withdrawn, lapsed, and one for marketing only."""
+    _store_histories(client, CONSENT_HISTORIES, 5000, "consents")
+    return D
+
+
+def test_a_read_sees_each_subjects_consent_for_its_own_purpose_only(
+    client: Client, consents: str
+) -> None:
+    sql = (
+        "SELECT subject_id, purpose, granted, special_category, event_id, in_force, valid_until, "
+        "source_ref FROM consents ORDER BY subject_id"
+    )
+    assert query(client, sql, D, RESEARCH).rows == [
+        ["granted", RESEARCH, True, True, event_id("g-research"), True, None, "form-17"],
+        ["lapsed", RESEARCH, True, True, event_id("l-research"), False, plain(PAST), None],
+        ["withdrawn", RESEARCH, False, False, event_id("w-research-off"), True, None, None],
+    ]
+    marketing = query(client, "SELECT subject_id, granted FROM consents ORDER BY 1", D, "marketing")
+    assert marketing.rows == [["granted", False], ["marketing-only", True]]
+
+
+def test_consents_are_the_tenants_own(client: Client, consents: str) -> None:
+    assert query(client, "SELECT * FROM consents", A, RESEARCH).rows == []
+
+
+def test_consents_have_the_documented_columns(client: Client) -> None:
+    assert query(client, "SELECT * FROM consents WHERE 1 = 0", A).columns == (
+        "tenant_id",
+        "subject_id",
+        "state_version",
+        "purpose",
+        "granted",
+        "special_category",
+        "event_id",
+        "recorded_at",
+        "valid_from",
+        "valid_until",
+        "in_force",
+        "origin",
+        "source_ref",
+    )
+
+
 PREFERENCE_NAMES = "SELECT concat(subject_id, '/', key) FROM preferences"
 FACT_NAMES = "SELECT concat(subject_id, '/', key) FROM facts"
 
