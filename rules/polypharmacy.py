@@ -4,8 +4,9 @@ medication review is due; the alert stays open while the count stays at or above
 the list changes, and is resolved when it falls below.
 
 A medicine is its active ingredients (two orders of one drug, or a tablet and an ointment of
-one ingredient, are one medicine; a combination product is one medicine of its own); a drug the
-knowledge layer cannot resolve counts by its name. One alert stands for one episode, identified by
+one ingredient, are one medicine; a combination product is one medicine of its own; a fluid
+that is only a vehicle, saline in any bag size, one medicine); a drug the knowledge layer cannot
+resolve counts by its name. One alert stands for one episode, identified by
 the moment the count reached the threshold on the valid-time timeline of every prescription
 (from its date, or its `valid_from`, to its stop or its `valid_until`): the same history gives
 the same alert id in any arrival order, a medicine added (on the same day too) or stopped while
@@ -71,9 +72,9 @@ class PolypharmacyRule:
 
         def medicine(drug: str, codes: tuple[Coding, ...]) -> Hashable:
             resolution = resolve(drug, codes)
-            if resolution.resolved and resolution.active_ingredients:
-                return tuple(sorted(resolution.active_ingredients))
-            return " ".join(fold(drug).split())
+            if not (resolution.resolved and resolution.ingredients):
+                return " ".join(fold(drug).split())
+            return tuple(sorted(resolution.active_ingredients or resolution.ingredients))
 
         self._medicine = lru_cache(maxsize=65536)(medicine)
 

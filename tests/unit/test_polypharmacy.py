@@ -91,6 +91,17 @@ def test_given_two_orders_of_one_medicine_then_it_counts_once() -> None:
     assert alert.cause == (episode(21),)
 
 
+def test_given_saline_in_two_bag_sizes_then_one_medicine_beside_a_drug_it_carries() -> None:
+    fluids = [
+        rx("rx-saline-1l", "Sodium Chloride 0.9% 1000 mL injectable solution", 20),
+        rx("rx-saline-bag", "NaCl 0.9% 500 mL bag", 21),
+    ]
+    assert reviews([*daily(8), *fluids]) == []
+    potassium = rx("rx-kcl", "Potassium Chloride / Sodium Chloride 0.9% injectable solution", 22)
+    (alert,) = reviews([*daily(8), *fluids, potassium])
+    assert alert.cause == (episode(22),)
+
+
 def test_given_a_drug_the_knowledge_layer_cannot_resolve_then_it_still_counts_by_name() -> None:
     (alert,) = reviews([*daily(9), rx("rx-unknown", "Zorblaxin 10 mg tablet", 30)])
     assert alert.cause == (episode(30),)
