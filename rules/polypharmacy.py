@@ -6,11 +6,11 @@ the list changes, and is resolved when it falls below.
 A medicine is its active ingredients (two orders of one drug, or a tablet and an ointment of
 one ingredient, are one medicine; a combination product is one medicine of its own; a fluid
 that is only a vehicle, saline in any bag size, one medicine); a drug the knowledge layer cannot
-resolve counts by its name. One alert stands for one episode, identified by
-the moment the count reached the threshold on the valid-time timeline of every prescription
-(from its date, or its `valid_from`, to its stop or its `valid_until`): the same history gives
-the same alert id in any arrival order, a medicine added (on the same day too) or stopped while
-the count stays at or above the threshold changes nothing, and a later episode is a new alert.
+resolve counts by its name. One alert stands for one episode, identified by the moment the count
+reached the threshold on the valid-time timeline of every prescription (from its date, or its
+`valid_from`, to its stop or its `valid_until`): the same history gives the same alert id in any
+arrival order, a medicine added (on the same day too) or stopped while the count stays at or
+above the threshold changes nothing, and a later episode is a new alert.
 """
 
 from __future__ import annotations
