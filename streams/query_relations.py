@@ -43,13 +43,14 @@ _CONSENT = f"JSONExtractBool({_HELD_CONSENT}, '%s')"
 _CONSENT_EVENT = f"toUUIDOrNull(JSONExtractString({_HELD_CONSENT}, 'event_id'))"
 _READ_AT = "{read_at:DateTime64(3, 'UTC')}"
 _IN_FORCE = f"coalesce(valid_from <= {_READ_AT}, true) AND coalesce(valid_until > {_READ_AT}, true)"
-_CONSENTS_IN_FORCE = f"""SELECT event_id FROM {DATABASE}.events
+_CONSENTS_IN_FORCE = f"""SELECT subject_id, event_id FROM {DATABASE}.events
     WHERE {_OF_TENANT} AND type = 'ConsentChanged' AND {_IN_FORCE}"""  # noqa: S608
 _CONSENTING_SUBJECTS = f"""SELECT subject_id FROM ({_LATEST_DOCUMENTS})
     WHERE {_CONSENT % "granted"} AND {_CONSENT % "special_category"}
-    AND {_CONSENT_EVENT} IN ({_CONSENTS_IN_FORCE})"""  # noqa: S608
+    AND (subject_id, {_CONSENT_EVENT}) IN ({_CONSENTS_IN_FORCE})"""  # noqa: S608
 """Subjects whose current state records consent to special-category use for the purpose, in
-force at the time of the read (its event's `valid_from`/`valid_until`, as `consent_allows`)."""
+force at the time of the read (the subject's own event's `valid_from`/`valid_until`, as
+`consent_allows`: two subjects may hold events of one id)."""
 _BY_CONSENT = f"subject_id IN ({_CONSENTING_SUBJECTS})"
 _EXEMPT = "true"
 _HEALTH_TYPES = ", ".join(f"'{name}'" for name in HEALTH_EVENT_TYPES)

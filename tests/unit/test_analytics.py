@@ -1229,16 +1229,21 @@ def test_consent_flags_are_booleans(client: Client, consents: str) -> None:
     assert json.dumps(query(client, sql, D, RESEARCH).rows) == "[[true, true, true]]"
 
 
-def test_subjects_whose_consents_share_an_event_id_each_get_their_own_row(
+def test_subjects_whose_consents_share_an_event_id_each_get_their_own_consent_and_legal_basis(
     client: Client,
 ) -> None:
-    """The gate refuses a repeated event id within a subject only: two subjects may hold one."""
+    """The gate refuses a repeated event id within a subject only: two subjects may hold one.
+    twin-b's consent has lapsed; twin-a's, of the same event id, has not."""
+    allergy = make_event(
+        "AllergyRecorded", "twin-b-allergy", tenant=D_EDGE, subject="twin-b", purpose=RESEARCH
+    )
     histories = {
         "twin-a": [_consent_of("twin-a", "twin", RESEARCH, True, D_EDGE, source_ref="form-a")],
         "twin-b": [
             _consent_of(
                 "twin-b", "twin", RESEARCH, True, D_EDGE, valid_until=PAST, source_ref="form-b"
-            )
+            ),
+            allergy,
         ],
     }
     _store_histories(client, histories, 5200, "consent-twins")
@@ -1246,10 +1251,13 @@ def test_subjects_whose_consents_share_an_event_id_each_get_their_own_row(
         "SELECT subject_id, in_force, valid_until, source_ref FROM consents "
         "WHERE subject_id LIKE 'twin-%' ORDER BY subject_id"
     )
+    allergies = "SELECT count() FROM allergies WHERE subject_id = 'twin-b'"
+
     assert query(client, sql, D_EDGE, RESEARCH).rows == [
         ["twin-a", True, None, "form-a"],
         ["twin-b", False, plain(PAST), "form-b"],
     ]
+    assert query(client, allergies, D_EDGE, RESEARCH).rows == [[0]]
 
 
 def test_in_force_agrees_with_the_legal_basis_while_the_consent_event_is_not_yet_stored(
