@@ -11,6 +11,7 @@ Every read has a purpose; a read without one gets the default `care` (never "eve
 
 - claims (`events`, and the current views `trips`, `allergies`, `medications`, `preferences`,
   `facts`) are exposed only when the purpose recorded with them equals the read's purpose;
+  `consents` only the consents given for the read's purpose, a consent-exempt one included;
 - special-category claims (events labelled `special_category`, and the health event types
   AllergyRecorded, AllergyStatusChanged, MedicationPrescribed, MedicationStopped whatever their
   label) and alerts (they are health findings) also need a legal basis: the purpose is one of
@@ -71,9 +72,9 @@ Relations and their columns (every time is DateTime64(3, 'UTC')):
     event_id, recorded_at, needs_confirmation (the id of the key's open conflict, or NULL),
     purpose, valid_until. The key's history is not exposed: it holds claims of other purposes.
 `consents` (from the current checkpoint: the subject's consent for the read's purpose only)
-    tenant_id, subject_id, state_version, purpose, granted, special_category, event_id,
-    recorded_at, valid_from, valid_until, in_force (the window holds the time of the read),
-    origin, source_ref.
+    tenant_id, subject_id, state_version, purpose, granted (Bool), special_category (Bool),
+    event_id, recorded_at, valid_from, valid_until, in_force (Bool: the legal basis's test, its
+    event is in `events` and its window holds the time of the read), origin, source_ref.
 `erasures` (erasure receipts; no personal data)
     erasure_id, tenant_id, subject_ref (sha256 of 'tenant:subject'), requested_at,
     recorded_at, completed_at, requested_by, key_destroyed, removed_rows (Map table -> rows

@@ -37,19 +37,20 @@ _CHECKPOINT_COLUMNS = (
 _LATEST_DOCUMENTS = f"""SELECT * FROM {DATABASE}.state_checkpoints FINAL WHERE {_OF_TENANT}
     ORDER BY subject_id, version DESC LIMIT 1 BY subject_id"""  # noqa: S608
 """The current checkpoint of each subject with its document (internal: never a relation)."""
-_CONSENT = "JSONExtractBool(state_json, 'state', 'consents', {purpose:String}, '%s')"
-_CONSENT_EVENT = (
-    "toUUIDOrNull(JSONExtractString(state_json, 'state', 'consents', {purpose:String}, 'event_id'))"
-)
+_HELD_CONSENT = "state_json, 'state', 'consents', {purpose:String}"
+"""Where the document holds the subject's consent for the read's purpose."""
+_CONSENT = f"JSONExtractBool({_HELD_CONSENT}, '%s')"
+_CONSENT_EVENT = f"toUUIDOrNull(JSONExtractString({_HELD_CONSENT}, 'event_id'))"
 _READ_AT = "{read_at:DateTime64(3, 'UTC')}"
 _IN_FORCE = f"coalesce(valid_from <= {_READ_AT}, true) AND coalesce(valid_until > {_READ_AT}, true)"
-_CONSENTS_IN_FORCE = f"""SELECT event_id FROM {DATABASE}.events
+_CONSENTS_IN_FORCE = f"""SELECT subject_id, event_id FROM {DATABASE}.events
     WHERE {_OF_TENANT} AND type = 'ConsentChanged' AND {_IN_FORCE}"""  # noqa: S608
 _CONSENTING_SUBJECTS = f"""SELECT subject_id FROM ({_LATEST_DOCUMENTS})
     WHERE {_CONSENT % "granted"} AND {_CONSENT % "special_category"}
-    AND {_CONSENT_EVENT} IN ({_CONSENTS_IN_FORCE})"""  # noqa: S608
+    AND (subject_id, {_CONSENT_EVENT}) IN ({_CONSENTS_IN_FORCE})"""  # noqa: S608
 """Subjects whose current state records consent to special-category use for the purpose, in
-force at the time of the read (its event's `valid_from`/`valid_until`, as `consent_allows`)."""
+force at the time of the read (the subject's own event's `valid_from`/`valid_until`, as
+`consent_allows`: two subjects may hold events of one id)."""
 _BY_CONSENT = f"subject_id IN ({_CONSENTING_SUBJECTS})"
 _EXEMPT = "true"
 _HEALTH_TYPES = ", ".join(f"'{name}'" for name in HEALTH_EVENT_TYPES)
@@ -208,33 +209,33 @@ FROM (
 WHERE {_claim_readable("claim", "current", allowed, always_special=False)}"""  # noqa: S608
 
 
-_CONSENT_FIELD = "JSONExtractString(state_json, 'state', 'consents', {purpose:String}, '%s')"
-
-
 def _consents() -> str:
     """The subject's consent for the read's purpose, as the current checkpoint holds it (granted
-    or withdrawn, in force or not), with the validity and provenance of the `ConsentChanged`
-    that set it. Consents for other purposes are not shown."""
+    or withdrawn, in force or not), with the validity and provenance of the subject's
+    `ConsentChanged` that set it. `in_force` is the test the legal basis applies
+    (`_CONSENTS_IN_FORCE`): false while that event is not in `events`. Consents for other
+    purposes are not shown."""
     return f"""SELECT
     c.tenant_id AS tenant_id, c.subject_id AS subject_id, c.state_version AS state_version,
     c.purpose AS purpose, c.granted AS granted, c.special_category AS special_category,
     c.event_id AS event_id, c.recorded_at AS recorded_at,
-    e.valid_from AS valid_from, e.valid_until AS valid_until,
-    coalesce(e.valid_from <= {_READ_AT}, true) AND coalesce(e.valid_until > {_READ_AT}, true)
-        AS in_force,
+    e.valid_from AS valid_from, e.valid_until AS valid_until, e.in_force AS in_force,
     e.origin AS origin, e.source_ref AS source_ref
 FROM (
     SELECT tenant_id, subject_id, version AS state_version, {{purpose:String}} AS purpose,
-        {_CONSENT % "granted"} AS granted, {_CONSENT % "special_category"} AS special_category,
-        {_CONSENT_FIELD % "event_id"} AS event_id,
-        parseDateTime64BestEffortOrNull({_CONSENT_FIELD % "occurred_at"}, 3, 'UTC') AS recorded_at
+        JSONExtract({_HELD_CONSENT}, 'granted', 'Bool') AS granted,
+        JSONExtract({_HELD_CONSENT}, 'special_category', 'Bool') AS special_category,
+        JSONExtractString({_HELD_CONSENT}, 'event_id') AS event_id,
+        parseDateTime64BestEffortOrNull(JSONExtractString({_HELD_CONSENT}, 'occurred_at'), 3, 'UTC')
+            AS recorded_at
     FROM ({_LATEST_DOCUMENTS})
-    WHERE JSONHas(state_json, 'state', 'consents', {{purpose:String}})
+    WHERE JSONHas({_HELD_CONSENT})
 ) AS c
 LEFT JOIN (
-    SELECT toString(event_id) AS event_id, valid_from, valid_until, origin, source_ref
+    SELECT subject_id, toString(event_id) AS event_id, valid_from, valid_until,
+        CAST({_IN_FORCE} AS Bool) AS in_force, toNullable(origin) AS origin, source_ref
     FROM {DATABASE}.events FINAL WHERE {_OF_TENANT} AND type = 'ConsentChanged'
-) AS e ON e.event_id = c.event_id"""  # noqa: S608
+) AS e ON e.subject_id = c.subject_id AND e.event_id = c.event_id"""  # noqa: S608
 
 
 def _of_tenant(table: str, columns: str = "*") -> str:

@@ -1121,13 +1121,16 @@ def test_facts_hold_numbers_and_booleans_as_text_and_as_json(
 # Current consents
 # ------------------------------------------------------------------------------------------------
 
-D = "clinic-consents"
+D, D_OTHER = "clinic-consents", "clinic-consents-other"
+D_EDGE, D_ERASED = "clinic-consents-edge", "clinic-consents-erased"
 
 
-def _consent_of(subject: str, name: str, purpose: str, granted: bool, **envelope: Any) -> Event:
+def _consent_of(
+    subject: str, name: str, purpose: str, granted: bool, tenant: str = D, **envelope: Any
+) -> Event:
     payload = {"purpose": purpose, "granted": granted, "special_category": granted}
     return make_event(
-        "ConsentChanged", name, tenant=D, subject=subject, payload=payload, **envelope
+        "ConsentChanged", name, tenant=tenant, subject=subject, payload=payload, **envelope
     )
 
 
@@ -1145,10 +1148,22 @@ CONSENT_HISTORIES = {
 }
 
 
+OTHER_CONSENT_HISTORIES = {
+    "granted": [
+        _consent_of("granted", "g-research", RESEARCH, False, D_OTHER, source_ref="form-other")
+    ],
+    "lapsed": [_consent_of("lapsed", "l-research", RESEARCH, True, D_OTHER)],
+}
+"""Tenant D_OTHER: subjects of the same ids as D's, consent events of the same ids, told
+otherwise."""
+
+
 @pytest.fixture(scope="module")
 def consents(client: Client) -> str:
-    """Tenant D: consents to research granted, withdrawn, lapsed, and one for marketing only."""
+    """Tenant D: consents to research granted, withdrawn, lapsed, and one for marketing only;
+    tenant D_OTHER: the same subject and event ids with other consents."""
     _store_histories(client, CONSENT_HISTORIES, 5000, "consents")
+    _store_histories(client, OTHER_CONSENT_HISTORIES, 5100, "consents-other")
     return D
 
 
@@ -1168,8 +1183,121 @@ def test_a_read_sees_each_subjects_consent_for_its_own_purpose_only(
     assert marketing.rows == [["granted", False], ["marketing-only", True]]
 
 
-def test_consents_are_the_tenants_own(client: Client, consents: str) -> None:
-    assert query(client, "SELECT * FROM consents", A, RESEARCH).rows == []
+@pytest.mark.parametrize(
+    "exempt_purpose",
+    [
+        pytest.param("care", id="given a care read, exempt, then no research or marketing consent"),
+        pytest.param("audit", id="given an audit read, exempt, then no consent of another purpose"),
+    ],
+)
+def test_a_consent_exempt_purpose_sees_no_consents_of_other_purposes(
+    client: Client, consents: str, exempt_purpose: str
+) -> None:
+    exempt = frozenset({exempt_purpose})
+    assert query(client, "SELECT * FROM consents", D, exempt_purpose, exempt).rows == []
+
+
+CONSENTS_OF_TENANTS = [
+    pytest.param(
+        D,
+        [
+            ["granted", True, True, "form-17"],
+            ["lapsed", True, False, None],
+            ["withdrawn", False, True, None],
+        ],
+        id="given tenant D then its consents only, with the provenance of its own events",
+    ),
+    pytest.param(
+        D_OTHER,
+        [["granted", False, True, "form-other"], ["lapsed", True, True, None]],
+        id="given another tenant with the same subject and event ids then its own consents only",
+    ),
+    pytest.param(A, [], id="given a tenant that recorded no consent then no row"),
+]
+
+
+@pytest.mark.parametrize(("tenant", "expected"), CONSENTS_OF_TENANTS)
+def test_consents_are_the_tenants_own(
+    client: Client, consents: str, tenant: str, expected: list[list[Any]]
+) -> None:
+    sql = "SELECT subject_id, granted, in_force, source_ref FROM consents ORDER BY subject_id"
+    assert query(client, sql, tenant, RESEARCH).rows == expected
+
+
+def test_consent_flags_are_booleans(client: Client, consents: str) -> None:
+    sql = "SELECT granted, special_category, in_force FROM consents WHERE subject_id = 'granted'"
+    assert json.dumps(query(client, sql, D, RESEARCH).rows) == "[[true, true, true]]"
+
+
+def test_subjects_whose_consents_share_an_event_id_each_get_their_own_consent_and_legal_basis(
+    client: Client,
+) -> None:
+    """The gate refuses a repeated event id within a subject only: two subjects may hold one.
+    twin-b's consent has lapsed; twin-a's, of the same event id, has not."""
+    allergy = make_event(
+        "AllergyRecorded", "twin-b-allergy", tenant=D_EDGE, subject="twin-b", purpose=RESEARCH
+    )
+    histories = {
+        "twin-a": [_consent_of("twin-a", "twin", RESEARCH, True, D_EDGE, source_ref="form-a")],
+        "twin-b": [
+            _consent_of(
+                "twin-b", "twin", RESEARCH, True, D_EDGE, valid_until=PAST, source_ref="form-b"
+            ),
+            allergy,
+        ],
+    }
+    _store_histories(client, histories, 5200, "consent-twins")
+    sql = (
+        "SELECT subject_id, in_force, valid_until, source_ref FROM consents "
+        "WHERE subject_id LIKE 'twin-%' ORDER BY subject_id"
+    )
+    allergies = "SELECT count() FROM allergies WHERE subject_id = 'twin-b'"
+
+    assert query(client, sql, D_EDGE, RESEARCH).rows == [
+        ["twin-a", True, None, "form-a"],
+        ["twin-b", False, plain(PAST), "form-b"],
+    ]
+    assert query(client, allergies, D_EDGE, RESEARCH).rows == [[0]]
+
+
+def test_in_force_agrees_with_the_legal_basis_while_the_consent_event_is_not_yet_stored(
+    client: Client,
+) -> None:
+    """The sink stores checkpoints and events in separate batches: a checkpoint may arrive
+    before the consent event it holds."""
+    consent = _consent_of("pending", "pending-research", RESEARCH, True, D_EDGE)
+    allergy = make_event(
+        "AllergyRecorded", "pending-allergy", tenant=D_EDGE, subject="pending", purpose=RESEARCH
+    )
+    checkpoint = _checkpoint(replay([consent, allergy]), 5300)
+    write_batch(client, "state_checkpoints", CHECKPOINT_COLUMNS, [checkpoint], "pending-state")
+    held = (
+        "SELECT granted, in_force, valid_until, origin FROM consents WHERE subject_id = 'pending'"
+    )
+    allergies = "SELECT count() FROM allergies WHERE subject_id = 'pending'"
+
+    assert query(client, held, D_EDGE, RESEARCH).rows == [[True, False, None, None]]
+    assert query(client, allergies, D_EDGE, RESEARCH).rows == [[0]]
+
+    event_rows, _ = _accepted([consent], first_offset=5301)
+    write_batch(client, "events", EVENT_COLUMNS, event_rows, "pending-consent")
+
+    assert query(client, held, D_EDGE, RESEARCH).rows == [[True, True, None, "explicit_statement"]]
+    assert query(client, allergies, D_EDGE, RESEARCH).rows == [[1]]
+
+
+def test_an_erased_subject_has_no_consents(client: Client) -> None:
+    histories = {
+        subject: [_consent_of(subject, f"{subject}-research", RESEARCH, True, D_ERASED)]
+        for subject in ("erased", "kept")
+    }
+    _store_histories(client, histories, 5400, "consents-erased")
+    sql = "SELECT subject_id FROM consents ORDER BY subject_id"
+    assert query(client, sql, D_ERASED, RESEARCH).rows == [["erased"], ["kept"]]
+
+    carry_out_erasure(client, _erasure(D_ERASED, "erased"), lambda: NOW)
+
+    assert query(client, sql, D_ERASED, RESEARCH).rows == [["kept"]]
 
 
 def test_consents_have_the_documented_columns(client: Client) -> None:
