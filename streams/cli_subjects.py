@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from projections.document import plain, state_from_checkpoint
 from projections.reads import DEFAULT_PURPOSE, readable_document
@@ -47,6 +46,7 @@ from streams.keys import SubjectErased
 from streams.publisher import Published
 from streams.query_clients import open_query_client
 from streams.rebuild import checkpoint_of_subject
+from streams.result_view import result_view
 from streams.sealing import readable
 from streams.settings import Settings
 from streams.tenants import gate_policy_of
@@ -77,12 +77,7 @@ def query(
     if as_json:
         out.out(json_line(result.to_json(), sort_keys=False), highlight=False)
         return
-    table = Table()
-    for column in result.columns:
-        table.add_column(column)
-    for row in result.rows:
-        table.add_row(*(str(value) for value in row))
-    out.print(table)
+    out.print(result_view(result, out.width))
 
 
 def alerts(

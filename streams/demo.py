@@ -24,13 +24,11 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.progress import Progress
-from rich.table import Table
 
 from rules.batch import Submitted, processing_order
 from schemas.events import subject_key
 from streams import local_kafka
 from streams.alert_output import alert_table, readable_alerts
-from streams.analytics import QueryResult
 from streams.checkout import existing, in_checkout
 from streams.console_text import styled
 from streams.event_files import read_ndjson_file
@@ -38,6 +36,7 @@ from streams.kafka_security import KafkaSecurity, use_kafka_security
 from streams.keys import FileKeyStore
 from streams.publisher import EventPublisher
 from streams.query_clients import open_query_client
+from streams.result_view import result_view
 from streams.sealing import Sealer
 from streams.settings import Settings
 from streams.topic_reader import read_topic
@@ -185,15 +184,6 @@ def _wait(
     progress.update(task, completed=target)
 
 
-def _result_table(title: str, tenant: str, result: QueryResult) -> Table:
-    table = Table(title=f"{title} — tenant {tenant}")
-    for column in result.columns:
-        table.add_column(column)
-    for row in result.rows:
-        table.add_row(*(str(value) for value in row))
-    return table
-
-
 def _sample_events() -> list[Submitted]:
     """The sample events in the order a live system would learn them (recorded_at)."""
     submitted: list[Submitted] = []
@@ -254,8 +244,6 @@ def _report(console: Console, settings: Settings, bootstrap: str, topics: Topics
     console.print(alert_table(alerts, title=f"Alerts on {topics.alerts}"))
     with open_query_client(settings) as client:
         for tenant, purpose, title, sql in ANALYST_QUESTIONS:
-            console.print(
-                _result_table(
-                    f"{title} (purpose: {purpose})", tenant, client.query(sql, tenant, purpose)
-                )
-            )
+            result = client.query(sql, tenant, purpose)
+            heading = f"{title} (purpose: {purpose}) — tenant {tenant}"
+            console.print(result_view(result, console.width, heading))
