@@ -135,8 +135,10 @@ was checked while it ran. A record that names no order is a course of its own,
     fill as a course of its own would make every early refill a duplicate therapy);
     entered-in-error only the stop. Cancelled and declined dispenses are skipped.
 
-Patient -> FactAsserted(home_country, ISO 3166-1 alpha-2) from the first `home` address, else
-the first address: any ISO alpha-2 code, and a small table of alpha-3 codes and English names;
+Patient -> FactAsserted(home_country, ISO 3166-1 alpha-2) from the address the patient lives
+at: of the addresses with a country, never an `old` or `temp` one; a current one (no
+`period.end`) before an ended one; then `home`, then no (or another) use, then `work`, then
+`billing`; then the first in the list. Any ISO alpha-2 code, and a small table of alpha-3 codes and English names;
 anything else is skipped with the value in the reason, never guessed.
 
 Medication -> no event of its own (it only resolves references); every other resource type is
