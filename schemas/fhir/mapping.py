@@ -6,10 +6,13 @@ parsed into `SourcedResource`s that remember where they came from (`file.ndjson:
 resolved against every resource of the input set, whichever file it came in. Every resource ends
 in exactly one place: events, an explained skip, or an error. An optional part that cannot be
 read (a criticality "severe", a category "drug", a reaction, note or dosage sent as an object, a
-reaction severity outside its value set) is left out and reported (`FhirImport.passed_over`):
-it never costs the allergy or the order it belongs to. What decides whether a record holds (its
+reaction severity outside its value set, a status reason, route or dose quantity of the wrong
+type) is left out and reported (`FhirImport.passed_over`): it never costs the allergy, the
+order, the stop or the drug given it belongs to. What decides whether a record holds (its
 statuses, its allergen or drug, its patient, its times) is never left out: unreadable, it is an
-error.
+error. Errors and left-out parts name the part by its path in the resource
+(`clinicalStatus.coding[0].code is not a string`, `the Medication Medication/m1:
+code.coding[0].system is not a string`).
 
 Mapping decisions
 -----------------

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from schemas.events import Event, EventType, FactAsserted
-from schemas.fhir.json_access import Json, Unsupported, objects_at, string_at, time_at
+from schemas.fhir.json_access import Json, Unsupported, objects_at, string_at, time_at, within
 from schemas.fhir.sources import Index, Source, new_event, subject_id_of, timing_of
 
 HOME_COUNTRY: Final = "home_country"
@@ -50,13 +50,14 @@ def country_code(text: str) -> str | None:
 
 def patient_events(source: Source, _index: Index) -> list[Event]:
     address = _home_address(source.resource)
-    country = None if address is None else string_at(address, "country")
+    country = None if address is None else string_at(address, "country", at="address")
     if address is None or country is None:
         raise Unsupported("Patient without an address country: no home_country fact")
     code = country_code(country)
     if code is None:
         raise Unsupported(f"Patient address country {country!r} is not an ISO 3166-1 code or name")
-    timing = timing_of(source, (time_at(address, "period", "start"),))
+    start = within("address", lambda: time_at(address, "period", "start"))
+    timing = timing_of(source, (start,))
     payload = FactAsserted(key=HOME_COUNTRY, value=code)
     subject_id = subject_id_of(source.resource_id)
     return [
