@@ -291,11 +291,13 @@ def _events_of(
 
 
 def _meant(resource_type: str) -> str | None:
-    """The resource type read here that `resource_type` differs from only in case or spaces."""
+    """The resource type read here (or Bundle, whose entries are) that `resource_type` differs
+    from only in case or spaces: a `"resourceType": "bundle"` would otherwise drop every record
+    it holds as one unsupported resource."""
     if resource_type in _MAPPERS:
         return None
     written = "".join(resource_type.split()).lower()
-    return next((known for known in _MAPPERS if known.lower() == written), None)
+    return next((known for known in (*_MAPPERS, "Bundle") if known.lower() == written), None)
 
 
 def _medication_definition(_source: Source, _index: Index) -> list[Event]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from schemas.fhir.mapping import FhirImport, combine, import_fhir, unpack
+from schemas.fhir.mapping import FhirImport, combine, import_fhir, unpack, without_unmapped
 from tests.unit.fhir.test_mapping import CONTEXT, SNOMED
 
 PATIENT = {"resourceType": "Patient", "id": "p1", "address": [{"country": "US"}]}
@@ -154,3 +154,18 @@ def test_the_message_names_the_part_by_its_path(
     resources = [PATIENT, ALLERGY, ORDER, MEDICATION]
     broken = [with_value(r, path, value) if r is resource else r for r in resources]
     assert message in messages(run(*broken))
+
+
+@pytest.mark.parametrize("spelling", ["bundle", "BUNDLE", "Bun dle"])
+def test_a_bundle_misspelt_in_case_is_an_error_not_one_unsupported_resource(
+    spelling: str,
+) -> None:
+    """A `"resourceType": "bundle"` must not drop every record it holds as one skipped
+    "unsupported resource": the import fails for it and names the type meant."""
+    bundle = {"resourceType": spelling, "type": "collection", "entry": [{"resource": ALLERGY}]}
+    parsed = unpack(bundle, "test#0")
+    for result in (import_fhir(parsed, CONTEXT), import_fhir(without_unmapped(parsed), CONTEXT)):
+        assert result.skipped == []
+        (error,) = result.errors
+        assert error.reason == "not_a_resource"
+        assert "did you mean Bundle?" in error.message
