@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from functools import partial
 from typing import Final
 
 from schemas.allergy_statements import statement_categories
@@ -31,21 +32,22 @@ from schemas.fhir.json_access import (
     codings_of,
     concept_label,
     concept_text,
+    items_at,
     lookup,
     notes_of,
-    objects_at,
     optional_concept,
     required_lookup,
     required_object,
     status_code,
     string_at,
     time_at,
+    within,
 )
 from schemas.fhir.sources import Index, Source, new_event, optional_part, subject_of, timing_of
 
 _ALL_CATEGORIES: Final = tuple(AllergyCategory)
 _NO_CATEGORIES: Final[tuple[AllergyCategory, ...]] = ()
-_NONE: Final[list[Json]] = []
+_NO_ITEMS: Final[list[tuple[str, Json]]] = []
 _NEGATIONS: Final[dict[tuple[str, str], tuple[AllergyCategory, ...]]] = {
     (SNOMED, "716186003"): _ALL_CATEGORIES,
     (SNOMED, "160244002"): _ALL_CATEGORIES,
@@ -95,10 +97,10 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
     resource = source.resource
     subject_id = subject_of(resource, "patient", index)
     code, where = _allergen_concept(resource)
-    codes = codings_of(code)
+    codes = within(where, lambda: codings_of(code))
     if any((c.system, c.code) in _UNKNOWN_ALLERGY_STATUS for c in codes):
         raise Unsupported("allergy status unknown (no information): neither allergy nor negation")
-    negation = _negated_categories(code, codes)
+    negation = within(where, lambda: _negated_categories(code, codes))
     substance, codes = _with_reaction_substances(resource, concept_label(code, where), codes)
     payload = AllergyRecorded(
         allergy_id=source.resource_id,
@@ -125,8 +127,10 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
         ),
         negated=negation is not None,
         reactions=tuple(
-            _reaction(source, reaction)
-            for reaction in optional_part(source, lambda: objects_at(resource, "reaction"), _NONE)
+            _reaction(source, reaction, where)
+            for where, reaction in optional_part(
+                source, lambda: items_at(resource, "reaction"), _NO_ITEMS
+            )
         ),
         note=optional_part(source, lambda: notes_of(resource), None),
     )
@@ -146,9 +150,10 @@ def _allergen_concept(resource: Json) -> tuple[Json, str]:
     names, with the path it came from."""
     if resource.get("code") is not None:
         return required_object(resource, "code"), "code"
-    for reaction in objects_at(resource, "reaction"):
+    for where, reaction in items_at(resource, "reaction"):
         if reaction.get("substance") is not None:
-            return required_object(reaction, "substance"), "reaction.substance"
+            substance = within(where, partial(required_object, reaction, "substance"))
+            return substance, f"{where}.substance"
     raise Unmappable(Problem.MISSING_FIELD, "code (and no reaction names a substance)")
 
 
@@ -213,7 +218,7 @@ def _negated_categories(
     if substances:
         return None
     names = [string_at(code, "text")]
-    names += [string_at(coding, "display") for coding in objects_at(code, "coding")]
+    names += [string_at(coding, "display", at=where) for where, coding in items_at(code, "coding")]
     read = {statement_categories(name) for name in names if name}
     return read.pop() if len(read) == 1 else None
 
@@ -247,16 +252,19 @@ def _verification_status(resource: Json) -> VerificationStatus:
     return required_lookup(_VERIFICATIONS, code, "verificationStatus")
 
 
-def _reaction(source: Source, reaction: Json) -> Reaction:
+def _reaction(source: Source, reaction: Json, where: str) -> Reaction:
     """A reaction's manifestations (else its description) and severity; either, unreadable, is
     left out and the reaction kept."""
-    manifestation = optional_part(source, lambda: _manifestation(reaction), None)
+    manifestation = optional_part(
+        source, lambda: within(where, lambda: _manifestation(reaction)), None
+    )
     return Reaction(
         manifestation=manifestation or "unspecified manifestation",
         severity=optional_part(
             source,
-            lambda: lookup(
-                _REACTION_SEVERITIES, string_at(reaction, "severity"), "reaction.severity"
+            lambda: within(
+                where,
+                lambda: lookup(_REACTION_SEVERITIES, string_at(reaction, "severity"), "severity"),
             ),
             None,
         ),
@@ -264,8 +272,11 @@ def _reaction(source: Source, reaction: Json) -> Reaction:
 
 
 def _manifestation(reaction: Json) -> str | None:
-    manifestations = (_concept_of(m) for m in objects_at(reaction, "manifestation"))
-    names = [label for concept in manifestations if (label := concept_text(concept))]
+    names = [
+        label
+        for where, manifestation in items_at(reaction, "manifestation")
+        if (label := within(where, partial(concept_text, _concept_of(manifestation))))
+    ]
     return "; ".join(names) or string_at(reaction, "description")
 
 

@@ -4,7 +4,6 @@ the order they report on, or a course of their own (see `schemas.fhir.mapping`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Final
 
@@ -21,17 +20,16 @@ from schemas.fhir.json_access import (
     Unsupported,
     codings_of,
     concept_label,
-    concept_text,
     object_at,
-    quantity_text,
     required_object,
     required_string,
     time_at,
+    within,
 )
 from schemas.fhir.medications import (
     IN_ERROR,
+    NO_DOSAGE,
     Course,
-    Dosage,
     Drug,
     based_on_request,
     course_events,
@@ -42,7 +40,15 @@ from schemas.fhir.medications import (
     stop_reason_of,
     stopped_by,
 )
-from schemas.fhir.sources import JUST_AFTER, ImportContext, Index, Source, subject_of, timing_of
+from schemas.fhir.sources import (
+    JUST_AFTER,
+    ImportContext,
+    Index,
+    Source,
+    optional_part,
+    subject_of,
+    timing_of,
+)
 
 
 def immunization_events(source: Source, index: Index) -> list[Event]:
@@ -53,18 +59,14 @@ def immunization_events(source: Source, index: Index) -> list[Event]:
     if status not in ("completed", IN_ERROR):
         raise Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not an immunization status")
     vaccine = required_object(resource, "vaccineCode")
-    codes = codings_of(vaccine)
+    codes = within("vaccineCode", lambda: codings_of(vaccine))
     if any(SYSTEM_ALIASES.get(c.system, c.system) == IPS_ABSENT_UNKNOWN for c in codes):
         raise Unsupported("Immunization states that no immunization is known (or no info)")
-    route = resource.get("route")
     course = Course(
         prescription_id=f"{source.resource_type}/{source.resource_id}",
         subject_id=subject_of(resource, "patient", index),
         drug=Drug(concept_label(vaccine, "vaccineCode"), codes),
-        dosage=Dosage(
-            dose=quantity_text(object_at(resource, "doseQuantity")),
-            route=concept_text(route) if isinstance(route, Mapping) else None,
-        ),
+        dosage=dosage_of(source, resource, "", dose_key="doseQuantity", text=False),
         starts=(time_at(resource, "occurrenceDateTime"), time_at(resource, "recorded")),
         in_error=status == IN_ERROR,
         stop=single_dose_end,
@@ -100,18 +102,18 @@ def administration_events(source: Source, index: Index) -> list[Event]:
         raise Unsupported(
             f"MedicationAdministration entered-in-error: MedicationRequest/{order} is unchanged"
         )
-    dosage = object_at(resource, "dosage")
+    dosage = optional_part(source, lambda: object_at(resource, "dosage"), NO_DOSAGE)
     one_dose = time_at(resource, "effectiveDateTime") is not None
     over = order is None and status not in _ADMINISTRATION_UNDER_WAY
     course = Course(
         prescription_id=order or f"{source.resource_type}/{source.resource_id}",
         subject_id=subject_of(resource, "subject", index),
         drug=drug_of(resource, index),
-        dosage=dosage_of(dosage, object_at(dosage, "dose")),
+        dosage=dosage_of(source, dosage, "dosage", dose_key="dose"),
         starts=starts,
         in_error=status == IN_ERROR,
         stop=(single_dose_end if one_dose else stopped_by(source, _period_end)) if over else None,
-        stop_reason=stop_reason_of(resource, status),
+        stop_reason=stop_reason_of(source, status),
     )
     return course_events(source, course)
 

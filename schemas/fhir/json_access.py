@@ -9,7 +9,7 @@ event.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from enum import StrEnum
 from math import isfinite
@@ -19,6 +19,7 @@ from schemas.events import Coding
 
 Json = Mapping[str, Any]
 E = TypeVar("E")
+T = TypeVar("T")
 SNOMED: Final = "http://snomed.info/sct"
 IPS_ABSENT_UNKNOWN: Final = "http://hl7.org/fhir/uv/ips/CodeSystem/absent-unknown-uv-ips"
 SYSTEM_ALIASES: Final = {
@@ -41,10 +42,40 @@ class Problem(StrEnum):
 
 
 class Unmappable(Exception):
-    def __init__(self, problem: Problem, message: str) -> None:
+    """Why a part of a resource cannot be read. `field` is the path of the part it names
+    (`code.coding[0].system`), completed by `within` as the error leaves nested readers, so
+    the message names the part in the resource, not only its last key."""
+
+    def __init__(self, problem: Problem, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
         self.problem = problem
-        self.message = message
+        self.detail = message
+        self.field = field
+
+    @property
+    def message(self) -> str:
+        if self.field is None:
+            return self.detail
+        return f"{self.field} {self.detail}" if self.detail else self.field
+
+    def within(self, where: str, joiner: str = ".") -> Unmappable:
+        """This error with `where`, the path of the part read, before the path it names."""
+        if self.field is None or not where or _starts_with(self.field, where):
+            return self
+        return Unmappable(self.problem, self.detail, field=f"{where}{joiner}{self.field}")
+
+
+def _starts_with(path: str, where: str) -> bool:
+    return path == where or path.startswith((f"{where}.", f"{where}["))
+
+
+def within(where: str, read: Callable[[], T], joiner: str = ".") -> T:
+    """What `read` reads from the part at `where`; an error names the part by its full path
+    (`clinicalStatus.coding[0].code is not a string`, not `code is not a string`)."""
+    try:
+        return read()
+    except Unmappable as error:
+        raise error.within(where, joiner) from None
 
 
 class Unsupported(Exception):
@@ -58,9 +89,13 @@ def first_object(holder: Json, key: str) -> Json:
 
 
 def quantity_text(quantity: Json) -> str | None:
+    """A Quantity as text (`0.5 mL`); None without a value, an error for a value that is not
+    a finite number."""
     value, unit = quantity.get("value"), string_at(quantity, "unit") or string_at(quantity, "code")
-    if not isinstance(value, int | float) or isinstance(value, bool) or not isfinite(value):
+    if value is None:
         return None
+    if not isinstance(value, int | float) or isinstance(value, bool) or not isfinite(value):
+        raise Unmappable(Problem.INVALID_VALUE, "is not a number", field="value")
     return f"{value:g} {unit}" if unit else f"{value:g}"
 
 
@@ -125,7 +160,7 @@ def time_at(holder: Json, *path: str) -> datetime | None:
         return None
     where = ".".join(path)
     if not isinstance(text, str):
-        raise Unmappable(Problem.INVALID_VALUE, f"{where} is not a date or dateTime")
+        raise Unmappable(Problem.INVALID_VALUE, "is not a date or dateTime", field=where)
     try:
         return parse_fhir_datetime(text)
     except ValueError as error:
@@ -134,16 +169,16 @@ def time_at(holder: Json, *path: str) -> datetime | None:
 
 def _value_at(holder: Json, path: Sequence[str]) -> object:
     value: object = holder
-    for key in path:
+    for depth, key in enumerate(path):
         if value is None:
             return None
-        value = as_object(value, key).get(key)
+        value = as_object(value, ".".join(path[:depth]) if depth else "").get(key)
     return value
 
 
 def as_object(value: object, where: str) -> Json:
     if not isinstance(value, Mapping):
-        raise Unmappable(Problem.INVALID_VALUE, f"{where} is not a JSON object")
+        raise Unmappable(Problem.INVALID_VALUE, "is not a JSON object", field=where or None)
     return value
 
 
@@ -154,30 +189,37 @@ def object_at(holder: Json, key: str) -> Json:
 
 def required_object(holder: Json, key: str) -> Json:
     if holder.get(key) is None:
-        raise Unmappable(Problem.MISSING_FIELD, key)
+        raise Unmappable(Problem.MISSING_FIELD, "", field=key)
     return as_object(holder[key], key)
 
 
 def objects_at(holder: Json, key: str) -> list[Json]:
     values = holder.get(key, [])
     if not isinstance(values, list) or not all(isinstance(value, Mapping) for value in values):
-        raise Unmappable(Problem.INVALID_VALUE, f"{key} is not a list of objects")
+        raise Unmappable(Problem.INVALID_VALUE, "is not a list of objects", field=key)
     return values
 
 
-def string_at(holder: Json, key: str) -> str | None:
+def items_at(holder: Json, key: str) -> list[tuple[str, Json]]:
+    """The objects of the list `key`, each with its path (`coding[0]`)."""
+    return [(f"{key}[{n}]", item) for n, item in enumerate(objects_at(holder, key))]
+
+
+def string_at(holder: Json, key: str, *, at: str | None = None) -> str | None:
+    """The string `key` of `holder` (None when absent or blank); `at` is the holder's path."""
     value = holder.get(key)
     if value is None:
         return None
     if not isinstance(value, str):
-        raise Unmappable(Problem.INVALID_VALUE, f"{key} is not a string")
+        field = f"{at}.{key}" if at else key
+        raise Unmappable(Problem.INVALID_VALUE, "is not a string", field=field)
     return value.strip() or None
 
 
 def required_string(holder: Json, key: str) -> str:
     value = string_at(holder, key)
     if value is None:
-        raise Unmappable(Problem.MISSING_FIELD, key)
+        raise Unmappable(Problem.MISSING_FIELD, "", field=key)
     return value
 
 
@@ -189,7 +231,7 @@ def required_lookup(table: Mapping[str, E], code: str, where: str) -> E:
     found = table.get(code)
     if found is None:
         allowed = ", ".join(sorted(table))
-        raise Unmappable(Problem.INVALID_VALUE, f"{where} {code!r} is not one of {allowed}")
+        raise Unmappable(Problem.INVALID_VALUE, f"{code!r} is not one of {allowed}", field=where)
     return found
 
 
@@ -206,18 +248,23 @@ def status_code(resource: Json, key: str, known: Collection[str] = ()) -> str | 
         return None
     if isinstance(concept, str):
         return _spelled_code(concept)
-    concept = as_object(concept, key)
+    return within(key, lambda: _concept_code(as_object(concept, key), known))
+
+
+def _concept_code(concept: Json, known: Collection[str]) -> str:
     codes = [
-        code for coding in objects_at(concept, "coding") if (code := string_at(coding, "code"))
+        code
+        for where, coding in items_at(concept, "coding")
+        if (code := string_at(coding, "code", at=where))
     ]
     text = string_at(concept, "text")
     spelled = _spelled_code(text) if text is not None else None
     found = next((code for code in codes if code in known), None)
-    if found is None and spelled in known:
+    if found is None and spelled is not None and spelled in known:
         return spelled
     found = found or next(iter(codes), spelled)
     if found is None:
-        raise Unmappable(Problem.MISSING_FIELD, f"{key}.coding.code")
+        raise Unmappable(Problem.MISSING_FIELD, "", field="coding.code")
     return found
 
 
@@ -229,10 +276,11 @@ def _spelled_code(text: str) -> str:
 def codings_of(concept: Json) -> tuple[Coding, ...]:
     """The usable codings of a CodeableConcept (those with a system and a code)."""
     found = []
-    for coding in objects_at(concept, "coding"):
-        system, code = string_at(coding, "system"), string_at(coding, "code")
+    for where, coding in items_at(concept, "coding"):
+        system, code = string_at(coding, "system", at=where), string_at(coding, "code", at=where)
+        display = string_at(coding, "display", at=where)
         if system is not None and code is not None:
-            found.append(Coding(system=system, code=code, display=string_at(coding, "display")))
+            found.append(Coding(system=system, code=code, display=display))
     return tuple(found)
 
 
@@ -241,7 +289,9 @@ def concept_text(concept: Json) -> str | None:
     text = string_at(concept, "text")
     if text is not None:
         return text
-    displays = (string_at(coding, "display") for coding in objects_at(concept, "coding"))
+    displays = (
+        string_at(coding, "display", at=where) for where, coding in items_at(concept, "coding")
+    )
     return next((display for display in displays if display), None)
 
 
@@ -268,12 +318,16 @@ def optional_concept(value: object) -> ReadConcept | None:
 
 
 def concept_label(concept: Json, where: str) -> str:
-    label = concept_text(concept) or first_code(concept)
+    label = within(where, lambda: concept_text(concept) or first_code(concept))
     if label is None:
         raise Unmappable(Problem.MISSING_FIELD, f"{where} has no text, display or code")
     return label
 
 
 def notes_of(resource: Json) -> str | None:
-    texts = [text for note in objects_at(resource, "note") if (text := string_at(note, "text"))]
+    texts = [
+        text
+        for where, note in items_at(resource, "note")
+        if (text := string_at(note, "text", at=where))
+    ]
     return "\n".join(texts) or None

@@ -6,10 +6,13 @@ parsed into `SourcedResource`s that remember where they came from (`file.ndjson:
 resolved against every resource of the input set, whichever file it came in. Every resource ends
 in exactly one place: events, an explained skip, or an error. An optional part that cannot be
 read (a criticality "severe", a category "drug", a reaction, note or dosage sent as an object, a
-reaction severity outside its value set) is left out and reported (`FhirImport.passed_over`):
-it never costs the allergy or the order it belongs to. What decides whether a record holds (its
+reaction severity outside its value set, a status reason, route or dose quantity of the wrong
+type) is left out and reported (`FhirImport.passed_over`): it never costs the allergy, the
+order, the stop or the drug given it belongs to. What decides whether a record holds (its
 statuses, its allergen or drug, its patient, its times) is never left out: unreadable, it is an
-error.
+error. Errors and left-out parts name the part by its path in the resource
+(`clinicalStatus.coding[0].code is not a string`, `the Medication Medication/m1:
+code.coding[0].system is not a string`).
 
 Mapping decisions
 -----------------
@@ -135,8 +138,10 @@ was checked while it ran. A record that names no order is a course of its own,
     fill as a course of its own would make every early refill a duplicate therapy);
     entered-in-error only the stop. Cancelled and declined dispenses are skipped.
 
-Patient -> FactAsserted(home_country, ISO 3166-1 alpha-2) from the first `home` address, else
-the first address: any ISO alpha-2 code, and a small table of alpha-3 codes and English names;
+Patient -> FactAsserted(home_country, ISO 3166-1 alpha-2) from the address the patient lives
+at: of the addresses with a country, never an `old` or `temp` one; a current one (no
+`period.end`) before an ended one; then `home`, then no (or another) use, then `work`, then
+`billing`; then the first in the list. Any ISO alpha-2 code, and a small table of alpha-3 codes and English names;
 anything else is skipped with the value in the reason, never guessed.
 
 Medication -> no event of its own (it only resolves references); every other resource type is
@@ -286,11 +291,13 @@ def _events_of(
 
 
 def _meant(resource_type: str) -> str | None:
-    """The resource type read here that `resource_type` differs from only in case or spaces."""
+    """The resource type read here (or Bundle, whose entries are) that `resource_type` differs
+    from only in case or spaces: a `"resourceType": "bundle"` would otherwise drop every record
+    it holds as one unsupported resource."""
     if resource_type in _MAPPERS:
         return None
     written = "".join(resource_type.split()).lower()
-    return next((known for known in _MAPPERS if known.lower() == written), None)
+    return next((known for known in (*_MAPPERS, "Bundle") if known.lower() == written), None)
 
 
 def _medication_definition(_source: Source, _index: Index) -> list[Event]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Final
 
 from schemas.events import Coding, Event, EventType, MedicationPrescribed, MedicationStopped
@@ -24,7 +25,9 @@ from schemas.fhir.json_access import (
     concept_text,
     first_code,
     first_object,
+    items_at,
     notes_of,
+    object_at,
     objects_at,
     optional_concept,
     quantity_text,
@@ -32,6 +35,7 @@ from schemas.fhir.json_access import (
     required_string,
     string_at,
     time_at,
+    within,
 )
 from schemas.fhir.sources import (
     JUST_AFTER,
@@ -81,7 +85,7 @@ def request_events(source: Source, index: Index) -> list[Event]:
         starts=(time_at(resource, "authoredOn"),),
         in_error=status == IN_ERROR,
         stop=stopped_by(source, _request_ends) if status in _ENDED_STATUSES else None,
-        stop_reason=stop_reason_of(resource, status),
+        stop_reason=stop_reason_of(source, status),
     )
     return course_events(source, course)
 
@@ -147,16 +151,35 @@ def stopped_by(
 
 
 def first_dosage(source: Source, key: str) -> Dosage:
-    """The first Dosage of a record's list `key`; left out (with its reason) if unreadable."""
-    return optional_part(source, lambda: dosage_of(first_object(source.resource, key)), Dosage())
+    """The first Dosage of a record's list `key`; a part of it that cannot be read is left out
+    (with its reason)."""
+    dosage = optional_part(source, lambda: first_object(source.resource, key), NO_DOSAGE)
+    return dosage_of(source, dosage, f"{key}[0]")
 
 
-def dosage_of(dosage: Json, dose: Json | None = None) -> Dosage:
-    """A Dosage's text (else the text of `dose`, a Quantity) and route."""
-    route = dosage.get("route")
+NO_DOSAGE: Final[Json] = {}
+
+
+def dosage_of(
+    source: Source, dosage: Json, where: str, dose_key: str | None = None, *, text: bool = True
+) -> Dosage:
+    """A Dosage's text (else the text of its Quantity `dose_key`) and route; either, unreadable,
+    is left out (with its reason). `text=False` for a holder whose `text` is no dosage (an
+    Immunization's is its narrative)."""
+
+    def dose() -> str | None:
+        written = string_at(dosage, "text") if text else None
+        if written is None and dose_key is not None:
+            return within(dose_key, lambda: quantity_text(object_at(dosage, dose_key)))
+        return written
+
+    def route() -> str | None:
+        concept = object_at(dosage, "route")
+        return within("route", lambda: concept_text(concept)) if concept else None
+
     return Dosage(
-        dose=string_at(dosage, "text") or (quantity_text(dose) if dose else None),
-        route=concept_text(route) if isinstance(route, Mapping) else None,
+        dose=optional_part(source, lambda: within(where, dose), None),
+        route=optional_part(source, lambda: within(where, route), None),
     )
 
 
@@ -193,21 +216,29 @@ def drug_of(resource: Json, index: Index) -> Drug:
             "one drug per record, so which one is meant cannot be told",
         )
     if concept is not None:
-        concept = as_object(concept, "medicationCodeableConcept")
-        return Drug(concept_label(concept, "medicationCodeableConcept"), codings_of(concept))
+        where = "medicationCodeableConcept"
+        concept = as_object(concept, where)
+        return Drug(concept_label(concept, where), within(where, lambda: codings_of(concept)))
     reference = resource.get("medicationReference")
     if reference is None:
         raise Unmappable(
             Problem.MISSING_FIELD, "medication[x] (medicationCodeableConcept or Reference)"
         )
     reference = as_object(reference, "medicationReference")
-    medication = _referenced_medication(resource, reference, index)
-    display = string_at(reference, "display")
+    medication = within(
+        "medicationReference", lambda: _referenced_medication(resource, reference, index)
+    )
+    display = within("medicationReference", lambda: string_at(reference, "display"))
     if medication is None:
         if display is None:
             raise Unmappable(Problem.MISSING_FIELD, "medicationReference has no reference")
         return Drug(display, ())
-    return _drug_from_medication(medication, display, index)
+    target = string_at(reference, "reference") or ""
+    return within(
+        f"the Medication {target}",
+        lambda: _drug_from_medication(medication, display, index),
+        joiner=": ",
+    )
 
 
 def _referenced_medication(resource: Json, reference: Json, index: Index) -> Json | None:
@@ -252,9 +283,9 @@ def _drug_from_medication(
     known by its ingredients). An ingredient given as a reference to a Medication of the input
     set is that Medication's drug (followed one level, with `index`)."""
     code = medication.get("code")
-    concept = as_object(code, "Medication.code") if code is not None else {}
+    concept = as_object(code, "code") if code is not None else {}
     ingredients = _ingredient_concepts(medication, index)
-    own = concept_text(concept)
+    own = within("code", lambda: concept_text(concept))
     text = (
         _with_uncoded_ingredients(own, ingredients)
         or _names(item.label for item in ingredients)
@@ -265,7 +296,8 @@ def _drug_from_medication(
         raise Unmappable(
             Problem.MISSING_FIELD, "the Medication has no code, ingredient names or display"
         )
-    codes = codings_of(concept) + tuple(c for item in ingredients for c in item.codes)
+    codes = within("code", lambda: codings_of(concept))
+    codes += tuple(c for item in ingredients for c in item.codes)
     return Drug(text, tuple(dict.fromkeys(codes)))
 
 
@@ -302,11 +334,15 @@ def _referenced_ingredient(reference: object, index: Index | None) -> ReadConcep
     """The drug of a Medication of the input set that an ingredient's `itemReference` names."""
     if index is None or not isinstance(reference, Mapping):
         return None
-    target = string_at(reference, "reference")
-    medication = index.medication(target) if target else None
+    target, display = reference.get("reference"), reference.get("display")
+    medication = index.medication(target) if isinstance(target, str) and target else None
     if medication is None:
         return None
-    drug = _drug_from_medication(medication, string_at(reference, "display"))
+    drug = within(
+        f"the ingredient Medication {target}",
+        lambda: _drug_from_medication(medication, display if isinstance(display, str) else None),
+        joiner=": ",
+    )
     return ReadConcept(drug.text, drug.codes)
 
 
@@ -336,8 +372,11 @@ def _stop_time(
 def _bounds_ends(resource: Json) -> list[datetime | None]:
     dosages = resource.get("dosageInstruction")
     return [
-        time_at(dosage, "timing", "repeat", "boundsPeriod", "end")
-        for dosage in (dosages if isinstance(dosages, list) else [])
+        within(
+            f"dosageInstruction[{n}]",
+            partial(time_at, dosage, "timing", "repeat", "boundsPeriod", "end"),
+        )
+        for n, dosage in enumerate(dosages if isinstance(dosages, list) else [])
         if isinstance(dosage, Mapping)
     ]
 
@@ -350,14 +389,28 @@ def _after(time: datetime | None, start: datetime) -> datetime | None:
     return time if time is not None and time > start else None
 
 
-def stop_reason_of(resource: Json, status: str) -> str:
+def stop_reason_of(source: Source, status: str) -> str:
     """The status, and the text of its statusReason (one concept in a request, a list in a
-    statement: the first)."""
-    reason = resource.get("statusReason")
-    if isinstance(reason, list):
-        reason = next(iter(reason), None)
-    detail = concept_text(reason) if isinstance(reason, Mapping) else None
+    statement: the first); a statusReason that cannot be read is left out (with its reason):
+    it never costs the record, nor the stop it explains."""
+    detail = optional_part(source, lambda: _status_reason(source.resource), None)
     return f"{status}: {detail}" if detail else status
+
+
+def _status_reason(resource: Json) -> str | None:
+    reason = resource.get("statusReason")
+    if reason is None:
+        return None
+    if isinstance(reason, list):
+        return next(
+            (
+                text
+                for _, item in items_at(resource, "statusReason")
+                if (text := within("statusReason[0]", partial(concept_text, item)))
+            ),
+            None,
+        )
+    return within("statusReason", lambda: concept_text(as_object(reason, "statusReason")))
 
 
 _TAKING_STATUSES: Final = frozenset({"active", "intended", "on-hold", "unknown"})
@@ -376,7 +429,7 @@ def statement_events(source: Source, index: Index) -> list[Event]:
         starts=_statement_starts(resource),
         in_error=status == IN_ERROR,
         stop=stopped_by(source, _statement_ends) if status in _TAKEN_STATUSES else None,
-        stop_reason=stop_reason_of(resource, status),
+        stop_reason=stop_reason_of(source, status),
     )
     return course_events(source, course)
 
@@ -430,7 +483,8 @@ def _states_no_medication(resource: Json) -> bool:
     concept = resource.get("medicationCodeableConcept")
     if not isinstance(concept, Mapping):
         return False
-    codes = {(SYSTEM_ALIASES.get(c.system, c.system), c.code) for c in codings_of(concept)}
+    codings = within("medicationCodeableConcept", lambda: codings_of(concept))
+    codes = {(SYSTEM_ALIASES.get(c.system, c.system), c.code) for c in codings}
     if codes & _NO_MEDICATION_CODES:
         return True
     text = concept_text(concept)
@@ -445,9 +499,11 @@ def based_on_request(resource: Json, field_name: str, index: Index) -> str | Non
     record is then news of that prescription, not a second one. A `urn:uuid:` reference is
     resolved against the input set's entries."""
     value = resource.get(field_name)
-    references = [value] if isinstance(value, Mapping) else objects_at(resource, field_name)
-    for reference in references:
-        target = string_at(reference, "reference")
+    references = (
+        [(field_name, value)] if isinstance(value, Mapping) else items_at(resource, field_name)
+    )
+    for where, reference in references:
+        target = string_at(reference, "reference", at=where)
         entry = index.order(target) if target is not None else None
         if entry is not None and entry.identity is not None:
             return entry.identity

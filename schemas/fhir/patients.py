@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 from schemas.events import Event, EventType, FactAsserted
-from schemas.fhir.json_access import Json, Unsupported, objects_at, string_at, time_at
+from schemas.fhir.json_access import Json, Unsupported, objects_at, string_at, time_at, within
 from schemas.fhir.sources import Index, Source, new_event, subject_id_of, timing_of
 
 HOME_COUNTRY: Final = "home_country"
@@ -49,13 +50,14 @@ def country_code(text: str) -> str | None:
 
 def patient_events(source: Source, _index: Index) -> list[Event]:
     address = _home_address(source.resource)
-    country = None if address is None else string_at(address, "country")
+    country = None if address is None else string_at(address, "country", at="address")
     if address is None or country is None:
         raise Unsupported("Patient without an address country: no home_country fact")
     code = country_code(country)
     if code is None:
         raise Unsupported(f"Patient address country {country!r} is not an ISO 3166-1 code or name")
-    timing = timing_of(source, (time_at(address, "period", "start"),))
+    start = within("address", lambda: time_at(address, "period", "start"))
+    timing = timing_of(source, (start,))
     payload = FactAsserted(key=HOME_COUNTRY, value=code)
     subject_id = subject_id_of(source.resource_id)
     return [
@@ -65,7 +67,37 @@ def patient_events(source: Source, _index: Index) -> list[Event]:
     ]
 
 
+_NOT_HOME_USES: Final = frozenset({"old", "temp"})
+"""Address uses that never say where a patient lives: an address no longer in use, and a
+temporary one (a hotel, a ward abroad)."""
+_USE_RANK: Final = {"home": 0, "work": 2, "billing": 3}
+"""Which address says most surely where the patient lives: the home address, else one of no
+(or another) stated use (rank 1), else a work address, else a billing one."""
+
+
 def _home_address(resource: Json) -> Json | None:
-    addresses = objects_at(resource, "address")
-    homes = [address for address in addresses if address.get("use") == "home"]
-    return next(iter(homes or addresses), None)
+    """The address that names the home country: of the addresses with a country and a use
+    that can be a home (not `old` or `temp`), a current one (no `period.end`) before an ended
+    one, then by use (`_USE_RANK`), then the first in the list."""
+    candidates = [
+        address
+        for address in objects_at(resource, "address")
+        if _has_country(address) and _use(address) not in _NOT_HOME_USES
+    ]
+    return min(candidates, key=_address_rank, default=None)
+
+
+def _has_country(address: Json) -> bool:
+    country = address.get("country")
+    return country is not None and not (isinstance(country, str) and not country.strip())
+
+
+def _use(address: Json) -> str | None:
+    use = address.get("use")
+    return use.strip().casefold() if isinstance(use, str) else None
+
+
+def _address_rank(address: Json) -> tuple[bool, int]:
+    period = address.get("period")
+    ended = isinstance(period, Mapping) and period.get("end") is not None
+    return ended, _USE_RANK.get(_use(address) or "", 1)

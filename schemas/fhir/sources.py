@@ -25,6 +25,7 @@ from schemas.fhir.json_access import (
     required_object,
     string_at,
     time_at,
+    within,
 )
 
 FHIR_IMPORT_NAMESPACE: Final = uuid5(NAMESPACE_URL, "https://uac.example/fhir-import")
@@ -254,6 +255,11 @@ def _identifier_keys(patient: Json) -> list[tuple[str, str]]:
 
 
 def subject_of(resource: Json, field_name: str, index: Index) -> str:
+    """The subject id of the patient `field_name` (a Reference) names."""
+    return within(field_name, lambda: _subject_of(resource, field_name, index))
+
+
+def _subject_of(resource: Json, field_name: str, index: Index) -> str:
     holder = required_object(resource, field_name)
     reference = string_at(holder, "reference")
     if reference is None:
@@ -304,7 +310,8 @@ def _subject_by_identifier(holder: Json, field_name: str, index: Index) -> str:
     identifier = holder.get("identifier")
     if not isinstance(identifier, Mapping):
         raise Unmappable(Problem.MISSING_FIELD, f"{field_name}.reference")
-    system, value = string_at(identifier, "system"), string_at(identifier, "value")
+    system = string_at(identifier, "system", at="identifier")
+    value = string_at(identifier, "value", at="identifier")
     return _patient_carrying((system or "", value or ""), field_name, index)
 
 
@@ -349,7 +356,7 @@ def timing_of(source: Source, candidates: Sequence[datetime | None]) -> Timing:
     resource = source.resource
     last_updated = time_at(resource, "meta", "lastUpdated")
     found = next((time for time in (*candidates, last_updated) if time is not None), None)
-    version_id = string_at(object_at(resource, "meta"), "versionId")
+    version_id = string_at(object_at(resource, "meta"), "versionId", at="meta")
     version = version_id or _raw_last_updated(resource)
     offset = version_offset(version_id)
     if found is None:
@@ -374,4 +381,4 @@ def version_offset(version_id: str | None) -> timedelta:
 
 
 def _raw_last_updated(resource: Json) -> str:
-    return string_at(object_at(resource, "meta"), "lastUpdated") or ""
+    return string_at(object_at(resource, "meta"), "lastUpdated", at="meta") or ""

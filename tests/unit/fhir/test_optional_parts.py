@@ -82,7 +82,7 @@ def only(result: FhirImport) -> Any:
         pytest.param(
             {"reaction": [{"manifestation": [{"text": "Hives"}], "severity": "serious"}]},
             {"reactions": (Reaction(manifestation="Hives"),)},
-            "reaction.severity 'serious' is not one of mild, moderate, severe",
+            "reaction[0].severity 'serious' is not one of mild, moderate, severe",
             id="a reaction severity outside the value set",
         ),
         pytest.param(

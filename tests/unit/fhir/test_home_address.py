@@ -1,0 +1,87 @@
+"""Which of a Patient's addresses names the home country: never an old or temporary one, a
+current one before one whose period has ended, a home address before a work or billing one,
+and the first address that has a country (not just the first address)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from schemas.events import FactAsserted
+from tests.unit.fhir.test_mapping import PATIENT, changed, run
+
+
+@pytest.mark.parametrize(
+    ("addresses", "country"),
+    [
+        pytest.param(
+            [{"use": "old", "country": "US"}, {"use": "work", "country": "DE"}],
+            "DE",
+            id="an old address is not where the patient lives",
+        ),
+        pytest.param(
+            [{"use": "temp", "country": "TH"}, {"country": "GB"}],
+            "GB",
+            id="a temporary address is not where the patient lives",
+        ),
+        pytest.param(
+            [
+                {"use": "home", "country": "US", "period": {"start": "2000", "end": "2019"}},
+                {"use": "home", "country": "DE", "period": {"start": "2020"}},
+            ],
+            "DE",
+            id="a current home address before one whose period has ended",
+        ),
+        pytest.param(
+            [{"use": "home", "city": "Berlin"}, {"use": "home", "country": "DE"}],
+            "DE",
+            id="a home address without a country does not hide one with a country",
+        ),
+        pytest.param(
+            [{"use": "billing", "country": "CH"}, {"use": "work", "country": "FR"}],
+            "FR",
+            id="a work address before a billing address",
+        ),
+        pytest.param(
+            [{"use": "work", "country": "FR"}, {"country": "BE"}],
+            "BE",
+            id="an address of no stated use before a work address",
+        ),
+        pytest.param(
+            [{"use": "HOME", "country": "NL"}, {"country": "BE"}],
+            "NL",
+            id="the use is read whatever its case",
+        ),
+        pytest.param(
+            [{"use": "home", "country": "US", "period": {"end": "2019"}}],
+            "US",
+            id="an ended home address when it is the only one",
+        ),
+    ],
+)
+def test_the_home_country_comes_from_the_address_the_patient_lives_at(
+    addresses: list[dict[str, Any]], country: str
+) -> None:
+    result = run(changed(PATIENT, address=addresses))
+    assert (result.errors, result.skipped) == ([], [])
+    assert [event.payload for _, event in result.events] == [
+        FactAsserted(key="home_country", value=country)
+    ]
+
+
+@pytest.mark.parametrize(
+    "addresses",
+    [
+        pytest.param([{"use": "old", "country": "US"}], id="only an old address"),
+        pytest.param([{"use": "temp", "country": "TH"}], id="only a temporary address"),
+    ],
+)
+def test_a_patient_with_no_address_they_live_at_gets_no_home_country(
+    addresses: list[dict[str, Any]],
+) -> None:
+    result = run(changed(PATIENT, address=addresses))
+    assert (result.events, result.errors) == ([], [])
+    assert [s.reason for s in result.skipped] == [
+        "Patient without an address country: no home_country fact"
+    ]
