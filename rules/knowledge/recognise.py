@@ -71,20 +71,38 @@ class Recogniser:
         """Known codes make the input resolved (text concepts are added, never removed), except,
         with `every_item` (an allergy list), for the list items that name nothing.
 
-        Without a known code the text decides; unknown codes are reported only when the text
-        yields nothing either (codings of one concept are alternatives, not parts).
+        Without a known code the text decides; when the text names nothing ("Drug allergy - see
+        chart", "Home med #3"), the displays of the unknown codes are read as text ("Allergy to
+        penicillin", "amoxicillin 500 MG Oral Capsule"): the code system's name of the concept
+        the record is coded as. Unknown codes are reported only when neither yields anything
+        (codings of one concept are alternatives, not parts).
         """
         coded, unknown_codes = self._codes(codings)
         found, unknown_words = self.parse(text)
         if coded:
             unread = self._unread_items(text) if every_item else ()
             return Recognition(text, _sorted_unique(coded + found), unread)
+        if not found:
+            found, unknown_words = self._displayed(codings) or (found, unknown_words)
         if found:
             return Recognition(
                 text, _sorted_unique(found), unknown_words, self._suggestions(unknown_words)
             )
         unknown = unknown_words + unknown_codes
         return Recognition(text, (), unknown, self._suggestions(unknown_words))
+
+    def _displayed(
+        self, codings: Iterable[Coding]
+    ) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """(concepts, unrecognised words) of the codings' displays that name anything: those
+        read completely if any is, else every one that names something. None when none does."""
+        parsed = [self.parse(coding.display) for coding in codings if coding.display]
+        naming = [(found, unknown) for found, unknown in parsed if found]
+        complete = [(found, unknown) for found, unknown in naming if not unknown] or naming
+        if not complete:
+            return None
+        concepts = tuple(concept for found, _ in complete for concept in found)
+        return concepts, tuple(dict.fromkeys(word for _, unknown in complete for word in unknown))
 
     def item_concepts(self, text: str) -> tuple[tuple[str, ...], ...]:
         """The concepts each list item of a text names ("Advair Diskus; milk": fluticasone,

@@ -252,6 +252,69 @@ def test_unknown_code_falls_back_to_text(knowledge: BundledKnowledge) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "codes", "ingredients", "resolved"),
+    [
+        pytest.param(
+            "Home med #3",
+            (Coding(RXNORM, "999999991", "amoxicillin 500 MG Oral Capsule"),),
+            ("amoxicillin",),
+            True,
+            id="given text naming nothing then an unknown code's display names the drug",
+        ),
+        pytest.param(
+            "",
+            (Coding(SNOMED, "999999992"), Coding(RXNORM, "999999993", "Naproxen sodium 220 MG")),
+            ("naproxen",),
+            True,
+            id="given no text then the coding with a display names it",
+        ),
+        pytest.param(
+            "Home med #3",
+            (Coding(RXNORM, "999999994", "ibuprofen xyzzy"),),
+            ("ibuprofen",),
+            False,
+            id="given a display read in part then what it names, not resolved",
+        ),
+        pytest.param(
+            "Cefalexin 500 MG",
+            (Coding(RXNORM, "999999995", "amoxicillin 500 MG Oral Capsule"),),
+            ("cephalexin",),
+            True,
+            id="given text that names the drug then the text decides, not the display",
+        ),
+        pytest.param(
+            "Home med #3",
+            (Coding(RXNORM, "999999996", "xyzzy"),),
+            (),
+            False,
+            id="given a display naming nothing either then unresolved",
+        ),
+    ],
+)
+def test_unknown_codes_displays_are_read_when_the_text_names_nothing(
+    knowledge: BundledKnowledge,
+    text: str,
+    codes: tuple[Coding, ...],
+    ingredients: tuple[str, ...],
+    resolved: bool,
+) -> None:
+    resolution = knowledge.resolve(text, codes)
+
+    assert resolution.ingredients == ingredients
+    assert resolution.resolved is resolved
+
+
+def test_an_allergy_coded_by_an_unknown_code_is_judged_by_its_display(
+    knowledge: BundledKnowledge,
+) -> None:
+    allergy = (Coding(SNOMED, "999999997", "Allergy to penicillin"),)
+
+    judged = knowledge.cross_reactivity("Drug allergy - see chart", "amoxicillin", allergy)
+
+    assert judged.level is MatchLevel.SAME_CLASS
+
+
+@pytest.mark.parametrize(
     "text",
     [
         pytest.param("xyzzy", id="given gibberish then unresolved"),
