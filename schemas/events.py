@@ -146,7 +146,7 @@ class MedicationStopped(WireModel):
 def _country(value: str) -> str:
     code = value.strip().upper()
     if len(code) != 2 or not code.isascii() or not code.isalpha():
-        raise ValueError(f"not an ISO 3166-1 alpha-2 country code: {value!r}")
+        raise ValueError("not an ISO 3166-1 alpha-2 country code (two letters, e.g. NL)")
     return code
 
 
@@ -297,7 +297,8 @@ class Event(WireModel):
             event_type = data.get("type")
             model = PAYLOAD_MODELS.get(event_type) if isinstance(event_type, str) else None
             if model is None:
-                raise ValueError(f"unknown event type {data.get('type')!r}")
+                known = ", ".join(sorted(PAYLOAD_MODELS))
+                raise ValueError(f"unknown event type (the types are {known})")
             try:
                 return {**data, "payload": model.model_validate(data["payload"])}
             except ValidationError as error:
