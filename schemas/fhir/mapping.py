@@ -115,6 +115,10 @@ the stop; not-taken is skipped (the patient does not take the drug), and so is a
 known medications" or "no medication information" statement (absent-unknown code, or that
 text without a code): it names no drug.
 
+OperationOutcome (a bulk export's error file): an `error` or `fatal` issue is an import error
+`source_reported_error` quoting it (the export is incomplete), else a skip quoting the issues
+(`schemas.fhir.outcomes`).
+
 Drugs given. A record that names its order (a MedicationAdministration's `request`, a
 MedicationDispense's `authorizingPrescription`) is news of that prescription, like a statement
 `basedOn` it: a MedicationPrescribed with the order's id and the drug as given (a substitute
@@ -173,6 +177,7 @@ from schemas.fhir.inputs import (
 )
 from schemas.fhir.json_access import Problem, Unmappable, Unsupported, parse_fhir_datetime
 from schemas.fhir.medications import request_events, statement_events
+from schemas.fhir.outcomes import OPERATION_OUTCOME, reported
 from schemas.fhir.patients import HOME_COUNTRY, country_code, patient_events
 from schemas.fhir.sources import ImportContext, Index, Mapper, Source, fhir_event_id
 from schemas.json_lines import validation_summary
@@ -254,7 +259,7 @@ def without_unmapped(parsed: ParsedInput) -> ParsedInput:
     kept: list[SourcedResource] = []
     skipped = list(parsed.skipped)
     for item in parsed.resources:
-        if item.resource_type in _MAPPERS or _meant(item.resource_type):
+        if item.resource_type in READ_TYPES or _meant(item.resource_type):
             kept.append(item)
         else:
             reason = _unsupported(item.resource_type)
@@ -269,6 +274,8 @@ def _unsupported(resource_type: str) -> str:
 def _events_of(
     item: SourcedResource, index: Index, context: ImportContext, passed_over: list[str]
 ) -> list[Event]:
+    if item.resource_type == OPERATION_OUTCOME:
+        raise reported(item.resource)
     mapper = _MAPPERS.get(item.resource_type)
     meant = _meant(item.resource_type)
     if meant is not None:
@@ -315,4 +322,7 @@ _MAPPERS: Final[dict[str, Mapper]] = {
     "Medication": _medication_definition,
 }
 MAPPED_TYPES: Final = frozenset(_MAPPERS)
-"""The resource types read (every other type is skipped as unsupported)."""
+"""The resource types mapped to events."""
+READ_TYPES: Final = MAPPED_TYPES | {OPERATION_OUTCOME}
+"""The resource types read (every other type is skipped as unsupported): those mapped, and
+the source's own report of what it failed to give (`schemas.fhir.outcomes`)."""
