@@ -110,14 +110,14 @@ def check_drug(
         list[str] | None,
         typer.Option(
             "--allergy-code",
-            help="Allergen coding system|code (rxnorm, ndc, snomed, cvx or a URI); repeatable.",
+            help="Allergen coding system|code[|display] (rxnorm, ndc, snomed, cvx or a URI); repeatable.",
         ),
     ] = None,
     drug_codes: Annotated[
         list[str] | None,
         typer.Option(
             "--drug-code",
-            help="Drug coding system|code, e.g. rxnorm|723 or cvx|21; repeatable.",
+            help="Drug coding system|code[|display], e.g. rxnorm|723 or cvx|21; repeatable.",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
@@ -138,14 +138,16 @@ def check_drug(
 def _named_or_coded(
     name: str | None, codes: list[str], option: str
 ) -> tuple[str, tuple[Coding, ...]]:
-    """The name and codings of one side of a check; without a name, its codes name it."""
+    """The name and codings of one side of a check; without a name, the first display of its
+    codes names it, else the codes themselves."""
     try:
         codings = tuple(parse_coding(code) for code in codes)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint=f"--{option}-code") from None
     if not (name or "").strip() and not codings:
         raise typer.BadParameter("give a name or a code", param_hint=f"--{option}")
-    return (name or "").strip() or " ".join(codes), codings
+    displays = [coding.display for coding in codings if coding.display]
+    return (name or "").strip() or next(iter(displays), " ".join(codes)), codings
 
 
 def main() -> None:

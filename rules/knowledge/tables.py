@@ -48,9 +48,11 @@ SYSTEM_URIS: Mapping[str, str] = {
 
 
 def parse_coding(text: str) -> Coding:
-    """A coding written `system|code`: `system` a short name (rxnorm, ndc, snomed, cvx, or
-    another spelling `SYSTEMS` knows) or a code system URI (`http://snomed.info/sct|91936005`)."""
-    system, separator, code = (part.strip() for part in text.partition("|"))
+    """A coding written `system|code` or `system|code|display`: `system` a short name (rxnorm,
+    ndc, snomed, cvx, or another spelling `SYSTEMS` knows) or a code system URI
+    (`http://snomed.info/sct|91936005|Allergy to penicillin`)."""
+    system, separator, rest = (part.strip() for part in text.partition("|"))
+    code, _, display = (part.strip() for part in rest.partition("|"))
     short_name = SYSTEMS.get(system.lower())
     uri = SYSTEM_URIS.get(short_name or "")
     if uri is None and ":" in system:
@@ -58,9 +60,9 @@ def parse_coding(text: str) -> Coding:
     if not separator or not code or uri is None:
         short_names = ", ".join(SYSTEM_URIS)
         raise ValueError(
-            f"{text!r} is not system|code (system: {short_names}, or a code system URI)"
+            f"{text!r} is not system|code[|display] (system: {short_names}, or a code system URI)"
         )
-    return Coding(uri, code)
+    return Coding(uri, code, display or None)
 
 
 CROSS_REACTIVITY_LEVELS = frozenset(

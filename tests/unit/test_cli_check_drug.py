@@ -55,6 +55,31 @@ def test_given_a_code_system_uri_then_it_is_read() -> None:
 
 
 @pytest.mark.parametrize(
+    "allergy",
+    [
+        pytest.param(
+            ["--allergy", "Drug allergy - see chart"], id="given a name that names nothing"
+        ),
+        pytest.param([], id="given no name"),
+    ],
+)
+def test_given_an_unknown_code_with_its_display_then_the_display_names_it(
+    allergy: list[str],
+) -> None:
+    verdict = _verdict(
+        *allergy,
+        "--allergy-code",
+        "snomed|91936005|Allergy to penicillin",
+        "--drug",
+        "azithromycin",
+    )
+    assert (verdict["allergen"], verdict["level"]) == (
+        allergy[1] if allergy else "Allergy to penicillin",
+        "none",
+    )
+
+
+@pytest.mark.parametrize(
     ("options", "message"),
     [
         pytest.param(["--drug-code", "21"], "is not system|code", id="given a code without system"),
