@@ -173,7 +173,8 @@ def _value_at(holder: Json, path: Sequence[str]) -> object:
     for depth, key in enumerate(path):
         if value is None:
             return None
-        value = as_object(value, ".".join(path[:depth]) if depth else "").get(key)
+        mapping = value if isinstance(value, Mapping) else as_object(value, ".".join(path[:depth]))
+        value = mapping.get(key)
     return value
 
 
