@@ -103,8 +103,21 @@ class DrugAllergyRule:
     watches: ClassVar[frozenset[Kind]] = frozenset({Kind.ALLERGY, Kind.MEDICATION})
     _verdicts: Verdicts = field(init=False, repr=False)
 
+    _names: Callable[[str, tuple[WireCoding, ...]], str] = field(init=False, repr=False)
+
     def __post_init__(self) -> None:
         self._verdicts = lru_cache(maxsize=65536)(self.knowledge.cross_reactivity)
+        self._names = lru_cache(maxsize=65536)(self._name)
+
+    def _name(self, text: str, codes: tuple[WireCoding, ...]) -> str:
+        """How a title names a drug or an allergen: its text, and when the text names nothing the
+        knowledge reads ("Home med #3"), the display it was judged by, "Home med #3
+        (amoxicillin 500 MG Oral Capsule)"."""
+        named = self.knowledge.resolve(text)
+        if named.ingredients or named.classes:
+            return text
+        display = next((code.display for code in codes if code.display), None)
+        return text if display is None or display == text else f"{text} ({display})"
 
     def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
         found: dict[UUID, Finding] = {}
@@ -128,7 +141,9 @@ class DrugAllergyRule:
             return None
         kind = "intolerance" if allergy.allergy_type is AllergyType.INTOLERANCE else "allergy"
         title = _TITLES[verdict.level].format(
-            drug=medication.drug, allergen=allergy.substance, kind=kind
+            drug=self._names(medication.drug, medication.codes),
+            allergen=self._names(allergy.substance, allergy.codes),
+            kind=kind,
         )
         detail = f"{verdict.level.value}: {verdict.reason} (source: {verdict.source})"
         return Finding(

@@ -18,6 +18,7 @@ from rules.drug_allergy import RULE as DRUG_ALLERGY
 from rules.drug_allergy import DrugAllergyRule, severity_for
 from rules.duplicate_therapy import DuplicateTherapyRule
 from rules.engine import default_rules, evaluate
+from rules.knowledge.bundled import load_bundled_knowledge
 from rules.knowledge.model import MatchLevel
 from schemas.alerts import Alert, AlertStatus, Severity
 from tests.factories import T0, make_event
@@ -426,3 +427,55 @@ def test_given_events_out_of_valid_time_order_then_expiry_is_judged_at_the_lates
     """An event with an earlier valid time does not move the subject's time back."""
     alerts = run([later(5), allergy(), prescription_valid((None, 3))])
     assert alerts == []
+
+
+SNOMED = "http://snomed.info/sct"
+RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
+
+
+@pytest.mark.parametrize(
+    ("substance", "drug", "title"),
+    [
+        pytest.param(
+            "Drug allergy - see chart",
+            "Home med #3",
+            "Home med #3 (amoxicillin 500 MG Oral Capsule) conflicts with the recorded "
+            "Drug allergy - see chart (Allergy to penicillin) allergy",
+            id="given texts that name nothing then the title names what was judged",
+        ),
+        pytest.param(
+            "Penicillin",
+            "Amoxil",
+            "Amoxil conflicts with the recorded Penicillin allergy",
+            id="given texts that name the drug and the allergen then the texts alone",
+        ),
+    ],
+)
+def test_an_alert_judged_by_code_displays_names_them_in_its_title(
+    substance: str, drug: str, title: str
+) -> None:
+    rules = [DrugAllergyRule(load_bundled_knowledge())]
+    recorded = allergy(
+        substance=substance,
+        codes=[{"system": SNOMED, "code": "999999001", "display": "Allergy to penicillin"}],
+    )
+    prescribed = make_event(
+        "MedicationPrescribed",
+        "rx-home",
+        at=DAY,
+        payload={
+            "prescription_id": "rx-home",
+            "drug": drug,
+            "codes": [
+                {
+                    "system": RXNORM,
+                    "code": "999999002",
+                    "display": "amoxicillin 500 MG Oral Capsule",
+                }
+            ],
+        },
+    )
+
+    (alert,) = run([recorded, prescribed], rules)
+
+    assert (alert.severity, alert.title) == (Severity.CRITICAL, title)
