@@ -115,6 +115,11 @@ the stop; not-taken is skipped (the patient does not take the drug), and so is a
 known medications" or "no medication information" statement (absent-unknown code, or that
 text without a code): it names no drug.
 
+A later version of a resource that names another patient than the version before it (a record
+filed under the wrong patient, corrected at the source) ends the claim for the earlier patient
+at the later version's time: the allergy is entered-in-error, the prescription stopped
+(`schemas.fhir.moves`; within one input set).
+
 OperationOutcome (a bulk export's error file): an `error` or `fatal` issue is an import error
 `source_reported_error` quoting it (the export is incomplete), else a skip quoting the issues
 (`schemas.fhir.outcomes`).
@@ -177,6 +182,7 @@ from schemas.fhir.inputs import (
 )
 from schemas.fhir.json_access import Problem, Unmappable, Unsupported, parse_fhir_datetime
 from schemas.fhir.medications import request_events, statement_events
+from schemas.fhir.moves import moved_away
 from schemas.fhir.outcomes import OPERATION_OUTCOME, reported
 from schemas.fhir.patients import HOME_COUNTRY, country_code, patient_events
 from schemas.fhir.sources import ImportContext, Index, Mapper, Source, fhir_event_id
@@ -250,6 +256,7 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
             result.passed_over.extend(
                 PassedOver(item.origin, label, detail) for detail in passed_over
             )
+    result.events.extend(moved_away(result.events))
     return result
 
 
