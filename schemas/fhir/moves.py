@@ -43,9 +43,9 @@ def moved_away(events: Sequence[Sourced]) -> list[Sourced]:
     one per move, each from where the later version came."""
     versions: defaultdict[tuple[str, str], list[Sourced]] = defaultdict(list)
     for origin, event in events:
-        claim = _claim_of(event)
-        if claim is not None and event.source_ref is not None:
-            versions[(event.source_ref, claim)].append((origin, event))
+        claim = _own_claim(event)
+        if claim is not None:
+            versions[(event.source_ref or claim, claim)].append((origin, event))
     ended: list[Sourced] = []
     for (_, claim), held in versions.items():
         ordered = sorted(held, key=lambda item: (item[1].recorded_at, item[1].event_id))
@@ -55,13 +55,21 @@ def moved_away(events: Sequence[Sourced]) -> list[Sourced]:
     return ended
 
 
-def _claim_of(event: Event) -> str | None:
+def _own_claim(event: Event) -> str | None:
+    """The claim a record of a resource is about when it is the resource's own (an allergy, an
+    order, a statement of its own), not news of another resource's (a statement `basedOn` an
+    order, an administration of one: a statement moved to another patient says nothing about
+    where the order belongs)."""
     payload = event.payload
-    if isinstance(payload, AllergyRecorded):
-        return payload.allergy_id
-    if isinstance(payload, MedicationPrescribed):
-        return payload.prescription_id
-    return None
+    claim = (
+        payload.allergy_id
+        if isinstance(payload, AllergyRecorded)
+        else payload.prescription_id
+        if isinstance(payload, MedicationPrescribed)
+        else None
+    )
+    reference = event.source_ref or ""
+    return claim if claim in (reference, reference.partition("/")[2]) else None
 
 
 def _ending(earlier: Event, later: Event, claim: str) -> Event:

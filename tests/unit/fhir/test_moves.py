@@ -107,3 +107,26 @@ def test_given_the_same_file_imported_twice_then_the_same_events() -> None:
     ids = [[item.event.event_id for item in submitted_from(MOVED)] for _ in range(2)]
     assert ids[0] == ids[1]
     assert len(set(ids[0])) == len(ids[0])
+
+
+def test_given_a_statement_about_an_order_moved_then_the_order_stays_with_its_patient() -> None:
+    def statement(patient: str, version: int, updated: str) -> dict[str, Any]:
+        return {
+            "resourceType": "MedicationStatement",
+            "id": "st-1",
+            "meta": {"versionId": str(version), "lastUpdated": updated},
+            "status": "active",
+            "subject": {"reference": f"Patient/{patient}"},
+            "basedOn": [{"reference": "MedicationRequest/rx-a"}],
+            "effectiveDateTime": "2024-03-03",
+            "medicationCodeableConcept": {"text": "amoxicillin"},
+        }
+
+    resources = [
+        order("rx-a", "A", "2024-03-02"),
+        statement("A", 1, "2024-03-03T10:00:00Z"),
+        statement("B", 2, "2024-03-04T10:00:00Z"),
+    ]
+    results = fold(submitted_from(resources))
+
+    assert [m.prescription_id for m in active_medications(results["clinic-a:A"].state)] == ["rx-a"]
