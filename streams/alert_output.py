@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from projections.document import plain
 from schemas.alerts import Alert
@@ -36,26 +38,64 @@ def alert_json(alert: Alert) -> str:
     return json_line(plain(alert))
 
 
-def alert_table(alerts: list[Alert], title: str = "Alerts") -> Table:
+ALERT_COLUMNS: Final = ("subject", "status", "severity", "rule", "title", "alert_id")
+
+READABLE_TITLE: Final = 40
+"""Characters the title column needs for an alert table to be worth showing as one."""
+
+_SEVERITY_STYLE: Final = {"critical": "bold red", "warning": "yellow"}
+
+
+def alert_view(alerts: list[Alert], width: int, title: str = "Alerts") -> RenderableType:
+    """The alerts as a table when it fits `width` with a readable title column; else one block
+    per alert (a line of status, severity, subject and rule, then its title and its id), so a
+    narrow terminal does not fold every title and id into slivers. Then how many there are."""
+    count = Text(f"{len(alerts)} alert{'' if len(alerts) == 1 else 's'}", style="dim")
+    if _table_fits(alerts, width):
+        return Group(_alert_table(alerts, title), count)
+    return Group(Text(title, style="italic"), *(_alert_block(alert) for alert in alerts), count)
+
+
+def _cells(alert: Alert) -> tuple[str, ...]:
+    status, severity = alert.status.value, alert.severity.value
+    return (alert.key, status, severity, alert.rule_id, alert.title, str(alert.alert_id))
+
+
+def _table_fits(alerts: list[Alert], width: int) -> bool:
+    rows = [_cells(alert) for alert in alerts]
+    needed = 1
+    for index, column in enumerate(ALERT_COLUMNS):
+        longest = max([len(column), *(len(row[index]) for row in rows)])
+        needed += (READABLE_TITLE if column == "title" else longest) + 3
+    return needed <= width
+
+
+def _alert_table(alerts: list[Alert], title: str) -> Table:
     table = Table(title=title, expand=False)
-    for column in ("subject", "status", "severity", "rule", "title", "alert_id"):
+    for column in ALERT_COLUMNS:
         table.add_column(column, overflow="fold")
     for alert in alerts:
-        table.add_row(
-            alert.key,
-            alert.status.value,
-            alert.severity.value,
-            alert.rule_id,
-            alert.title,
-            str(alert.alert_id),
-        )
+        table.add_row(*_cells(alert))
     return table
+
+
+def _alert_block(alert: Alert) -> RenderableType:
+    heading = Text.assemble(
+        (f"{alert.status.value:<9}", "bold"),
+        (f"{alert.severity.value:<9}", _SEVERITY_STYLE.get(alert.severity.value, "")),
+        f"{alert.key}  {alert.rule_id}",
+        no_wrap=False,
+        overflow="fold",
+    )
+    title = Text(alert.title, no_wrap=False, overflow="fold")
+    body = Group(title, Text(f"alert {alert.alert_id}", style="dim"))
+    return Group(heading, Padding(body, (0, 0, 0, 2)))
 
 
 def print_alerts(alerts: list[Alert], console: Console, output: AlertFormat) -> None:
     """All alerts at once: a table, JSON lines, or one FHIR Bundle of DetectedIssues."""
     if output is AlertFormat.TABLE:
-        console.print(alert_table(alerts))
+        console.print(alert_view(alerts, console.width))
     elif output is AlertFormat.JSON:
         for alert in alerts:
             console.out(alert_json(alert), highlight=False)

@@ -19,7 +19,7 @@ from rules.rejudge import Rejudgement
 from streams import kafka_config, local_kafka
 from streams.alert_output import (
     AlertFormat,
-    alert_table,
+    alert_view,
     print_alerts,
 )
 from streams.cli_common import (
@@ -122,7 +122,7 @@ def rejudge_command(
         err.print(summary)
         return
     if result.records:
-        out.print(alert_table(result.records, title="Re-judged alerts"))
+        out.print(alert_view(result.records, out.width, "Re-judged alerts"))
     out.print(summary)
 
 

@@ -28,7 +28,7 @@ from rich.progress import Progress
 from rules.batch import Submitted, processing_order
 from schemas.events import subject_key
 from streams import local_kafka
-from streams.alert_output import alert_table, readable_alerts
+from streams.alert_output import alert_view, readable_alerts
 from streams.checkout import existing, in_checkout
 from streams.console_text import styled
 from streams.event_files import read_ndjson_file
@@ -241,7 +241,7 @@ def run_demo(console: Console) -> None:
 def _report(console: Console, settings: Settings, bootstrap: str, topics: Topics) -> None:
     sealer = Sealer(FileKeyStore(settings.keys_dir))
     alerts = readable_alerts(asyncio.run(read_topic(bootstrap, topics.alerts)), sealer)
-    console.print(alert_table(alerts, title=f"Alerts on {topics.alerts}"))
+    console.print(alert_view(alerts, console.width, f"Alerts on {topics.alerts}"))
     with open_query_client(settings) as client:
         for tenant, purpose, title, sql in ANALYST_QUESTIONS:
             result = client.query(sql, tenant, purpose)

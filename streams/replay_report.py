@@ -14,7 +14,7 @@ from rich.console import Console
 
 from projections.document import plain, state_document, state_hash
 from rules.batch import SubjectResult
-from streams.alert_output import alert_table
+from streams.alert_output import alert_view
 from streams.console_text import styled
 from streams.event_files import LineError
 from streams.json_out import json_line
@@ -52,7 +52,7 @@ def print_human(results: Mapping[str, SubjectResult], console: Console) -> None:
         console.print(f"state_hash {state_hash(result.state)}")
         console.print(_summary(document))
         if result.alerts:
-            console.print(alert_table(result.alerts))
+            console.print(alert_view(result.alerts, console.width))
         for submitted, rejection in result.rejections:
             record = submitted.event.source_ref
             where = f"{submitted.origin} ({record})" if record else submitted.origin
