@@ -40,6 +40,8 @@ class Problem(StrEnum):
     INVALID_RECORD = "invalid_record"
     DELETION_NOT_IMPORTED = "deletion_not_imported"
     SOURCE_REPORTED_ERROR = "source_reported_error"
+    MODIFIER_NOT_UNDERSTOOD = "modifier_not_understood"
+    SUBSETTED_RESOURCE = "subsetted_resource"
 
 
 class Unmappable(Exception):

@@ -153,6 +153,10 @@ at: of the addresses with a country, never an `old` or `temp` one; a current one
 `billing`; then the first in the list. Any ISO alpha-2 code, and a small table of alpha-3 codes and English names;
 anything else is skipped with the value in the reason, never guessed.
 
+Not plain records: a claim resource (or a Medication it names) with a `modifierExtension`
+anywhere or `implicitRules` is an error `modifier_not_understood`, one tagged `SUBSETTED` an
+error `subsetted_resource` (`schemas.fhir.modifiers`): neither is read as if it were plain.
+
 Medication -> no event of its own (it only resolves references); every other resource type is
 skipped as unsupported. Missing required fields, malformed JSON and unresolved references are
 errors with their origin.
@@ -170,6 +174,7 @@ from schemas.events import Event
 from schemas.fhir.allergies import allergy_events
 from schemas.fhir.given import administration_events, dispense_events, immunization_events
 from schemas.fhir.inputs import (
+    CLAIM_TYPES,
     FhirError,
     ParsedInput,
     PassedOver,
@@ -182,6 +187,7 @@ from schemas.fhir.inputs import (
 )
 from schemas.fhir.json_access import Problem, Unmappable, Unsupported, parse_fhir_datetime
 from schemas.fhir.medications import request_events, statement_events
+from schemas.fhir.modifiers import not_plain
 from schemas.fhir.moves import moved_away
 from schemas.fhir.outcomes import OPERATION_OUTCOME, reported
 from schemas.fhir.patients import HOME_COUNTRY, country_code, patient_events
@@ -300,6 +306,9 @@ def _events_of(
             Problem.MISSING_FIELD,
             "id is missing (and no urn:uuid or resource URL fullUrl): no stable event id is possible",
         )
+    refused = not_plain(item.resource) if item.resource_type in CLAIM_TYPES else None
+    if refused is not None:
+        raise refused
     source = Source(item.resource, item.identity, context, item.document_time, passed_over)
     return mapper(source, index)
 

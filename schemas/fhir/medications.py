@@ -37,6 +37,7 @@ from schemas.fhir.json_access import (
     time_at,
     within,
 )
+from schemas.fhir.modifiers import not_plain
 from schemas.fhir.sources import (
     JUST_AFTER,
     Index,
@@ -281,7 +282,11 @@ def _drug_from_medication(
     ingredients' names, else the reference's display, else a code; coded by its own codings
     and those of its ingredients (a local formulary code with RxNorm-coded ingredients is still
     known by its ingredients). An ingredient given as a reference to a Medication of the input
-    set is that Medication's drug (followed one level, with `index`)."""
+    set is that Medication's drug (followed one level, with `index`). A Medication that cannot
+    be read as plain (`schemas.fhir.modifiers`) is an error for the records naming it."""
+    refused = not_plain(medication)
+    if refused is not None:
+        raise refused
     code = medication.get("code")
     concept = as_object(code, "code") if code is not None else {}
     ingredients = _ingredient_concepts(medication, index)

@@ -1,0 +1,160 @@
+"""Shapes of FHIR input a tester may feed that earlier tests did not: each is imported as
+what it says, or refused with an error that says why; never read as a plain record when it is
+not one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from schemas.events import EventType
+from tests.unit.fhir.test_error_paths import ALLERGY, MEDICATION, ORDER, PATIENT, run, with_value
+
+MODIFIER = [{"url": "http://example.org/fhir/StructureDefinition/ruled-out", "valueBoolean": True}]
+SUBSETTED = {
+    "tag": [
+        {"system": "http://terminology.hl7.org/CodeSystem/v3-ObservationValue", "code": "SUBSETTED"}
+    ]
+}
+CONTAINED_ORDER = {
+    **{key: value for key, value in ORDER.items() if key != "medicationReference"},
+    "id": "rx2",
+    "contained": [{"resourceType": "Medication", "id": "c1", "code": {"text": "amoxicillin"}}],
+    "medicationReference": {"reference": "#c1"},
+}
+
+
+def event_types(resources: list[Any], source_ref: str) -> list[str]:
+    return [
+        event.type.value for _, event in run(*resources).events if event.source_ref == source_ref
+    ]
+
+
+@pytest.mark.parametrize(
+    ("resource", "path", "value", "reason", "message"),
+    [
+        pytest.param(
+            ALLERGY,
+            ("modifierExtension",),
+            MODIFIER,
+            "modifier_not_understood",
+            "AllergyIntolerance/a1: modifierExtension "
+            "(http://example.org/fhir/StructureDefinition/ruled-out) is a modifier extension",
+            id="given an allergy with a modifierExtension then an error, not an allergy",
+        ),
+        pytest.param(
+            ALLERGY,
+            ("reaction", 0, "modifierExtension"),
+            MODIFIER,
+            "modifier_not_understood",
+            "AllergyIntolerance/a1: reaction[0].modifierExtension (",
+            id="given a modifierExtension on a reaction then the error names the reaction",
+        ),
+        pytest.param(
+            ORDER,
+            ("dosageInstruction", 0, "modifierExtension"),
+            MODIFIER,
+            "modifier_not_understood",
+            "MedicationRequest/rx1: dosageInstruction[0].modifierExtension (",
+            id="given a modifierExtension on a dosage then the order is an error",
+        ),
+        pytest.param(
+            CONTAINED_ORDER,
+            ("contained", 0, "modifierExtension"),
+            MODIFIER,
+            "modifier_not_understood",
+            "MedicationRequest/rx2: contained[0].modifierExtension (",
+            id="given a modifierExtension on a contained Medication then the order is an error",
+        ),
+        pytest.param(
+            MEDICATION,
+            ("modifierExtension",),
+            MODIFIER,
+            "modifier_not_understood",
+            "MedicationRequest/rx1: the Medication Medication/m1: modifierExtension (",
+            id="given a referenced Medication with a modifierExtension then its order is an error",
+        ),
+        pytest.param(
+            ALLERGY,
+            ("implicitRules",),
+            "http://example.org/local-rules",
+            "modifier_not_understood",
+            "AllergyIntolerance/a1: implicitRules (http://example.org/local-rules) says",
+            id="given implicitRules then an error, not an allergy",
+        ),
+        pytest.param(
+            {k: v for k, v in ALLERGY.items() if k != "verificationStatus"},
+            ("meta",),
+            SUBSETTED,
+            "subsetted_resource",
+            "AllergyIntolerance/a1: meta.tag[0] is SUBSETTED",
+            id="given a SUBSETTED allergy without its verification status then an error",
+        ),
+        pytest.param(
+            ORDER,
+            ("meta",),
+            SUBSETTED,
+            "subsetted_resource",
+            "MedicationRequest/rx1: meta.tag[0] is SUBSETTED",
+            id="given a SUBSETTED order (doNotPerform may be left out) then an error",
+        ),
+    ],
+)
+def test_a_record_that_is_not_plain_is_an_error_that_says_why(
+    resource: dict[str, Any],
+    path: tuple[str | int, ...],
+    value: Any,
+    reason: str,
+    message: str,
+) -> None:
+    """R4 Extensibility: a modifier extension the reader does not understand means the
+    resource must not be processed as if it had none; a SUBSETTED resource lacks elements that
+    decide whether it holds."""
+    resources = [PATIENT, ALLERGY, ORDER, MEDICATION, CONTAINED_ORDER]
+    if resource not in resources:
+        resources = [resource if r is ALLERGY else r for r in resources]
+    changed = [with_value(r, path, value) if r is resource else r for r in resources]
+    result = run(*changed)
+    refused = [error for error in result.errors if message in error.message]
+    assert [error.reason for error in refused] == [reason], result.errors
+    assert event_types(changed, message.split(":", maxsplit=1)[0]) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        pytest.param(
+            ("extension",),
+            [{"url": "http://example.org/note", "valueString": "x"}],
+            id="given a plain extension then the allergy is imported",
+        ),
+        pytest.param(
+            ("meta",),
+            {
+                "security": [
+                    {
+                        "system": "http://terminology.hl7.org/CodeSystem/v3-Confidentiality",
+                        "code": "R",
+                    }
+                ],
+                "tag": [{"system": "http://example.org/tags", "code": "imported"}],
+            },
+            id="given security labels and a tag then the allergy is imported",
+        ),
+        pytest.param(
+            ("modifierExtension",),
+            [],
+            id="given an empty modifierExtension list then the allergy is imported",
+        ),
+    ],
+)
+def test_plain_extensions_and_labels_do_not_stop_the_import(
+    path: tuple[str, ...], value: Any
+) -> None:
+    allergy = with_value(ALLERGY, path, value)
+    result = run(PATIENT, allergy)
+    assert result.errors == []
+    assert event_types([PATIENT, allergy], "AllergyIntolerance/a1") == [
+        EventType.ALLERGY_RECORDED.value
+    ]
