@@ -90,7 +90,9 @@ first coding display, else its ingredient names, else the reference's display, e
 codes (the Medication's and its ingredients': a local formulary code with RxNorm-coded
 ingredients is known by them), dose text (dosageInstruction[0].text), route and notes. The
 Medication is `medicationCodeableConcept`, a contained `#id`, or a `Medication/id` / `fullUrl`
-found anywhere in the input set; a missing one is an error. Intents order, original-order,
+found anywhere in the input set; a missing one is an error. R5's `medication`
+CodeableReference is read as its `concept`, else its `reference` (next to an R4 medication[x],
+an error). Intents order, original-order,
 reflex-order, filler-order, instance-order and plan are prescriptions; proposal and option are
 skipped (a suggestion is not a prescription), as are `draft` requests and `doNotPerform` ones
 (an instruction NOT to give the drug). Statuses stopped, completed, cancelled and

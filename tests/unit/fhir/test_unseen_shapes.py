@@ -158,3 +158,73 @@ def test_plain_extensions_and_labels_do_not_stop_the_import(
     assert event_types([PATIENT, allergy], "AllergyIntolerance/a1") == [
         EventType.ALLERGY_RECORDED.value
     ]
+
+
+AMOXICILLIN = {
+    "coding": [
+        {
+            "system": "http://www.nlm.nih.gov/research/umls/rxnorm",
+            "code": "723",
+            "display": "amoxicillin",
+        }
+    ]
+}
+R4_ORDER = {key: value for key, value in ORDER.items() if key != "medicationReference"}
+
+
+@pytest.mark.parametrize(
+    ("medication", "drug", "codes"),
+    [
+        pytest.param(
+            {"concept": AMOXICILLIN},
+            "amoxicillin",
+            ["723"],
+            id="given R5 medication.concept then the drug is the concept",
+        ),
+        pytest.param(
+            {"reference": {"reference": "Medication/m1"}},
+            "amoxicillin 500 mg",
+            [],
+            id="given R5 medication.reference then the drug is the Medication it names",
+        ),
+    ],
+)
+def test_an_r5_medication_codeable_reference_is_read(
+    medication: dict[str, Any], drug: str, codes: list[str]
+) -> None:
+    """R5 (and some R4 exports) write the drug as `medication`, a CodeableReference: it was
+    reported as a missing medication[x] and the order was lost."""
+    order = {**R4_ORDER, "medication": medication}
+    result = run(PATIENT, MEDICATION, order)
+    assert result.errors == []
+    ((_, event),) = [(o, e) for o, e in result.events if e.source_ref == "MedicationRequest/rx1"]
+    assert event.payload.drug == drug  # type: ignore[union-attr]
+    assert [c.code for c in event.payload.codes] == codes  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("order", "message"),
+    [
+        pytest.param(
+            {**ORDER, "medication": {"concept": AMOXICILLIN}},
+            "the drug is given twice (R4 medication[x] and R5 medication)",
+            id="given both R4 medication[x] and R5 medication then an error",
+        ),
+        pytest.param(
+            {**R4_ORDER, "medication": {"concept": None}},
+            "medication has neither concept nor reference",
+            id="given an empty R5 medication then an error",
+        ),
+        pytest.param(
+            {**R4_ORDER, "medicationReference": {"identifier": {"system": "urn:x", "value": "A"}}},
+            "it names the Medication only by identifier",
+            id="given a Medication named only by identifier then the error says so",
+        ),
+    ],
+)
+def test_a_drug_that_cannot_be_told_is_an_error_that_says_why(
+    order: dict[str, Any], message: str
+) -> None:
+    result = run(PATIENT, MEDICATION, order)
+    assert [e.message for e in result.errors if message in e.message], result.errors
+    assert event_types([PATIENT, MEDICATION, order], "MedicationRequest/rx1") == []
