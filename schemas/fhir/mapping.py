@@ -124,7 +124,10 @@ at the later version's time: the allergy is entered-in-error, the prescription s
 
 OperationOutcome (a bulk export's error file): an `error` or `fatal` issue is an import error
 `source_reported_error` quoting it (the export is incomplete), else a skip quoting the issues
-(`schemas.fhir.outcomes`).
+(`schemas.fhir.outcomes`). A batch or transaction response entry whose request failed (its
+`response.outcome`, else its 4xx/5xx status) is read as that outcome. A Bundle entry that
+deletes (`DELETE`) or patches (`PATCH`) a resource that becomes claims is an error
+(`deletion_not_imported`, `patch_not_imported`): neither change is applied.
 
 Drugs given. A record that names its order (a MedicationAdministration's `request`, a
 MedicationDispense's `authorizingPrescription`) is news of that prescription, like a statement

@@ -228,3 +228,107 @@ def test_a_drug_that_cannot_be_told_is_an_error_that_says_why(
     result = run(PATIENT, MEDICATION, order)
     assert [e.message for e in result.errors if message in e.message], result.errors
     assert event_types([PATIENT, MEDICATION, order], "MedicationRequest/rx1") == []
+
+
+PATCH_PARAMETERS = {
+    "resourceType": "Parameters",
+    "parameter": [{"name": "operation", "part": [{"name": "type", "valueCode": "replace"}]}],
+}
+
+
+def bundle(kind: str, *entries: dict[str, Any]) -> dict[str, Any]:
+    return {"resourceType": "Bundle", "type": kind, "entry": list(entries)}
+
+
+@pytest.mark.parametrize(
+    ("url", "reasons", "skipped"),
+    [
+        pytest.param(
+            "AllergyIntolerance/a1",
+            ["patch_not_imported"],
+            0,
+            id="given a PATCH of an allergy then an error, not an unsupported Parameters",
+        ),
+        pytest.param(
+            "https://srv/fhir/MedicationRequest/rx1",
+            ["patch_not_imported"],
+            0,
+            id="given a PATCH of an order by URL then an error",
+        ),
+        pytest.param(
+            "Encounter/e1",
+            [],
+            1,
+            id="given a PATCH of an Encounter then a skip as before",
+        ),
+    ],
+)
+def test_a_patch_of_a_claim_is_an_error_not_a_skip(
+    url: str, reasons: list[str], skipped: int
+) -> None:
+    """A transaction that refutes an allergy by a PATCH: the patch cannot be applied, and
+    skipping it as "unsupported resource type Parameters" left the allergy's alert standing
+    without saying that a change to it was lost."""
+    entry = {"resource": PATCH_PARAMETERS, "request": {"method": "PATCH", "url": url}}
+    result = run(bundle("transaction", {"resource": PATIENT}, entry))
+    assert [e.reason for e in result.errors] == reasons
+    assert len(result.skipped) == skipped
+    if reasons:
+        assert "is patched (Bundle.entry.request PATCH)" in result.errors[0].message
+
+
+@pytest.mark.parametrize(
+    ("response", "reasons", "skips"),
+    [
+        pytest.param(
+            {
+                "status": "404 Not Found",
+                "outcome": {
+                    "resourceType": "OperationOutcome",
+                    "issue": [
+                        {"severity": "error", "code": "not-found", "diagnostics": "rx9 is gone"}
+                    ],
+                },
+            },
+            ["source_reported_error"],
+            [],
+            id="given a failed entry with an outcome then the source's error is quoted",
+        ),
+        pytest.param(
+            {"status": "500"},
+            ["source_reported_error"],
+            [],
+            id="given a failed entry with a status only then an error naming the status",
+        ),
+        pytest.param(
+            {"status": "200 OK"},
+            [],
+            ["bundle entry without a resource (request or response only)"],
+            id="given a successful entry without a resource then a skip as before",
+        ),
+    ],
+)
+def test_a_failed_entry_of_a_batch_response_is_the_source_reporting_an_error(
+    response: dict[str, Any], reasons: list[str], skips: list[str]
+) -> None:
+    """A batch-response (a client's batch of reads) whose entry failed lacks what that entry
+    asked for: like a bulk export's OperationOutcome, the import says so."""
+    result = run(
+        bundle(
+            "batch-response",
+            {"resource": ALLERGY, "response": {"status": "200"}},
+            {"response": response},
+        )
+    )
+    assert [e.reason for e in result.errors] == reasons
+    assert [s.reason for s in result.skipped] == skips
+    if reasons:
+        assert "the source reports that it failed" in result.errors[0].message
+    assert event_types([ALLERGY], "AllergyIntolerance/a1") == [EventType.ALLERGY_RECORDED.value]
+
+
+def test_a_history_deletion_of_an_encounter_with_status_gone_is_still_a_skip() -> None:
+    entry = {"request": {"method": "DELETE", "url": "Encounter/e1"}, "response": {"status": "410"}}
+    result = run(bundle("history", entry))
+    assert result.errors == []
+    assert len(result.skipped) == 1
