@@ -219,11 +219,42 @@ def unpack(
     """One parsed JSON value as resources: a Bundle's entries, or the resource itself."""
     if not isinstance(document, Mapping) or not isinstance(document.get("resourceType"), str):
         message = "expected a FHIR resource: a JSON object with a resourceType"
+        if isinstance(document, list):
+            message += (
+                f" (this is a JSON array of {len(document)} value(s): put the resources in a "
+                "Bundle of type collection, or write one per line in a .ndjson file)"
+            )
         return ParsedInput(errors=(FhirError(origin, Problem.NOT_A_RESOURCE.value, message),))
     if document["resourceType"] == "Bundle":
-        return _bundle_entries(document, origin, bundle_time(document) or document_time)
+        entries = _bundle_entries(document, origin, bundle_time(document) or document_time)
+        return combine((entries, _more_pages(document, origin)))
     resource = SourcedResource(origin, document, full_url, document_time, conditional)
     return ParsedInput(resources=(resource,))
+
+
+def _more_pages(bundle: Json, origin: str) -> ParsedInput:
+    """A notice for a page of search results that has a next page (`link` relation `next`): the
+    records on the other pages are not in this Bundle, and an import of it alone misses them."""
+    links = bundle.get("link")
+    nexts = [
+        link
+        for link in (links if isinstance(links, list) else [])
+        if isinstance(link, Mapping) and link.get("relation") == "next"
+    ]
+    if not nexts:
+        return ParsedInput()
+    url = nexts[0].get("url")
+    named = f" ({url[:_QUOTED_URL]})" if isinstance(url, str) else ""
+    reason = (
+        f"a page of search results with a next page{named}: the records on the other pages are "
+        "not in it; fetch every page (follow the next links) and import them in one command"
+    )
+    identifier = bundle.get("id")
+    identifier = identifier if isinstance(identifier, str) else None
+    return ParsedInput(skipped=(Skipped(origin, "Bundle", identifier, reason),))
+
+
+_QUOTED_URL: Final = 200
 
 
 def bundle_time(bundle: Json) -> datetime | None:

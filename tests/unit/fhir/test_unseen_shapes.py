@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from schemas.events import EventType
+from schemas.fhir.mapping import unpack
 from tests.unit.fhir.test_error_paths import ALLERGY, MEDICATION, ORDER, PATIENT, run, with_value
 
 MODIFIER = [{"url": "http://example.org/fhir/StructureDefinition/ruled-out", "valueBoolean": True}]
@@ -332,3 +333,34 @@ def test_a_history_deletion_of_an_encounter_with_status_gone_is_still_a_skip() -
     result = run(bundle("history", entry))
     assert result.errors == []
     assert len(result.skipped) == 1
+
+
+def test_a_page_of_search_results_with_a_next_page_says_the_other_pages_are_missing() -> None:
+    """A searchset is often one page of many: importing it alone silently missed the records
+    (a refutation, an allergy) on the other pages."""
+    page = {
+        **bundle("searchset", {"resource": ALLERGY, "search": {"mode": "match"}}),
+        "id": "page1",
+        "total": 40,
+        "link": [
+            {"relation": "self", "url": "https://srv/fhir/AllergyIntolerance?patient=p1"},
+            {"relation": "next", "url": "https://srv/fhir/AllergyIntolerance?patient=p1&page=2"},
+        ],
+    }
+    result = run(page)
+    assert result.errors == []
+    ((skip),) = result.skipped
+    assert (skip.resource_type, skip.resource_id) == ("Bundle", "page1")
+    assert skip.reason.startswith(
+        "a page of search results with a next page "
+        "(https://srv/fhir/AllergyIntolerance?patient=p1&page=2)"
+    )
+    assert event_types([page], "AllergyIntolerance/a1") == [EventType.ALLERGY_RECORDED.value]
+    last_page = {**page, "link": page["link"][:1]}
+    assert run(last_page).skipped == []
+
+
+def test_a_json_array_of_resources_is_told_how_to_send_them() -> None:
+    (error,) = unpack([PATIENT, ALLERGY], "array.json").errors
+    assert error.reason == "not_a_resource"
+    assert "this is a JSON array of 2 value(s): put the resources in a Bundle" in error.message
