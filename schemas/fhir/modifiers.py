@@ -32,6 +32,7 @@ def not_plain(resource: Json) -> Unmappable | None:
     path, value = _first_modifier(resource)
     if path is None:
         return None
+    path = path if len(path) <= _QUOTED else f"{path[: _QUOTED // 2]}…{path[-_QUOTED // 2 :]}"
     if path.endswith("implicitRules"):
         return Unmappable(
             Problem.MODIFIER_NOT_UNDERSTOOD,

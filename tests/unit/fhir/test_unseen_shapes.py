@@ -364,3 +364,17 @@ def test_a_json_array_of_resources_is_told_how_to_send_them() -> None:
     (error,) = unpack([PATIENT, ALLERGY], "array.json").errors
     assert error.reason == "not_a_resource"
     assert "this is a JSON array of 2 value(s): put the resources in a Bundle" in error.message
+
+
+def test_a_modifier_nested_deep_in_extensions_is_found_and_named_briefly() -> None:
+    allergy: dict[str, Any] = {**ALLERGY, "extension": []}
+    holder = allergy["extension"]
+    for _ in range(400):
+        nested: dict[str, Any] = {"url": "http://example.org/x", "extension": []}
+        holder.append(nested)
+        holder = nested["extension"]
+    holder.append({"url": "http://example.org/y", "modifierExtension": MODIFIER})
+    (error,) = run(PATIENT, allergy).errors
+    assert error.reason == "modifier_not_understood"
+    assert "…" in error.message
+    assert len(error.message) < 800
