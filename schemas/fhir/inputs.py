@@ -219,11 +219,42 @@ def unpack(
     """One parsed JSON value as resources: a Bundle's entries, or the resource itself."""
     if not isinstance(document, Mapping) or not isinstance(document.get("resourceType"), str):
         message = "expected a FHIR resource: a JSON object with a resourceType"
+        if isinstance(document, list):
+            message += (
+                f" (this is a JSON array of {len(document)} value(s): put the resources in a "
+                "Bundle of type collection, or write one per line in a .ndjson file)"
+            )
         return ParsedInput(errors=(FhirError(origin, Problem.NOT_A_RESOURCE.value, message),))
     if document["resourceType"] == "Bundle":
-        return _bundle_entries(document, origin, bundle_time(document) or document_time)
+        entries = _bundle_entries(document, origin, bundle_time(document) or document_time)
+        return combine((entries, _more_pages(document, origin)))
     resource = SourcedResource(origin, document, full_url, document_time, conditional)
     return ParsedInput(resources=(resource,))
+
+
+def _more_pages(bundle: Json, origin: str) -> ParsedInput:
+    """A notice for a page of search results that has a next page (`link` relation `next`): the
+    records on the other pages are not in this Bundle, and an import of it alone misses them."""
+    links = bundle.get("link")
+    nexts = [
+        link
+        for link in (links if isinstance(links, list) else [])
+        if isinstance(link, Mapping) and link.get("relation") == "next"
+    ]
+    if not nexts:
+        return ParsedInput()
+    url = nexts[0].get("url")
+    named = f" ({url[:_QUOTED_URL]})" if isinstance(url, str) else ""
+    reason = (
+        f"a page of search results with a next page{named}: the records on the other pages are "
+        "not in it; fetch every page (follow the next links) and import them in one command"
+    )
+    identifier = bundle.get("id")
+    identifier = identifier if isinstance(identifier, str) else None
+    return ParsedInput(skipped=(Skipped(origin, "Bundle", identifier, reason),))
+
+
+_QUOTED_URL: Final = 200
 
 
 def bundle_time(bundle: Json) -> datetime | None:
@@ -256,7 +287,15 @@ def _bundle_entry(entry: object, origin: str, document_time: datetime | None) ->
         error = FhirError(origin, Problem.INVALID_VALUE.value, "a Bundle entry is not an object")
         return ParsedInput(errors=(error,))
     resource = entry.get("resource")
-    deleted = _deleted_claim(entry) if resource is None else None
+    patched = _changed_claim(entry, "PATCH")
+    if patched is not None:
+        message = (
+            f"{patched} is patched (Bundle.entry.request PATCH): a patch is not applied, so what "
+            "it changes (a refutation, a stop) would be lost; send the whole resource (PUT) "
+            "instead"
+        )
+        return ParsedInput(errors=(FhirError(origin, Problem.PATCH_NOT_IMPORTED.value, message),))
+    deleted = _changed_claim(entry, "DELETE") if resource is None else None
     if deleted is not None:
         message = (
             f"{deleted} is deleted (Bundle.entry.request DELETE): deletions are not imported and "
@@ -267,6 +306,9 @@ def _bundle_entry(entry: object, origin: str, document_time: datetime | None) ->
             errors=(FhirError(origin, Problem.DELETION_NOT_IMPORTED.value, message),)
         )
     if resource is None:
+        failed = _failed_response(entry.get("response"))
+        if failed is not None and _method(entry) != "DELETE":
+            return unpack(failed, origin)
         reason = "bundle entry without a resource (request or response only)"
         return ParsedInput(skipped=(Skipped(origin, "Bundle.entry", None, reason),))
     full_url = entry.get("fullUrl")
@@ -360,12 +402,27 @@ def _instant_or_none(value: object) -> datetime | None:
         return None
 
 
-def _deleted_claim(entry: Json) -> str | None:
-    """`Type/id` of the claim resource a history or transaction entry deletes, if it does."""
-    request = entry.get("request")
-    if not isinstance(request, Mapping) or request.get("method") != "DELETE":
+def _failed_response(response: object) -> Json | None:
+    """The OperationOutcome a batch or transaction response entry gives for a request that
+    failed (its `outcome`, else one made of its 4xx or 5xx `status`), as the source's report of
+    what it could not give (`schemas.fhir.outcomes`); None for an entry that did not fail."""
+    if not isinstance(response, Mapping):
         return None
-    url = request.get("url")
+    outcome, status = response.get("outcome"), response.get("status")
+    if isinstance(outcome, Mapping) and outcome.get("resourceType") == "OperationOutcome":
+        return outcome
+    if isinstance(status, str) and status.strip()[:1] in ("4", "5"):
+        issue = {"severity": "error", "code": "processing", "diagnostics": f"status {status}"}
+        return {"resourceType": "OperationOutcome", "issue": [issue]}
+    return None
+
+
+def _changed_claim(entry: Json, method: str) -> str | None:
+    """`Type/id` of the claim resource a history, batch or transaction entry changes with
+    `method` (DELETE, PATCH), if it does."""
+    if _method(entry) != method:
+        return None
+    url = entry["request"].get("url")
     if not isinstance(url, str):
         return None
     path = url.split("?", 1)[0].rstrip("/").split("/")
@@ -373,3 +430,8 @@ def _deleted_claim(entry: Json) -> str | None:
         if segment in CLAIM_TYPES:
             return "/".join(path[position : position + 2]) if position + 1 < len(path) else url
     return None
+
+
+def _method(entry: Json) -> object:
+    request = entry.get("request")
+    return request.get("method") if isinstance(request, Mapping) else None

@@ -39,7 +39,10 @@ class Problem(StrEnum):
     UNRESOLVED_REFERENCE = "unresolved_reference"
     INVALID_RECORD = "invalid_record"
     DELETION_NOT_IMPORTED = "deletion_not_imported"
+    PATCH_NOT_IMPORTED = "patch_not_imported"
     SOURCE_REPORTED_ERROR = "source_reported_error"
+    MODIFIER_NOT_UNDERSTOOD = "modifier_not_understood"
+    SUBSETTED_RESOURCE = "subsetted_resource"
 
 
 class Unmappable(Exception):

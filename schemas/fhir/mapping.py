@@ -90,7 +90,9 @@ first coding display, else its ingredient names, else the reference's display, e
 codes (the Medication's and its ingredients': a local formulary code with RxNorm-coded
 ingredients is known by them), dose text (dosageInstruction[0].text), route and notes. The
 Medication is `medicationCodeableConcept`, a contained `#id`, or a `Medication/id` / `fullUrl`
-found anywhere in the input set; a missing one is an error. Intents order, original-order,
+found anywhere in the input set; a missing one is an error. R5's `medication`
+CodeableReference is read as its `concept`, else its `reference` (next to an R4 medication[x],
+an error). Intents order, original-order,
 reflex-order, filler-order, instance-order and plan are prescriptions; proposal and option are
 skipped (a suggestion is not a prescription), as are `draft` requests and `doNotPerform` ones
 (an instruction NOT to give the drug). Statuses stopped, completed, cancelled and
@@ -122,7 +124,10 @@ at the later version's time: the allergy is entered-in-error, the prescription s
 
 OperationOutcome (a bulk export's error file): an `error` or `fatal` issue is an import error
 `source_reported_error` quoting it (the export is incomplete), else a skip quoting the issues
-(`schemas.fhir.outcomes`).
+(`schemas.fhir.outcomes`). A batch or transaction response entry whose request failed (its
+`response.outcome`, else its 4xx/5xx status) is read as that outcome. A Bundle entry that
+deletes (`DELETE`) or patches (`PATCH`) a resource that becomes claims is an error
+(`deletion_not_imported`, `patch_not_imported`): neither change is applied.
 
 Drugs given. A record that names its order (a MedicationAdministration's `request`, a
 MedicationDispense's `authorizingPrescription`) is news of that prescription, like a statement
@@ -153,6 +158,10 @@ at: of the addresses with a country, never an `old` or `temp` one; a current one
 `billing`; then the first in the list. Any ISO alpha-2 code, and a small table of alpha-3 codes and English names;
 anything else is skipped with the value in the reason, never guessed.
 
+Not plain records: a claim resource (or a Medication it names) with a `modifierExtension`
+anywhere or `implicitRules` is an error `modifier_not_understood`, one tagged `SUBSETTED` an
+error `subsetted_resource` (`schemas.fhir.modifiers`): neither is read as if it were plain.
+
 Medication -> no event of its own (it only resolves references); every other resource type is
 skipped as unsupported. Missing required fields, malformed JSON and unresolved references are
 errors with their origin.
@@ -170,6 +179,7 @@ from schemas.events import Event
 from schemas.fhir.allergies import allergy_events
 from schemas.fhir.given import administration_events, dispense_events, immunization_events
 from schemas.fhir.inputs import (
+    CLAIM_TYPES,
     FhirError,
     ParsedInput,
     PassedOver,
@@ -182,6 +192,7 @@ from schemas.fhir.inputs import (
 )
 from schemas.fhir.json_access import Problem, Unmappable, Unsupported, parse_fhir_datetime
 from schemas.fhir.medications import request_events, statement_events
+from schemas.fhir.modifiers import not_plain
 from schemas.fhir.moves import moved_away
 from schemas.fhir.outcomes import OPERATION_OUTCOME, reported
 from schemas.fhir.patients import HOME_COUNTRY, country_code, patient_events
@@ -300,6 +311,9 @@ def _events_of(
             Problem.MISSING_FIELD,
             "id is missing (and no urn:uuid or resource URL fullUrl): no stable event id is possible",
         )
+    refused = not_plain(item.resource) if item.resource_type in CLAIM_TYPES else None
+    if refused is not None:
+        raise refused
     source = Source(item.resource, item.identity, context, item.document_time, passed_over)
     return mapper(source, index)
 

@@ -37,6 +37,7 @@ from schemas.fhir.json_access import (
     time_at,
     within,
 )
+from schemas.fhir.modifiers import not_plain
 from schemas.fhir.sources import (
     JUST_AFTER,
     Index,
@@ -208,36 +209,73 @@ def _prescription_status(resource: Json) -> str:
 
 
 def drug_of(resource: Json, index: Index) -> Drug:
-    concept = resource.get("medicationCodeableConcept")
-    if concept is not None and resource.get("medicationReference") is not None:
+    """The drug of a record's medication[x] (R4), or of its R5 `medication` CodeableReference
+    (its `concept`, else its `reference`), as an R4 export sometimes carries it."""
+    concept, reference = _medication_parts(resource)
+    if concept is not None:
+        where, value = concept
+        found = as_object(value, where)
+        return Drug(concept_label(found, where), within(where, lambda: codings_of(found)))
+    if reference is None:
+        raise Unmappable(
+            Problem.MISSING_FIELD, "medication[x] (medicationCodeableConcept or Reference)"
+        )
+    where, value = reference
+    reference_object = as_object(value, where)
+    medication = within(where, lambda: _referenced_medication(resource, reference_object, index))
+    display = within(where, lambda: string_at(reference_object, "display"))
+    if medication is None:
+        if display is None:
+            how = "only by identifier" if "identifier" in reference_object else "not at all"
+            raise Unmappable(
+                Problem.MISSING_FIELD,
+                f"{where} has no reference: it names the Medication {how} (give "
+                "Medication/<id> with the Medication, or a medicationCodeableConcept)",
+            )
+        return Drug(display, ())
+    target = string_at(reference_object, "reference") or ""
+    return within(
+        f"the Medication {target}",
+        lambda: _drug_from_medication(medication, display, index),
+        joiner=": ",
+    )
+
+
+Part = tuple[str, object]
+"""A part of a record and its path."""
+
+
+def _medication_parts(resource: Json) -> tuple[Part | None, Part | None]:
+    """The concept and the reference that name a record's drug, with their paths: R4's
+    `medicationCodeableConcept` or `medicationReference` (both at once is an error), or R5's
+    `medication` CodeableReference (`medication.concept`, else `medication.reference`)."""
+    concept, reference = (
+        resource.get("medicationCodeableConcept"),
+        resource.get("medicationReference"),
+    )
+    if concept is not None and reference is not None:
         raise Unmappable(
             Problem.INVALID_VALUE,
             "medication[x] is given twice (medicationCodeableConcept and medicationReference): "
             "one drug per record, so which one is meant cannot be told",
         )
-    if concept is not None:
-        where = "medicationCodeableConcept"
-        concept = as_object(concept, where)
-        return Drug(concept_label(concept, where), within(where, lambda: codings_of(concept)))
-    reference = resource.get("medicationReference")
-    if reference is None:
+    r5 = resource.get("medication")
+    if r5 is not None and (concept is not None or reference is not None):
         raise Unmappable(
-            Problem.MISSING_FIELD, "medication[x] (medicationCodeableConcept or Reference)"
+            Problem.INVALID_VALUE,
+            "the drug is given twice (R4 medication[x] and R5 medication): one drug per record, "
+            "so which one is meant cannot be told",
         )
-    reference = as_object(reference, "medicationReference")
-    medication = within(
-        "medicationReference", lambda: _referenced_medication(resource, reference, index)
-    )
-    display = within("medicationReference", lambda: string_at(reference, "display"))
-    if medication is None:
-        if display is None:
-            raise Unmappable(Problem.MISSING_FIELD, "medicationReference has no reference")
-        return Drug(display, ())
-    target = string_at(reference, "reference") or ""
-    return within(
-        f"the Medication {target}",
-        lambda: _drug_from_medication(medication, display, index),
-        joiner=": ",
+    if r5 is not None:
+        held = as_object(r5, "medication")
+        if held.get("concept") is not None:
+            return ("medication.concept", held["concept"]), None
+        if held.get("reference") is not None:
+            return None, ("medication.reference", held["reference"])
+        raise Unmappable(Problem.MISSING_FIELD, "medication has neither concept nor reference")
+    return (
+        None if concept is None else ("medicationCodeableConcept", concept),
+        None if reference is None else ("medicationReference", reference),
     )
 
 
@@ -281,7 +319,11 @@ def _drug_from_medication(
     ingredients' names, else the reference's display, else a code; coded by its own codings
     and those of its ingredients (a local formulary code with RxNorm-coded ingredients is still
     known by its ingredients). An ingredient given as a reference to a Medication of the input
-    set is that Medication's drug (followed one level, with `index`)."""
+    set is that Medication's drug (followed one level, with `index`). A Medication that cannot
+    be read as plain (`schemas.fhir.modifiers`) is an error for the records naming it."""
+    refused = not_plain(medication)
+    if refused is not None:
+        raise refused
     code = medication.get("code")
     concept = as_object(code, "code") if code is not None else {}
     ingredients = _ingredient_concepts(medication, index)
@@ -481,9 +523,13 @@ def _states_no_medication(resource: Json) -> bool:
     """An IPS "no known medications" / "no information" statement (by code, or by its text
     alone), which names no drug."""
     concept = resource.get("medicationCodeableConcept")
+    where = "medicationCodeableConcept"
+    r5 = resource.get("medication")
+    if concept is None and isinstance(r5, Mapping):
+        concept, where = r5.get("concept"), "medication.concept"
     if not isinstance(concept, Mapping):
         return False
-    codings = within("medicationCodeableConcept", lambda: codings_of(concept))
+    codings = within(where, lambda: codings_of(concept))
     codes = {(SYSTEM_ALIASES.get(c.system, c.system), c.code) for c in codings}
     if codes & _NO_MEDICATION_CODES:
         return True

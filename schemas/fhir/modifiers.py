@@ -1,0 +1,111 @@
+"""Whether a resource may be read as the plain R4 record it looks like. Pure.
+
+FHIR marks some content as changing the meaning of what holds it: a `modifierExtension` (on
+the resource or on any of its elements: "this reaction was ruled out", "not to be given"), and
+`implicitRules` (the record was built under rules the reader must know). A reader that does not
+understand such content must not process the resource as if it were absent (R4, Extensibility:
+"SHALL either refuse to process the resource or element, or treat it as ..."), and this
+importer understands none. A resource tagged `SUBSETTED` (a `_summary` or `_elements` answer)
+is only part of the record: an element it lacks (a refutation, an inactive status, an
+instruction not to give the drug) cannot be told from one the record does not have, and the
+importer reads an absent status as unconfirmed and active. Such resources are errors that say
+why, never imported as plain records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from schemas.fhir.json_access import Json, Problem, Unmappable
+
+SUBSETTED_SYSTEM: Final = "http://terminology.hl7.org/CodeSystem/v3-ObservationValue"
+SUBSETTED_CODE: Final = "SUBSETTED"
+
+
+def not_plain(resource: Json) -> Unmappable | None:
+    """Why `resource` cannot be read as a plain record (a modifier extension anywhere in it,
+    contained resources included; `implicitRules`; a SUBSETTED tag), or None when it can."""
+    subsetted = _subsetted(resource)
+    if subsetted is not None:
+        return subsetted
+    path, value = _first_modifier(resource)
+    if path is None:
+        return None
+    path = path if len(path) <= _QUOTED else f"{path[: _QUOTED // 2]}…{path[-_QUOTED // 2 :]}"
+    if path.endswith("implicitRules"):
+        return Unmappable(
+            Problem.MODIFIER_NOT_UNDERSTOOD,
+            f"({_quoted(value)}) says the record was made under rules this importer does not "
+            "know and that change what it means: it is not imported as if it had none",
+            field=path,
+        )
+    return Unmappable(
+        Problem.MODIFIER_NOT_UNDERSTOOD,
+        f"({_urls(value)}) is a modifier extension this importer does not understand: it may "
+        "change what the record means (ruled out, not to be given), so the record is not "
+        "imported as if it had none",
+        field=path,
+    )
+
+
+def _first_modifier(resource: Json) -> tuple[str | None, object]:
+    """The path and value of the first `modifierExtension` (non-empty) or `implicitRules` in
+    document order. Iterative: a resource may be nested as deep as the JSON reader allows."""
+    stack: list[tuple[str, object]] = [("", resource)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, Mapping):
+            children = list(value.items())
+            for key, child in children:
+                if key in _MODIFIERS and child not in (None, [], ""):
+                    return _joined(path, str(key)), child
+            stack.extend((_joined(path, str(key)), child) for key, child in reversed(children))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{n}]", item) for n, item in reversed(list(enumerate(value))))
+    return None, None
+
+
+_MODIFIERS: Final = frozenset({"modifierExtension", "implicitRules"})
+
+
+def _joined(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _urls(value: object) -> str:
+    items = value if isinstance(value, list) else [value]
+    urls = [
+        item["url"]
+        for item in items
+        if isinstance(item, Mapping) and isinstance(item.get("url"), str)
+    ]
+    return ", ".join(_quoted(url) for url in dict.fromkeys(urls)) or "no url"
+
+
+def _quoted(value: object) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= _QUOTED else text[: _QUOTED - 1] + "…"
+
+
+_QUOTED: Final = 200
+
+
+def _subsetted(resource: Json) -> Unmappable | None:
+    meta = resource.get("meta")
+    tags = meta.get("tag") if isinstance(meta, Mapping) else None
+    for n, tag in enumerate(tags if isinstance(tags, list) else []):
+        if (
+            isinstance(tag, Mapping)
+            and tag.get("code") == SUBSETTED_CODE
+            and tag.get("system") in (SUBSETTED_SYSTEM, None)
+        ):
+            return Unmappable(
+                Problem.SUBSETTED_RESOURCE,
+                "is SUBSETTED: the source sent only part of the record (a _summary or _elements "
+                "answer), and an element it left out (a refutation, an inactive status, an "
+                "instruction not to give the drug) cannot be told from one the record does not "
+                "have; fetch the whole resource",
+                field=f"meta.tag[{n}]",
+            )
+    return None

@@ -1,0 +1,380 @@
+"""Shapes of FHIR input a tester may feed that earlier tests did not: each is imported as
+what it says, or refused with an error that says why; never read as a plain record when it is
+not one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from schemas.events import EventType
+from schemas.fhir.mapping import unpack
+from tests.unit.fhir.test_error_paths import ALLERGY, MEDICATION, ORDER, PATIENT, run, with_value
+
+MODIFIER = [{"url": "http://example.org/fhir/StructureDefinition/ruled-out", "valueBoolean": True}]
+SUBSETTED = {
+    "tag": [
+        {"system": "http://terminology.hl7.org/CodeSystem/v3-ObservationValue", "code": "SUBSETTED"}
+    ]
+}
+CONTAINED_ORDER = {
+    **{key: value for key, value in ORDER.items() if key != "medicationReference"},
+    "id": "rx2",
+    "contained": [{"resourceType": "Medication", "id": "c1", "code": {"text": "amoxicillin"}}],
+    "medicationReference": {"reference": "#c1"},
+}
+
+
+def event_types(resources: list[Any], source_ref: str) -> list[str]:
+    return [
+        event.type.value for _, event in run(*resources).events if event.source_ref == source_ref
+    ]
+
+
+@pytest.mark.parametrize(
+    ("resource", "path", "value", "reason", "message"),
+    [
+        pytest.param(
+            ALLERGY,
+            ("modifierExtension",),
+            MODIFIER,
+            "modifier_not_understood",
+            "AllergyIntolerance/a1: modifierExtension "
+            "(http://example.org/fhir/StructureDefinition/ruled-out) is a modifier extension",
+            id="given an allergy with a modifierExtension then an error, not an allergy",
+        ),
+        pytest.param(
+            ALLERGY,
+            ("reaction", 0, "modifierExtension"),
+            MODIFIER,
+            "modifier_not_understood",
+            "AllergyIntolerance/a1: reaction[0].modifierExtension (",
+            id="given a modifierExtension on a reaction then the error names the reaction",
+        ),
+        pytest.param(
+            ORDER,
+            ("dosageInstruction", 0, "modifierExtension"),
+            MODIFIER,
+            "modifier_not_understood",
+            "MedicationRequest/rx1: dosageInstruction[0].modifierExtension (",
+            id="given a modifierExtension on a dosage then the order is an error",
+        ),
+        pytest.param(
+            CONTAINED_ORDER,
+            ("contained", 0, "modifierExtension"),
+            MODIFIER,
+            "modifier_not_understood",
+            "MedicationRequest/rx2: contained[0].modifierExtension (",
+            id="given a modifierExtension on a contained Medication then the order is an error",
+        ),
+        pytest.param(
+            MEDICATION,
+            ("modifierExtension",),
+            MODIFIER,
+            "modifier_not_understood",
+            "MedicationRequest/rx1: the Medication Medication/m1: modifierExtension (",
+            id="given a referenced Medication with a modifierExtension then its order is an error",
+        ),
+        pytest.param(
+            ALLERGY,
+            ("implicitRules",),
+            "http://example.org/local-rules",
+            "modifier_not_understood",
+            "AllergyIntolerance/a1: implicitRules (http://example.org/local-rules) says",
+            id="given implicitRules then an error, not an allergy",
+        ),
+        pytest.param(
+            {k: v for k, v in ALLERGY.items() if k != "verificationStatus"},
+            ("meta",),
+            SUBSETTED,
+            "subsetted_resource",
+            "AllergyIntolerance/a1: meta.tag[0] is SUBSETTED",
+            id="given a SUBSETTED allergy without its verification status then an error",
+        ),
+        pytest.param(
+            ORDER,
+            ("meta",),
+            SUBSETTED,
+            "subsetted_resource",
+            "MedicationRequest/rx1: meta.tag[0] is SUBSETTED",
+            id="given a SUBSETTED order (doNotPerform may be left out) then an error",
+        ),
+    ],
+)
+def test_a_record_that_is_not_plain_is_an_error_that_says_why(
+    resource: dict[str, Any],
+    path: tuple[str | int, ...],
+    value: Any,
+    reason: str,
+    message: str,
+) -> None:
+    """R4 Extensibility: a modifier extension the reader does not understand means the
+    resource must not be processed as if it had none; a SUBSETTED resource lacks elements that
+    decide whether it holds."""
+    resources = [PATIENT, ALLERGY, ORDER, MEDICATION, CONTAINED_ORDER]
+    if resource not in resources:
+        resources = [resource if r is ALLERGY else r for r in resources]
+    changed = [with_value(r, path, value) if r is resource else r for r in resources]
+    result = run(*changed)
+    refused = [error for error in result.errors if message in error.message]
+    assert [error.reason for error in refused] == [reason], result.errors
+    assert event_types(changed, message.split(":", maxsplit=1)[0]) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        pytest.param(
+            ("extension",),
+            [{"url": "http://example.org/note", "valueString": "x"}],
+            id="given a plain extension then the allergy is imported",
+        ),
+        pytest.param(
+            ("meta",),
+            {
+                "security": [
+                    {
+                        "system": "http://terminology.hl7.org/CodeSystem/v3-Confidentiality",
+                        "code": "R",
+                    }
+                ],
+                "tag": [{"system": "http://example.org/tags", "code": "imported"}],
+            },
+            id="given security labels and a tag then the allergy is imported",
+        ),
+        pytest.param(
+            ("modifierExtension",),
+            [],
+            id="given an empty modifierExtension list then the allergy is imported",
+        ),
+    ],
+)
+def test_plain_extensions_and_labels_do_not_stop_the_import(
+    path: tuple[str, ...], value: Any
+) -> None:
+    allergy = with_value(ALLERGY, path, value)
+    result = run(PATIENT, allergy)
+    assert result.errors == []
+    assert event_types([PATIENT, allergy], "AllergyIntolerance/a1") == [
+        EventType.ALLERGY_RECORDED.value
+    ]
+
+
+AMOXICILLIN = {
+    "coding": [
+        {
+            "system": "http://www.nlm.nih.gov/research/umls/rxnorm",
+            "code": "723",
+            "display": "amoxicillin",
+        }
+    ]
+}
+R4_ORDER = {key: value for key, value in ORDER.items() if key != "medicationReference"}
+
+
+@pytest.mark.parametrize(
+    ("medication", "drug", "codes"),
+    [
+        pytest.param(
+            {"concept": AMOXICILLIN},
+            "amoxicillin",
+            ["723"],
+            id="given R5 medication.concept then the drug is the concept",
+        ),
+        pytest.param(
+            {"reference": {"reference": "Medication/m1"}},
+            "amoxicillin 500 mg",
+            [],
+            id="given R5 medication.reference then the drug is the Medication it names",
+        ),
+    ],
+)
+def test_an_r5_medication_codeable_reference_is_read(
+    medication: dict[str, Any], drug: str, codes: list[str]
+) -> None:
+    """R5 (and some R4 exports) write the drug as `medication`, a CodeableReference: it was
+    reported as a missing medication[x] and the order was lost."""
+    order = {**R4_ORDER, "medication": medication}
+    result = run(PATIENT, MEDICATION, order)
+    assert result.errors == []
+    ((_, event),) = [(o, e) for o, e in result.events if e.source_ref == "MedicationRequest/rx1"]
+    assert event.payload.drug == drug  # type: ignore[union-attr]
+    assert [c.code for c in event.payload.codes] == codes  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("order", "message"),
+    [
+        pytest.param(
+            {**ORDER, "medication": {"concept": AMOXICILLIN}},
+            "the drug is given twice (R4 medication[x] and R5 medication)",
+            id="given both R4 medication[x] and R5 medication then an error",
+        ),
+        pytest.param(
+            {**R4_ORDER, "medication": {"concept": None}},
+            "medication has neither concept nor reference",
+            id="given an empty R5 medication then an error",
+        ),
+        pytest.param(
+            {**R4_ORDER, "medicationReference": {"identifier": {"system": "urn:x", "value": "A"}}},
+            "it names the Medication only by identifier",
+            id="given a Medication named only by identifier then the error says so",
+        ),
+    ],
+)
+def test_a_drug_that_cannot_be_told_is_an_error_that_says_why(
+    order: dict[str, Any], message: str
+) -> None:
+    result = run(PATIENT, MEDICATION, order)
+    assert [e.message for e in result.errors if message in e.message], result.errors
+    assert event_types([PATIENT, MEDICATION, order], "MedicationRequest/rx1") == []
+
+
+PATCH_PARAMETERS = {
+    "resourceType": "Parameters",
+    "parameter": [{"name": "operation", "part": [{"name": "type", "valueCode": "replace"}]}],
+}
+
+
+def bundle(kind: str, *entries: dict[str, Any]) -> dict[str, Any]:
+    return {"resourceType": "Bundle", "type": kind, "entry": list(entries)}
+
+
+@pytest.mark.parametrize(
+    ("url", "reasons", "skipped"),
+    [
+        pytest.param(
+            "AllergyIntolerance/a1",
+            ["patch_not_imported"],
+            0,
+            id="given a PATCH of an allergy then an error, not an unsupported Parameters",
+        ),
+        pytest.param(
+            "https://srv/fhir/MedicationRequest/rx1",
+            ["patch_not_imported"],
+            0,
+            id="given a PATCH of an order by URL then an error",
+        ),
+        pytest.param(
+            "Encounter/e1",
+            [],
+            1,
+            id="given a PATCH of an Encounter then a skip as before",
+        ),
+    ],
+)
+def test_a_patch_of_a_claim_is_an_error_not_a_skip(
+    url: str, reasons: list[str], skipped: int
+) -> None:
+    """A transaction that refutes an allergy by a PATCH: the patch cannot be applied, and
+    skipping it as "unsupported resource type Parameters" left the allergy's alert standing
+    without saying that a change to it was lost."""
+    entry = {"resource": PATCH_PARAMETERS, "request": {"method": "PATCH", "url": url}}
+    result = run(bundle("transaction", {"resource": PATIENT}, entry))
+    assert [e.reason for e in result.errors] == reasons
+    assert len(result.skipped) == skipped
+    if reasons:
+        assert "is patched (Bundle.entry.request PATCH)" in result.errors[0].message
+
+
+@pytest.mark.parametrize(
+    ("response", "reasons", "skips"),
+    [
+        pytest.param(
+            {
+                "status": "404 Not Found",
+                "outcome": {
+                    "resourceType": "OperationOutcome",
+                    "issue": [
+                        {"severity": "error", "code": "not-found", "diagnostics": "rx9 is gone"}
+                    ],
+                },
+            },
+            ["source_reported_error"],
+            [],
+            id="given a failed entry with an outcome then the source's error is quoted",
+        ),
+        pytest.param(
+            {"status": "500"},
+            ["source_reported_error"],
+            [],
+            id="given a failed entry with a status only then an error naming the status",
+        ),
+        pytest.param(
+            {"status": "200 OK"},
+            [],
+            ["bundle entry without a resource (request or response only)"],
+            id="given a successful entry without a resource then a skip as before",
+        ),
+    ],
+)
+def test_a_failed_entry_of_a_batch_response_is_the_source_reporting_an_error(
+    response: dict[str, Any], reasons: list[str], skips: list[str]
+) -> None:
+    """A batch-response (a client's batch of reads) whose entry failed lacks what that entry
+    asked for: like a bulk export's OperationOutcome, the import says so."""
+    result = run(
+        bundle(
+            "batch-response",
+            {"resource": ALLERGY, "response": {"status": "200"}},
+            {"response": response},
+        )
+    )
+    assert [e.reason for e in result.errors] == reasons
+    assert [s.reason for s in result.skipped] == skips
+    if reasons:
+        assert "the source reports that it failed" in result.errors[0].message
+    assert event_types([ALLERGY], "AllergyIntolerance/a1") == [EventType.ALLERGY_RECORDED.value]
+
+
+def test_a_history_deletion_of_an_encounter_with_status_gone_is_still_a_skip() -> None:
+    entry = {"request": {"method": "DELETE", "url": "Encounter/e1"}, "response": {"status": "410"}}
+    result = run(bundle("history", entry))
+    assert result.errors == []
+    assert len(result.skipped) == 1
+
+
+def test_a_page_of_search_results_with_a_next_page_says_the_other_pages_are_missing() -> None:
+    """A searchset is often one page of many: importing it alone silently missed the records
+    (a refutation, an allergy) on the other pages."""
+    page = {
+        **bundle("searchset", {"resource": ALLERGY, "search": {"mode": "match"}}),
+        "id": "page1",
+        "total": 40,
+        "link": [
+            {"relation": "self", "url": "https://srv/fhir/AllergyIntolerance?patient=p1"},
+            {"relation": "next", "url": "https://srv/fhir/AllergyIntolerance?patient=p1&page=2"},
+        ],
+    }
+    result = run(page)
+    assert result.errors == []
+    ((skip),) = result.skipped
+    assert (skip.resource_type, skip.resource_id) == ("Bundle", "page1")
+    assert skip.reason.startswith(
+        "a page of search results with a next page "
+        "(https://srv/fhir/AllergyIntolerance?patient=p1&page=2)"
+    )
+    assert event_types([page], "AllergyIntolerance/a1") == [EventType.ALLERGY_RECORDED.value]
+    last_page = {**page, "link": page["link"][:1]}
+    assert run(last_page).skipped == []
+
+
+def test_a_json_array_of_resources_is_told_how_to_send_them() -> None:
+    (error,) = unpack([PATIENT, ALLERGY], "array.json").errors
+    assert error.reason == "not_a_resource"
+    assert "this is a JSON array of 2 value(s): put the resources in a Bundle" in error.message
+
+
+def test_a_modifier_nested_deep_in_extensions_is_found_and_named_briefly() -> None:
+    allergy: dict[str, Any] = {**ALLERGY, "extension": []}
+    holder = allergy["extension"]
+    for _ in range(400):
+        nested: dict[str, Any] = {"url": "http://example.org/x", "extension": []}
+        holder.append(nested)
+        holder = nested["extension"]
+    holder.append({"url": "http://example.org/y", "modifierExtension": MODIFIER})
+    (error,) = run(PATIENT, allergy).errors
+    assert error.reason == "modifier_not_understood"
+    assert "…" in error.message
+    assert len(error.message) < 800
