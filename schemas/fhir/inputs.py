@@ -109,12 +109,23 @@ class PassedOver:
 
 
 @dataclass(frozen=True)
+class SearchPage:
+    """A page of search results: a Bundle with a `link` of relation `self` or `next`."""
+
+    origin: str
+    bundle_id: str | None
+    url: str | None
+    next_url: str | None
+
+
+@dataclass(frozen=True)
 class ParsedInput:
     """Resources read from one or more JSON documents, with what reading already rejected."""
 
     resources: tuple[SourcedResource, ...] = ()
     skipped: tuple[Skipped, ...] = ()
     errors: tuple[FhirError, ...] = ()
+    pages: tuple[SearchPage, ...] = ()
 
 
 def combine(parts: Iterable[ParsedInput]) -> ParsedInput:
@@ -123,6 +134,7 @@ def combine(parts: Iterable[ParsedInput]) -> ParsedInput:
         resources=tuple(r for part in collected for r in part.resources),
         skipped=tuple(s for part in collected for s in part.skipped),
         errors=tuple(e for part in collected for e in part.errors),
+        pages=tuple(page for part in collected for page in part.pages),
     )
 
 
@@ -233,25 +245,37 @@ def unpack(
 
 
 def _more_pages(bundle: Json, origin: str) -> ParsedInput:
-    """A notice for a page of search results that has a next page (`link` relation `next`): the
-    records on the other pages are not in this Bundle, and an import of it alone misses them."""
-    links = bundle.get("link")
-    nexts = [
-        link
-        for link in (links if isinstance(links, list) else [])
-        if isinstance(link, Mapping) and link.get("relation") == "next"
-    ]
-    if not nexts:
+    """The page of search results this Bundle is, if it links to itself or a next page."""
+    listed = bundle.get("link")
+    links: dict[object, str] = {}
+    for link in listed if isinstance(listed, list) else []:
+        if isinstance(link, Mapping) and isinstance(url := link.get("url"), str):
+            links.setdefault(link.get("relation"), url)
+    if "self" not in links and "next" not in links:
         return ParsedInput()
-    url = nexts[0].get("url")
-    named = f" ({url[:_QUOTED_URL]})" if isinstance(url, str) else ""
-    reason = (
-        f"a page of search results with a next page{named}: the records on the other pages are "
-        "not in it; fetch every page (follow the next links) and import them in one command"
-    )
     identifier = bundle.get("id")
     identifier = identifier if isinstance(identifier, str) else None
-    return ParsedInput(skipped=(Skipped(origin, "Bundle", identifier, reason),))
+    page = SearchPage(origin, identifier, links.get("self"), links.get("next"))
+    return ParsedInput(pages=(page,))
+
+
+def missing_pages(pages: Iterable[SearchPage]) -> list[Skipped]:
+    """A notice for each page of search results whose next page is not in the input set (no
+    page in it has that `self` link): the records on the pages left out are not imported."""
+    collected = list(pages)
+    present = {page.url for page in collected}
+    return [
+        Skipped(
+            page.origin,
+            "Bundle",
+            page.bundle_id,
+            f"a page of search results with a next page ({page.next_url[:_QUOTED_URL]}) that is "
+            "not in the input: the records on the other pages are not in it; fetch every page "
+            "(follow the next links) and import them in one command",
+        )
+        for page in collected
+        if page.next_url is not None and page.next_url not in present
+    ]
 
 
 _QUOTED_URL: Final = 200

@@ -186,6 +186,7 @@ from schemas.fhir.inputs import (
     Skipped,
     SourcedResource,
     combine,
+    missing_pages,
     parse_json_document,
     parse_ndjson,
     unpack,
@@ -244,7 +245,8 @@ _AT_THE_EDGE_OF_TIME = (
 def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
     """Map every resource of the input set to events, skips or errors (in input order)."""
     index = Index.of(parsed.resources)
-    result = FhirImport(skipped=list(parsed.skipped), errors=list(parsed.errors))
+    skipped = [*parsed.skipped, *missing_pages(parsed.pages)]
+    result = FhirImport(skipped=skipped, errors=list(parsed.errors))
     for item in parsed.resources:
         resource_type, resource_id = item.resource_type, item.identity
         label = f"{resource_type}/{resource_id}" if resource_id else resource_type
@@ -282,7 +284,7 @@ def without_unmapped(parsed: ParsedInput) -> ParsedInput:
         else:
             reason = _unsupported(item.resource_type)
             skipped.append(Skipped(item.origin, item.resource_type, item.identity, reason))
-    return ParsedInput(tuple(kept), tuple(skipped), parsed.errors)
+    return ParsedInput(tuple(kept), tuple(skipped), parsed.errors, parsed.pages)
 
 
 def _unsupported(resource_type: str) -> str:

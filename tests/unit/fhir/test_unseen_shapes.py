@@ -335,29 +335,42 @@ def test_a_history_deletion_of_an_encounter_with_status_gone_is_still_a_skip() -
     assert len(result.skipped) == 1
 
 
+SEARCH = "https://srv/fhir/AllergyIntolerance?patient=p1"
+
+
+def search_page(number: int, *entries: Any, last: bool = False) -> dict[str, Any]:
+    own = SEARCH if number == 1 else f"{SEARCH}&page={number}"
+    links = [{"relation": "self", "url": own}]
+    if not last:
+        links.append({"relation": "next", "url": f"{SEARCH}&page={number + 1}"})
+    return {**bundle("searchset", *entries), "id": f"page{number}", "total": 40, "link": links}
+
+
 def test_a_page_of_search_results_with_a_next_page_says_the_other_pages_are_missing() -> None:
     """A searchset is often one page of many: importing it alone silently missed the records
     (a refutation, an allergy) on the other pages."""
-    page = {
-        **bundle("searchset", {"resource": ALLERGY, "search": {"mode": "match"}}),
-        "id": "page1",
-        "total": 40,
-        "link": [
-            {"relation": "self", "url": "https://srv/fhir/AllergyIntolerance?patient=p1"},
-            {"relation": "next", "url": "https://srv/fhir/AllergyIntolerance?patient=p1&page=2"},
-        ],
-    }
+    page = search_page(1, {"resource": ALLERGY, "search": {"mode": "match"}})
     result = run(page)
     assert result.errors == []
     ((skip),) = result.skipped
     assert (skip.resource_type, skip.resource_id) == ("Bundle", "page1")
     assert skip.reason.startswith(
-        "a page of search results with a next page "
-        "(https://srv/fhir/AllergyIntolerance?patient=p1&page=2)"
+        f"a page of search results with a next page ({SEARCH}&page=2) that is not in the input"
     )
     assert event_types([page], "AllergyIntolerance/a1") == [EventType.ALLERGY_RECORDED.value]
-    last_page = {**page, "link": page["link"][:1]}
-    assert run(last_page).skipped == []
+    assert run(search_page(1, {"resource": ALLERGY}, last=True)).skipped == []
+
+
+def test_every_page_of_a_search_imported_together_gives_no_notice() -> None:
+    pages = [search_page(1, {"resource": PATIENT}), search_page(2), search_page(3, last=True)]
+    assert run(*pages).skipped == []
+    assert run(*reversed(pages)).skipped == []
+
+
+def test_a_page_missing_from_the_middle_of_a_search_is_named() -> None:
+    ((skip),) = run(search_page(1), search_page(3, last=True)).skipped
+    assert skip.resource_id == "page1"
+    assert f"({SEARCH}&page=2)" in skip.reason
 
 
 def test_a_json_array_of_resources_is_told_how_to_send_them() -> None:
