@@ -256,7 +256,19 @@ def _identifier_keys(patient: Json) -> list[tuple[str, str]]:
 
 def subject_of(resource: Json, field_name: str, index: Index) -> str:
     """The subject id of the patient `field_name` (a Reference) names."""
+    other = _OTHER_PATIENT_FIELD.get(field_name)
+    if resource.get(field_name) is None and other is not None and other in resource:
+        raise Unmappable(
+            Problem.MISSING_FIELD,
+            f"(given as {other}, which {resource.get('resourceType')} does not have)",
+            field=field_name,
+        )
     return within(field_name, lambda: _subject_of(resource, field_name, index))
+
+
+_OTHER_PATIENT_FIELD: Final = {"patient": "subject", "subject": "patient"}
+"""Where a resource names its patient, and where another resource type does instead (an
+AllergyIntolerance in `patient`, a MedicationRequest in `subject`)."""
 
 
 def _subject_of(resource: Json, field_name: str, index: Index) -> str:

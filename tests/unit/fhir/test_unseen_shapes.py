@@ -391,3 +391,20 @@ def test_a_modifier_nested_deep_in_extensions_is_found_and_named_briefly() -> No
     assert error.reason == "modifier_not_understood"
     assert "…" in error.message
     assert len(error.message) < 800
+
+
+@pytest.mark.parametrize(
+    ("resource", "written", "expected"),
+    [
+        pytest.param(ALLERGY, "subject", "patient", id="an allergy's patient written as subject"),
+        pytest.param(ORDER, "patient", "subject", id="an order's subject written as patient"),
+    ],
+)
+def test_a_patient_under_the_other_resource_types_name_is_named_as_such(
+    resource: dict[str, Any], written: str, expected: str
+) -> None:
+    moved = {key: value for key, value in resource.items() if key != expected}
+    (error,) = run(PATIENT, {**moved, written: resource[expected]}).errors
+    assert error.reason == "missing_field"
+    kind = resource["resourceType"]
+    assert error.message.endswith(f"{expected} (given as {written}, which {kind} does not have)")
