@@ -93,11 +93,12 @@ def _findings_of(rules: Sequence[Rule], state: UserState, alert_id: str) -> list
 
 def _standing_acknowledgement(state: UserState, alert: Alert, event: Event) -> Alert | None:
     """The acknowledgement or override the state already holds for an alert that is being
-    raised (not re-graded): one recorded before its alert was (a clinician's override at order
-    sign, which reaches the log before the order) or one of an earlier episode of the same
-    alert. It holds until it is retracted, so the alert's status follows the state whatever
-    order the events arrived in."""
-    if alert.status is not AlertStatus.RAISED or alert.reason is not None:
+    raised or re-graded: one recorded before its alert was (a clinician's override at order
+    sign, which reaches the log before the order), one of an earlier episode of the same
+    alert, or one of the alert before its cause was graded differently. It holds until it is
+    retracted, so the alert's status follows the state whatever order the events arrived in
+    (an acknowledgement that arrives after the re-grade acknowledges the alert as re-graded)."""
+    if alert.status is not AlertStatus.RAISED:
         return None
     held: AcknowledgementView | None = state.resolution(Kind.ACKNOWLEDGEMENT, str(alert.alert_id))
     if held is None or held.event.id == event.id:

@@ -190,3 +190,179 @@ def _key(event: Event) -> object:
         if hasattr(payload, name):
             return getattr(payload, name)
     return None
+
+
+MIXED_SUBSTANCES = ("penicillin", "amoxicillin", "ibuprofen", "peanut")
+NO_KNOWN_ALLERGY = "No known drug allergies"
+MIXED_DRUGS = ("amoxicillin", "ceftriaxone", "ibuprofen", "naproxen", "aspirin", "metformin")
+ACK_PLACEHOLDER = "ack-placeholder"
+"""The alert id of a generated acknowledgement, until a test names a real one."""
+
+
+def _mixed_payloads(*, narrow: bool = False) -> dict[str, st.SearchStrategy[dict[str, Any]]]:
+    """Payloads of every type; `narrow`: of one penicillin allergy and one prescription that
+    conflict more often than not, graded in many ways."""
+    allergy_ids, prescription_ids = (
+        (ALLERGY_IDS[:1], PRESCRIPTION_IDS[:1]) if narrow else (ALLERGY_IDS, PRESCRIPTION_IDS)
+    )
+    substances = ("penicillin", "amoxicillin") if narrow else MIXED_SUBSTANCES
+    drugs = ("amoxicillin", "amoxicillin/clavulanate", "metformin") if narrow else MIXED_DRUGS
+    status_change = st.fixed_dictionaries(
+        {
+            "allergy_id": st.sampled_from(allergy_ids),
+            "verification_status": st.none() | _enum(VerificationStatus),
+            "clinical_status": st.none() | _enum(ClinicalStatus),
+        }
+    ).filter(lambda p: p["verification_status"] or p["clinical_status"])
+    negation = st.fixed_dictionaries(
+        {
+            "allergy_id": st.sampled_from(allergy_ids),
+            "substance": st.just(NO_KNOWN_ALLERGY),
+            "categories": st.lists(_enum(AllergyCategory), max_size=1),
+            "verification_status": _enum(VerificationStatus),
+            "clinical_status": st.none() | _enum(ClinicalStatus),
+            "negated": st.just(True),
+        }
+    )
+    allergy = st.fixed_dictionaries(
+        {
+            "allergy_id": st.sampled_from(allergy_ids),
+            "substance": st.sampled_from(substances),
+            "allergy_type": st.none() | _enum(AllergyType),
+            "categories": st.lists(_enum(AllergyCategory), max_size=1),
+            "criticality": st.none() | _enum(Criticality),
+            "verification_status": (
+                st.sampled_from(["confirmed", "unconfirmed"])
+                if narrow
+                else st.just("confirmed") | _enum(VerificationStatus)
+            ),
+            "clinical_status": st.none() | (st.just("active") if narrow else _enum(ClinicalStatus)),
+            "negated": st.sampled_from([False] if narrow else [False, False, False, True]),
+        }
+    )
+    return {
+        "AllergyRecorded": allergy if narrow else st.one_of(allergy, allergy, allergy, negation),
+        "AllergyStatusChanged": status_change,
+        "MedicationPrescribed": st.fixed_dictionaries(
+            {
+                "prescription_id": st.sampled_from(prescription_ids),
+                "drug": st.sampled_from(drugs),
+                "route": st.none() | st.sampled_from(["oral", "topical"]),
+            }
+        ),
+        "MedicationStopped": st.fixed_dictionaries(
+            {"prescription_id": st.sampled_from(prescription_ids)}
+        ),
+        "TravelRecorded": _payloads()["TravelRecorded"],
+        "PreferenceStated": st.fixed_dictionaries(
+            {"key": st.sampled_from(PREFERENCE_KEYS), "value": st.sampled_from(["a", "b"])}
+        ),
+        "FactAsserted": st.fixed_dictionaries(
+            {"key": st.sampled_from(FACT_KEYS), "value": st.sampled_from(["NL", "DE"])}
+        ),
+        "ConsentChanged": _payloads()["ConsentChanged"],
+        "AlertAcknowledged": st.fixed_dictionaries(
+            {
+                "alert_id": st.just(ACK_PLACEHOLDER),
+                "action": st.just("accepted") | st.just("overridden"),
+                "reason": st.just("benefit outweighs risk"),
+            }
+        ),
+    }
+
+
+MIXED_TYPES = (
+    *("AllergyRecorded", "MedicationPrescribed") * 3,
+    *("AllergyStatusChanged", "MedicationStopped", "PreferenceStated", "AlertAcknowledged") * 2,
+    *("ClaimRetracted", "ClaimRetracted", "ClockAdvanced"),
+    *("FactAsserted", "TravelRecorded", "ConsentChanged"),
+)
+"""Every type a subject's history may hold but an erasure, those that make alerts more often."""
+
+
+@st.composite
+def mixed_histories(
+    draw: st.DrawFn,
+    *,
+    max_size: int = 16,
+    types: tuple[str, ...] = MIXED_TYPES,
+    subject: str = "patient-1",
+    tenant: str = "clinic-a",
+    erasure: bool = False,
+    narrow: bool = False,
+) -> list[Event]:
+    """Events of one subject that mix every kind of claim with what refers to claims, packed
+    into a few days so that reversals fall inside the confirmation window: several events at
+    one valid time (distinct or equal transaction times), corrections (`supersedes`) and
+    retractions that may point at claims valid later than themselves, retractions of
+    retractions and of claims that never arrive, acknowledgements (their alert ids are
+    placeholders until a test names real ones), clock ticks, validity
+    windows, and optionally an erasure. Event ids are distinct and unrelated to valid time.
+    `narrow`: one allergy id and one prescription id, so that most events change one alert."""
+    size = draw(st.integers(1, max_size))
+    instants = draw(st.lists(st.integers(0, 60 * 24 * 12), min_size=1, max_size=5, unique=True))
+    numbers = draw(st.permutations(range(size)))
+    payloads = _mixed_payloads(narrow=narrow)
+    drafts: list[dict[str, Any]] = []
+    for index in range(size):
+        occurred = EPOCH + timedelta(minutes=draw(st.sampled_from(instants)))
+        event_type = draw(st.sampled_from(types))
+        envelope: dict[str, Any] = {
+            "event_id": f"00000000-0000-4000-8000-{numbers[index]:012d}",
+            "tenant_id": tenant,
+            "subject_id": subject,
+            "actor": "uac-clock" if event_type == "ClockAdvanced" else "ehr-adapter",
+            "type": event_type,
+            "occurred_at": occurred,
+            "recorded_at": occurred + timedelta(minutes=draw(st.sampled_from([0, 0, 1, 90]))),
+            "origin": draw(_enum(Origin)),
+            "confidence": 1.0,
+        }
+        if event_type == "ClaimRetracted":
+            envelope["payload"] = {"claim_id": "pending"}
+        elif event_type == "ClockAdvanced":
+            envelope["payload"] = {}
+        else:
+            envelope |= _validity(draw, occurred, 5) | {"payload": draw(payloads[event_type])}
+        drafts.append(envelope)
+    ids = [draft["event_id"] for draft in drafts]
+    for draft in drafts:
+        if draft["type"] == "ClaimRetracted":
+            unknown = "00000000-0000-4000-8000-999999999999"
+            draft["payload"] = {"claim_id": draw(st.sampled_from([*ids, unknown]))}
+            continue
+        same_key = [
+            other["event_id"]
+            for other in drafts
+            if other is not draft
+            and other["type"] == draft["type"]
+            and other["type"] not in ("ClockAdvanced", "AlertAcknowledged")
+            and _draft_key(other) == _draft_key(draft)
+        ]
+        if same_key and draw(st.integers(0, 3)) == 0:
+            draft["supersedes"] = draw(st.sampled_from(same_key))
+    if erasure and draw(st.booleans()):
+        moment = EPOCH + timedelta(minutes=draw(st.sampled_from(instants)))
+        drafts.append(
+            {
+                "event_id": "00000000-0000-4000-8000-888888888888",
+                "tenant_id": tenant,
+                "subject_id": subject,
+                "actor": "ehr-adapter",
+                "type": "ErasureRequested",
+                "occurred_at": moment,
+                "recorded_at": moment,
+                "origin": "explicit_statement",
+                "confidence": 1.0,
+                "payload": {},
+            }
+        )
+    return [Event.model_validate(draft) for draft in drafts]
+
+
+def _draft_key(draft: dict[str, Any]) -> object:
+    payload = draft["payload"]
+    for name in ("allergy_id", "prescription_id", "trip_id", "key", "purpose", "alert_id"):
+        if name in payload:
+            return payload[name]
+    return None

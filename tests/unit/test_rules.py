@@ -215,6 +215,32 @@ def test_given_acknowledgements_in_any_arrival_order_then_the_latest_in_valid_ti
     assert alerts[-1].reason == "desensitised"
 
 
+@pytest.mark.parametrize("late_acknowledgement", [True, False], ids=["ack late", "in order"])
+def test_given_an_acknowledged_alert_regraded_in_any_arrival_order_then_it_ends_acknowledged(
+    late_acknowledgement: bool,
+) -> None:
+    """An acknowledgement holds until it is retracted, also across a change of grading: the
+    re-grade is raised (with its new severity) and the acknowledgement that holds follows it,
+    as when the acknowledgement arrives after the re-grade."""
+    intolerance = allergy(allergy_type="intolerance")
+    (raised,) = run([intolerance, rx("rx-amox", "amoxicillin")])
+    accept = _accept(raised.alert_id, day=2)
+    regrade = allergy("allergy-again", day=3, allergy_type="allergy")
+    late = [regrade, accept] if late_acknowledgement else [accept, regrade]
+    alerts = run([intolerance, rx("rx-amox", "amoxicillin"), *late])
+    final = alerts[-1]
+    assert (final.status, final.severity, final.reason) == (
+        AlertStatus.ACKNOWLEDGED,
+        Severity.CRITICAL,
+        "seen, order changed",
+    )
+    assert [a.severity for a in alerts if a.status is AlertStatus.RAISED] == [
+        Severity.WARNING,
+        Severity.CRITICAL,
+    ]
+    assert len({a.lifecycle_id for a in alerts}) == len(alerts)
+
+
 def test_given_an_unchanged_conflict_when_unrelated_events_arrive_then_no_repeat_alert() -> None:
     pref = make_event("PreferenceStated", "pref", at=3 * DAY)
     trip = make_event("TravelRecorded", "trip", at=4 * DAY)
