@@ -43,7 +43,7 @@ RULES = default_rules(TableKnowledge())
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 POLICY = GatePolicy(tenants={"clinic-a": TenantPolicy(frozenset({"ehr-adapter"}))})
 NO_ALERT = "00000000-0000-4000-8000-777777777777"
-FAST = settings(max_examples=150, deadline=None, derandomize=True, database=None)
+FAST = settings(max_examples=150, deadline=None)
 
 
 def _stream(events: list[Event]) -> tuple[UserState, list[Alert]]:
