@@ -220,8 +220,16 @@ def _explain(client: Client, kind: str, sql: str, read: Read) -> list[str]:
     without one, clickhouse-connect would %-format the SQL on the client (breaking `LIKE '%x'`).
     """
     parameters = read.parameters if _SERVER_PLACEHOLDER.search(sql) else None
-    result = client.query(f"EXPLAIN {kind} {sql}", parameters=parameters)
+    explained = _TRAILING_LIMIT_ZERO.sub("LIMIT (0)", sql)
+    result = client.query(f"EXPLAIN {kind} {explained}", parameters=parameters)
     return [str(row[0]) for row in result.result_rows]
+
+
+_TRAILING_LIMIT_ZERO: Final = re.compile(r"\bLIMIT\s+0$", re.IGNORECASE)
+"""A statement that ends in `LIMIT 0` (the natural way to ask for a relation's columns) is
+taken by clickhouse-connect for a columns-only probe, which fails on EXPLAIN's rows; `LIMIT
+(0)` parses and resolves to the same tree and is not taken for one. The statement's text ends
+at its last token (`statement_text`), so a trailing comment or semicolon cannot hide it."""
 
 
 def require_tenant(tenant: str | None) -> str:

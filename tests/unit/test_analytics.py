@@ -536,8 +536,16 @@ def test_query_shapes(client: Client, sql: str, rows: list[list[Any]]) -> None:
     assert query(client, sql, A).rows == rows
 
 
-def test_an_empty_result_still_names_its_columns(client: Client) -> None:
-    result = query(client, "SELECT event_id, type FROM events WHERE 1 = 0", A)
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT event_id, type FROM events WHERE 1 = 0",
+        "SELECT event_id, type FROM events LIMIT 0",
+        "select event_id, type from events limit 0; -- the columns only",
+    ],
+)
+def test_an_empty_result_still_names_its_columns(client: Client, sql: str) -> None:
+    result = query(client, sql, A)
     assert result == analytics.QueryResult(("event_id", "type"), [])
 
 
