@@ -60,6 +60,7 @@ from streams.kafka_security import KafkaSecurity, KafkaSecurityError, use_kafka_
 from streams.schema_registry import RegistryRefused, registry_of
 from streams.settings import Settings
 from streams.signatures import SigningKeyError
+from streams.sink import SinkAlreadyRunning
 from streams.tenants import TenantsFileError
 from streams.topic_reader import TopicMissing, TopicNotAuthorized
 from streams.topics import TopicMismatch, TopicsNotCreated
@@ -172,6 +173,7 @@ def main() -> None:
         RegistryUnavailable,
         RegistryRefused,
         SigningKeyError,
+        SinkAlreadyRunning,
         TenantsFileError,
         TopicMismatch,
         TopicsNotCreated,

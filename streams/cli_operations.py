@@ -75,7 +75,7 @@ def worker(
 
 def sink(
     port: Annotated[
-        int, typer.Option(help="HTTP port for /query, /health, /metrics (0 = any free).")
+        int, typer.Option(help="HTTP port for /query, /explain, /health, /metrics (0 = any free).")
     ] = 0,
 ) -> None:
     """Run the ClickHouse sink: accepted events, decisions, alerts, checkpoints -> ClickHouse."""

@@ -128,7 +128,6 @@ def _subject_state(settings: Settings, key: str) -> tuple[UserState, str] | None
         checkpoint_of_subject(
             bootstrap_servers(settings),
             topics_of(settings).state,
-            settings.partitions,
             key,
             sealer_of(settings),
         )

@@ -18,7 +18,7 @@ from schemas.checkpoint import StateCheckpoint
 from schemas.codec import checkpoint_codec, event_codec
 from streams.runtime import collector_paused
 from streams.sealing import Sealer, readable
-from streams.topic_reader import read_topic
+from streams.topic_reader import read_topic, topic_partitions
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,12 @@ async def latest_checkpoints(
 
 
 async def checkpoint_of_subject(
-    bootstrap: str, topic: str, partitions: int, key: str, sealer: Sealer
+    bootstrap: str, topic: str, key: str, sealer: Sealer
 ) -> StateCheckpoint | None:
-    """The latest checkpoint of one subject, reading only the partition its key maps to."""
-    partition = DefaultPartitioner()(
-        key.encode("utf-8"), list(range(partitions)), list(range(partitions))
-    )
+    """The latest checkpoint of one subject, reading only the partition its key maps to among
+    the topic's partitions (TopicMissing when the pipeline has not created the topic yet)."""
+    partitions = await topic_partitions(bootstrap, topic)
+    partition = DefaultPartitioner()(key.encode("utf-8"), partitions, partitions)
     codec = checkpoint_codec()
     found = None
     for record in await read_topic(bootstrap, topic, [partition]):

@@ -31,6 +31,7 @@ from streams import local_kafka
 from streams.app import changelog_specs
 from streams.event_files import read_ndjson_file
 from streams.publisher import wire_bytes
+from streams.query_clients import running_sink
 from streams.settings import Settings
 from streams.tenants import load_gate_policy
 from streams.topic_reader import topic_partitions
@@ -504,6 +505,35 @@ def test_given_no_pipeline_yet_then_commands_say_the_topic_is_missing(
     assert result.returncode == 3
     assert f"topic {pipeline.topics.events} does not exist" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("state",), ("export", "--out")],
+    ids=lambda c: c[0],
+)
+def test_given_no_pipeline_yet_then_subject_reads_say_the_state_topic_is_missing(
+    pipeline: Pipeline, command: tuple[str, ...], tmp_path: Path
+) -> None:
+    """A read of one subject's state went to the partition its key maps to without asking
+    whether the topic exists, and waited for metadata until it failed with a traceback."""
+    where = (str(tmp_path / "export"),) if command[-1] == "--out" else ()
+    result = pipeline.uac(*command, *where, "--tenant", "clinic-a", "--subject", "p-1001")
+    assert result.returncode == 3
+    assert f"topic {pipeline.topics.state} does not exist" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_given_a_sink_running_then_a_second_one_on_the_same_home_says_so_in_one_line(
+    pipeline: Pipeline,
+) -> None:
+    first = pipeline.start("sink")
+    wait_for(lambda: running_sink(pipeline.home), lambda found: found is not None, what="sink")
+    second = pipeline.uac("sink")
+    assert second.returncode == 3
+    assert f"sink pid {first.process.pid} already runs for {pipeline.home}" in second.stderr
+    assert "Traceback" not in second.stderr
+    assert first.process.poll() is None
 
 
 def commit_past_everything(pipeline: Pipeline) -> None:
