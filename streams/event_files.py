@@ -27,6 +27,7 @@ def read_ndjson(
     codec = event_codec()
     submitted: list[Submitted] = []
     errors: list[LineError] = []
+    opened_alone: bool | None = None
     for number, line in enumerate(lines, start=1):
         origin = f"{source}:{number}"
         if isinstance(line, NotUtf8):
@@ -34,13 +35,33 @@ def read_ndjson(
             continue
         if not line.strip():
             continue
+        if opened_alone is None:
+            opened_alone = line.strip() in ("{", "[")
         try:
             event = parse_event(line)
         except DecodeError as error:
             errors.append(LineError(origin, error.reason.value, str(error)))
             continue
         submitted.append(Submitted(origin, event, len(codec.encode(event))))
-    return submitted, errors
+    return submitted, _pretty_printed(errors) if opened_alone else errors
+
+
+_PRETTY_PRINTED = (
+    "this looks like JSON written over several lines (pretty-printed): an events file holds "
+    "one event per line, each event's JSON on a single line"
+)
+
+
+def _pretty_printed(errors: list[LineError]) -> list[LineError]:
+    """The errors of a file whose first line opens a JSON value alone (`{` or `[`): a
+    pretty-printed document, not an event per line, so its unreadable lines are one error that
+    says so (and counts them), not one `malformed_json` error per fragment."""
+    malformed = [e for e in errors if e.reason == ReasonCode.MALFORMED_JSON.value]
+    if not malformed:
+        return errors
+    summary = f"{_PRETTY_PRINTED} ({len(malformed)} lines could not be read)"
+    first = LineError(malformed[0].origin, ReasonCode.MALFORMED_JSON.value, summary)
+    return [first, *(e for e in errors if e.reason != ReasonCode.MALFORMED_JSON.value)]
 
 
 def read_ndjson_file(

@@ -100,6 +100,24 @@ def test_given_bad_lines_then_each_is_reported_with_its_line_number_and_the_rest
     assert sum(s["state"]["version"] for s in subjects) == 2
 
 
+def test_given_a_pretty_printed_event_then_one_error_says_so_and_later_lines_still_count(
+    tmp_path: Path,
+) -> None:
+    good = SAMPLE.read_text(encoding="utf-8").splitlines()[:2]
+    pretty = json.dumps(json.loads(good[0]), indent=2)
+    path = tmp_path / "pretty.ndjson"
+    path.write_text(f"{pretty}\n{good[1]}\n", encoding="utf-8")
+    code, subjects, stderr = _replay_json(path)
+    assert code == 1
+    lines = len(pretty.splitlines())
+    assert stderr.count("malformed_json") == 1
+    assert "pretty.ndjson:1: malformed_json: this looks like JSON written over several lines" in (
+        " ".join(stderr.split())
+    )
+    assert f"({lines} lines could not be read)" in " ".join(stderr.split())
+    assert sum(s["state"]["version"] for s in subjects) == 1
+
+
 @pytest.mark.parametrize(
     ("field", "literal"),
     [
