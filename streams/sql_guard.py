@@ -77,13 +77,17 @@ class Token:
 
 
 _SPACE = re.compile(r"\s+")
-_LINE_COMMENT = re.compile(r"(--|#)[^\n]*")
-_STRING = re.compile(r"'(?:[^'\\]|\\.|'')*'", re.DOTALL)
-_HEREDOC = re.compile(r"\$([A-Za-z0-9_]*)\$.*?\$\1\$", re.DOTALL)
-_QUOTED = re.compile(r'"(?:[^"\\]|\\.|"")*"|`(?:[^`\\]|\\.|``)*`', re.DOTALL)
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_NUMBER = re.compile(r"[0-9][A-Za-z0-9_.]*")
-_UNTERMINATED = frozenset("'\"`$")
+_LINE_COMMENT = re.compile(r"(--|//|# |#!)[^\n]*")
+_STRING = re.compile(r"'(?:[^'\\]|\\.|'')*'|\u2018[^\u2019]*\u2019", re.DOTALL)
+_HEREDOC = re.compile(r"(\$[^$]*\$).*?\1", re.DOTALL)
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.|"")*"|`(?:[^`\\]|\\.|``)*`|\u201c[^\u201d]*\u201d', re.DOTALL)
+_WORD = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_NUMBER = re.compile(r"[0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9_]+)?[A-Za-z0-9_]*")
+_UNTERMINATED = frozenset("'\"`\u2018\u201c")
+"""ClickHouse's lexing (`src/Parsers/Lexer.cpp`): `--`, `//`, `# ` and `#!` start a line comment
+(a `#` before anything else is an error there); a here-doc's tag is everything from its `$` to
+the next `$`; a bare word may hold `$` (`x$a$` is one identifier, not a word and a here-doc);
+text in U+2018 and U+2019 quotes is a string, in U+201C and U+201D a quoted identifier."""
 
 
 def _block_comment_end(sql: str, start: int) -> int:
@@ -206,10 +210,16 @@ _TREE_TABLE_FUNCTION = re.compile(r"\btable_function_name: ([^,\s]+)")
 
 
 def check_parsed(lines: Sequence[str]) -> None:
-    """Refuse by ClickHouse's parse of the analyst's SQL (`EXPLAIN AST` lines)."""
+    """Refuse by ClickHouse's parse of the analyst's SQL (`EXPLAIN AST` lines, one space of
+    indent per level): a `Set` node is a SETTINGS clause at any level, a literal right below the
+    statement its INTO OUTFILE file (FORMAT is the statement's `Identifier`)."""
     if not lines or not lines[0].startswith("SelectWithUnionQuery"):
         raise QueryRefused("only a read-only SELECT (or WITH ... SELECT) is allowed")
     for line in lines:
+        if line.strip() == "Set":
+            raise QueryRefused("a SETTINGS clause is not allowed in analyst queries")
+        if line.startswith(" Literal "):
+            raise QueryRefused("INTO OUTFILE is not allowed in analyst queries")
         table = _AST_TABLE.match(line)
         if table and "." in table.group(1):
             raise QueryRefused(f"the SQL names the table {table.group(1)!r} by its database")

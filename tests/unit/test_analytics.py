@@ -400,6 +400,85 @@ def test_refused_sql(client: Client, sql: str, message: str) -> None:
         query(client, sql, A)
 
 
+SMUGGLED = [
+    pytest.param(
+        "SELECT getSetting('max_threads') AS x$a$ SETTINGS max_threads = 3 -- $a$",
+        "SETTINGS",
+        id="given SETTINGS after an identifier holding $ (read as a here-doc) then refused",
+    ),
+    pytest.param(
+        "SELECT \u2018a'\u2019 AS s SETTINGS max_threads = 3 -- '",
+        "SETTINGS",
+        id="given SETTINGS after a unicode-quoted string holding ' then refused",
+    ),
+    pytest.param(
+        "SELECT 1 // '\nSETTINGS max_threads = 3 -- '",
+        "SETTINGS",
+        id="given SETTINGS after a // comment holding ' then refused",
+    ),
+    pytest.param(
+        "SELECT payload FROM events AS x$a$ INTO OUTFILE 'leak.tsv' -- $a$",
+        "OUTFILE",
+        id="given INTO OUTFILE after an identifier holding $ then refused",
+    ),
+    pytest.param(
+        "SELECT 1 AS x$a$ INTO OUTFILE 'leak.tsv' APPEND -- $a$",
+        "OUTFILE",
+        id="given INTO OUTFILE APPEND after an identifier holding $ then refused",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sql", "message"), SMUGGLED)
+def test_a_clause_hidden_from_the_lexical_check_is_refused(
+    client: Client, sql: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ClickHouse lexes `x$a$`, U+2018 quotes and `//` differently from a naive SQL lexer: a clause
+    hidden from one layer is still refused, nothing is written and no setting changes."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(QueryRefused, match=message):
+        query(client, sql, A)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT 1 AS x$a$ SETTINGS max_threads = 3",
+        "SELECT 1 INTO OUTFILE 'leak.tsv'",
+        "SELECT * FROM (SELECT 1 SETTINGS max_threads = 3)",
+    ],
+)
+def test_the_parser_check_refuses_settings_and_outfile_on_its_own(client: Client, sql: str) -> None:
+    lines = [str(row[0]) for row in client.query(f"EXPLAIN AST {sql}").result_rows]
+    with pytest.raises(QueryRefused):
+        sql_guard.check_parsed(lines)
+
+
+def test_the_lexical_check_reads_the_sql_as_clickhouse_does() -> None:
+    def texts(sql: str) -> list[str]:
+        return [token.text for token in sql_guard.tokens(sql)]
+
+    assert texts("SELECT x$a$ SETTINGS -- $a$") == ["SELECT", "x$a$", "SETTINGS"]
+    assert texts("SELECT $a b$ x $a b$ AS y") == ["SELECT", "$a b$ x $a b$", "AS", "y"]
+    assert texts("SELECT \u2018it's\u2019, \u201cuac\u201d") == [
+        "SELECT",
+        "\u2018it's\u2019",
+        ",",
+        "\u201cuac\u201d",
+    ]
+    assert texts("SELECT 1 // comment\n, 2 # comment\n, 3 #! comment") == [
+        "SELECT",
+        "1",
+        ",",
+        "2",
+        ",",
+        "3",
+    ]
+    assert texts("SELECT 1 #x") == ["SELECT", "1", "#", "x"]
+    assert texts("SELECT 1a.b") == ["SELECT", "1a", ".", "b"]
+
+
 ENGINE_CHECKS = [
     pytest.param(
         "AST",
