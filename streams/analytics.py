@@ -89,12 +89,15 @@ the claim the fold holds (`current`).
 
 Isolation is enforced in three layers (`streams.sql_guard`), each enough on its own for the
 common cases:
-1. a lexical check (comments and literals skipped): one SELECT/WITH statement, no name
+1. a lexical check (comments and literals skipped, as ClickHouse lexes): one SELECT/WITH, no name
    qualified by `uac`, `system` or `information_schema`, no functions that read other data
    (`file`, `merge`, `remote`, `dictGet`, ...), no `SETTINGS` or `INTO OUTFILE`;
-2. ClickHouse's own parser (`EXPLAIN AST`, which executes nothing) for the same rules;
-3. ClickHouse's analyzer (`EXPLAIN QUERY TREE` of the full query): every table it resolves must
-   be one of the wrapped storage tables, every table function one that generates data.
+2. ClickHouse's own parser (`EXPLAIN AST`, which executes nothing) for the same rules, and,
+   before anything is evaluated: table functions only those that generate data, no bare name of
+   a stored table outside the relations (the engine's catalog), no name qualified by a database;
+3. ClickHouse's analyzer (`EXPLAIN QUERY TREE` of the full query, folded scalar subqueries kept
+   in the tree): every table it resolves must be one of the wrapped storage tables, every table
+   function one that generates data. It evaluates scalar subqueries while resolving, hence 2.
 The query then runs with `readonly=2` (no writes, no DDL). On a ClickHouse server,
 `deploy/clickhouse/server/row_policies.sql` adds row policies as a fourth layer.
 
@@ -126,6 +129,9 @@ from streams.clickhouse import DATABASE, write_batch
 from streams.query_relations import PURPOSE_PARAMETER, READ_AT_PARAMETER, TENANT_PARAMETER
 from streams.rows import AUDIT_COLUMNS, AUDIT_READS, audit_row
 from streams.sql_guard import (
+    CATALOG_SQL,
+    EXPLAIN_SETTINGS,
+    Catalog,
     QueryRefused,
     check_parsed,
     check_resolved,
@@ -215,13 +221,24 @@ class Read:
         )
 
 
-def _explain(client: Client, kind: str, sql: str, read: Read) -> list[str]:
+def _explain(
+    client: Client, kind: str, sql: str, read: Read, settings: Mapping[str, Any] | None = None
+) -> list[str]:
     """EXPLAIN lines. Parameters are bound only when the SQL has a `{name:Type}` placeholder:
     without one, clickhouse-connect would %-format the SQL on the client (breaking `LIKE '%x'`).
     """
     parameters = read.parameters if _SERVER_PLACEHOLDER.search(sql) else None
-    result = client.query(f"EXPLAIN {kind} {sql}", parameters=parameters)
+    result = client.query(
+        f"EXPLAIN {kind} {sql}", parameters=parameters, settings=dict(settings or {})
+    )
     return [str(row[0]) for row in result.result_rows]
+
+
+def catalog(client: Client) -> Catalog:
+    """The databases and the tables a bare name reaches, as the engine holds them now."""
+    return Catalog.of(
+        [(str(kind), str(name)) for kind, name in client.query(CATALOG_SQL).result_rows]
+    )
 
 
 def require_tenant(tenant: str | None) -> str:
@@ -287,8 +304,8 @@ def query(
     read = new_read(tenant, purpose, exempt_purposes, actor)
     full = with_relations(sql, purpose_exempt=read.purpose_exempt)
     try:
-        check_parsed(_explain(client, "AST", statement_text(sql), read))
-        check_resolved(_explain(client, "QUERY TREE", full, read))
+        check_parsed(_explain(client, "AST", statement_text(sql), read), catalog(client))
+        check_resolved(_explain(client, "QUERY TREE", full, read, EXPLAIN_SETTINGS))
         result = client.query(full, parameters=read.parameters, settings=dict(QUERY_SETTINGS))
         columns = tuple(result.column_names) or _column_names(client, full, read)
     except ClickHouseError as error:

@@ -388,7 +388,7 @@ REFUSED = [
     pytest.param(
         "SELECT * FROM leaky",
         "default.leaky",
-        id="given a bare name of a table outside the relations then refused by the analyzer",
+        id="given a bare name of a table outside the relations then refused",
     ),
     pytest.param("SELECT 'unterminated", "unterminated", id="given an open literal then refused"),
 ]
@@ -477,6 +477,94 @@ def test_the_lexical_check_reads_the_sql_as_clickhouse_does() -> None:
     ]
     assert texts("SELECT 1 #x") == ["SELECT", "1", "#", "x"]
     assert texts("SELECT 1a.b") == ["SELECT", "1a", ".", "b"]
+
+
+EVALUATED_EARLY = [
+    pytest.param(
+        "SELECT arrayJoin((SELECT groupArray(tuple(tenant_id, subject_id))"
+        " FROM mergeTreeIndex('uac', 'events')))",
+        "table function 'mergeTreeIndex'",
+        id="given the storage index read in a scalar subquery then refused",
+    ),
+    pytest.param(
+        "SELECT arrayJoin((SELECT groupArray(subject_id) FROM leaky))",
+        "default.leaky",
+        id="given a table outside the relations read in a folded scalar subquery then refused",
+    ),
+    pytest.param(
+        "SELECT 1 FROM numbers(1) ARRAY JOIN (SELECT groupArray(subject_id) FROM leaky) AS s",
+        "default.leaky",
+        id="given a table outside the relations read in an ARRAY JOIN subquery then refused",
+    ),
+    pytest.param(
+        "WITH leaky AS (SELECT * FROM leaky) SELECT arrayJoin((SELECT groupArray(subject_id)"
+        " FROM leaky))",
+        "default.leaky",
+        id="given a WITH table named after the table it reads then refused",
+    ),
+    pytest.param(
+        "SELECT (SELECT toUInt8(any(subject_id)) FROM leaky)",
+        "default.leaky",
+        id="given a scalar subquery whose error would quote a value then refused before it runs",
+    ),
+    pytest.param(
+        "SELECT arrayJoin((SELECT groupArray(explain) FROM (EXPLAIN SELECT 1)))",
+        "table function 'viewExplain'",
+        id="given an EXPLAIN subquery then refused",
+    ),
+    pytest.param(
+        "SELECT count() FROM events WHERE subject_id IN default.leaky",
+        "default.leaky",
+        id="given IN a table qualified by a database outside the three then refused",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sql", "message"), EVALUATED_EARLY)
+def test_a_subquery_the_engine_would_evaluate_while_checking_is_refused_before(
+    client: Client, sql: str, message: str
+) -> None:
+    """The analyzer evaluates scalar subqueries while it resolves the query (before the last
+    check runs) and may fold one into `__getScalar`, hiding the table it read: the parser check
+    refuses what it reads first, so nothing of it runs and no error can quote it."""
+    with pytest.raises(QueryRefused, match=message) as refused:
+        query(client, sql, A)
+    assert B not in str(refused.value)
+    assert B_SUBJECT not in str(refused.value)
+
+
+def test_a_scalar_subquery_over_the_relations_still_runs(client: Client) -> None:
+    sql = "SELECT arrayJoin((SELECT groupUniqArray(tenant_id) FROM events)) AS tenant"
+    assert query(client, sql, A).rows == [[A]]
+
+
+def test_the_analyzer_check_sees_the_table_of_a_folded_scalar_subquery(client: Client) -> None:
+    sql = "SELECT arrayJoin((SELECT groupArray(subject_id) FROM leaky))"
+    settings = dict(sql_guard.EXPLAIN_SETTINGS)
+    lines = [
+        str(row[0])
+        for row in client.query(f"EXPLAIN QUERY TREE {sql}", settings=settings).result_rows
+    ]
+    with pytest.raises(QueryRefused, match=r"default\.leaky"):
+        sql_guard.check_resolved(lines)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM mergeTreeIndex('uac', 'events')",
+        "SELECT * FROM numbers(1) JOIN generateRandom('a String') AS g ON 1",
+        "SELECT arrayJoin((SELECT groupArray(subject_id) FROM leaky))",
+        "SELECT count() FROM events WHERE subject_id IN leaky",
+        "SELECT count() FROM events WHERE subject_id IN default.leaky",
+    ],
+)
+def test_the_parser_check_refuses_other_tables_and_table_functions_on_its_own(
+    client: Client, sql: str
+) -> None:
+    lines = [str(row[0]) for row in client.query(f"EXPLAIN AST {sql}").result_rows]
+    with pytest.raises(QueryRefused):
+        sql_guard.check_parsed(lines, analytics.catalog(client))
 
 
 ENGINE_CHECKS = [
