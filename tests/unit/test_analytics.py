@@ -567,6 +567,65 @@ def test_the_parser_check_refuses_other_tables_and_table_functions_on_its_own(
         sql_guard.check_parsed(lines, analytics.catalog(client))
 
 
+def test_a_query_has_documented_limits_on_time_memory_and_result_size() -> None:
+    assert analytics.QUERY_SETTINGS == {
+        "readonly": 2,
+        "max_execution_time": 60,
+        "max_memory_usage": 2 * 1024**3,
+        "max_result_rows": 1_000_000,
+        "max_result_bytes": 256 * 1024**2,
+    }
+
+
+def test_a_result_over_the_row_limit_fails_with_the_engines_message(client: Client) -> None:
+    with pytest.raises(QueryFailed, match="Limit for result exceeded"):
+        query(client, "SELECT number FROM numbers(1000001)", A)
+    assert query(client, "SELECT count() FROM numbers(2000000)", A).rows == [[2000000]]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        pytest.param("SELECT count() FROM numbers_mt(1e13)", id="given a long query"),
+        pytest.param(
+            "SELECT (SELECT count() FROM numbers_mt(1e13))",
+            id="given a long scalar subquery the analyzer evaluates while checking",
+        ),
+    ],
+)
+def test_a_query_that_runs_too_long_is_stopped(
+    client: Client, sql: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(analytics.QUERY_SETTINGS, "max_execution_time", 1)
+    with pytest.raises(QueryFailed, match="Timeout exceeded"):
+        query(client, sql, A)
+
+
+def test_a_query_that_fails_part_way_leaves_nothing_for_the_next_read(client: Client) -> None:
+    """chDB keeps the unread rest of a result that failed part way and hands it to the next
+    query on the client: the sink answers every tenant on one client."""
+    failing = "SELECT e.payload, throwIf(n.number = 90000) FROM events AS e, numbers(100000) AS n"
+    with pytest.raises(QueryFailed, match="throwIf"):
+        query(client, failing, A)
+    result = query(client, "SELECT count() FROM events", B)
+    assert result.rows == [[len(HISTORY_B)]]
+
+
+def test_a_query_the_engine_began_but_could_not_finish_is_audited_as_failed(
+    client: Client,
+) -> None:
+    """Its error can quote a value it read (`Cannot parse string '...'`): it is a read."""
+    sql = "SELECT toUInt8(subject_id) FROM events"
+    with pytest.raises(QueryFailed, match="Cannot parse string 'patient-1'"):
+        query(client, sql, A, actor="auditor-failed")
+    with pytest.raises(QueryFailed, match="Syntax error"):
+        query(client, "SELECT FROM WHERE", A, actor="auditor-failed")
+    rows = _audit_rows(client, "auditor-failed")
+    assert [(r["tenant_id"], r["action"], r["detail"]) for r in rows] == [
+        (A, "query_failed", "sha256:" + hashlib.sha256(sql.encode()).hexdigest())
+    ]
+
+
 ENGINE_CHECKS = [
     pytest.param(
         "AST",
