@@ -626,6 +626,38 @@ def test_a_query_the_engine_began_but_could_not_finish_is_audited_as_failed(
     ]
 
 
+HOSTILE = [
+    "SELECT * FROM system.query_log",
+    "SELECT * FROM `SYSTEM`.tables",
+    "SELECT * FROM Uac.events",
+    "SELECT * FROM \u201cuac\u201d.events",
+    "SELECT count() FROM events WHERE subject_id IN (SELECT subject_id FROM leaky)",
+    "SELECT count() FROM events WHERE subject_id IN leaky",
+    "SELECT arrayMap(x -> (SELECT any(subject_id) FROM leaky), [1])",
+    "SELECT transform(1, [1], [(SELECT any(subject_id) FROM leaky)], 'x')",
+    "WITH RECURSIVE r AS (SELECT 'x' AS s UNION ALL SELECT subject_id FROM leaky WHERE 0)"
+    " SELECT * FROM r",
+    "SELECT * FROM `Remote`('127.0.0.1', 'uac', 'events')",
+    "SELECT * FROM view(SELECT * FROM leaky)",
+    "SELECT * FROM numbers(1) AS n JOIN viewIfPermitted(SELECT * FROM leaky ELSE null('x String'))"
+    " AS v ON 1",
+    "SELECT * FROM generateRandom('a String') LIMIT 1",
+    "SELECT * FROM format(JSONEachRow, '{\"a\": 1}')",
+    "SELECT * FROM python('frame')",
+    "SELECT * FROM cosn('http://127.0.0.1:1/bucket/key', 'CSV')",
+    "SELECT * FROM _temporary_and_external_tables._tmp_x",
+    "SELECT * FROM events /* ; */ ; DROP TABLE events",
+    "SELECT 1 # comment\n SETTINGS max_threads = 3",
+]
+
+
+@pytest.mark.parametrize("sql", HOSTILE)
+def test_a_hostile_query_is_refused(client: Client, sql: str) -> None:
+    with pytest.raises(QueryRefused) as refused:
+        query(client, sql, A)
+    assert B_SUBJECT not in str(refused.value)
+
+
 ENGINE_CHECKS = [
     pytest.param(
         "AST",
