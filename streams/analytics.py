@@ -23,7 +23,9 @@ Every read has a purpose; a read without one gets the default `care` (never "eve
 
 Every query served is audited: one `uac.audit_reads` row (tenant, actor, purpose, action
 `query`, the sha256 of the SQL as `detail`; never its literals or results), written before the
-result is returned. `explain` (the lineage of one alert) runs fixed queries and is audited too.
+result is returned; a query the engine began but could not finish gets one with action
+`query_failed` (its error may quote a value it read). Queries run one at a time per client, with
+the limits of QUERY_SETTINGS. `explain` (the lineage of one alert) runs fixed queries and is audited too.
 
 Relations and their columns (every time is DateTime64(3, 'UTC')):
 
@@ -89,12 +91,15 @@ the claim the fold holds (`current`).
 
 Isolation is enforced in three layers (`streams.sql_guard`), each enough on its own for the
 common cases:
-1. a lexical check (comments and literals skipped): one SELECT/WITH statement, no name
+1. a lexical check (comments and literals skipped, as ClickHouse lexes): one SELECT/WITH, no name
    qualified by `uac`, `system` or `information_schema`, no functions that read other data
    (`file`, `merge`, `remote`, `dictGet`, ...), no `SETTINGS` or `INTO OUTFILE`;
-2. ClickHouse's own parser (`EXPLAIN AST`, which executes nothing) for the same rules;
-3. ClickHouse's analyzer (`EXPLAIN QUERY TREE` of the full query): every table it resolves must
-   be one of the wrapped storage tables, every table function one that generates data.
+2. ClickHouse's own parser (`EXPLAIN AST`, which executes nothing) for the same rules, and,
+   before anything is evaluated: table functions only those that generate data, no bare name of
+   a stored table outside the relations (the engine's catalog), no name qualified by a database;
+3. ClickHouse's analyzer (`EXPLAIN QUERY TREE` of the full query, folded scalar subqueries kept
+   in the tree): every table it resolves must be one of the wrapped storage tables, every table
+   function one that generates data. It evaluates scalar subqueries while resolving, hence 2.
 The query then runs with `readonly=2` (no writes, no DDL). On a ClickHouse server,
 `deploy/clickhouse/server/row_policies.sql` adds row policies as a fourth layer.
 
@@ -105,10 +110,13 @@ chDB path, whichever is there.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import hashlib
 import re
+import threading
 import uuid
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -126,6 +134,9 @@ from streams.clickhouse import DATABASE, write_batch
 from streams.query_relations import PURPOSE_PARAMETER, READ_AT_PARAMETER, TENANT_PARAMETER
 from streams.rows import AUDIT_COLUMNS, AUDIT_READS, audit_row
 from streams.sql_guard import (
+    CATALOG_SQL,
+    EXPLAIN_SETTINGS,
+    Catalog,
     QueryRefused,
     check_parsed,
     check_resolved,
@@ -138,7 +149,19 @@ DEFAULT_PURPOSE: Final = "care"
 DEFAULT_EXEMPT_PURPOSES: Final = frozenset({"care"})
 """Consent-exempt purposes when the caller names none (the tenants file's default)."""
 UNIDENTIFIED_ACTOR: Final = "unidentified"
-QUERY_SETTINGS: Final[dict[str, Any]] = {"readonly": 2}
+QUERY_SETTINGS: Final[dict[str, Any]] = {
+    "readonly": 2,
+    "max_execution_time": 60,
+    "max_memory_usage": 2 * 1024**3,
+    "max_result_rows": 1_000_000,
+    "max_result_bytes": 256 * 1024**2,
+}
+"""Every statement a read sends, `EXPLAIN QUERY TREE` too (the analyzer evaluates scalar
+subqueries while it explains; `EXPLAIN AST` executes nothing and gets none: a client may send
+settings as a SETTINGS clause, which the parser check refuses): no writes or DDL, and limits so
+one query cannot hold the engine (the sink's own, on the chDB path) for long, take its memory or
+return more than a client holds.
+`readonly=2` keeps the limits out of an analyst's reach: SETTINGS clauses are refused."""
 
 
 class TenantRequired(ValueError):
@@ -215,13 +238,19 @@ class Read:
         )
 
 
-def _explain(client: Client, kind: str, sql: str, read: Read) -> list[str]:
+def _explain(
+    client: Client, kind: str, sql: str, read: Read, settings: Mapping[str, Any] | None = None
+) -> list[str]:
     """EXPLAIN lines. Parameters are bound only when the SQL has a `{name:Type}` placeholder:
     without one, clickhouse-connect would %-format the SQL on the client (breaking `LIKE '%x'`).
     """
     parameters = read.parameters if _SERVER_PLACEHOLDER.search(sql) else None
     explained = _TRAILING_LIMIT_ZERO.sub("LIMIT (0)", sql)
-    result = client.query(f"EXPLAIN {kind} {explained}", parameters=parameters)
+    result = client.query(
+        f"EXPLAIN {kind} {explained}",
+        parameters=parameters,
+        settings=dict(settings or {}),
+    )
     return [str(row[0]) for row in result.result_rows]
 
 
@@ -230,6 +259,13 @@ _TRAILING_LIMIT_ZERO: Final = re.compile(r"\bLIMIT\s+0$", re.IGNORECASE)
 taken by clickhouse-connect for a columns-only probe, which fails on EXPLAIN's rows; `LIMIT
 (0)` parses and resolves to the same tree and is not taken for one. The statement's text ends
 at its last token (`statement_text`), so a trailing comment or semicolon cannot hide it."""
+
+
+def catalog(client: Client) -> Catalog:
+    """The databases and the tables a bare name reaches, as the engine holds them now."""
+    return Catalog.of(
+        [(str(kind), str(name)) for kind, name in client.query(CATALOG_SQL).result_rows]
+    )
 
 
 def require_tenant(tenant: str | None) -> str:
@@ -294,16 +330,47 @@ def query(
     never reads another tenant's rows, nor claims recorded for another purpose."""
     read = new_read(tenant, purpose, exempt_purposes, actor)
     full = with_relations(sql, purpose_exempt=read.purpose_exempt)
-    try:
-        check_parsed(_explain(client, "AST", statement_text(sql), read))
-        check_resolved(_explain(client, "QUERY TREE", full, read))
-        result = client.query(full, parameters=read.parameters, settings=dict(QUERY_SETTINGS))
-        columns = tuple(result.column_names) or _column_names(client, full, read)
-    except ClickHouseError as error:
-        raise QueryFailed(engine_message(error)) from error
-    rows = [[json_value(value) for value in row] for row in result.result_rows]
-    audit_read(client, read.audited("query", sql_digest(sql)))
+    evaluated = False
+    with _serialized(client):
+        try:
+            check_parsed(_explain(client, "AST", statement_text(sql), read), catalog(client))
+            evaluated = True
+            explain_settings = {**QUERY_SETTINGS, **EXPLAIN_SETTINGS}
+            check_resolved(_explain(client, "QUERY TREE", full, read, explain_settings))
+            result = client.query(full, parameters=read.parameters, settings=dict(QUERY_SETTINGS))
+            columns = tuple(result.column_names) or _column_names(client, full, read)
+        except ClickHouseError as error:
+            _drain(client)
+            if evaluated:
+                audit_read(client, read.audited(FAILED_QUERY, sql_digest(sql)))
+            raise QueryFailed(engine_message(error)) from error
+        rows = [[json_value(value) for value in row] for row in result.result_rows]
+        audit_read(client, read.audited("query", sql_digest(sql)))
     return QueryResult(columns, rows)
+
+
+FAILED_QUERY: Final = "query_failed"
+"""The audit action of a query the engine began to evaluate but could not finish: its error may
+quote values it read (`Cannot parse string '...'`), so it is a read too."""
+
+_CLIENT_LOCKS: Final = weakref.WeakKeyDictionary[Client, threading.Lock]()
+_CLIENT_LOCKS_GUARD: Final = threading.Lock()
+
+
+def _serialized(client: Client) -> threading.Lock:
+    """One analyst query at a time on a client (the running sink serves every tenant's reads on
+    one): what a failed query leaves on the client is drained before the next query runs."""
+    with _CLIENT_LOCKS_GUARD:
+        return _CLIENT_LOCKS.setdefault(client, threading.Lock())
+
+
+def _drain(client: Client) -> None:
+    """After an engine error: chDB (4.4) keeps the unread rest of a result that failed part way
+    (a limit, a `throwIf` on a later row) and hands it to the next query on the same client, which
+    then fails quoting it; a throwaway query takes it, so the next read (maybe another tenant's)
+    starts clean."""
+    with contextlib.suppress(ClickHouseError):
+        client.query("SELECT 1")
 
 
 def audit_read(client: Client, audit: ReadAudited) -> None:

@@ -56,6 +56,10 @@ FORBIDDEN_FUNCTIONS: Final = frozenset(
 every function whose name starts with `dict` (dictGet and friends) is refused too."""
 
 
+EXPLAIN_SETTINGS: Final = {"enable_scalar_subquery_optimization": 0}
+"""For `EXPLAIN QUERY TREE`: keep a folded scalar subquery in the tree (not `__getScalar(hash)`)."""
+
+
 class QueryRefused(ValueError):
     """The SQL is not a single read-only statement over the tenant's relations."""
 
@@ -77,13 +81,17 @@ class Token:
 
 
 _SPACE = re.compile(r"\s+")
-_LINE_COMMENT = re.compile(r"(--|#)[^\n]*")
-_STRING = re.compile(r"'(?:[^'\\]|\\.|'')*'", re.DOTALL)
-_HEREDOC = re.compile(r"\$([A-Za-z0-9_]*)\$.*?\$\1\$", re.DOTALL)
-_QUOTED = re.compile(r'"(?:[^"\\]|\\.|"")*"|`(?:[^`\\]|\\.|``)*`', re.DOTALL)
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_NUMBER = re.compile(r"[0-9][A-Za-z0-9_.]*")
-_UNTERMINATED = frozenset("'\"`$")
+_LINE_COMMENT = re.compile(r"(--|//|# |#!)[^\n]*")
+_STRING = re.compile(r"'(?:[^'\\]|\\.|'')*'|\u2018[^\u2019]*\u2019", re.DOTALL)
+_HEREDOC = re.compile(r"(\$[^$]*\$).*?\1", re.DOTALL)
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.|"")*"|`(?:[^`\\]|\\.|``)*`|\u201c[^\u201d]*\u201d', re.DOTALL)
+_WORD = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_NUMBER = re.compile(r"[0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9_]+)?[A-Za-z0-9_]*")
+_UNTERMINATED = frozenset("'\"`\u2018\u201c")
+"""ClickHouse's lexing (`src/Parsers/Lexer.cpp`): `--`, `//`, `# ` and `#!` start a line comment
+(a `#` before anything else is an error there); a here-doc's tag is everything from its `$` to
+the next `$`; a bare word may hold `$` (`x$a$` is one identifier, not a word and a here-doc);
+text in U+2018 and U+2019 quotes is a string, in U+201C and U+201D a quoted identifier."""
 
 
 def _block_comment_end(sql: str, start: int) -> int:
@@ -198,35 +206,131 @@ def with_relations(sql: str, *, purpose_exempt: bool) -> str:
     return f"{keyword} {definitions},\n{_text(sql, rest, found[-1])}"
 
 
-_AST_TABLE = re.compile(r"^\s*TableIdentifier (\S+)")
-_AST_IDENTIFIER = re.compile(r"^\s*Identifier (\S+)")
-_AST_FUNCTION = re.compile(r"^\s*Function (\S+)")
+_AST_NODE = re.compile(r"^(?P<indent> *)(?P<kind>\S+)(?: (?P<rest>.*))?$")
+_AST_NAME = re.compile(r"^(?P<name>.*?)(?: \(alias .*\))?(?: \(children \d+\))?$")
 _TREE_TABLE = re.compile(r"\btable_name: ([^,\s]+)")
 _TREE_TABLE_FUNCTION = re.compile(r"\btable_function_name: ([^,\s]+)")
+_TREE_FOLDED_SCALAR = re.compile(r"\bfunction_name: __getScalar\b")
+_GENERATORS_BY_NAME: Final = frozenset(name.lower() for name in GENERATOR_TABLE_FUNCTIONS)
+
+CATALOG_SQL: Final = """SELECT 'current' AS kind, currentDatabase() AS name
+UNION ALL SELECT 'database' AS kind, name FROM system.databases
+UNION ALL SELECT 'table' AS kind, name FROM system.tables
+WHERE database = currentDatabase() OR is_temporary"""
+"""What the engine holds besides the relations (asked by the query layer, never by the analyst)."""
 
 
-def check_parsed(lines: Sequence[str]) -> None:
-    """Refuse by ClickHouse's parse of the analyst's SQL (`EXPLAIN AST` lines)."""
+@dataclass(frozen=True)
+class Catalog:
+    """The names a query could reach stored data by besides the relations: every database (for
+    qualified names), and the tables a bare name resolves to (those of the current database
+    and the temporary tables). A bare relation name is always the relation (its definition
+    shadows a table of that name), any other bare name is either the analyst's own `WITH`
+    table or nothing, unless it names one of these tables."""
+
+    databases: frozenset[str] = frozenset()
+    tables: frozenset[str] = frozenset()
+    current: str = "default"
+
+    @classmethod
+    def of(cls, rows: Sequence[Sequence[str]]) -> Catalog:
+        """From the rows of CATALOG_SQL."""
+        return cls(
+            databases=frozenset(name for kind, name in rows if kind == "database"),
+            tables=frozenset(name for kind, name in rows if kind == "table"),
+            current=next((name for kind, name in rows if kind == "current"), "default"),
+        )
+
+    def outside(self, name: str) -> bool:
+        """Whether a bare `name` resolves to a stored table that is not a relation."""
+        return name in self.tables and name not in RELATIONS
+
+    def database(self, qualifier: str) -> bool:
+        return qualifier.lower() in FORBIDDEN_DATABASES or qualifier in self.databases
+
+
+@dataclass(frozen=True)
+class _Node:
+    depth: int
+    kind: str
+    name: str
+    parent: str
+
+
+def _ast_nodes(lines: Sequence[str]) -> Iterator[_Node]:
+    """The nodes of an `EXPLAIN AST` dump (one space of indent per level) with their names
+    (an identifier's, a function's; aliases and child counts dropped) and their parent's kind."""
+    kinds: list[str] = []
+    for line in lines:
+        node = _AST_NODE.match(line)
+        if not node:
+            continue
+        depth = len(node.group("indent"))
+        del kinds[depth:]
+        name = _AST_NAME.match(node.group("rest") or "")
+        parent = kinds[-1] if kinds else ""
+        yield _Node(depth, node.group("kind"), name.group("name") if name else "", parent)
+        kinds.append(node.group("kind"))
+
+
+def check_parsed(lines: Sequence[str], catalog: Catalog | None = None) -> None:
+    """Refuse by ClickHouse's parse of the analyst's SQL (`EXPLAIN AST` lines; it executes
+    nothing, so this runs before the engine evaluates any part of the query): a `Set` node is a
+    SETTINGS clause at any level, a literal right below the statement its INTO OUTFILE file; a
+    function right below a `TableExpression` is a table function; a bare name may not reach a
+    table of `catalog` that is not a relation, nor a qualified one any database."""
+    known = catalog or Catalog()
     if not lines or not lines[0].startswith("SelectWithUnionQuery"):
         raise QueryRefused("only a read-only SELECT (or WITH ... SELECT) is allowed")
-    for line in lines:
-        table = _AST_TABLE.match(line)
-        if table and "." in table.group(1):
-            raise QueryRefused(f"the SQL names the table {table.group(1)!r} by its database")
-        identifier = _AST_IDENTIFIER.match(line)
-        qualifier, dot, _ = identifier.group(1).partition(".") if identifier else ("", "", "")
-        if identifier and dot and qualifier.lower() in FORBIDDEN_DATABASES:
-            raise QueryRefused(f"the SQL names {identifier.group(1)!r} by its database")
-        function = _AST_FUNCTION.match(line)
-        if function and _is_forbidden_function(function.group(1).lower()):
-            raise QueryRefused(
-                f"the function {function.group(1)!r} reads data outside your relations"
-            )
+    for node in _ast_nodes(lines):
+        if node.kind == "Set":
+            raise QueryRefused("a SETTINGS clause is not allowed in analyst queries")
+        if node.kind == "Literal" and node.depth == 1:
+            raise QueryRefused("INTO OUTFILE is not allowed in analyst queries")
+        if node.kind == "TableIdentifier":
+            _check_table_name(node.name, known)
+        if node.kind == "Identifier":
+            _check_name(node.name, known)
+        if node.kind == "Function":
+            _check_function(node)
+
+
+def _check_table_name(name: str, catalog: Catalog) -> None:
+    if "." in name:
+        raise QueryRefused(f"the SQL names the table {name!r} by its database")
+    if catalog.outside(name):
+        raise QueryRefused(
+            f"the SQL reads {catalog.current + '.' + name!r}, which is not one of your relations"
+        )
+
+
+def _check_name(name: str, catalog: Catalog) -> None:
+    qualifier, dot, _ = name.partition(".")
+    if dot and catalog.database(qualifier):
+        raise QueryRefused(f"the SQL names {name!r} by its database")
+    if catalog.outside(name):
+        raise QueryRefused(
+            f"the SQL reads {catalog.current + '.' + name!r}, which is not one of your relations"
+        )
+
+
+def _check_function(node: _Node) -> None:
+    function = node.name.split(" ", 1)[0]
+    if _is_forbidden_function(function.lower()):
+        raise QueryRefused(f"the function {function!r} reads data outside your relations")
+    if node.parent == "TableExpression" and function.lower() not in _GENERATORS_BY_NAME:
+        raise QueryRefused(f"the table function {function!r} is not allowed")
 
 
 def check_resolved(lines: Sequence[str]) -> None:
-    """Refuse by the analyzer's resolution of the full query (`EXPLAIN QUERY TREE` lines)."""
+    """Refuse by the analyzer's resolution of the full query (`EXPLAIN QUERY TREE` lines, asked
+    with EXPLAIN_SETTINGS: a scalar subquery the analyzer folds into a constant keeps its source,
+    so a table it reads is listed; a `__getScalar` that hides it is refused)."""
     for line in lines:
+        if _TREE_FOLDED_SCALAR.search(line):
+            raise QueryRefused(
+                "the SQL has a subquery the engine evaluated before it could be checked"
+            )
         for table in _TREE_TABLE.findall(line):
             if table not in READABLE_TABLES and not table.startswith(QUERY_OWN_TABLES):
                 raise QueryRefused(f"the SQL reads {table!r}, which is not one of your relations")

@@ -388,7 +388,7 @@ REFUSED = [
     pytest.param(
         "SELECT * FROM leaky",
         "default.leaky",
-        id="given a bare name of a table outside the relations then refused by the analyzer",
+        id="given a bare name of a table outside the relations then refused",
     ),
     pytest.param("SELECT 'unterminated", "unterminated", id="given an open literal then refused"),
 ]
@@ -398,6 +398,264 @@ REFUSED = [
 def test_refused_sql(client: Client, sql: str, message: str) -> None:
     with pytest.raises(QueryRefused, match=message):
         query(client, sql, A)
+
+
+SMUGGLED = [
+    pytest.param(
+        "SELECT getSetting('max_threads') AS x$a$ SETTINGS max_threads = 3 -- $a$",
+        "SETTINGS",
+        id="given SETTINGS after an identifier holding $ (read as a here-doc) then refused",
+    ),
+    pytest.param(
+        "SELECT \u2018a'\u2019 AS s SETTINGS max_threads = 3 -- '",
+        "SETTINGS",
+        id="given SETTINGS after a unicode-quoted string holding ' then refused",
+    ),
+    pytest.param(
+        "SELECT 1 // '\nSETTINGS max_threads = 3 -- '",
+        "SETTINGS",
+        id="given SETTINGS after a // comment holding ' then refused",
+    ),
+    pytest.param(
+        "SELECT payload FROM events AS x$a$ INTO OUTFILE 'leak.tsv' -- $a$",
+        "OUTFILE",
+        id="given INTO OUTFILE after an identifier holding $ then refused",
+    ),
+    pytest.param(
+        "SELECT 1 AS x$a$ INTO OUTFILE 'leak.tsv' APPEND -- $a$",
+        "OUTFILE",
+        id="given INTO OUTFILE APPEND after an identifier holding $ then refused",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sql", "message"), SMUGGLED)
+def test_a_clause_hidden_from_the_lexical_check_is_refused(
+    client: Client, sql: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ClickHouse lexes `x$a$`, U+2018 quotes and `//` differently from a naive SQL lexer: a clause
+    hidden from one layer is still refused, nothing is written and no setting changes."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(QueryRefused, match=message):
+        query(client, sql, A)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT 1 AS x$a$ SETTINGS max_threads = 3",
+        "SELECT 1 INTO OUTFILE 'leak.tsv'",
+        "SELECT * FROM (SELECT 1 SETTINGS max_threads = 3)",
+    ],
+)
+def test_the_parser_check_refuses_settings_and_outfile_on_its_own(client: Client, sql: str) -> None:
+    lines = [str(row[0]) for row in client.query(f"EXPLAIN AST {sql}").result_rows]
+    with pytest.raises(QueryRefused):
+        sql_guard.check_parsed(lines)
+
+
+def test_the_lexical_check_reads_the_sql_as_clickhouse_does() -> None:
+    def texts(sql: str) -> list[str]:
+        return [token.text for token in sql_guard.tokens(sql)]
+
+    assert texts("SELECT x$a$ SETTINGS -- $a$") == ["SELECT", "x$a$", "SETTINGS"]
+    assert texts("SELECT $a b$ x $a b$ AS y") == ["SELECT", "$a b$ x $a b$", "AS", "y"]
+    assert texts("SELECT \u2018it's\u2019, \u201cuac\u201d") == [
+        "SELECT",
+        "\u2018it's\u2019",
+        ",",
+        "\u201cuac\u201d",
+    ]
+    assert texts("SELECT 1 // comment\n, 2 # comment\n, 3 #! comment") == [
+        "SELECT",
+        "1",
+        ",",
+        "2",
+        ",",
+        "3",
+    ]
+    assert texts("SELECT 1 #x") == ["SELECT", "1", "#", "x"]
+    assert texts("SELECT 1a.b") == ["SELECT", "1a", ".", "b"]
+
+
+EVALUATED_EARLY = [
+    pytest.param(
+        "SELECT arrayJoin((SELECT groupArray(tuple(tenant_id, subject_id))"
+        " FROM mergeTreeIndex('uac', 'events')))",
+        "table function 'mergeTreeIndex'",
+        id="given the storage index read in a scalar subquery then refused",
+    ),
+    pytest.param(
+        "SELECT arrayJoin((SELECT groupArray(subject_id) FROM leaky))",
+        "default.leaky",
+        id="given a table outside the relations read in a folded scalar subquery then refused",
+    ),
+    pytest.param(
+        "SELECT 1 FROM numbers(1) ARRAY JOIN (SELECT groupArray(subject_id) FROM leaky) AS s",
+        "default.leaky",
+        id="given a table outside the relations read in an ARRAY JOIN subquery then refused",
+    ),
+    pytest.param(
+        "WITH leaky AS (SELECT * FROM leaky) SELECT arrayJoin((SELECT groupArray(subject_id)"
+        " FROM leaky))",
+        "default.leaky",
+        id="given a WITH table named after the table it reads then refused",
+    ),
+    pytest.param(
+        "SELECT (SELECT toUInt8(any(subject_id)) FROM leaky)",
+        "default.leaky",
+        id="given a scalar subquery whose error would quote a value then refused before it runs",
+    ),
+    pytest.param(
+        "SELECT arrayJoin((SELECT groupArray(explain) FROM (EXPLAIN SELECT 1)))",
+        "table function 'viewExplain'",
+        id="given an EXPLAIN subquery then refused",
+    ),
+    pytest.param(
+        "SELECT count() FROM events WHERE subject_id IN default.leaky",
+        "default.leaky",
+        id="given IN a table qualified by a database outside the three then refused",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sql", "message"), EVALUATED_EARLY)
+def test_a_subquery_the_engine_would_evaluate_while_checking_is_refused_before(
+    client: Client, sql: str, message: str
+) -> None:
+    """The analyzer evaluates scalar subqueries while it resolves the query (before the last
+    check runs) and may fold one into `__getScalar`, hiding the table it read: the parser check
+    refuses what it reads first, so nothing of it runs and no error can quote it."""
+    with pytest.raises(QueryRefused, match=message) as refused:
+        query(client, sql, A)
+    assert B not in str(refused.value)
+    assert B_SUBJECT not in str(refused.value)
+
+
+def test_a_scalar_subquery_over_the_relations_still_runs(client: Client) -> None:
+    sql = "SELECT arrayJoin((SELECT groupUniqArray(tenant_id) FROM events)) AS tenant"
+    assert query(client, sql, A).rows == [[A]]
+
+
+def test_the_analyzer_check_sees_the_table_of_a_folded_scalar_subquery(client: Client) -> None:
+    sql = "SELECT arrayJoin((SELECT groupArray(subject_id) FROM leaky))"
+    settings = dict(sql_guard.EXPLAIN_SETTINGS)
+    lines = [
+        str(row[0])
+        for row in client.query(f"EXPLAIN QUERY TREE {sql}", settings=settings).result_rows
+    ]
+    with pytest.raises(QueryRefused, match=r"default\.leaky"):
+        sql_guard.check_resolved(lines)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM mergeTreeIndex('uac', 'events')",
+        "SELECT * FROM numbers(1) JOIN generateRandom('a String') AS g ON 1",
+        "SELECT arrayJoin((SELECT groupArray(subject_id) FROM leaky))",
+        "SELECT count() FROM events WHERE subject_id IN leaky",
+        "SELECT count() FROM events WHERE subject_id IN default.leaky",
+    ],
+)
+def test_the_parser_check_refuses_other_tables_and_table_functions_on_its_own(
+    client: Client, sql: str
+) -> None:
+    lines = [str(row[0]) for row in client.query(f"EXPLAIN AST {sql}").result_rows]
+    with pytest.raises(QueryRefused):
+        sql_guard.check_parsed(lines, analytics.catalog(client))
+
+
+def test_a_query_has_documented_limits_on_time_memory_and_result_size() -> None:
+    assert analytics.QUERY_SETTINGS == {
+        "readonly": 2,
+        "max_execution_time": 60,
+        "max_memory_usage": 2 * 1024**3,
+        "max_result_rows": 1_000_000,
+        "max_result_bytes": 256 * 1024**2,
+    }
+
+
+def test_a_result_over_the_row_limit_fails_with_the_engines_message(client: Client) -> None:
+    with pytest.raises(QueryFailed, match="Limit for result exceeded"):
+        query(client, "SELECT number FROM numbers(1000001)", A)
+    assert query(client, "SELECT count() FROM numbers(2000000)", A).rows == [[2000000]]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        pytest.param("SELECT count() FROM numbers_mt(1e13)", id="given a long query"),
+        pytest.param(
+            "SELECT (SELECT count() FROM numbers_mt(1e13))",
+            id="given a long scalar subquery the analyzer evaluates while checking",
+        ),
+    ],
+)
+def test_a_query_that_runs_too_long_is_stopped(
+    client: Client, sql: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(analytics.QUERY_SETTINGS, "max_execution_time", 1)
+    with pytest.raises(QueryFailed, match="Timeout exceeded"):
+        query(client, sql, A)
+
+
+def test_a_query_that_fails_part_way_leaves_nothing_for_the_next_read(client: Client) -> None:
+    """chDB keeps the unread rest of a result that failed part way and hands it to the next
+    query on the client: the sink answers every tenant on one client."""
+    failing = "SELECT e.payload, throwIf(n.number = 90000) FROM events AS e, numbers(100000) AS n"
+    with pytest.raises(QueryFailed, match="throwIf"):
+        query(client, failing, A)
+    result = query(client, "SELECT count() FROM events", B)
+    assert result.rows == [[len(HISTORY_B)]]
+
+
+def test_a_query_the_engine_began_but_could_not_finish_is_audited_as_failed(
+    client: Client,
+) -> None:
+    """Its error can quote a value it read (`Cannot parse string '...'`): it is a read."""
+    sql = "SELECT toUInt8(subject_id) FROM events"
+    with pytest.raises(QueryFailed, match="Cannot parse string 'patient-1'"):
+        query(client, sql, A, actor="auditor-failed")
+    with pytest.raises(QueryFailed, match="Syntax error"):
+        query(client, "SELECT FROM WHERE", A, actor="auditor-failed")
+    rows = _audit_rows(client, "auditor-failed")
+    assert [(r["tenant_id"], r["action"], r["detail"]) for r in rows] == [
+        (A, "query_failed", "sha256:" + hashlib.sha256(sql.encode()).hexdigest())
+    ]
+
+
+HOSTILE = [
+    "SELECT * FROM system.query_log",
+    "SELECT * FROM `SYSTEM`.tables",
+    "SELECT * FROM Uac.events",
+    "SELECT * FROM \u201cuac\u201d.events",
+    "SELECT count() FROM events WHERE subject_id IN (SELECT subject_id FROM leaky)",
+    "SELECT count() FROM events WHERE subject_id IN leaky",
+    "SELECT arrayMap(x -> (SELECT any(subject_id) FROM leaky), [1])",
+    "SELECT transform(1, [1], [(SELECT any(subject_id) FROM leaky)], 'x')",
+    "WITH RECURSIVE r AS (SELECT 'x' AS s UNION ALL SELECT subject_id FROM leaky WHERE 0)"
+    " SELECT * FROM r",
+    "SELECT * FROM `Remote`('127.0.0.1', 'uac', 'events')",
+    "SELECT * FROM view(SELECT * FROM leaky)",
+    "SELECT * FROM numbers(1) AS n JOIN viewIfPermitted(SELECT * FROM leaky ELSE null('x String'))"
+    " AS v ON 1",
+    "SELECT * FROM generateRandom('a String') LIMIT 1",
+    "SELECT * FROM format(JSONEachRow, '{\"a\": 1}')",
+    "SELECT * FROM python('frame')",
+    "SELECT * FROM cosn('http://127.0.0.1:1/bucket/key', 'CSV')",
+    "SELECT * FROM _temporary_and_external_tables._tmp_x",
+    "SELECT * FROM events /* ; */ ; DROP TABLE events",
+    "SELECT 1 # comment\n SETTINGS max_threads = 3",
+]
+
+
+@pytest.mark.parametrize("sql", HOSTILE)
+def test_a_hostile_query_is_refused(client: Client, sql: str) -> None:
+    with pytest.raises(QueryRefused) as refused:
+        query(client, sql, A)
+    assert B_SUBJECT not in str(refused.value)
 
 
 ENGINE_CHECKS = [
