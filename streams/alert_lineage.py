@@ -17,9 +17,11 @@ from streams.analytics import (
     QueryFailed,
     Read,
     audit_read,
+    drain,
     engine_message,
     json_value,
     new_read,
+    one_at_a_time,
 )
 from streams.query_relations import TENANT_PARAMETER
 from streams.sql_guard import QueryRefused, with_relations
@@ -78,23 +80,25 @@ def explain(
     tenant has no such alert, or QueryRefused if the purpose may not read it."""
     read = new_read(tenant, purpose, exempt_purposes, actor)
     alert = _alert_uuid(alert_id)
-    try:
-        lifecycle = _lifecycle(client, alert, read.tenant)
-        readable = bool(lifecycle) and _alert_readable(client, alert, read)
-        roles = _event_roles(lifecycle)
-        subject = lifecycle[0]["subject_id"] if lifecycle else ""
-        events = _lineage(client, sorted(roles), read.tenant, subject) if readable else []
-    except ClickHouseError as error:
-        raise QueryFailed(engine_message(error)) from error
-    if not lifecycle:
-        raise AlertNotFound(f"no alert {alert} is stored for tenant {read.tenant!r}")
-    if not readable:
-        raise QueryRefused(
-            f"alert {alert} may not be read for purpose {read.purpose!r}: alerts are special "
-            "category, readable only for the tenant's consent-exempt purposes or with the "
-            "subject's consent for the purpose"
-        )
-    audit_read(client, read.audited("explain", f"alert:{alert}", lifecycle[0]["subject_id"]))
+    with one_at_a_time(client):
+        try:
+            lifecycle = _lifecycle(client, alert, read.tenant)
+            readable = bool(lifecycle) and _alert_readable(client, alert, read)
+            roles = _event_roles(lifecycle)
+            subject = lifecycle[0]["subject_id"] if lifecycle else ""
+            events = _lineage(client, sorted(roles), read.tenant, subject) if readable else []
+        except ClickHouseError as error:
+            drain(client)
+            raise QueryFailed(engine_message(error)) from error
+        if not lifecycle:
+            raise AlertNotFound(f"no alert {alert} is stored for tenant {read.tenant!r}")
+        if not readable:
+            raise QueryRefused(
+                f"alert {alert} may not be read for purpose {read.purpose!r}: alerts are "
+                "special category, readable only for the tenant's consent-exempt purposes or "
+                "with the subject's consent for the purpose"
+            )
+        audit_read(client, read.audited("explain", f"alert:{alert}", lifecycle[0]["subject_id"]))
     return _explanation(str(alert), read.tenant, lifecycle, roles, events)
 
 

@@ -331,7 +331,7 @@ def query(
     read = new_read(tenant, purpose, exempt_purposes, actor)
     full = with_relations(sql, purpose_exempt=read.purpose_exempt)
     evaluated = False
-    with _serialized(client):
+    with one_at_a_time(client):
         try:
             check_parsed(_explain(client, "AST", statement_text(sql), read), catalog(client))
             evaluated = True
@@ -340,7 +340,7 @@ def query(
             result = client.query(full, parameters=read.parameters, settings=dict(QUERY_SETTINGS))
             columns = tuple(result.column_names) or _column_names(client, full, read)
         except ClickHouseError as error:
-            _drain(client)
+            drain(client)
             if evaluated:
                 audit_read(client, read.audited(FAILED_QUERY, sql_digest(sql)))
             raise QueryFailed(engine_message(error)) from error
@@ -357,14 +357,15 @@ _CLIENT_LOCKS: Final = weakref.WeakKeyDictionary[Client, threading.Lock]()
 _CLIENT_LOCKS_GUARD: Final = threading.Lock()
 
 
-def _serialized(client: Client) -> threading.Lock:
-    """One analyst query at a time on a client (the running sink serves every tenant's reads on
-    one): what a failed query leaves on the client is drained before the next query runs."""
+def one_at_a_time(client: Client) -> threading.Lock:
+    """One read at a time on a client, an analyst's query or an alert's explanation (the
+    running sink serves every tenant's reads on one): what a failed read leaves on the client
+    is drained before the next one runs."""
     with _CLIENT_LOCKS_GUARD:
         return _CLIENT_LOCKS.setdefault(client, threading.Lock())
 
 
-def _drain(client: Client) -> None:
+def drain(client: Client) -> None:
     """After an engine error: chDB (4.4) keeps the unread rest of a result that failed part way
     (a limit, a `throwIf` on a later row) and hands it to the next query on the same client, which
     then fails quoting it; a throwaway query takes it, so the next read (maybe another tenant's)
