@@ -27,17 +27,18 @@ from typer.testing import CliRunner
 
 from projections.document import event_document, state_hash
 from projections.gate import GateContext, GatePolicy, TenantPolicy
-from projections.state import UserState, evolve, initial_state, replay
+from projections.state import replay
 from projections.timeline import sort_key
 from rules.batch import Submitted, replay_batch
-from rules.engine import default_rules, evaluate
-from rules.rejudge import Rejudgement, latest_records, rejudged
+from rules.engine import default_rules
+from rules.rejudge import latest_records
 from schemas.alerts import Alert, AlertStatus
 from schemas.events import AlertAcknowledged, Event
 from streams.cli import app
 from tests.factories import event_id, make_event
 from tests.fakes import TableKnowledge
 from tests.strategies import mixed_histories
+from tests.unit.test_fold_properties import judged_one_at_a_time
 
 RULES = default_rules(TableKnowledge())
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
@@ -46,20 +47,10 @@ NO_ALERT = "00000000-0000-4000-8000-777777777777"
 FAST = settings(max_examples=150, deadline=None)
 
 
-def _stream(events: list[Event]) -> tuple[UserState, list[Alert]]:
-    """The state and the alert records of folding `events` one at a time, in this order."""
-    state, alerts = initial_state("clinic-a", "patient-1"), []
-    for event in events:
-        after = evolve(state, event)
-        alerts += evaluate(RULES, state, after, event)
-        state = after
-    return state, alerts
-
-
 def _acknowledging_real_alerts(events: list[Event], data: st.DataObject) -> list[Event]:
     """The history with each acknowledgement naming an alert its events raise (in valid-time
     order), or one that never exists."""
-    _, alerts = _stream(sorted(events, key=sort_key))
+    _, alerts = judged_one_at_a_time(sorted(events, key=sort_key))
     named = [*sorted({str(alert.alert_id) for alert in alerts}), NO_ALERT]
     acknowledged = []
     for event in events:
@@ -97,7 +88,7 @@ def test_given_a_mixed_history_in_any_arrival_order_with_copies_then_the_same_st
     rng.shuffle(arrived)
     expected = state_hash(replay(sorted(events, key=sort_key)))
     assert state_hash(replay(arrived)) == expected
-    assert state_hash(_stream(arrived)[0]) == expected
+    assert state_hash(judged_one_at_a_time(arrived)[0]) == expected
 
 
 CLINICAL = (
@@ -125,14 +116,8 @@ def test_given_a_mixed_history_in_any_arrival_order_then_the_same_alerts_end_ope
     events = _acknowledging_real_alerts(events, data)
     arrived = list(events)
     rng.shuffle(arrived)
-    why = Rejudgement("consistency-check", NOW)
-    state, alerts = initial_state("clinic-a", "patient-1"), []
-    for event in arrived:
-        after = evolve(state, event)
-        alerts += evaluate(RULES, state, after, event)
-        assert rejudged(after, latest_records(alerts), RULES, why) == []
-        state = after
-    assert _open(alerts) == _open(_stream(sorted(events, key=sort_key))[1])
+    _, alerts = judged_one_at_a_time(arrived, consistent=True)
+    assert _open(alerts) == _open(judged_one_at_a_time(sorted(events, key=sort_key))[1])
 
 
 def _context(item: Submitted, owners: dict[str, str]) -> GateContext:
@@ -171,7 +156,7 @@ def test_given_a_file_with_refusals_copies_and_late_claims_in_another_order_then
     day = timedelta(days=1)
     allergy = make_event("AllergyRecorded", "allergy", payload={"allergy_type": "intolerance"})
     order = make_event("MedicationPrescribed", "order", at=day)
-    alert = str(_stream([allergy, order])[1][0].alert_id)
+    alert = str(judged_one_at_a_time([allergy, order])[1][0].alert_id)
     events = [
         allergy,
         order,
