@@ -17,6 +17,7 @@ from schemas.alerts import Alert
 from schemas.codec import alert_codec
 from schemas.fhir.detected_issue import detected_issue, detected_issue_bundle
 from streams.json_out import json_document, json_line
+from streams.result_view import TABLE_FRAME
 from streams.sealing import Sealer, readable
 
 
@@ -66,7 +67,7 @@ def _table_fits(alerts: list[Alert], width: int) -> bool:
     needed = 1
     for index, column in enumerate(ALERT_COLUMNS):
         longest = max([len(column), *(len(row[index]) for row in rows)])
-        needed += (READABLE_TITLE if column == "title" else longest) + 3
+        needed += (READABLE_TITLE if column == "title" else longest) + TABLE_FRAME
     return needed <= width
 
 

@@ -160,8 +160,7 @@ QUERY_SETTINGS: Final[dict[str, Any]] = {
 subqueries while it explains; `EXPLAIN AST` executes nothing and gets none: a client may send
 settings as a SETTINGS clause, which the parser check refuses): no writes or DDL, and limits so
 one query cannot hold the engine (the sink's own, on the chDB path) for long, take its memory or
-return more than a client holds.
-`readonly=2` keeps the limits out of an analyst's reach: SETTINGS clauses are refused."""
+return more than a client holds."""
 
 
 class TenantRequired(ValueError):

@@ -22,7 +22,7 @@ READABLE_COLUMN: Final = 16
 """Characters a column needs to stay readable in a table (fewer if none of its values is longer);
 longer values wrap within it."""
 
-_TABLE_FRAME: Final = 3
+TABLE_FRAME: Final = 3
 """Characters each column of a table adds (padding and a border), besides the first border."""
 
 
@@ -40,7 +40,7 @@ def fits(result: QueryResult, width: int) -> bool:
     needed = 1
     for index, column in enumerate(result.columns):
         longest = max([len(column), *(len(shown(row[index])) for row in result.rows)])
-        needed += min(longest, READABLE_COLUMN) + _TABLE_FRAME
+        needed += min(longest, READABLE_COLUMN) + TABLE_FRAME
     return needed <= width
 
 

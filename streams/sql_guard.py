@@ -298,16 +298,17 @@ def check_parsed(lines: Sequence[str], catalog: Catalog | None = None) -> None:
 def _check_table_name(name: str, catalog: Catalog) -> None:
     if "." in name:
         raise QueryRefused(f"the SQL names the table {name!r} by its database")
-    if catalog.outside(name):
-        raise QueryRefused(
-            f"the SQL reads {catalog.current + '.' + name!r}, which is not one of your relations"
-        )
+    _check_not_outside(name, catalog)
 
 
 def _check_name(name: str, catalog: Catalog) -> None:
     qualifier, dot, _ = name.partition(".")
     if dot and catalog.database(qualifier):
         raise QueryRefused(f"the SQL names {name!r} by its database")
+    _check_not_outside(name, catalog)
+
+
+def _check_not_outside(name: str, catalog: Catalog) -> None:
     if catalog.outside(name):
         raise QueryRefused(
             f"the SQL reads {catalog.current + '.' + name!r}, which is not one of your relations"
