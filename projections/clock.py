@@ -23,16 +23,16 @@ from schemas.events import CLOCK_ACTOR, ClockAdvanced, Event, EventType, Origin
 
 CLOCK_NAMESPACE = uuid5(NAMESPACE_URL, "https://uac.example/clock")
 _MOMENT = itemgetter(0)
+_NO_CLAIMS: frozenset[tuple[Kind, str]] = frozenset()
 
 
 def validity_changes(before: UserState, after: UserState) -> frozenset[tuple[Kind, str]]:
     """The claims whose validity window opened or closed while the subject's time (`as_of`)
     moved from `before`'s to `after`'s: a bound in (before.as_of, after.as_of]. An event that
     touches none of them can still start or end their use by rules and reads."""
-    start, end = before.as_of, after.as_of
-    if start is None or end is None or end <= start:
-        return frozenset()
-    bounds = after.bounds
+    bounds, start, end = after.bounds, before.as_of, after.as_of
+    if not bounds or start is None or end is None or end <= start:
+        return _NO_CLAIMS
     return frozenset(
         (kind, key) for _, kind, key in bounds[_after(bounds, start) : _after(bounds, end)]
     )

@@ -145,6 +145,8 @@ def transitions(
     if not any(kind in rule.watches for kind, _ in claims):
         return []
     old, new = rule.findings(before, claims), rule.findings(after, claims)
+    if not (old or new):
+        return []
     cause = _CauseOfChange(event, after, focus, timed)
     raised = []
     for key in sorted(new.keys()):

@@ -43,8 +43,12 @@ def evaluate(
     if after is before or after.erased:
         return []
     focus, timed = touched(before, event), validity_changes(before, after)
+    kinds = {kind for kind, _ in (focus | timed if timed else focus)}
     alerts = [
-        alert for rule in rules for alert in transitions(rule, before, after, event, focus, timed)
+        alert
+        for rule in rules
+        if not rule.watches.isdisjoint(kinds)
+        for alert in transitions(rule, before, after, event, focus, timed)
     ]
     standing = [
         acknowledged
