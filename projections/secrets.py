@@ -96,16 +96,41 @@ def text_fields(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from text_fields(item, part_path)
 
 
+def _texts(value: Any, found: list[str]) -> None:
+    """Append every string `text_fields` yields for `value` to `found`, without their paths
+    (naming a path costs more than finding the string, and most values need none)."""
+    if isinstance(value, str):
+        found.append(value)
+    elif isinstance(value, BaseModel):
+        for name in field_names(type(value)):
+            _part_texts(getattr(value, name), found)
+    elif isinstance(value, tuple | list):
+        for item in value:
+            _part_texts(item, found)
+
+
+def _part_texts(item: Any, found: list[str]) -> None:
+    if isinstance(item, str):
+        found.append(item)
+    elif isinstance(item, int) and not isinstance(item, bool):
+        found.append(str(item))
+    elif isinstance(item, BaseModel | tuple | list):
+        _texts(item, found)
+
+
 def secrets_in(values: Mapping[str, Any]) -> list[SecretFinding]:
     """The secrets in every string inside the values, each named by its path (`payload`,
     `source_ref`...; None holds nothing). The strings are first searched together, one per
     line: a line break bounds words and digit runs as the ends of a string do, so whatever any
     pattern matches within one string it also matches there, and values with nothing that
-    looks like a secret (most) are searched once."""
-    fields = [field for path, value in values.items() for field in text_fields(value, path)]
-    together = "\n".join(text for _, text in fields)
+    looks like a secret (most) are searched once, their paths never named."""
+    texts: list[str] = []
+    for value in values.values():
+        _texts(value, texts)
+    together = "\n".join(texts)
     if not (_ANY_TOKEN.search(together) or _CARD_CANDIDATE.search(together)):
         return []
+    fields = [field for path, value in values.items() for field in text_fields(value, path)]
     return [finding for field, text in fields for finding in secrets_in_text(field, text)]
 
 
