@@ -57,12 +57,13 @@ def sealed_subject(sealed: bytes) -> str:
         raise SealError("sealed record names no readable subject") from None
 
 
-def open_sealed(key: bytes, sealed: bytes) -> bytes:
-    subject = sealed_subject(sealed).encode("utf-8")
-    start = len(SEAL_MAGIC) + _LENGTH.size + len(subject)
+def open_sealed(key: bytes, sealed: bytes, subject: str) -> bytes:
+    """The plaintext of a value sealed for `subject` (as `sealed_subject` reads it)."""
+    name = subject.encode("utf-8")
+    start = len(SEAL_MAGIC) + _LENGTH.size + len(name)
     nonce, body = sealed[start : start + NONCE_BYTES], sealed[start + NONCE_BYTES :]
     try:
-        return AESGCM(key).decrypt(nonce, body, subject)
+        return AESGCM(key).decrypt(nonce, body, name)
     except (InvalidTag, ValueError):
         raise SealError("sealed record does not open with its subject's key") from None
 
@@ -87,7 +88,7 @@ class Sealer:
             if self.keys.is_destroyed(subject):
                 raise SubjectErased("the subject of this record was erased (its key is destroyed)")
             raise SealError("no key exists for the subject this record is sealed for")
-        return subject, open_sealed(key, value)
+        return subject, open_sealed(key, value, subject)
 
 
 def readable(sealer: Sealer, value: bytes | None) -> bytes | None:
