@@ -64,6 +64,7 @@ class Claim(BaseModel):
     text: str
     reactions: tuple[Reaction, ...]
     tags: list[str]
+    reference: int = 0
 
 
 claims = st.builds(
@@ -73,6 +74,7 @@ claims = st.builds(
         tuple
     ),
     tags=st.lists(texts, max_size=3),
+    reference=st.one_of(st.integers(), st.just(4111111111111111)),
 )
 
 
@@ -86,6 +88,12 @@ def test_given_any_value_then_its_findings_are_those_of_each_string_searched_alo
         for finding in secrets_in_text(field, text)
     ]
     assert secrets_in({"payload": claim}) == alone
+
+
+def test_given_a_card_number_sent_as_a_number_then_it_is_found() -> None:
+    claim = Claim(text="x", reactions=(), tags=[], reference=4111111111111111)
+    found = secrets_in({"payload": claim})
+    assert [(f.field, f.kind) for f in found] == [("payload.reference", "a payment card number")]
 
 
 def test_given_a_card_number_split_across_two_strings_then_nothing_is_found() -> None:
