@@ -92,3 +92,32 @@ def test_given_an_override_naming_its_alert_in_upper_case_then_the_alert_is_over
         alert["alert_id"],
         "overridden",
     )
+
+
+BLANK = [
+    pytest.param(
+        "AllergyRecorded", {"payload": {"substance": "   "}}, "payload.substance", id="substance"
+    ),
+    pytest.param("MedicationPrescribed", {"payload": {"drug": "\t "}}, "payload.drug", id="drug"),
+    pytest.param(
+        "AllergyRecorded",
+        {"payload": {"codes": [{"system": "rxnorm", "code": " "}]}},
+        "payload.codes.0.code",
+        id="a code",
+    ),
+    pytest.param("PreferenceStated", {"purpose": "  "}, "purpose", id="purpose"),
+]
+
+
+@pytest.mark.parametrize(("event_type", "fields", "path"), BLANK)
+def test_given_required_text_of_spaces_only_then_the_event_is_refused_naming_the_field(
+    tmp_path: Path, event_type: str, fields: dict[str, Any], path: str
+) -> None:
+    kept = _line("PreferenceStated", "kept")
+    blank = _line(event_type, "blank", days=1, **fields)
+    code, subject, _ = _replay(tmp_path, [kept, blank])
+    assert code == 1
+    (refused,) = subject["rejected"]
+    assert refused["reasons"] == ["invalid_record"]
+    assert f"{path} is blank" in refused["detail"]
+    assert subject["state"]["version"] == 1
