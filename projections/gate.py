@@ -17,6 +17,7 @@ from projections.secrets import secrets_in
 from projections.state import UserState, claim_address
 from projections.views import valid_at
 from schemas.allergy_statements import statement_categories
+from schemas.base import blank_required_text
 from schemas.events import (
     CLOCK_ACTOR,
     AlertAcknowledged,
@@ -137,6 +138,7 @@ def admit(event: Event, state: UserState, context: GateContext) -> Decision:
         + _privacy(event, state, context)
         + _references(event, state, context)
         + _coherence(event)
+        + _blank_text(event)
     )
     return Rejected(problems) if problems else Admitted(event)
 
@@ -296,6 +298,16 @@ def _coherence(event: Event) -> tuple[Problem, ...]:
         f"negated=true and the categories it covers ({covered}), or name the allergen"
     )
     return (Problem(ReasonCode.NEGATION_NOT_FLAGGED, detail),)
+
+
+def _blank_text(event: Event) -> tuple[Problem, ...]:
+    """Text a record cannot be without (a substance, a drug, a code, an id, a purpose) sent as
+    spaces only: it says nothing, as empty text would, which the model refuses; held, a blank
+    substance would stand on the allergy list as an allergy to nothing."""
+    return tuple(
+        Problem(ReasonCode.INVALID_RECORD, f"{path} is blank (spaces only)")
+        for path in blank_required_text(event)
+    )
 
 
 def _before_its_claim(event: Event, state: UserState) -> list[Problem]:

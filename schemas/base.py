@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from functools import cache
-from typing import Annotated, Final
+from typing import Annotated, Final, get_args
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict
 
@@ -50,3 +51,39 @@ def field_names(model: type[BaseModel]) -> tuple[str, ...]:
     """A model class's field names in declaration order, read once per class (pydantic's
     `model_fields` is a property that does work on every read)."""
     return tuple(model.model_fields)
+
+
+def blank_required_text(model: BaseModel, path: str = "") -> Iterator[str]:
+    """The paths (`payload.codes.0.code`) of text fields that must not be empty (`min_length`)
+    but hold spaces only, in `model` and the records it holds."""
+    required, nested = _text_fields(type(model))
+    for name in required:
+        value = getattr(model, name)
+        if isinstance(value, str) and not value.strip():
+            yield f"{path}.{name}" if path else name
+    for name in nested:
+        value, where = getattr(model, name), f"{path}.{name}" if path else name
+        if isinstance(value, BaseModel):
+            yield from blank_required_text(value, where)
+        elif isinstance(value, tuple):
+            for index, item in enumerate(value):
+                if isinstance(item, BaseModel):
+                    yield from blank_required_text(item, f"{where}.{index}")
+
+
+@cache
+def _text_fields(model: type[BaseModel]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A class's fields that must not be empty, and those that can hold records, read once."""
+    fields = model.model_fields.items()
+    required = tuple(
+        name
+        for name, info in fields
+        if any(getattr(item, "min_length", 0) for item in info.metadata)
+    )
+    return required, tuple(name for name, info in fields if _holds_records(info.annotation))
+
+
+def _holds_records(annotation: object) -> bool:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(_holds_records(argument) for argument in get_args(annotation))

@@ -92,6 +92,36 @@ class AcknowledgementAction(StrEnum):
     OVERRIDDEN = "overridden"
 
 
+def canonical_uuid(value: object) -> str:
+    """A UUID in its canonical lowercase hyphenated text form."""
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, str):
+        return str(UUID(value))
+    raise ValueError("expected a UUID")
+
+
+EventId = Annotated[str, BeforeValidator(canonical_uuid)]
+"""A producer-chosen UUID, kept as its canonical text (the dedup key and claim id)."""
+
+
+def canonical_reference(value: object) -> object:
+    """A reference to an event or alert id in the canonical text of that id when it is a UUID
+    in another spelling (upper case, braces, `urn:uuid:`), as `event_id` is kept, so it finds
+    what it names; any other value is left as sent (and refers to nothing known)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return str(UUID(value))
+    except ValueError:
+        return value
+
+
+IdReference = Annotated[str, BeforeValidator(canonical_reference)]
+"""The id of another event (`supersedes`, a retracted claim) or of an alert, as sent or, for a
+UUID, in its canonical text."""
+
+
 class Coding(WireModel):
     system: str = Field(min_length=1)
     code: str = Field(min_length=1)
@@ -186,7 +216,7 @@ class FactAsserted(WireModel):
 
 
 class ClaimRetracted(WireModel):
-    claim_id: str = Field(min_length=1)
+    claim_id: IdReference = Field(min_length=1)
     reason: str | None = None
 
 
@@ -197,7 +227,7 @@ class ConsentChanged(WireModel):
 
 
 class AlertAcknowledged(WireModel):
-    alert_id: str = Field(min_length=1)
+    alert_id: IdReference = Field(min_length=1)
     action: AcknowledgementAction
     reason: str | None = None
 
@@ -256,19 +286,6 @@ PAYLOAD_MODELS: Final[dict[str, type[WireModel]]] = {
 }
 
 
-def canonical_uuid(value: object) -> str:
-    """A UUID in its canonical lowercase hyphenated text form."""
-    if isinstance(value, UUID):
-        return str(value)
-    if isinstance(value, str):
-        return str(UUID(value))
-    raise ValueError("expected a UUID")
-
-
-EventId = Annotated[str, BeforeValidator(canonical_uuid)]
-"""A producer-chosen UUID, kept as its canonical text (the dedup key and claim id)."""
-
-
 class Event(WireModel):
     """The envelope every producer sends. `type` names the payload record."""
 
@@ -287,7 +304,7 @@ class Event(WireModel):
     scope: str = Field(default="subject", min_length=1)
     valid_from: UtcMillis | None = None
     valid_until: UtcMillis | None = None
-    supersedes: str | None = None
+    supersedes: IdReference | None = None
     payload: Payload
 
     @model_validator(mode="before")

@@ -55,7 +55,13 @@ from streams.continuity import Gap, Step, plan, reached
 from streams.keys import SubjectErased
 from streams.ledger import follow_ledger
 from streams.liveness import StallWatch, group_committed_offsets
-from streams.processing import AcceptedEvent, BatchOutput, BatchProcessor, Incoming
+from streams.processing import (
+    AcceptedEvent,
+    BatchOutput,
+    BatchProcessor,
+    Incoming,
+    quarantine_key,
+)
 from streams.record_batches import RecordBatches, default_partition
 from streams.runtime import dump_tasks_on_signal, restart_in_place
 from streams.signatures import headers_of
@@ -115,7 +121,7 @@ async def publish(pipeline: Pipeline, output: BatchOutput, decided_at: datetime)
         partition = partition_of(pipeline, item.key)
         batches.add(topics.accepted, partition, item.key.encode(), item.value, headers)
     for decision in output.quarantined:
-        subject = f"{decision.tenant_id}:{decision.subject_id}" if decision.tenant_id else "unknown"
+        subject = quarantine_key(decision)
         value = decisions.encode(decision)
         batches.add(topics.quarantine, partition_of(pipeline, subject), subject.encode(), value)
     for alert in output.alerts:

@@ -23,7 +23,7 @@ from schemas.alerts import Alert
 from schemas.codec import AvroCodec
 from schemas.decisions import GateDecision, GateOutcome
 from schemas.errors import DecodeError, RegistryUnavailable
-from schemas.events import ErasureRequested, Event
+from schemas.events import ErasureRequested, Event, subject_key
 from schemas.reasons import ReasonCode
 from streams.keys import SubjectErased
 from streams.sealing import Sealer, SealError, is_sealed
@@ -87,6 +87,13 @@ def _key_text(message: Incoming) -> str | None:
         return None
 
 
+MAX_KEPT_ID = 1_024
+"""The longest tenant id, subject id or actor a quarantine record copies from the message it
+refuses; a longer one is left out and its length named in the detail."""
+MAX_KEPT_DETAIL = 8_192
+"""The longest detail a quarantine record keeps (a detail quotes ids and names it was given)."""
+
+
 def rejection(
     message: Incoming,
     reasons: Sequence[ReasonCode],
@@ -94,7 +101,17 @@ def rejection(
     now: datetime,
     event: Event | None = None,
 ) -> GateDecision:
+    """The quarantine record of a refused message. It copies ids and detail only up to a bound,
+    so that it fits a Kafka message whatever the message held (a tenant id of half a megabyte,
+    quoted in the detail as well, would otherwise make a record the broker refuses)."""
     tenant, subject = (event.tenant_id, event.subject_id) if event else _split_key(message)
+    actor = event.actor if event else None
+    ids = {"tenant id": tenant, "subject id": subject, "actor": actor}
+    overlong = {name: len(text) for name, text in ids.items() if text and len(text) > MAX_KEPT_ID}
+    if len(detail) > MAX_KEPT_DETAIL:
+        detail = f"{detail[:MAX_KEPT_DETAIL]}… ({len(detail) - MAX_KEPT_DETAIL:,} characters more)"
+    for name, length in overlong.items():
+        detail += f"; the {name} ({length:,} characters) is too long to be kept in this record"
     codes = tuple(reason.value for reason in reasons)
     return GateDecision(
         decision_id=decision_id(message, GateOutcome.REJECTED, codes),
@@ -102,9 +119,9 @@ def rejection(
         reasons=codes,
         detail=detail,
         event_id=event.id if event else None,
-        tenant_id=tenant,
-        subject_id=subject,
-        actor=event.actor if event else None,
+        tenant_id=None if "tenant id" in overlong else tenant,
+        subject_id=None if "subject id" in overlong else subject,
+        actor=None if "actor" in overlong else actor,
         event_type=event.type.value if event else None,
         message_sha256=message_sha256(message),
         source_topic=message.topic,
@@ -112,6 +129,14 @@ def rejection(
         source_offset=message.offset,
         decided_at=now,
     )
+
+
+def quarantine_key(decision: GateDecision) -> str:
+    """The Kafka key of a quarantine record: its subject's `tenant_id:subject_id` (so it lands
+    on the subject's partition), or `unknown` when the record does not name both."""
+    if decision.tenant_id and decision.subject_id:
+        return subject_key(decision.tenant_id, decision.subject_id)
+    return "unknown"
 
 
 def _split_key(message: Incoming) -> tuple[str | None, str | None]:

@@ -21,7 +21,7 @@ from schemas.events import Event
 from schemas.reasons import ReasonCode
 from streams.kafka_security import kafka_options
 from streams.keys import SubjectErased
-from streams.sealing import Sealer
+from streams.sealing import Sealer, SubjectTooLong
 from streams.signatures import Signer
 from streams.topic_reader import TopicMissing, topic_partitions
 
@@ -130,6 +130,8 @@ class EventPublisher:
             return NotSent(item.origin, error.reason.value, str(error))
         except SubjectErased as error:
             return NotSent(item.origin, ReasonCode.SUBJECT_ERASED.value, str(error))
+        except SubjectTooLong as error:
+            return NotSent(item.origin, ReasonCode.OVERSIZE.value, f"not sealed: {error}")
         except KafkaError as error:
             return refused(item, error)
         return future

@@ -20,10 +20,16 @@ from streams.keys import SubjectErased, SubjectKeys
 SEAL_MAGIC = b"UACS\x01"
 NONCE_BYTES = 12
 _LENGTH = struct.Struct(">H")
+_MAX_NAME_BYTES = 2 ** (8 * _LENGTH.size) - 1
 
 
 class SealError(ValueError):
     """A sealed record that cannot be opened (malformed, or tampered with)."""
+
+
+class SubjectTooLong(ValueError):
+    """A record whose `tenant:subject` is longer than a sealed record can name (its length is
+    written in two bytes): it cannot be sealed."""
 
 
 def is_sealed(value: bytes) -> bool:
@@ -32,6 +38,11 @@ def is_sealed(value: bytes) -> bool:
 
 def seal(key: bytes, subject: str, plaintext: bytes) -> bytes:
     name = subject.encode("utf-8")
+    if len(name) > _MAX_NAME_BYTES:
+        raise SubjectTooLong(
+            f"its tenant_id:subject_id of {len(name):,} bytes is longer than a sealed record can "
+            f"name ({_MAX_NAME_BYTES:,} bytes)"
+        )
     nonce = os.urandom(NONCE_BYTES)
     return (
         SEAL_MAGIC

@@ -11,12 +11,12 @@ import pytest
 
 from projections.gate import GatePolicy, TenantPolicy
 from rules.engine import default_rules
-from schemas.codec import event_codec
+from schemas.codec import decision_codec, event_codec
 from schemas.erasures import ref_of_key
 from schemas.events import Event
 from streams.keys import FileKeyStore
 from streams.ledger import ErasureLedger
-from streams.processing import BatchOutput, BatchProcessor, Incoming
+from streams.processing import BatchOutput, BatchProcessor, Incoming, quarantine_key
 from streams.sealing import Sealer
 from tests.factories import T0, make_event
 from tests.fakes import TableKnowledge
@@ -43,6 +43,10 @@ def message(value: bytes, key: str = "clinic-a:patient-1", offset: int = 0) -> I
 
 def sealed(sealer: Sealer, event: Event, offset: int = 0) -> Incoming:
     return message(sealer.seal(event.key, event_codec().encode(event)), event.key, offset)
+
+
+def unsealed(event: Event) -> Incoming:
+    return message(event_codec().encode(event), event.key)
 
 
 def run(sealer: Sealer, messages: list[Incoming]) -> BatchOutput:
@@ -155,3 +159,43 @@ def test_given_a_history_near_its_limit_then_the_batch_counts_its_own_events_too
     assert [item.event.id for item in output.accepted] == [events[0].id]
     assert [d.reasons for d in output.quarantined] == [("subject_history_full",)] * 2
     assert output.history_bytes == {"clinic-a:patient-1": held + size}
+
+
+KAFKA_DEFAULT_MESSAGE_BYTES = 1_048_588
+"""A broker's default `message.max.bytes`: the most a quarantine record (key and value) may be."""
+HALF_A_MEGABYTE = "x" * 500_000
+
+OVERLONG = [
+    pytest.param(
+        lambda _: unsealed(make_event("PreferenceStated", "long", tenant=HALF_A_MEGABYTE)),
+        "unknown_tenant",
+        id="given a tenant id of half a megabyte",
+    ),
+    pytest.param(
+        lambda _: unsealed(make_event("PreferenceStated", "long", subject=HALF_A_MEGABYTE)),
+        "oversize",
+        id="given a subject id of half a megabyte",
+    ),
+    pytest.param(
+        lambda s: sealed(s, make_event("PreferenceStated", "long", actor=HALF_A_MEGABYTE)),
+        "actor_not_allowed",
+        id="given an actor of half a megabyte",
+    ),
+    pytest.param(
+        lambda _: message(b"garbage", key=f"{HALF_A_MEGABYTE}:{HALF_A_MEGABYTE}"),
+        "bad_framing",
+        id="given a message key of a megabyte",
+    ),
+]
+
+
+@pytest.mark.parametrize(("build", "reason"), OVERLONG)
+def test_given_overlong_ids_then_the_quarantine_record_still_fits_a_kafka_message(
+    sealer: Sealer, build: Callable[[Sealer], Incoming], reason: str
+) -> None:
+    output = run(sealer, [build(sealer)])
+    (decision,) = output.quarantined
+    assert reason in decision.reasons
+    assert "is too long to be kept in this record" in decision.detail
+    size = len(quarantine_key(decision).encode()) + len(decision_codec().encode(decision))
+    assert size < KAFKA_DEFAULT_MESSAGE_BYTES // 10

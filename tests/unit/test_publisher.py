@@ -13,7 +13,9 @@ from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError
 from projections.gate import Signature
 from rules.batch import Submitted
 from schemas.reasons import ReasonCode
+from streams.keys import FileKeyStore
 from streams.publisher import NOT_DELIVERED, EventPublisher, NotSent, Published
+from streams.sealing import Sealer
 from streams.signatures import HEADER, ActorKeys, Signer, new_signing_key
 from tests.factories import make_event
 
@@ -53,10 +55,13 @@ def _submitted(name: str, subject: str = "patient-1", note: str = "") -> Submitt
 
 
 def _publish(
-    batch: list[Submitted], signer: Signer | None = None, producer: RefusingProducer | None = None
+    batch: list[Submitted],
+    signer: Signer | None = None,
+    producer: RefusingProducer | None = None,
+    sealer: Sealer | None = None,
 ) -> list[Published | NotSent]:
     async def run() -> list[Published | NotSent]:
-        publisher = EventPublisher("127.0.0.1:9", "events", None, signer=signer)
+        publisher = EventPublisher("127.0.0.1:9", "events", sealer, signer=signer)
         await publisher._producer.stop()
         publisher._producer = producer or RefusingProducer(limit=2_000)
         return await publisher.publish_all(batch)
@@ -88,6 +93,23 @@ def test_given_an_event_too_large_for_kafka_then_it_is_not_sent_and_the_rest_go_
     assert isinstance(refused, NotSent)
     assert refused.reason == ReasonCode.OVERSIZE.value
     assert "more than a Kafka message may hold" in refused.message
+
+
+def test_given_a_subject_id_too_long_to_seal_then_it_is_not_sent_and_the_rest_go_out(
+    tmp_path: Path,
+) -> None:
+    batch = [_submitted("a"), _submitted("long", subject="x" * 70_000), _submitted("b")]
+    sealer = Sealer(FileKeyStore(tmp_path / "keys"))
+    results = _publish(batch, producer=RefusingProducer(limit=1_000_000), sealer=sealer)
+    assert [(type(r), r.origin) for r in results] == [
+        (Published, "a"),
+        (NotSent, "long"),
+        (Published, "b"),
+    ]
+    refused = results[1]
+    assert isinstance(refused, NotSent)
+    assert refused.reason == ReasonCode.OVERSIZE.value
+    assert "tenant_id:subject_id of 70,009 bytes is longer than a sealed record" in refused.message
 
 
 def test_given_an_event_kafka_does_not_deliver_then_it_is_reported_in_its_place() -> None:
