@@ -26,7 +26,7 @@ from schemas.errors import DecodeError, RegistryUnavailable
 from schemas.events import ErasureRequested, Event, subject_key
 from schemas.reasons import ReasonCode
 from streams.keys import SubjectErased
-from streams.sealing import Sealer, SealError, is_sealed
+from streams.sealing import Sealer, SealError, is_sealed, too_long_to_seal
 from streams.signatures import ActorKeys, Headers
 
 DECISION_NAMESPACE = uuid5(NAMESPACE_URL, "https://uac.example/gate-decision")
@@ -274,6 +274,11 @@ class BatchProcessor:
             output.quarantined.append(
                 rejection(message, decision.reasons, decision.detail, now, event)
             )
+            return
+        unsealable = None if self.sealer is None else too_long_to_seal(key)
+        if unsealable is not None:
+            detail = f"the subject's state and alerts could not be sealed: {unsealable}"
+            output.quarantined.append(rejection(message, [ReasonCode.OVERSIZE], detail, now, event))
             return
         output.states[key] = outcome.after
         output.history_bytes[key] = held + len(opened)

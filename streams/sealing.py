@@ -36,13 +36,21 @@ def is_sealed(value: bytes) -> bool:
     return value.startswith(SEAL_MAGIC)
 
 
+def too_long_to_seal(subject: str) -> str | None:
+    """Why records of `subject` cannot be sealed (None when they can)."""
+    size = len(subject.encode("utf-8"))
+    if size <= _MAX_NAME_BYTES:
+        return None
+    return (
+        f"its tenant_id:subject_id of {size:,} bytes is longer than a sealed record can "
+        f"name ({_MAX_NAME_BYTES:,} bytes)"
+    )
+
+
 def seal(key: bytes, subject: str, plaintext: bytes) -> bytes:
     name = subject.encode("utf-8")
     if len(name) > _MAX_NAME_BYTES:
-        raise SubjectTooLong(
-            f"its tenant_id:subject_id of {len(name):,} bytes is longer than a sealed record can "
-            f"name ({_MAX_NAME_BYTES:,} bytes)"
-        )
+        raise SubjectTooLong(too_long_to_seal(subject))
     nonce = os.urandom(NONCE_BYTES)
     return (
         SEAL_MAGIC

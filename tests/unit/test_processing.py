@@ -199,3 +199,22 @@ def test_given_overlong_ids_then_the_quarantine_record_still_fits_a_kafka_messag
     assert "is too long to be kept in this record" in decision.detail
     size = len(quarantine_key(decision).encode()) + len(decision_codec().encode(decision))
     assert size < KAFKA_DEFAULT_MESSAGE_BYTES // 10
+
+
+def test_given_a_subject_id_too_long_to_seal_under_a_raised_size_limit_then_it_is_refused_and_the_rest_go_on(
+    sealer: Sealer,
+) -> None:
+    roomy = BatchProcessor(
+        event_codec(),
+        default_rules(TableKnowledge()),
+        GatePolicy(tenants=POLICY.tenants, require_sealed=False, max_event_bytes=1_000_000),
+        sealer,
+    )
+    long = make_event("PreferenceStated", "long", subject="s" * 70_000)
+    short = make_event("PreferenceStated", "short")
+    output = roomy.process_batch([unsealed(long), sealed(sealer, short, 1)], lambda _key: None, NOW)
+    (decision,) = output.quarantined
+    assert decision.reasons == ("oversize",)
+    assert "longer than a sealed record can name" in decision.detail
+    assert [item.event.id for item in output.accepted] == [short.id]
+    assert list(output.states) == [short.key]
