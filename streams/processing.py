@@ -218,6 +218,11 @@ class BatchProcessor:
             return ReasonCode.SUBJECT_ERASED, "the subject was erased; its key no longer exists"
         except SealError as error:
             return ReasonCode.UNREADABLE_SEAL, str(error)
+        if key is None:
+            detail = (
+                "the message has no key in UTF-8; it must be the subject the record is sealed for"
+            )
+            return ReasonCode.KEY_MISMATCH, detail
         if subject != key:
             return ReasonCode.KEY_MISMATCH, "the record is sealed for another subject than its key"
         return framed

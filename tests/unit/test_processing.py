@@ -218,3 +218,16 @@ def test_given_a_subject_id_too_long_to_seal_under_a_raised_size_limit_then_it_i
     assert "longer than a sealed record can name" in decision.detail
     assert [item.event.id for item in output.accepted] == [short.id]
     assert list(output.states) == [short.key]
+
+
+@pytest.mark.parametrize("key", [None, b"\xff\xfe"], ids=["no key", "a key not in UTF-8"])
+def test_given_a_sealed_record_without_a_readable_key_then_key_mismatch_says_so(
+    sealer: Sealer, key: bytes | None
+) -> None:
+    value = sealer.seal(
+        "clinic-a:patient-1", event_codec().encode(make_event("PreferenceStated", "x"))
+    )
+    output = run(sealer, [Incoming(key, value, "uac.events", 0, 0)])
+    (decision,) = output.quarantined
+    assert decision.reasons == ("key_mismatch",)
+    assert "no key in UTF-8" in decision.detail
