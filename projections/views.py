@@ -2,8 +2,9 @@
 
 Steps see a key's events in valid-time order (see `timeline.py`); the conflict policy of
 DESIGN §4.4 lives here: explicit beats inferred, verified beats user statements, an explicit
-correction (`supersedes`) wins outright, and a disagreement that cannot be settled opens a
-visible `needs_confirmation` conflict instead of being lost.
+correction (`supersedes`) wins outright (unless another correction of the same claim holds:
+then the two are weighed like any two statements), and a disagreement that cannot be settled
+opens a visible `needs_confirmation` conflict instead of being lost.
 """
 
 from __future__ import annotations
@@ -266,6 +267,16 @@ def expired_by(held: Event, event: Event) -> bool:
     return held.valid_until is not None and held.valid_until <= begins
 
 
+def replaces(view: ClaimView, event: Event) -> bool:
+    """Whether `event` takes the key from the held claim outright: a correction (`supersedes`),
+    or a claim after the held one expired. A second correction of the claim the held one already
+    corrects does not: two corrections of one claim are weighed like any two statements (a
+    disagreement between them opens a conflict, a higher rank wins), so neither is lost."""
+    if expired_by(view.winner, event):
+        return True
+    return event.supersedes is not None and event.supersedes != view.winner.supersedes
+
+
 def same_value(first: object, second: object) -> bool:
     """Equal claim values, a boolean never equal to a number (Python's `True == 1`): a fact
     `true` after `1` is a different statement, not a repeat."""
@@ -276,7 +287,7 @@ def preference_step(policy: FoldPolicy = DEFAULT_POLICY) -> Step[ClaimView]:
     """Latest explicit statement wins; a quick explicit reversal asks for confirmation."""
 
     def step(view: ClaimView | None, event: Event) -> ClaimView | None:
-        if view is None or event.supersedes or expired_by(view.winner, event):
+        if view is None or replaces(view, event):
             return _wins(event)
         held = view.winner
         value = claim_value(event)
@@ -297,7 +308,7 @@ def step_fact(view: ClaimView | None, event: Event) -> ClaimView | None:
     """Higher rank wins (verified > stated > observed > inferred); equal ranks may conflict. A
     restatement of the value that already disputes the held one is the same disagreement: it
     keeps the conflict (and its alert) as it is."""
-    if view is None or event.supersedes or expired_by(view.winner, event):
+    if view is None or replaces(view, event):
         return _wins(event)
     held_rank, rank = ORIGIN_RANK[view.winner.origin], ORIGIN_RANK[event.origin]
     if rank > held_rank:
