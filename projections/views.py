@@ -206,22 +206,29 @@ def step_trip(view: TripView | None, event: Event) -> TripView | None:
 
 
 class Conflict(NamedTuple):
-    """Two claims about one key that the policy will not settle on its own."""
+    """Claims about one key that the policy will not settle on its own: the held one and each
+    statement that disputes it with a value of its own."""
 
     kind: str
     key: str
     held: Event
     challenger: Event
+    """The latest disputing statement."""
+    earlier: tuple[Event, ...] = ()
+    """Statements that disputed the held claim before `challenger`, each with another value,
+    still unsettled (a third disagreeing statement joins the dispute, it does not drop one)."""
 
     @property
-    def claim_ids(self) -> tuple[str, str]:
-        return (self.held.id, self.challenger.id)
+    def challengers(self) -> tuple[Event, ...]:
+        return (*self.earlier, self.challenger)
+
+    @property
+    def claim_ids(self) -> tuple[str, ...]:
+        return (self.held.id, *(event.id for event in self.challengers))
 
     @property
     def conflict_id(self) -> str:
-        return str(
-            uuid5(CONFLICT_NAMESPACE, f"{self.kind}/{self.key}/{self.held.id}/{self.challenger.id}")
-        )
+        return str(uuid5(CONFLICT_NAMESPACE, "/".join((self.kind, self.key, *self.claim_ids))))
 
 
 class ClaimView(NamedTuple):
@@ -255,9 +262,17 @@ def _wins(event: Event) -> ClaimView:
 
 
 def _challenged(view: ClaimView, kind: str, event: Event) -> ClaimView:
-    """The held claim, now disputed by `event`."""
-    conflict = Conflict(kind, view.key, view.winner, event)
+    """The held claim, now disputed by `event` too."""
+    earlier = () if view.conflict is None else view.conflict.challengers
+    conflict = Conflict(kind, view.key, view.winner, event, earlier)
     return ClaimView(view.key, view.value, view.winner, conflict)
+
+
+def _disputes_with(view: ClaimView, value: FactValue) -> bool:
+    """Whether `value` is one a statement already disputes the held claim with."""
+    return view.conflict is not None and any(
+        same_value(value, claim_value(challenger)) for challenger in view.conflict.challengers
+    )
 
 
 def expired_by(held: Event, event: Event) -> bool:
@@ -295,7 +310,7 @@ def preference_step(policy: FoldPolicy = DEFAULT_POLICY) -> Step[ClaimView]:
             return view if _is_explicit(held) else _wins(event)
         if not _is_explicit(held) or same_value(value, view.value):
             return _wins(event)
-        if view.conflict is not None and same_value(value, claim_value(view.conflict.challenger)):
+        if _disputes_with(view, value):
             return _wins(event)
         if event.occurred_at - held.occurred_at <= policy.reversal_window:
             return _challenged(view, "preference", event)
@@ -321,9 +336,7 @@ def step_fact(view: ClaimView | None, event: Event) -> ClaimView | None:
             if view.conflict is None
             else view
         )
-    if view.conflict is not None and same_value(
-        claim_value(event), claim_value(view.conflict.challenger)
-    ):
+    if _disputes_with(view, claim_value(event)):
         return view
     return _challenged(view, "fact", event)
 

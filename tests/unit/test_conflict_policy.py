@@ -302,6 +302,39 @@ def test_given_a_claim_that_expired_then_a_newer_one_wins_without_a_conflict(
     assert (view.value, view.conflict) == (claim_value(claims[-1]), None)
 
 
+def test_given_three_equal_rank_sources_that_disagree_then_each_value_stays_in_the_conflict() -> (
+    None
+):
+    """A third disagreeing statement joins the dispute: the second is not dropped from it (nor
+    listed as outranked), in any order."""
+    events = [fact("f1", "A+", 0), fact("f2", "B+", 10), fact("f3", "O+", 11)]
+    state = _every_order(events)
+    (conflict,) = open_conflicts(state)
+    assert sorted(conflict.claim_ids) == sorted(event.id for event in events)
+    history = claim_history(state, Kind.FACT, "blood_type")
+    assert [(h.value, h.status) for h in history] == [
+        ("A+", "current"),
+        ("B+", "challenging"),
+        ("O+", "challenging"),
+    ]
+    restated = _every_order([*events, fact("f4", "B+", 12)])
+    assert open_conflicts(restated) == [conflict]
+
+
+def test_given_two_quick_reversals_then_both_wait_for_confirmation_until_one_is_restated() -> None:
+    events = [
+        pref("p1", "vegetarian", 0),
+        pref("p2", "omnivore", 1),
+        pref("p3", "vegan", 2),
+    ]
+    (view,) = _every_order(events).preference_views()
+    assert view.value == "vegetarian"
+    assert view.conflict is not None
+    assert sorted(claim_value(e) for e in view.conflict.challengers) == ["omnivore", "vegan"]
+    (confirmed,) = _every_order([*events, pref("p4", "omnivore", 3)]).preference_views()
+    assert (confirmed.value, confirmed.conflict) == ("omnivore", None)
+
+
 def test_given_an_equal_rank_conflict_when_one_side_is_corrected_then_the_conflict_closes() -> None:
     first, second = fact("f1", "A+", 0), fact("f2", "B+", 10)
     correction = fact("f3", "A+", 11, supersedes=second.id)
