@@ -302,10 +302,9 @@ def _before_its_claim(event: Event, state: UserState) -> list[Problem]:
     """A stop or status change dated before the prescription or allergy it follows: the fold
     orders a claim's history by valid time, where it would come first and follow nothing, so
     it is refused with the dates instead of being dropped ("stopped on the 5th" sent as
-    midnight, for an order written at 09:00 that day)."""
-    if event.supersedes is not None or not isinstance(
-        event.payload, (MedicationStopped, AllergyStatusChanged)
-    ):
+    midnight, for an order written at 09:00 that day). A correction of a stop or status change
+    is checked too: it would also hide the one it corrects, and undo it without a word."""
+    if not isinstance(event.payload, (MedicationStopped, AllergyStatusChanged)):
         return []
     address = claim_address(event)
     held = None if address is None else state.resolution(*address)

@@ -20,6 +20,7 @@ from projections.gate import (
     TenantPolicy,
     admit,
 )
+from projections.queries import active_allergies, active_medications
 from projections.state import UserState, initial_state, replay
 from schemas.events import CLOCK_ACTOR
 from schemas.reasons import ReasonCode
@@ -601,6 +602,51 @@ def test_a_follow_up_dated_before_its_claim_is_refused_not_dropped(
         assert _reasons(decision) == ("before_its_claim",)
     else:
         assert isinstance(decision, Admitted)
+
+
+@pytest.mark.parametrize(
+    ("follow_up", "payload"),
+    [
+        pytest.param(
+            "MedicationStopped",
+            {"prescription_id": "rx-1"},
+            id="given a stop corrected to a date before its order",
+        ),
+        pytest.param(
+            "AllergyStatusChanged",
+            {"allergy_id": "allergy-1", "verification_status": "refuted"},
+            id="given a refutation corrected to a date before its allergy",
+        ),
+    ],
+)
+def test_given_a_follow_up_corrected_to_before_its_claim_then_it_is_refused_and_the_first_holds(
+    follow_up: str, payload: dict[str, Any]
+) -> None:
+    """A correction (`supersedes`) of a stop or status change is folded like one: dated before
+    its claim it would hide the stop it corrects and change nothing itself, so the drug would be
+    active again and its allergy alert raised again without anyone having said so."""
+    claimed_at = T0 + timedelta(days=10)
+    claims = [
+        make_event("AllergyRecorded", "allergy", at=claimed_at),
+        make_event(
+            "MedicationPrescribed",
+            "order",
+            at=claimed_at,
+            payload={"prescription_id": "rx-1", "drug": "amoxicillin"},
+        ),
+    ]
+    first = make_event(follow_up, "follow-up", at=claimed_at + timedelta(days=1), payload=payload)
+    correction = make_event(
+        follow_up,
+        "corrected",
+        at=claimed_at - timedelta(hours=9),
+        recorded=claimed_at + timedelta(days=2),
+        supersedes=first.id,
+        payload=payload,
+    )
+    state = replay([*claims, first])
+    assert active_medications(state) == [] or active_allergies(state) == []
+    assert _reasons(_decide(correction, state)) == ("before_its_claim",)
 
 
 def test_a_follow_up_of_a_claim_not_yet_known_is_admitted() -> None:
