@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from projections.secrets import secrets_in
 from projections.state import UserState, claim_address
-from projections.views import valid_at
+from projections.views import EXPLICIT_RANK, ORIGIN_RANK, valid_at
 from schemas.allergy_statements import statement_categories
 from schemas.events import (
     CLOCK_ACTOR,
@@ -342,4 +342,11 @@ def _supersedes(
             f"its own type (a {event.type.value} that corrected it would erase it)"
         )
         return [Problem(ReasonCode.SUPERSEDES_OTHER_TYPE, detail)]
+    if ORIGIN_RANK[event.origin] < EXPLICIT_RANK <= ORIGIN_RANK[target.origin]:
+        detail = (
+            f"supersedes {target_id}, a {target.origin.value} claim: a correction replaces its "
+            f"claim outright, and an {event.origin.value} claim never overrides an explicit or "
+            "verified one (send it without supersedes: the policy weighs it)"
+        )
+        return [Problem(ReasonCode.SUPERSEDES_STRONGER_CLAIM, detail)]
     return []

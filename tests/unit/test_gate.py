@@ -666,3 +666,52 @@ def test_a_correction_of_another_event_type_is_refused() -> None:
         payload={"prescription_id": "rx-1"},
     )
     assert _reasons(_decide(stop, replay([order]))) == ("supersedes_other_type",)
+
+
+@pytest.mark.parametrize(
+    ("held", "correcting", "refused"),
+    [
+        pytest.param(
+            "verified_source",
+            "inferred",
+            True,
+            id="given a verified fact when an inference corrects it then the correction is refused",
+        ),
+        pytest.param(
+            "explicit_statement",
+            "observed_behavior",
+            True,
+            id="given an explicit fact when an observation corrects it then the correction is refused",
+        ),
+        pytest.param(
+            "inferred",
+            "inferred",
+            False,
+            id="given an inferred fact when an inference corrects it then the correction is admitted",
+        ),
+        pytest.param(
+            "verified_source",
+            "user_provided_fact",
+            False,
+            id="given a verified fact when the user corrects it then the correction is admitted",
+        ),
+    ],
+)
+def test_given_a_correction_by_an_inference_then_it_never_overrides_an_explicit_or_verified_claim(
+    held: str, correcting: str, refused: bool
+) -> None:
+    """DESIGN §4.4: inferred claims never override explicit or verified ones. A correction wins
+    outright in the fold, so an inference that `supersedes` a verified value would replace it."""
+    verified = make_event(
+        "FactAsserted", "lab", origin=held, payload={"key": "blood_type", "value": "A+"}
+    )
+    guess = make_event(
+        "FactAsserted",
+        "guess",
+        at=timedelta(days=1),
+        origin=correcting,
+        supersedes=verified.id,
+        payload={"key": "blood_type", "value": "B+"},
+    )
+    reasons = _reasons(_decide(guess, replay([verified])))
+    assert reasons == (("supersedes_stronger_claim",) if refused else ())
