@@ -2,9 +2,9 @@
 
 Steps see a key's events in valid-time order (see `timeline.py`); the conflict policy of
 DESIGN §4.4 lives here: explicit beats inferred, verified beats user statements, an explicit
-correction (`supersedes`) wins outright (unless another correction of the same claim holds:
-then the two are weighed like any two statements), and a disagreement that cannot be settled
-opens a visible `needs_confirmation` conflict instead of being lost.
+correction (`supersedes`) wins outright (unless another correction holds: then the two are
+weighed like any two statements), and a disagreement that cannot be settled opens a visible
+`needs_confirmation` conflict instead of being lost.
 """
 
 from __future__ import annotations
@@ -284,12 +284,13 @@ def expired_by(held: Event, event: Event) -> bool:
 
 def replaces(view: ClaimView, event: Event) -> bool:
     """Whether `event` takes the key from the held claim outright: a correction (`supersedes`),
-    or a claim after the held one expired. A second correction of the claim the held one already
-    corrects does not: two corrections of one claim are weighed like any two statements (a
-    disagreement between them opens a conflict, a higher rank wins), so neither is lost."""
+    or a claim after the held one expired. A correction does not when the held claim is itself
+    a correction (which `event` does not correct: what a claim corrects is never folded): two
+    corrections of one claim, or of a claim and of a correction of it, are weighed like any two
+    statements (a disagreement opens a conflict, a higher rank wins), so neither is lost."""
     if expired_by(view.winner, event):
         return True
-    return event.supersedes is not None and event.supersedes != view.winner.supersedes
+    return event.supersedes is not None and view.winner.supersedes is None
 
 
 def same_value(first: object, second: object) -> bool:

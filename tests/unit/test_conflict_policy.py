@@ -183,6 +183,21 @@ def test_given_two_equal_rank_corrections_of_one_fact_that_disagree_then_a_confl
     assert claim_value(view.conflict.challenger) == "B+"
 
 
+def test_given_a_correction_of_a_claim_a_chain_already_corrected_then_confirmation_is_needed() -> (
+    None
+):
+    """p1 is corrected by p2, p2 by p3; p4 corrects p1 again. p4 does not correct what the
+    chain holds now (p3), so it must not replace it silently: it is weighed like a reversal."""
+    first = pref("p1", "vegetarian", 0)
+    second = pref("p2", "vegan", 1, supersedes=first.id)
+    third = pref("p3", "omnivore", 2, supersedes=second.id)
+    fourth = pref("p4", "pescatarian", 3, supersedes=first.id)
+    (view,) = _every_order([first, second, third, fourth]).preference_views()
+    assert view.value == "omnivore"
+    assert view.conflict is not None
+    assert claim_value(view.conflict.challenger) == "pescatarian"
+
+
 def test_given_a_chain_of_corrections_then_the_last_link_wins_without_a_conflict() -> None:
     """A correction of a correction replaces it outright (no sibling to weigh it against),
     even when the middle link is later retracted."""
