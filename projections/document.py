@@ -305,7 +305,7 @@ def _conflict(conflict: Conflict) -> dict[str, Any]:
         "status": "needs_confirmation",
         "claims": [
             {**_event_ref(event), "value": claim_value(event)}
-            for event in (conflict.held, conflict.challenger)
+            for event in (conflict.held, *conflict.challengers)
         ],
     }
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from projections.secrets import secrets_in
 from projections.state import UserState, claim_address
-from projections.views import valid_at
+from projections.views import EXPLICIT_RANK, ORIGIN_RANK, valid_at
 from schemas.allergy_statements import statement_categories
 from schemas.base import blank_required_text
 from schemas.events import (
@@ -314,10 +314,9 @@ def _before_its_claim(event: Event, state: UserState) -> list[Problem]:
     """A stop or status change dated before the prescription or allergy it follows: the fold
     orders a claim's history by valid time, where it would come first and follow nothing, so
     it is refused with the dates instead of being dropped ("stopped on the 5th" sent as
-    midnight, for an order written at 09:00 that day)."""
-    if event.supersedes is not None or not isinstance(
-        event.payload, (MedicationStopped, AllergyStatusChanged)
-    ):
+    midnight, for an order written at 09:00 that day). A correction of a stop or status change
+    is checked too: it would also hide the one it corrects, and undo it without a word."""
+    if not isinstance(event.payload, (MedicationStopped, AllergyStatusChanged)):
         return []
     address = claim_address(event)
     held = None if address is None else state.resolution(*address)
@@ -355,4 +354,11 @@ def _supersedes(
             f"its own type (a {event.type.value} that corrected it would erase it)"
         )
         return [Problem(ReasonCode.SUPERSEDES_OTHER_TYPE, detail)]
+    if ORIGIN_RANK[event.origin] < EXPLICIT_RANK <= ORIGIN_RANK[target.origin]:
+        detail = (
+            f"supersedes {target_id}, a {target.origin.value} claim: a correction replaces its "
+            f"claim outright, and an {event.origin.value} claim never overrides an explicit or "
+            "verified one (send it without supersedes: the policy weighs it)"
+        )
+        return [Problem(ReasonCode.SUPERSEDES_STRONGER_CLAIM, detail)]
     return []

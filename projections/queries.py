@@ -195,7 +195,7 @@ def _status(
     if (
         final is not None
         and final.conflict is not None
-        and event.id == final.conflict.challenger.id
+        and event.id in {challenger.id for challenger in final.conflict.challengers}
     ):
         return "challenging"
     return "not_adopted"

@@ -2,8 +2,9 @@
 
 Steps see a key's events in valid-time order (see `timeline.py`); the conflict policy of
 DESIGN §4.4 lives here: explicit beats inferred, verified beats user statements, an explicit
-correction (`supersedes`) wins outright, and a disagreement that cannot be settled opens a
-visible `needs_confirmation` conflict instead of being lost.
+correction (`supersedes`) wins outright (unless another correction holds: then the two are
+weighed like any two statements), and a disagreement that cannot be settled opens a visible
+`needs_confirmation` conflict instead of being lost.
 """
 
 from __future__ import annotations
@@ -205,22 +206,29 @@ def step_trip(view: TripView | None, event: Event) -> TripView | None:
 
 
 class Conflict(NamedTuple):
-    """Two claims about one key that the policy will not settle on its own."""
+    """Claims about one key that the policy will not settle on its own: the held one and each
+    statement that disputes it with a value of its own."""
 
     kind: str
     key: str
     held: Event
     challenger: Event
+    """The latest disputing statement."""
+    earlier: tuple[Event, ...] = ()
+    """Statements that disputed the held claim before `challenger`, each with another value,
+    still unsettled (a third disagreeing statement joins the dispute, it does not drop one)."""
 
     @property
-    def claim_ids(self) -> tuple[str, str]:
-        return (self.held.id, self.challenger.id)
+    def challengers(self) -> tuple[Event, ...]:
+        return (*self.earlier, self.challenger)
+
+    @property
+    def claim_ids(self) -> tuple[str, ...]:
+        return (self.held.id, *(event.id for event in self.challengers))
 
     @property
     def conflict_id(self) -> str:
-        return str(
-            uuid5(CONFLICT_NAMESPACE, f"{self.kind}/{self.key}/{self.held.id}/{self.challenger.id}")
-        )
+        return str(uuid5(CONFLICT_NAMESPACE, "/".join((self.kind, self.key, *self.claim_ids))))
 
 
 class ClaimView(NamedTuple):
@@ -254,9 +262,17 @@ def _wins(event: Event) -> ClaimView:
 
 
 def _challenged(view: ClaimView, kind: str, event: Event) -> ClaimView:
-    """The held claim, now disputed by `event`."""
-    conflict = Conflict(kind, view.key, view.winner, event)
+    """The held claim, now disputed by `event` too."""
+    earlier = () if view.conflict is None else view.conflict.challengers
+    conflict = Conflict(kind, view.key, view.winner, event, earlier)
     return ClaimView(view.key, view.value, view.winner, conflict)
+
+
+def _disputes_with(view: ClaimView, value: FactValue) -> bool:
+    """Whether `value` is one a statement already disputes the held claim with."""
+    return view.conflict is not None and any(
+        same_value(value, claim_value(challenger)) for challenger in view.conflict.challengers
+    )
 
 
 def expired_by(held: Event, event: Event) -> bool:
@@ -264,6 +280,17 @@ def expired_by(held: Event, event: Event) -> bool:
     expired statement is not defended against a newer one (no conflict, whatever its rank)."""
     begins = event.valid_from or event.occurred_at
     return held.valid_until is not None and held.valid_until <= begins
+
+
+def replaces(view: ClaimView, event: Event) -> bool:
+    """Whether `event` takes the key from the held claim outright: a correction (`supersedes`),
+    or a claim after the held one expired. A correction does not when the held claim is itself
+    a correction (which `event` does not correct: what a claim corrects is never folded): two
+    corrections of one claim, or of a claim and of a correction of it, are weighed like any two
+    statements (a disagreement opens a conflict, a higher rank wins), so neither is lost."""
+    if expired_by(view.winner, event):
+        return True
+    return event.supersedes is not None and view.winner.supersedes is None
 
 
 def same_value(first: object, second: object) -> bool:
@@ -276,7 +303,7 @@ def preference_step(policy: FoldPolicy = DEFAULT_POLICY) -> Step[ClaimView]:
     """Latest explicit statement wins; a quick explicit reversal asks for confirmation."""
 
     def step(view: ClaimView | None, event: Event) -> ClaimView | None:
-        if view is None or event.supersedes or expired_by(view.winner, event):
+        if view is None or replaces(view, event):
             return _wins(event)
         held = view.winner
         value = claim_value(event)
@@ -284,7 +311,7 @@ def preference_step(policy: FoldPolicy = DEFAULT_POLICY) -> Step[ClaimView]:
             return view if _is_explicit(held) else _wins(event)
         if not _is_explicit(held) or same_value(value, view.value):
             return _wins(event)
-        if view.conflict is not None and same_value(value, claim_value(view.conflict.challenger)):
+        if _disputes_with(view, value):
             return _wins(event)
         if event.occurred_at - held.occurred_at <= policy.reversal_window:
             return _challenged(view, "preference", event)
@@ -297,7 +324,7 @@ def step_fact(view: ClaimView | None, event: Event) -> ClaimView | None:
     """Higher rank wins (verified > stated > observed > inferred); equal ranks may conflict. A
     restatement of the value that already disputes the held one is the same disagreement: it
     keeps the conflict (and its alert) as it is."""
-    if view is None or event.supersedes or expired_by(view.winner, event):
+    if view is None or replaces(view, event):
         return _wins(event)
     held_rank, rank = ORIGIN_RANK[view.winner.origin], ORIGIN_RANK[event.origin]
     if rank > held_rank:
@@ -310,9 +337,7 @@ def step_fact(view: ClaimView | None, event: Event) -> ClaimView | None:
             if view.conflict is None
             else view
         )
-    if view.conflict is not None and same_value(
-        claim_value(event), claim_value(view.conflict.challenger)
-    ):
+    if _disputes_with(view, claim_value(event)):
         return view
     return _challenged(view, "fact", event)
 

@@ -46,20 +46,24 @@ class ClaimConflictRule:
 
 
 def _finding(kind: Kind, key: str, conflict: Conflict) -> Finding:
-    held, challenger = conflict.held, conflict.challenger
+    held, challengers = conflict.held, conflict.challengers
+    disputing = " and ".join(f"{claim_value(challenger)!r}" for challenger in challengers)
     return Finding(
         rule=RULE,
         cause=tuple(sorted(f"{kind.value}:{event_id}" for event_id in conflict.claim_ids)),
         severity=RULE.severity,
         title=f"Please confirm {kind.value} {key!r}",
         detail=(
-            f"{claim_value(held)!r} (held) and {claim_value(challenger)!r} (stated later) "
+            f"{claim_value(held)!r} (held) and {disputing} (stated later) "
             "disagree; the held value stays until one is confirmed or corrected"
         ),
         evidence=(
             evidence_of(held, held.id, "held", f"{key} = {claim_value(held)!r}"),
-            evidence_of(
-                challenger, challenger.id, "challenger", f"{key} = {claim_value(challenger)!r}"
+            *(
+                evidence_of(
+                    challenger, challenger.id, "challenger", f"{key} = {claim_value(challenger)!r}"
+                )
+                for challenger in challengers
             ),
         ),
     )

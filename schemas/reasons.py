@@ -43,6 +43,7 @@ class ReasonCode(StrEnum):
     SUPERSEDES_OTHER_SUBJECT = "supersedes_other_subject"
     SUPERSEDES_OTHER_KEY = "supersedes_other_key"
     SUPERSEDES_OTHER_TYPE = "supersedes_other_type"
+    SUPERSEDES_STRONGER_CLAIM = "supersedes_stronger_claim"
     RETRACTS_UNKNOWN_CLAIM = "retracts_unknown_claim"
     BEFORE_ITS_CLAIM = "before_its_claim"
     # A record that contradicts itself.

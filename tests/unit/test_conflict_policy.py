@@ -123,6 +123,93 @@ def test_given_a_correction_via_supersedes_within_the_window_then_it_wins_withou
     ]
 
 
+def test_given_two_corrections_of_one_preference_that_disagree_then_confirmation_is_needed() -> (
+    None
+):
+    """Two corrections of the same statement, a day apart, that say different things: the
+    later one must not silently overwrite the earlier (it is a reversal like any other)."""
+    first = pref("p1", "vegetarian", 0)
+    corrected = pref("p2", "vegan", 1, supersedes=first.id)
+    recorrected = pref("p3", "omnivore", 2, supersedes=first.id)
+    state = _every_order([first, corrected, recorrected])
+    (view,) = state.preference_views()
+    assert view.value == "vegan"
+    assert view.conflict is not None
+    assert claim_value(view.conflict.challenger) == "omnivore"
+    history = claim_history(state, Kind.PREFERENCE, "diet")
+    assert [(h.value, h.status) for h in history] == [
+        ("vegetarian", "corrected"),
+        ("vegan", "current"),
+        ("omnivore", "challenging"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("second", "value", "conflicted"),
+    [
+        pytest.param(
+            ("B+", "inferred"),
+            "A+",
+            False,
+            id="given a verified correction then an inferred correction of the same claim then the verified one stands",
+        ),
+        pytest.param(
+            ("B+", "user_provided_fact"),
+            "A+",
+            False,
+            id="given a verified correction then a user's correction of the same claim then the verified one stands",
+        ),
+    ],
+)
+def test_given_two_corrections_of_one_fact_then_the_higher_rank_holds(
+    second: tuple[str, str], value: str, conflicted: bool
+) -> None:
+    first = fact("f1", "O+", 0)
+    verified = fact("f2", "A+", 1, "verified_source", supersedes=first.id)
+    other = fact("f3", second[0], 2, second[1], supersedes=first.id)
+    state = _every_order([first, verified, other])
+    (view,) = state.fact_views()
+    assert (view.value, view.conflict is not None) == (value, conflicted)
+
+
+def test_given_two_equal_rank_corrections_of_one_fact_that_disagree_then_a_conflict_opens() -> None:
+    first = fact("f1", "O+", 0)
+    corrected = fact("f2", "A+", 1, supersedes=first.id)
+    recorrected = fact("f3", "B+", 2, supersedes=first.id)
+    state = _every_order([first, corrected, recorrected])
+    (view,) = state.fact_views()
+    assert view.value == "A+"
+    assert view.conflict is not None
+    assert claim_value(view.conflict.challenger) == "B+"
+
+
+def test_given_a_correction_of_a_claim_a_chain_already_corrected_then_confirmation_is_needed() -> (
+    None
+):
+    """p1 is corrected by p2, p2 by p3; p4 corrects p1 again. p4 does not correct what the
+    chain holds now (p3), so it must not replace it silently: it is weighed like a reversal."""
+    first = pref("p1", "vegetarian", 0)
+    second = pref("p2", "vegan", 1, supersedes=first.id)
+    third = pref("p3", "omnivore", 2, supersedes=second.id)
+    fourth = pref("p4", "pescatarian", 3, supersedes=first.id)
+    (view,) = _every_order([first, second, third, fourth]).preference_views()
+    assert view.value == "omnivore"
+    assert view.conflict is not None
+    assert claim_value(view.conflict.challenger) == "pescatarian"
+
+
+def test_given_a_chain_of_corrections_then_the_last_link_wins_without_a_conflict() -> None:
+    """A correction of a correction replaces it outright (no sibling to weigh it against),
+    even when the middle link is later retracted."""
+    first = pref("p1", "vegetarian", 0)
+    second = pref("p2", "vegan", 1, supersedes=first.id)
+    third = pref("p3", "omnivore", 2, supersedes=second.id)
+    retraction = make_event("ClaimRetracted", "r", at=3 * DAY, payload={"claim_id": second.id})
+    for events in ([first, second, third], [first, second, third, retraction]):
+        (view,) = _every_order(events).preference_views()
+        assert (view.value, view.conflict) == ("omnivore", None)
+
+
 def test_given_a_superseded_value_then_history_keeps_it_with_superseded_by() -> None:
     events = [pref("p1", "vegetarian", 0), pref("p2", "vegan", 30), pref("p3", "omnivore", 60)]
     state = _every_order(events)
@@ -228,6 +315,39 @@ def test_given_a_claim_that_expired_then_a_newer_one_wins_without_a_conflict(
     state: UserState = _every_order(claims)
     (view,) = [*state.preference_views(), *state.fact_views()]
     assert (view.value, view.conflict) == (claim_value(claims[-1]), None)
+
+
+def test_given_three_equal_rank_sources_that_disagree_then_each_value_stays_in_the_conflict() -> (
+    None
+):
+    """A third disagreeing statement joins the dispute: the second is not dropped from it (nor
+    listed as outranked), in any order."""
+    events = [fact("f1", "A+", 0), fact("f2", "B+", 10), fact("f3", "O+", 11)]
+    state = _every_order(events)
+    (conflict,) = open_conflicts(state)
+    assert sorted(conflict.claim_ids) == sorted(event.id for event in events)
+    history = claim_history(state, Kind.FACT, "blood_type")
+    assert [(h.value, h.status) for h in history] == [
+        ("A+", "current"),
+        ("B+", "challenging"),
+        ("O+", "challenging"),
+    ]
+    restated = _every_order([*events, fact("f4", "B+", 12)])
+    assert open_conflicts(restated) == [conflict]
+
+
+def test_given_two_quick_reversals_then_both_wait_for_confirmation_until_one_is_restated() -> None:
+    events = [
+        pref("p1", "vegetarian", 0),
+        pref("p2", "omnivore", 1),
+        pref("p3", "vegan", 2),
+    ]
+    (view,) = _every_order(events).preference_views()
+    assert view.value == "vegetarian"
+    assert view.conflict is not None
+    assert sorted(claim_value(e) for e in view.conflict.challengers) == ["omnivore", "vegan"]
+    (confirmed,) = _every_order([*events, pref("p4", "omnivore", 3)]).preference_views()
+    assert (confirmed.value, confirmed.conflict) == ("omnivore", None)
 
 
 def test_given_an_equal_rank_conflict_when_one_side_is_corrected_then_the_conflict_closes() -> None:

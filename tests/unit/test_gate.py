@@ -20,6 +20,7 @@ from projections.gate import (
     TenantPolicy,
     admit,
 )
+from projections.queries import active_allergies, active_medications
 from projections.state import UserState, initial_state, replay
 from schemas.events import CLOCK_ACTOR
 from schemas.reasons import ReasonCode
@@ -603,6 +604,51 @@ def test_a_follow_up_dated_before_its_claim_is_refused_not_dropped(
         assert isinstance(decision, Admitted)
 
 
+@pytest.mark.parametrize(
+    ("follow_up", "payload"),
+    [
+        pytest.param(
+            "MedicationStopped",
+            {"prescription_id": "rx-1"},
+            id="given a stop corrected to a date before its order",
+        ),
+        pytest.param(
+            "AllergyStatusChanged",
+            {"allergy_id": "allergy-1", "verification_status": "refuted"},
+            id="given a refutation corrected to a date before its allergy",
+        ),
+    ],
+)
+def test_given_a_follow_up_corrected_to_before_its_claim_then_it_is_refused_and_the_first_holds(
+    follow_up: str, payload: dict[str, Any]
+) -> None:
+    """A correction (`supersedes`) of a stop or status change is folded like one: dated before
+    its claim it would hide the stop it corrects and change nothing itself, so the drug would be
+    active again and its allergy alert raised again without anyone having said so."""
+    claimed_at = T0 + timedelta(days=10)
+    claims = [
+        make_event("AllergyRecorded", "allergy", at=claimed_at),
+        make_event(
+            "MedicationPrescribed",
+            "order",
+            at=claimed_at,
+            payload={"prescription_id": "rx-1", "drug": "amoxicillin"},
+        ),
+    ]
+    first = make_event(follow_up, "follow-up", at=claimed_at + timedelta(days=1), payload=payload)
+    correction = make_event(
+        follow_up,
+        "corrected",
+        at=claimed_at - timedelta(hours=9),
+        recorded=claimed_at + timedelta(days=2),
+        supersedes=first.id,
+        payload=payload,
+    )
+    state = replay([*claims, first])
+    assert active_medications(state) == [] or active_allergies(state) == []
+    assert _reasons(_decide(correction, state)) == ("before_its_claim",)
+
+
 def test_a_follow_up_of_a_claim_not_yet_known_is_admitted() -> None:
     stop = make_event("MedicationStopped", "early-stop", payload={"prescription_id": "rx-9"})
     assert isinstance(_decide(stop, replay([make_event("TravelRecorded", "trip")])), Admitted)
@@ -620,3 +666,52 @@ def test_a_correction_of_another_event_type_is_refused() -> None:
         payload={"prescription_id": "rx-1"},
     )
     assert _reasons(_decide(stop, replay([order]))) == ("supersedes_other_type",)
+
+
+@pytest.mark.parametrize(
+    ("held", "correcting", "refused"),
+    [
+        pytest.param(
+            "verified_source",
+            "inferred",
+            True,
+            id="given a verified fact when an inference corrects it then the correction is refused",
+        ),
+        pytest.param(
+            "explicit_statement",
+            "observed_behavior",
+            True,
+            id="given an explicit fact when an observation corrects it then the correction is refused",
+        ),
+        pytest.param(
+            "inferred",
+            "inferred",
+            False,
+            id="given an inferred fact when an inference corrects it then the correction is admitted",
+        ),
+        pytest.param(
+            "verified_source",
+            "user_provided_fact",
+            False,
+            id="given a verified fact when the user corrects it then the correction is admitted",
+        ),
+    ],
+)
+def test_given_a_correction_by_an_inference_then_it_never_overrides_an_explicit_or_verified_claim(
+    held: str, correcting: str, refused: bool
+) -> None:
+    """DESIGN §4.4: inferred claims never override explicit or verified ones. A correction wins
+    outright in the fold, so an inference that `supersedes` a verified value would replace it."""
+    verified = make_event(
+        "FactAsserted", "lab", origin=held, payload={"key": "blood_type", "value": "A+"}
+    )
+    guess = make_event(
+        "FactAsserted",
+        "guess",
+        at=timedelta(days=1),
+        origin=correcting,
+        supersedes=verified.id,
+        payload={"key": "blood_type", "value": "B+"},
+    )
+    reasons = _reasons(_decide(guess, replay([verified])))
+    assert reasons == (("supersedes_stronger_claim",) if refused else ())

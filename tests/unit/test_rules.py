@@ -335,6 +335,19 @@ def test_given_a_quick_explicit_reversal_then_a_needs_confirmation_alert() -> No
     ]
 
 
+def test_given_a_third_disagreeing_fact_then_the_open_confirmation_alert_names_all_three() -> None:
+    """The alert left open lists every value in dispute, in any arrival order: the second
+    statement does not drop out of the question when a third arrives."""
+    facts = [
+        make_event("FactAsserted", name, at=n * DAY, payload={"key": "blood_type", "value": value})
+        for n, (name, value) in enumerate([("f1", "A+"), ("f2", "B+"), ("f3", "O+")])
+    ]
+    for order in permutations(facts):
+        latest = {alert.alert_id: alert for alert in run(list(order))}
+        (still_open,) = [a for a in latest.values() if a.status is not AlertStatus.RESOLVED]
+        assert set(still_open.cause) == {f"fact:{event.id}" for event in facts}
+
+
 def _view(**payload: Any) -> Any:
     return step_allergy(None, allergy(**payload))
 
