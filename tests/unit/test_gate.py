@@ -22,7 +22,7 @@ from projections.gate import (
 )
 from projections.queries import active_allergies, active_medications
 from projections.state import UserState, initial_state, replay
-from schemas.events import CLOCK_ACTOR
+from schemas.events import CLOCK_ACTOR, Event
 from schemas.reasons import ReasonCode
 from tests.factories import T0, event_id, make_event
 
@@ -554,6 +554,19 @@ def test_a_consent_counts_only_inside_its_validity_window(
         assert _reasons(decision) == ("special_category_without_consent",)
 
 
+def allergy_and_order(at: datetime) -> list[Event]:
+    """An allergy and an amoxicillin order (rx-1), both at `at`: the claims a follow-up follows."""
+    return [
+        make_event("AllergyRecorded", "allergy", at=at),
+        make_event(
+            "MedicationPrescribed",
+            "order",
+            at=at,
+            payload={"prescription_id": "rx-1", "drug": "amoxicillin"},
+        ),
+    ]
+
+
 @pytest.mark.parametrize(
     ("follow_up", "offset", "refused"),
     [
@@ -576,15 +589,7 @@ def test_a_follow_up_dated_before_its_claim_is_refused_not_dropped(
     follow_up: str, offset: timedelta, refused: bool
 ) -> None:
     claimed_at = T0 + timedelta(days=10)
-    claims = [
-        make_event("AllergyRecorded", "allergy", at=claimed_at),
-        make_event(
-            "MedicationPrescribed",
-            "order",
-            at=claimed_at,
-            payload={"prescription_id": "rx-1", "drug": "amoxicillin"},
-        ),
-    ]
+    claims = allergy_and_order(claimed_at)
     payload = (
         {"prescription_id": "rx-1"}
         if follow_up == "MedicationStopped"
@@ -626,15 +631,7 @@ def test_given_a_follow_up_corrected_to_before_its_claim_then_it_is_refused_and_
     its claim it would hide the stop it corrects and change nothing itself, so the drug would be
     active again and its allergy alert raised again without anyone having said so."""
     claimed_at = T0 + timedelta(days=10)
-    claims = [
-        make_event("AllergyRecorded", "allergy", at=claimed_at),
-        make_event(
-            "MedicationPrescribed",
-            "order",
-            at=claimed_at,
-            payload={"prescription_id": "rx-1", "drug": "amoxicillin"},
-        ),
-    ]
+    claims = allergy_and_order(claimed_at)
     first = make_event(follow_up, "follow-up", at=claimed_at + timedelta(days=1), payload=payload)
     correction = make_event(
         follow_up,
