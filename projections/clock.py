@@ -23,7 +23,6 @@ from schemas.events import CLOCK_ACTOR, ClockAdvanced, Event, EventType, Origin
 
 CLOCK_NAMESPACE = uuid5(NAMESPACE_URL, "https://uac.example/clock")
 _MOMENT = itemgetter(0)
-_NO_CLAIMS: frozenset[tuple[Kind, str]] = frozenset()
 
 
 def validity_changes(before: UserState, after: UserState) -> frozenset[tuple[Kind, str]]:
@@ -32,7 +31,7 @@ def validity_changes(before: UserState, after: UserState) -> frozenset[tuple[Kin
     touches none of them can still start or end their use by rules and reads."""
     bounds, start, end = after.bounds, before.as_of, after.as_of
     if not bounds or start is None or end is None or end <= start:
-        return _NO_CLAIMS
+        return frozenset()
     return frozenset(
         (kind, key) for _, kind, key in bounds[_after(bounds, start) : _after(bounds, end)]
     )

@@ -140,10 +140,9 @@ def transitions(
     the event made grade differently (an allergy corrected to an intolerance, a criticality
     raised), `resolved` for findings gone from it; `focus` is what the event touched
     (`touched(before, event)`), `timed` the claims whose validity window opened or closed as
-    the event moved the subject's time (`validity_changes`)."""
+    the event moved the subject's time (`validity_changes`). `evaluate` calls it only for the
+    rules that watch a kind of those claims (no other rule's finding can change)."""
     claims = focus | timed
-    if not any(kind in rule.watches for kind, _ in claims):
-        return []
     old, new = rule.findings(before, claims), rule.findings(after, claims)
     if not (old or new):
         return []
