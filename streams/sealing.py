@@ -38,7 +38,10 @@ def is_sealed(value: bytes) -> bool:
 
 def too_long_to_seal(subject: str) -> str | None:
     """Why records of `subject` cannot be sealed (None when they can)."""
-    size = len(subject.encode("utf-8"))
+    return _name_too_long(len(subject.encode("utf-8")))
+
+
+def _name_too_long(size: int) -> str | None:
     if size <= _MAX_NAME_BYTES:
         return None
     return (
@@ -49,8 +52,9 @@ def too_long_to_seal(subject: str) -> str | None:
 
 def seal(key: bytes, subject: str, plaintext: bytes) -> bytes:
     name = subject.encode("utf-8")
-    if len(name) > _MAX_NAME_BYTES:
-        raise SubjectTooLong(too_long_to_seal(subject))
+    problem = _name_too_long(len(name))
+    if problem is not None:
+        raise SubjectTooLong(problem)
     nonce = os.urandom(NONCE_BYTES)
     return (
         SEAL_MAGIC
