@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import NamedTuple
 
+from projections.characters import unprintable_characters
 from projections.secrets import secrets_in
 from projections.state import UserState, claim_address
 from projections.views import EXPLICIT_RANK, ORIGIN_RANK, valid_at
@@ -139,6 +140,7 @@ def admit(event: Event, state: UserState, context: GateContext) -> Decision:
         + _references(event, state, context)
         + _coherence(event)
         + _blank_text(event)
+        + _unprintable_text(event)
     )
     return Rejected(problems) if problems else Admitted(event)
 
@@ -307,6 +309,15 @@ def _blank_text(event: Event) -> tuple[Problem, ...]:
     return tuple(
         Problem(ReasonCode.INVALID_RECORD, f"{path} is blank (spaces only)")
         for path in blank_required_text(event)
+    )
+
+
+def _unprintable_text(event: Event) -> tuple[Problem, ...]:
+    """A control character anywhere, or a character that does not print in a name (tenant,
+    subject, actor, purpose, scope): see `projections.characters`."""
+    return tuple(
+        Problem(ReasonCode.INVALID_RECORD, found.describe())
+        for found in unprintable_characters(event)
     )
 
 

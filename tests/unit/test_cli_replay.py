@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import random
 from datetime import timedelta
@@ -11,7 +12,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from projections.state import replay
+from rules.batch import SubjectResult
 from streams.cli import app
+from streams.console_text import DataConsole
+from streams.replay_report import print_human, print_json
 from tests.factories import make_event
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "events.ndjson"
@@ -335,7 +340,7 @@ def test_given_names_with_square_brackets_then_the_table_shows_them_as_written(
     assert "critical" in result.stdout
 
 
-def test_given_control_characters_in_a_name_then_they_are_shown_escaped_not_sent_to_the_terminal(
+def test_given_control_characters_in_a_drug_name_then_the_order_is_refused_naming_the_code_point(
     tmp_path: Path,
 ) -> None:
     order = make_event(
@@ -345,25 +350,34 @@ def test_given_control_characters_in_a_name_then_they_are_shown_escaped_not_sent
     )
     path = tmp_path / "escapes.ndjson"
     path.write_text(order.model_dump_json() + "\n", encoding="utf-8")
-    result = runner.invoke(app, ["replay", "--file", str(path)])
-    assert result.exit_code == 0, result.output
-    assert "\x1b" not in result.stdout
-    assert "\x07" not in result.stdout
-    assert "active medications: Amoxicillin \\x1b]0;pwned\\x07\\x1b[31mRED" in result.stdout
-
-
-def test_given_control_characters_in_a_name_then_the_json_output_escapes_them_and_reads_back(
-    tmp_path: Path,
-) -> None:
-    drug = "Amoxicillin \x1b[31m\x9b2J\x7f"
-    order = make_event("MedicationPrescribed", "escape-json", payload={"drug": drug})
-    path = tmp_path / "escapes.ndjson"
-    path.write_text(order.model_dump_json() + "\n", encoding="utf-8")
     result = runner.invoke(app, ["replay", "--file", str(path), "--json"])
-    assert result.exit_code == 0, result.output
-    assert not any(character in result.stdout for character in "\x1b\x9b\x7f")
+    assert result.exit_code == 1
+    assert not any(character in result.output for character in "\x1b\x07")
     (subject,) = [json.loads(line) for line in result.stdout.splitlines()]
-    assert subject["state"]["medications"]["active"][0]["drug"] == drug
+    assert subject["state"]["medications"]["active"] == []
+    (refused,) = subject["rejected"]
+    assert refused["detail"] == "invalid_record: payload.drug holds a control character (U+001B)"
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["for people", "as JSON"])
+def test_given_a_name_accepted_with_control_characters_then_it_is_printed_escaped(
+    as_json: bool,
+) -> None:
+    """Memory accepted before the gate refused control characters is still shown safely: an
+    escape sequence cannot recolour or retitle the terminal, and JSON reads back the text."""
+    drug = "Amoxicillin \x1b]0;pwned\x07\x1b[31m\x9b2J\x7f"
+    order = make_event("MedicationPrescribed", "escape-old", payload={"drug": drug})
+    console = DataConsole()
+    console.file = io.StringIO()
+    results = {order.key: SubjectResult(replay([order]))}
+    (print_json if as_json else print_human)(results, console)
+    printed = console.file.getvalue()
+    assert not any(character in printed for character in "\x1b\x07\x9b\x7f")
+    if as_json:
+        (subject,) = [json.loads(line) for line in printed.splitlines()]
+        assert subject["state"]["medications"]["active"][0]["drug"] == drug
+    else:
+        assert "active medications: Amoxicillin \\x1b]0;pwned\\x07\\x1b[31m" in printed
 
 
 def test_given_the_same_file_twice_then_the_repeats_change_nothing_and_fail_nothing(

@@ -712,3 +712,65 @@ def test_given_a_correction_by_an_inference_then_it_never_overrides_an_explicit_
     )
     reasons = _reasons(_decide(guess, replay([verified])))
     assert reasons == (("supersedes_stronger_claim",) if refused else ())
+
+
+@pytest.mark.parametrize(
+    ("envelope", "payload", "expected"),
+    [
+        pytest.param(
+            {"subject": "alice\u200b"},
+            None,
+            "subject_id holds a character that does not print (U+200B)",
+            id="given a subject id with a zero-width space then it is refused naming the character",
+        ),
+        pytest.param(
+            {"purpose": "care\u202e"},
+            None,
+            "purpose holds a character that does not print (U+202E)",
+            id="given a purpose with a right-to-left override then it is refused",
+        ),
+        pytest.param(
+            {"actor": "ehr-adapter\x00"},
+            None,
+            "actor holds a control character (U+0000)",
+            id="given an actor ending in NUL then it is refused",
+        ),
+        pytest.param(
+            {},
+            {"note": "cold \x1b[2J\x1b[H weather"},
+            "payload.note holds a control character (U+001B)",
+            id="given a note with a terminal escape sequence then it is refused",
+        ),
+        pytest.param(
+            {"source_ref": "chat/42\x07"},
+            None,
+            "source_ref holds a control character (U+0007)",
+            id="given a source reference with a bell character then it is refused",
+        ),
+    ],
+)
+def test_given_unprintable_characters_then_the_event_is_refused_naming_field_and_code_point(
+    envelope: dict[str, Any], payload: dict[str, Any] | None, expected: str
+) -> None:
+    subject = envelope.pop("subject", "patient-1")
+    event = make_event("PreferenceStated", "odd", subject=subject, payload=payload, **envelope)
+    decision = _decide(event)
+    assert isinstance(decision, Rejected)
+    assert ReasonCode.INVALID_RECORD in decision.reasons
+    assert f"invalid_record: {expected}" in decision.detail.split("; ")
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        pytest.param("line one\nline two\r\n\tindented", id="line breaks and tabs"),
+        pytest.param(
+            "👩\u200d👩\u200d👧 family dinner", id="an emoji joined by zero-width joiners"
+        ),
+        pytest.param("\u05e9\u05dc\u05d5\u05dd \u200fשבת", id="a right-to-left mark in Hebrew"),
+        pytest.param("café\u00a0au lait", id="a no-break space"),
+    ],
+)
+def test_given_free_text_with_marks_that_belong_to_writing_then_it_is_admitted(note: str) -> None:
+    event = make_event("PreferenceStated", "written", payload={"note": note})
+    assert isinstance(_decide(event), Admitted)

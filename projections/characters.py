@@ -1,0 +1,61 @@
+"""Characters a record must not hold.
+
+Anywhere in it: a control character other than tab and the line breaks (an escape sequence rewrites
+the terminal that shows the record, a NUL ends the string for C code that reads it). In the
+names of who and what it is about (tenant, subject, actor, purpose, scope): any character that
+does not print (a zero-width space after "alice" shows as "alice" while it keys another
+person, whose allergies then never meet alice's prescriptions).
+
+Findings name the field and the character's code point, never the text.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Final, NamedTuple
+
+from projections.secrets import text_fields
+from schemas.events import Event
+
+NAMES: Final = ("tenant_id", "subject_id", "actor", "purpose", "scope")
+"""The envelope fields that name who and what a record is about; they must print as they key."""
+
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]")
+"""Control characters but tab and those that break lines (LF, VT, FF, CR, NEL)."""
+
+
+class UnprintableCharacter(NamedTuple):
+    field: str
+    code_point: int
+    kind: str
+
+    def describe(self) -> str:
+        return f"{self.field} holds {self.kind} (U+{self.code_point:04X})"
+
+
+def unprintable_characters(event: Event) -> list[UnprintableCharacter]:
+    """The first offending character of each field that holds one (none for most records,
+    found after one pass over the names and one search of all text together)."""
+    names = [(name, getattr(event, name)) for name in NAMES]
+    texts = [
+        (path, text)
+        for name in Event.model_fields
+        if name not in NAMES
+        for path, text in text_fields(getattr(event, name), name)
+    ]
+    found = [_first_unprintable(name, text) for name, text in names if not text.isprintable()]
+    if _CONTROL.search("".join(text for _, text in texts)) is None:
+        return found
+    return found + [
+        UnprintableCharacter(path, ord(match.group()), "a control character")
+        for path, text in texts
+        if (match := _CONTROL.search(text)) is not None
+    ]
+
+
+def _first_unprintable(field: str, text: str) -> UnprintableCharacter:
+    character = next(character for character in text if not character.isprintable())
+    control = unicodedata.category(character) == "Cc"
+    kind = "a control character" if control else "a character that does not print"
+    return UnprintableCharacter(field, ord(character), kind)
