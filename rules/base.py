@@ -179,9 +179,16 @@ class _CauseOfChange:
         claims = {*finding.cause, *(f"{item.role}:{item.claim_id}" for item in finding.evidence)}
         if any(f"{kind.value}:{key}" in claims for kind, key in self.focus):
             return named
-        if any(f"{kind.value}:{key}" in claims for kind, key in self.timed):
+        if any(claims & self._names(kind, key) for kind, key in self.timed):
             return f"time reaching {self.after.as_of.isoformat()} ({named})"
         return named
+
+    def _names(self, kind: Kind, key: str) -> set[str]:
+        """The names a cause may give the claim at (kind, key): its key (an allergy's id) or
+        the id of an event stated about it (a preference's statements)."""
+        timeline = self.after.timelines(kind).get(key)
+        members = () if timeline is None else timeline.members.keys()
+        return {f"{kind.value}:{name}" for name in (key, *members)}
 
 
 class Graded(Protocol):

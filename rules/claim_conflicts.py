@@ -1,25 +1,30 @@
 """Contradictions the fold would not settle alone: a quick explicit reversal of a preference,
-or equal-rank statements of a fact that disagree. The alert asks for confirmation."""
+or equal-rank statements of a fact that disagree. The alert asks for confirmation while the
+disagreement is in force at the subject's time: the held claim and a challenger both inside
+their validity windows (a challenger whose window has closed, or not yet opened, disputes
+nothing now; neither does one that challenges a held claim out of its window)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import ClassVar
 from uuid import UUID
 
 from projections.state import Kind, UserState
-from projections.views import ClaimView, Conflict, claim_value
+from projections.views import ClaimView, Conflict, claim_value, valid_at
 from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of
 from schemas.alerts import Severity
 
 RULE = RuleRef(
     id="claim-needs-confirmation",
-    version=1,
+    version=2,
     severity=Severity.WARNING,
     description=(
         "Two explicit statements about one preference or fact disagree (a reversal within the "
-        "confirmation window, or equal-rank facts): the held value stays until confirmed."
+        "confirmation window, or equal-rank facts) while both are in their validity windows: "
+        "the held value stays until confirmed."
     ),
 )
 
@@ -37,12 +42,20 @@ class ClaimConflictRule:
             for key in keys:
                 timeline = timelines.get(key)
                 view: ClaimView | None = None if timeline is None else timeline.resolution
-                if view is not None and view.conflict is not None:
-                    finding = _finding(kind, view.key, view.conflict)
+                conflict = None if view is None else view.conflict
+                if view is not None and conflict is not None and _in_force(conflict, state.as_of):
+                    finding = _finding(kind, view.key, conflict)
                     found[alert_id(state.tenant_id, state.subject_id, RULE, finding.cause)] = (
                         finding
                     )
         return found
+
+
+def _in_force(conflict: Conflict, moment: datetime | None) -> bool:
+    if moment is None:
+        return True
+    challenged = any(valid_at(challenger, moment) for challenger in conflict.challengers)
+    return challenged and valid_at(conflict.held, moment)
 
 
 def _finding(kind: Kind, key: str, conflict: Conflict) -> Finding:

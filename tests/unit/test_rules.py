@@ -335,6 +335,47 @@ def test_given_a_quick_explicit_reversal_then_a_needs_confirmation_alert() -> No
     ]
 
 
+def _reversal(**challenger: Any) -> list[Any]:
+    held = make_event("PreferenceStated", "held", payload={"value": "vegetarian"})
+    reversal = make_event(
+        "PreferenceStated", "reversal", at=DAY, payload={"value": "omnivore"}, **challenger
+    )
+    return [held, reversal]
+
+
+def _later(day: float) -> Any:
+    """An event about something else that moves the subject's time to `day`."""
+    return make_event("PreferenceStated", f"seat-{day}", at=day * DAY, payload={"key": "seat"})
+
+
+def test_given_a_challenger_whose_window_closes_then_the_confirmation_alert_resolves_by_time() -> (
+    None
+):
+    events = [*_reversal(valid_until=T0 + 3 * DAY), _later(2), _later(4)]
+    alerts = run(events)
+    assert [(a.status, a.trigger_event_id) for a in alerts] == [
+        (AlertStatus.RAISED, events[1].id),
+        (AlertStatus.RESOLVED, events[3].id),
+    ]
+    assert alerts[1].reason is not None
+    assert alerts[1].reason.startswith(f"time reaching {(T0 + 4 * DAY).isoformat()}")
+
+
+def test_given_a_held_claim_whose_window_closes_then_the_confirmation_alert_resolves() -> None:
+    held = make_event(
+        "PreferenceStated", "held", payload={"value": "vegetarian"}, valid_until=T0 + 3 * DAY
+    )
+    reversal = make_event("PreferenceStated", "reversal", at=DAY, payload={"value": "omnivore"})
+    alerts = run([held, reversal, _later(4)])
+    assert [a.status for a in alerts] == [AlertStatus.RAISED, AlertStatus.RESOLVED]
+
+
+def test_given_a_challenger_valid_only_from_a_later_day_then_the_alert_waits_for_that_day() -> None:
+    events = [*_reversal(valid_from=T0 + 3 * DAY), _later(2), _later(4)]
+    alerts = run(events)
+    assert [(a.status, a.trigger_event_id) for a in alerts] == [(AlertStatus.RAISED, events[3].id)]
+
+
 def test_given_a_third_disagreeing_fact_then_the_open_confirmation_alert_names_all_three() -> None:
     """The alert left open lists every value in dispute, in any arrival order: the second
     statement does not drop out of the question when a third arrives."""
