@@ -95,9 +95,20 @@ def readable_document(
         if check.allows(provenance(state.events[entry["event_id"]]), health=True)
     }
     document["conflicts"] = [
-        conflict
+        usable
         for conflict in document["conflicts"]
-        if all(check.allows(c) for c in conflict["claims"])
+        if (usable := _usable_conflict(conflict, check)) is not None
     ]
     document["read"] = {"purpose": purpose, "withheld": check.withheld}
     return document
+
+
+def _usable_conflict(conflict: Mapping[str, Any], check: _Filter) -> dict[str, Any] | None:
+    """The conflict with the claims the read may use, while it still disputes something: its
+    held claim (listed first) and a challenger are usable, as `claim-needs-confirmation` asks
+    only while both are in force."""
+    held, *challengers = conflict["claims"]
+    usable = [claim for claim in challengers if check.allows(claim)]
+    if not usable or not check.allows(held):
+        return None
+    return {**conflict, "claims": [held, *usable]}

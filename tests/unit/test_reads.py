@@ -228,3 +228,44 @@ def test_given_an_acknowledgement_recorded_for_another_purpose_then_a_read_leave
     assert care["acknowledgements"] == {}
     assert care["read"]["withheld"] == 1
     assert research["acknowledgements"]["a-1"]["reason"] == "penicillin tolerated"
+
+
+def _diet(name: str, day: int, value: str, **envelope: Any) -> Event:
+    return make_event(
+        "PreferenceStated",
+        name,
+        at=day * DAY,
+        purpose="personalization",
+        payload={"key": "diet", "value": value},
+        **envelope,
+    )
+
+
+@pytest.mark.parametrize(
+    ("until", "expected"),
+    [
+        pytest.param(None, [["vegan", "omnivore", "pescatarian"]], id="all in force"),
+        pytest.param(
+            {"omnivore": T0 + 3 * DAY},
+            [["vegan", "pescatarian"]],
+            id="one challenger expired: the others still dispute",
+        ),
+        pytest.param(
+            {"omnivore": T0 + 3 * DAY, "pescatarian": T0 + 3 * DAY},
+            [],
+            id="every challenger expired: nothing is disputed",
+        ),
+        pytest.param({"vegan": T0 + 3 * DAY}, [], id="the held claim expired"),
+    ],
+)
+def test_given_a_conflict_then_a_read_shows_it_while_the_held_claim_and_a_challenger_are_in_force(
+    until: dict[str, Any] | None, expected: list[list[str]]
+) -> None:
+    windows = until or {}
+    statements = [
+        _diet(value, day, value, **({"valid_until": windows[value]} if value in windows else {}))
+        for day, value in enumerate(["vegan", "omnivore", "pescatarian"])
+    ]
+    later = make_event("TravelRecorded", "trip-later", at=5 * DAY, purpose="personalization")
+    document = readable_document(replay([*statements, later]), "personalization", ASSISTANT)
+    assert [[claim["value"] for claim in c["claims"]] for c in document["conflicts"]] == expected
