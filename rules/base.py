@@ -154,10 +154,9 @@ def transitions(
         elif change := regrading(old[key], new[key]):
             reason = f"{cause.of(new[key])} changed the judgement: {change}"
             raised.append(lifecycle(after, new[key], AlertStatus.RAISED, event, reason))
+    widened = {key: set(new[key].cause) for key in new.keys() - old.keys()}
     resolved = [
-        lifecycle(
-            after, old[key], AlertStatus.RESOLVED, event, f"{cause.of(old[key])} removed the cause"
-        )
+        lifecycle(after, old[key], AlertStatus.RESOLVED, event, cause.ending(old[key], widened))
         for key in sorted(old.keys() - new.keys())
     ]
     return raised + resolved
@@ -182,6 +181,15 @@ class _CauseOfChange:
         if any(claims & self._names(kind, key) for kind, key in self.timed):
             return f"time reaching {self.after.as_of.isoformat()} ({named})"
         return named
+
+    def ending(self, finding: Finding, raised: Mapping[UUID, set[str]]) -> str:
+        """Why `finding` no longer stands: its cause went away, or a claim joined it and the
+        alert `raised` with the wider cause (a third disagreeing statement) takes its place."""
+        cause = set(finding.cause)
+        successor = min((key for key, wider in raised.items() if cause < wider), default=None)
+        if successor is None:
+            return f"{self.of(finding)} removed the cause"
+        return f"{self.of(finding)} joined the cause: alert {successor} takes its place"
 
     def _names(self, kind: Kind, key: str) -> set[str]:
         """The names a cause may give the claim at (kind, key): its key (an allergy's id) or

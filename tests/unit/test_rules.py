@@ -336,22 +336,21 @@ def test_given_a_quick_explicit_reversal_then_a_needs_confirmation_alert() -> No
 
 
 def _reversal(**challenger: Any) -> list[Any]:
-    held = make_event("PreferenceStated", "held", payload={"value": "vegetarian"})
+    held = make_event("PreferenceStated", "held", payload={"key": "seat", "value": "aisle"})
     reversal = make_event(
-        "PreferenceStated", "reversal", at=DAY, payload={"value": "omnivore"}, **challenger
+        "PreferenceStated",
+        "reversal",
+        at=DAY,
+        payload={"key": "seat", "value": "window"},
+        **challenger,
     )
     return [held, reversal]
-
-
-def _later(day: float) -> Any:
-    """An event about something else that moves the subject's time to `day`."""
-    return make_event("PreferenceStated", f"seat-{day}", at=day * DAY, payload={"key": "seat"})
 
 
 def test_given_a_challenger_whose_window_closes_then_the_confirmation_alert_resolves_by_time() -> (
     None
 ):
-    events = [*_reversal(valid_until=T0 + 3 * DAY), _later(2), _later(4)]
+    events = [*_reversal(valid_until=T0 + 3 * DAY), later(2), later(4)]
     alerts = run(events)
     assert [(a.status, a.trigger_event_id) for a in alerts] == [
         (AlertStatus.RAISED, events[1].id),
@@ -362,16 +361,14 @@ def test_given_a_challenger_whose_window_closes_then_the_confirmation_alert_reso
 
 
 def test_given_a_held_claim_whose_window_closes_then_the_confirmation_alert_resolves() -> None:
-    held = make_event(
-        "PreferenceStated", "held", payload={"value": "vegetarian"}, valid_until=T0 + 3 * DAY
-    )
-    reversal = make_event("PreferenceStated", "reversal", at=DAY, payload={"value": "omnivore"})
-    alerts = run([held, reversal, _later(4)])
+    held, reversal = _reversal()
+    held = held.model_copy(update={"valid_until": T0 + 3 * DAY})
+    alerts = run([held, reversal, later(4)])
     assert [a.status for a in alerts] == [AlertStatus.RAISED, AlertStatus.RESOLVED]
 
 
 def test_given_a_challenger_valid_only_from_a_later_day_then_the_alert_waits_for_that_day() -> None:
-    events = [*_reversal(valid_from=T0 + 3 * DAY), _later(2), _later(4)]
+    events = [*_reversal(valid_from=T0 + 3 * DAY), later(2), later(4)]
     alerts = run(events)
     assert [(a.status, a.trigger_event_id) for a in alerts] == [(AlertStatus.RAISED, events[3].id)]
 
@@ -387,6 +384,21 @@ def test_given_a_third_disagreeing_fact_then_the_open_confirmation_alert_names_a
         latest = {alert.alert_id: alert for alert in run(list(order))}
         (still_open,) = [a for a in latest.values() if a.status is not AlertStatus.RESOLVED]
         assert set(still_open.cause) == {f"fact:{event.id}" for event in facts}
+
+
+def test_given_a_third_disagreeing_fact_then_the_two_party_alert_says_which_alert_replaces_it() -> (
+    None
+):
+    first, second, third = [
+        make_event("FactAsserted", name, at=n * DAY, payload={"key": "blood_type", "value": value})
+        for n, (name, value) in enumerate([("f1", "A+"), ("f2", "B+"), ("f3", "O+")])
+    ]
+    raised, widened, replaced = run([first, second, third])
+    assert (widened.status, replaced.status) == (AlertStatus.RAISED, AlertStatus.RESOLVED)
+    assert replaced.alert_id == raised.alert_id
+    assert replaced.reason == (
+        f"FactAsserted {third.id} joined the cause: alert {widened.alert_id} takes its place"
+    )
 
 
 def _view(**payload: Any) -> Any:
