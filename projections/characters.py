@@ -15,7 +15,7 @@ import re
 import unicodedata
 from typing import Final, NamedTuple
 
-from projections.secrets import text_fields
+from projections.secrets import FreeText
 from schemas.events import Event
 
 NAMES: Final = ("tenant_id", "subject_id", "actor", "purpose", "scope")
@@ -34,23 +34,21 @@ class UnprintableCharacter(NamedTuple):
         return f"{self.field} holds {self.kind} (U+{self.code_point:04X})"
 
 
-def unprintable_characters(event: Event) -> list[UnprintableCharacter]:
-    """The first offending character of each field that holds one (none for most records,
-    found after one pass over the names and one search of all text together)."""
-    names = [(name, getattr(event, name)) for name in NAMES]
-    texts = [
-        (path, text)
-        for name in Event.model_fields
-        if name not in NAMES
-        for path, text in text_fields(getattr(event, name), name)
+def unprintable_characters(event: Event, text: FreeText) -> list[UnprintableCharacter]:
+    """The first offending character of each field that holds one: the names, and `text`, the
+    event's free text (its other fields are typed: ids, times, enumerations). None for most
+    records, found after one pass over the names and one search of the free text."""
+    found = [
+        _first_unprintable(name, value)
+        for name in NAMES
+        if not (value := getattr(event, name)).isprintable()
     ]
-    found = [_first_unprintable(name, text) for name, text in names if not text.isprintable()]
-    if _CONTROL.search("".join(text for _, text in texts)) is None:
+    if _CONTROL.search(text.together) is None:
         return found
     return found + [
         UnprintableCharacter(path, ord(match.group()), "a control character")
-        for path, text in texts
-        if (match := _CONTROL.search(text)) is not None
+        for path, value in text.fields()
+        if path not in NAMES and (match := _CONTROL.search(value)) is not None
     ]
 
 

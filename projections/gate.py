@@ -14,7 +14,7 @@ from enum import Enum
 from typing import NamedTuple
 
 from projections.characters import unprintable_characters
-from projections.secrets import secrets_in
+from projections.secrets import FreeText, secrets_in
 from projections.state import UserState, claim_address
 from projections.views import EXPLICIT_RANK, ORIGIN_RANK, valid_at
 from schemas.allergy_statements import statement_categories
@@ -132,15 +132,18 @@ def admit(event: Event, state: UserState, context: GateContext) -> Decision:
     duplicate = _duplicate(event, state)
     if duplicate is not None:
         return Rejected((duplicate,))
+    text = FreeText(
+        {"payload": event.payload, **{name: getattr(event, name) for name in _FREE_TEXT_ENVELOPE}}
+    )
     problems = (
         _authorisation(event, context.policy, context.signature)
         + _plausibility(event, context)
         + _capacity(event, context)
-        + _privacy(event, state, context)
+        + _privacy(event, state, context, text)
         + _references(event, state, context)
         + _coherence(event)
         + _blank_text(event)
-        + _unprintable_text(event)
+        + _unprintable_text(event, text)
     )
     return Rejected(problems) if problems else Admitted(event)
 
@@ -244,16 +247,13 @@ _FREE_TEXT_ENVELOPE = ("source_ref", "purpose", "scope")
 subject id is not screened: an 18-digit national id passes the card check one time in ten)."""
 
 
-def _privacy(event: Event, state: UserState, context: GateContext) -> tuple[Problem, ...]:
+def _privacy(
+    event: Event, state: UserState, context: GateContext, text: FreeText
+) -> tuple[Problem, ...]:
     policy = context.policy
     problems = [
         Problem(ReasonCode.SECRET_IN_TEXT, f"{finding.field} looks like {finding.kind}")
-        for finding in secrets_in(
-            {
-                "payload": event.payload,
-                **{name: getattr(event, name) for name in _FREE_TEXT_ENVELOPE},
-            }
-        )
+        for finding in secrets_in(text)
     ]
     tenant = policy.tenants.get(event.tenant_id)
     if is_special_category(event) and not consent_allows(
@@ -312,12 +312,12 @@ def _blank_text(event: Event) -> tuple[Problem, ...]:
     )
 
 
-def _unprintable_text(event: Event) -> tuple[Problem, ...]:
+def _unprintable_text(event: Event, text: FreeText) -> tuple[Problem, ...]:
     """A control character anywhere, or a character that does not print in a name (tenant,
     subject, actor, purpose, scope): see `projections.characters`."""
     return tuple(
         Problem(ReasonCode.INVALID_RECORD, found.describe())
-        for found in unprintable_characters(event)
+        for found in unprintable_characters(event, text)
     )
 
 

@@ -118,20 +118,33 @@ def _part_texts(item: Any, found: list[str]) -> None:
         _texts(item, found)
 
 
-def secrets_in(values: Mapping[str, Any]) -> list[SecretFinding]:
-    """The secrets in every string inside the values, each named by its path (`payload`,
-    `source_ref`...; None holds nothing). The strings are first searched together, one per
-    line: a line break bounds words and digit runs as the ends of a string do, so whatever any
-    pattern matches within one string it also matches there, and values with nothing that
-    looks like a secret (most) are searched once, their paths never named."""
-    texts: list[str] = []
-    for value in values.values():
-        _texts(value, texts)
-    together = "\n".join(texts)
+class FreeText:
+    """The strings inside some values (`payload`, `source_ref`...; None holds nothing), gathered
+    once for every screen that reads them: `together` holds them one per line."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self.values = values
+        texts: list[str] = []
+        for value in values.values():
+            _texts(value, texts)
+        self.together = "\n".join(texts)
+
+    def fields(self) -> Iterator[tuple[str, str]]:
+        """Every string with its path (naming the paths costs more than gathering the strings:
+        a screen asks only when `together` holds what it looks for)."""
+        for path, value in self.values.items():
+            yield from text_fields(value, path)
+
+
+def secrets_in(text: FreeText) -> list[SecretFinding]:
+    """The secrets in every string of `text`, each named by its path. The strings are first
+    searched together, one per line: a line break bounds words and digit runs as the ends of a
+    string do, so whatever any pattern matches within one string it also matches there, and
+    text with nothing that looks like a secret (most) is searched once, its paths never named."""
+    together = text.together
     if not (_ANY_TOKEN.search(together) or _CARD_CANDIDATE.search(together)):
         return []
-    fields = [field for path, value in values.items() for field in text_fields(value, path)]
-    return [finding for field, text in fields for finding in secrets_in_text(field, text)]
+    return [finding for field, value in text.fields() for finding in secrets_in_text(field, value)]
 
 
 def note_withheld(event: Event) -> tuple[Event, tuple[str, ...]]:

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from projections.secrets import (
     _ANY_TOKEN,
     _TOKEN_PATTERNS,
+    FreeText,
     secrets_in,
     secrets_in_text,
     text_fields,
@@ -87,24 +88,24 @@ def test_given_any_value_then_its_findings_are_those_of_each_string_searched_alo
         for field, text in text_fields(claim, "payload")
         for finding in secrets_in_text(field, text)
     ]
-    assert secrets_in({"payload": claim}) == alone
+    assert secrets_in(FreeText({"payload": claim})) == alone
 
 
 def test_given_a_card_number_sent_as_a_number_then_it_is_found() -> None:
     claim = Claim(text="x", reactions=(), tags=[], reference=4111111111111111)
-    found = secrets_in({"payload": claim})
+    found = secrets_in(FreeText({"payload": claim}))
     assert [(f.field, f.kind) for f in found] == [("payload.reference", "a payment card number")]
 
 
 def test_given_a_card_number_split_across_two_strings_then_nothing_is_found() -> None:
     claim = Claim(text="4111 1111", reactions=(), tags=["1111 1111"])
-    assert secrets_in({"payload": claim}) == []
+    assert secrets_in(FreeText({"payload": claim})) == []
 
 
 def test_given_a_card_number_in_a_nested_string_then_its_path_is_named() -> None:
     reaction = Reaction(manifestation="rash", notes=("paid with 4111 1111 1111 1111",))
     claim = Claim(text="x", reactions=(reaction,), tags=[])
-    found = secrets_in({"payload": claim})
+    found = secrets_in(FreeText({"payload": claim}))
     assert [(f.field, f.kind) for f in found] == [
         ("payload.reactions[0].notes[0]", "a payment card number")
     ]
