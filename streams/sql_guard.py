@@ -50,10 +50,24 @@ FORBIDDEN_FUNCTIONS: Final = frozenset(
         "iceberg",
         "deltalake",
         "hudi",
+        "getserversetting",
+        "getmergetreesetting",
+        "hascolumnintable",
+        "showcertificate",
+        "generateserialid",
+        "addresstoline",
+        "addresstolinewithinlines",
+        "addresstosymbol",
+        "demangle",
     }
 )
-"""Functions that read data from outside the wrapped relations (compared case-insensitively);
-every function whose name starts with `dict` (dictGet and friends) is refused too."""
+"""Functions that read data from outside the wrapped relations: other tables, files, URLs, the
+server's configuration, catalog or binary, or that write (a Keeper counter); compared
+case-insensitively."""
+FORBIDDEN_FUNCTION_PREFIXES: Final = ("dict", "region", "filesystem", "ai")
+"""Families refused by the start of their names: dictionaries (`dictGet`), the embedded
+dictionaries (`regionToName`), the server's disks (`filesystemAvailable`) and the functions that
+send rows to an AI service (`aiGenerate`), including those a later engine version adds."""
 
 
 EXPLAIN_SETTINGS: Final = {"enable_scalar_subquery_optimization": 0}
@@ -143,7 +157,7 @@ def _token_at(sql: str, position: int) -> Token:
 
 
 def _is_forbidden_function(name: str) -> bool:
-    return name in FORBIDDEN_FUNCTIONS or name.startswith("dict")
+    return name in FORBIDDEN_FUNCTIONS or name.startswith(FORBIDDEN_FUNCTION_PREFIXES)
 
 
 def _statement(sql: str) -> list[Token]:

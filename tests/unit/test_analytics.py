@@ -658,6 +658,71 @@ def test_a_hostile_query_is_refused(client: Client, sql: str) -> None:
     assert B_SUBJECT not in str(refused.value)
 
 
+OUTSIDE_STATE = [
+    pytest.param(
+        "SELECT getServerSetting('path')",
+        "'getserversetting'",
+        id="given the server's configuration then refused",
+    ),
+    pytest.param(
+        "SELECT getMergeTreeSetting('index_granularity')",
+        "'getmergetreesetting'",
+        id="given the storage engine's configuration then refused",
+    ),
+    pytest.param(
+        "SELECT hasColumnInTable('uac', 'events', 'payload')",
+        "'hascolumnintable'",
+        id="given a probe of the catalog then refused",
+    ),
+    pytest.param(
+        "SELECT filesystemAvailable()",
+        "'filesystemavailable'",
+        id="given the server's disk then refused",
+    ),
+    pytest.param(
+        "SELECT aiGenerate(subject_id) FROM events",
+        "'aigenerate'",
+        id="given a function that sends rows to an AI service then refused",
+    ),
+    pytest.param(
+        "SELECT `AIClassify`(subject_id, ['a']) FROM events",
+        "'aiclassify'",
+        id="given a quoted AI function in upper case then refused",
+    ),
+    pytest.param(
+        "SELECT regionToName(toUInt32(1))",
+        "'regiontoname'",
+        id="given an embedded dictionary then refused",
+    ),
+    pytest.param(
+        "SELECT generateSerialID('counter')",
+        "'generateserialid'",
+        id="given a function that writes a counter to Keeper then refused",
+    ),
+    pytest.param(
+        "SELECT addressToSymbol(toUInt64(1))",
+        "'addresstosymbol'",
+        id="given an introspection of the server's binary then refused",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sql", "message"), OUTSIDE_STATE)
+def test_given_a_function_that_reads_or_writes_outside_the_relations_then_refused(
+    client: Client, sql: str, message: str
+) -> None:
+    with pytest.raises(QueryRefused, match=message):
+        query(client, sql, A)
+
+
+def test_given_the_parse_of_a_function_outside_the_relations_then_the_parser_refuses_it_alone(
+    client: Client,
+) -> None:
+    lines = [str(r[0]) for r in client.query("EXPLAIN AST SELECT aiEmbed('x')").result_rows]
+    with pytest.raises(QueryRefused, match="'aiEmbed'"):
+        sql_guard.check_parsed(lines)
+
+
 ENGINE_CHECKS = [
     pytest.param(
         "AST",
