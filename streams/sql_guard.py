@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -50,10 +51,24 @@ FORBIDDEN_FUNCTIONS: Final = frozenset(
         "iceberg",
         "deltalake",
         "hudi",
+        "getserversetting",
+        "getmergetreesetting",
+        "hascolumnintable",
+        "showcertificate",
+        "generateserialid",
+        "addresstoline",
+        "addresstolinewithinlines",
+        "addresstosymbol",
+        "demangle",
     }
 )
-"""Functions that read data from outside the wrapped relations (compared case-insensitively);
-every function whose name starts with `dict` (dictGet and friends) is refused too."""
+"""Functions that read data from outside the wrapped relations: other tables, files, URLs, the
+server's configuration, catalog or binary, or that write (a Keeper counter); compared
+case-insensitively."""
+FORBIDDEN_FUNCTION_PREFIXES: Final = ("dict", "region", "filesystem", "ai")
+"""Families refused by the start of their names: dictionaries (`dictGet`), the embedded
+dictionaries (`regionToName`), the server's disks (`filesystemAvailable`) and the functions that
+send rows to an AI service (`aiGenerate`), including those a later engine version adds."""
 
 
 EXPLAIN_SETTINGS: Final = {"enable_scalar_subquery_optimization": 0}
@@ -83,7 +98,6 @@ class Token:
 _SPACE = re.compile(r"\s+")
 _LINE_COMMENT = re.compile(r"(--|//|# |#!)[^\n]*")
 _STRING = re.compile(r"'(?:[^'\\]|\\.|'')*'|\u2018[^\u2019]*\u2019", re.DOTALL)
-_HEREDOC = re.compile(r"(\$[^$]*\$).*?\1", re.DOTALL)
 _QUOTED = re.compile(r'"(?:[^"\\]|\\.|"")*"|`(?:[^`\\]|\\.|``)*`|\u201c[^\u201d]*\u201d', re.DOTALL)
 _WORD = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _NUMBER = re.compile(r"[0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9_]+)?[A-Za-z0-9_]*")
@@ -110,8 +124,35 @@ def _block_comment_end(sql: str, start: int) -> int:
     raise QueryRefused("the SQL has an unterminated /* comment */")
 
 
+class _HereDocs:
+    """Where each here-doc of `sql` ends, found in one pass: every `$` starts a candidate tag
+    (up to the next `$`), and a here-doc ends at the next copy of its own tag. Looking for each
+    tag with a regular expression scans to the end of the SQL once per unclosed tag."""
+
+    def __init__(self, sql: str) -> None:
+        self._sql = sql
+        dollars = [position for position, character in enumerate(sql) if character == "$"]
+        self._tag_end = dict(zip(dollars, [end + 1 for end in dollars[1:]], strict=False))
+        self._starts: dict[str, list[int]] = {}
+        for start, end in self._tag_end.items():
+            self._starts.setdefault(sql[start:end], []).append(start)
+
+    def at(self, position: int) -> str | None:
+        """The here-doc that starts at `position`, if one does."""
+        end = self._tag_end.get(position)
+        if end is None:
+            return None
+        tag = self._sql[position:end]
+        starts = self._starts[tag]
+        closing = bisect.bisect_left(starts, end)
+        if closing == len(starts):
+            return None
+        return self._sql[position : starts[closing] + len(tag)]
+
+
 def tokens(sql: str) -> Iterator[Token]:
     """Code tokens of `sql` (ClickHouse lexing: comments skipped, literals as single tokens)."""
+    heredocs = _HereDocs(sql)
     position = 0
     while position < len(sql):
         if sql.startswith("/*", position):
@@ -121,15 +162,19 @@ def tokens(sql: str) -> Iterator[Token]:
         if skipped:
             position = skipped.end()
             continue
-        token = _token_at(sql, position)
+        token = _token_at(sql, position, heredocs)
         yield token
         position += len(token.text)
 
 
-def _token_at(sql: str, position: int) -> Token:
+def _token_at(sql: str, position: int, heredocs: _HereDocs) -> Token:
+    string = _STRING.match(sql, position)
+    if string:
+        return Token("string", string.group(), position)
+    heredoc = heredocs.at(position)
+    if heredoc:
+        return Token("string", heredoc, position)
     for kind, pattern in (
-        ("string", _STRING),
-        ("string", _HEREDOC),
         ("quoted", _QUOTED),
         ("word", _WORD),
         ("number", _NUMBER),
@@ -143,7 +188,7 @@ def _token_at(sql: str, position: int) -> Token:
 
 
 def _is_forbidden_function(name: str) -> bool:
-    return name in FORBIDDEN_FUNCTIONS or name.startswith("dict")
+    return name in FORBIDDEN_FUNCTIONS or name.startswith(FORBIDDEN_FUNCTION_PREFIXES)
 
 
 def _statement(sql: str) -> list[Token]:

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -479,6 +480,20 @@ def test_the_lexical_check_reads_the_sql_as_clickhouse_does() -> None:
     assert texts("SELECT 1a.b") == ["SELECT", "1a", ".", "b"]
 
 
+def test_given_many_unclosed_here_doc_tags_then_the_sql_is_lexed_in_linear_time() -> None:
+    """Each unclosed `$tag$` was looked for up to the end of the SQL again: 200 KB of them took
+    the query layer (the running sink's too) about 20 s of CPU."""
+    sql = "SELECT " + " ".join(f"$t{number}$" for number in range(25_000))
+    started = time.perf_counter()
+    assert len(list(sql_guard.tokens(sql))) == 25_001
+    assert time.perf_counter() - started < 2
+
+
+def test_a_here_doc_closes_at_the_next_copy_of_its_own_tag() -> None:
+    texts = [token.text for token in sql_guard.tokens("SELECT $a$ $b$ x $a$, $b$ $a$ y $b$")]
+    assert texts == ["SELECT", "$a$ $b$ x $a$", ",", "$b$ $a$ y $b$"]
+
+
 EVALUATED_EARLY = [
     pytest.param(
         "SELECT arrayJoin((SELECT groupArray(tuple(tenant_id, subject_id))"
@@ -656,6 +671,71 @@ def test_a_hostile_query_is_refused(client: Client, sql: str) -> None:
     with pytest.raises(QueryRefused) as refused:
         query(client, sql, A)
     assert B_SUBJECT not in str(refused.value)
+
+
+OUTSIDE_STATE = [
+    pytest.param(
+        "SELECT getServerSetting('path')",
+        "'getserversetting'",
+        id="given the server's configuration then refused",
+    ),
+    pytest.param(
+        "SELECT getMergeTreeSetting('index_granularity')",
+        "'getmergetreesetting'",
+        id="given the storage engine's configuration then refused",
+    ),
+    pytest.param(
+        "SELECT hasColumnInTable('uac', 'events', 'payload')",
+        "'hascolumnintable'",
+        id="given a probe of the catalog then refused",
+    ),
+    pytest.param(
+        "SELECT filesystemAvailable()",
+        "'filesystemavailable'",
+        id="given the server's disk then refused",
+    ),
+    pytest.param(
+        "SELECT aiGenerate(subject_id) FROM events",
+        "'aigenerate'",
+        id="given a function that sends rows to an AI service then refused",
+    ),
+    pytest.param(
+        "SELECT `AIClassify`(subject_id, ['a']) FROM events",
+        "'aiclassify'",
+        id="given a quoted AI function in upper case then refused",
+    ),
+    pytest.param(
+        "SELECT regionToName(toUInt32(1))",
+        "'regiontoname'",
+        id="given an embedded dictionary then refused",
+    ),
+    pytest.param(
+        "SELECT generateSerialID('counter')",
+        "'generateserialid'",
+        id="given a function that writes a counter to Keeper then refused",
+    ),
+    pytest.param(
+        "SELECT addressToSymbol(toUInt64(1))",
+        "'addresstosymbol'",
+        id="given an introspection of the server's binary then refused",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sql", "message"), OUTSIDE_STATE)
+def test_given_a_function_that_reads_or_writes_outside_the_relations_then_refused(
+    client: Client, sql: str, message: str
+) -> None:
+    with pytest.raises(QueryRefused, match=message):
+        query(client, sql, A)
+
+
+def test_given_the_parse_of_a_function_outside_the_relations_then_the_parser_refuses_it_alone(
+    client: Client,
+) -> None:
+    lines = [str(r[0]) for r in client.query("EXPLAIN AST SELECT aiEmbed('x')").result_rows]
+    with pytest.raises(QueryRefused, match="'aiEmbed'"):
+        sql_guard.check_parsed(lines)
 
 
 ENGINE_CHECKS = [
