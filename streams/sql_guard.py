@@ -207,8 +207,26 @@ def _statement(sql: str) -> list[Token]:
     return found
 
 
+_PLACEHOLDER_START: Final = re.compile(r"\{\$?\w+:")
+"""The start of a `{name:Type}` query parameter (clickhouse-connect's names: `$` may lead)."""
+
+
+def _refuse_unclosed_placeholder(sql: str) -> None:
+    """A `{name:` with no `}` after it: clickhouse-connect looks for every parameter's closing
+    brace up to the end of the SQL, so a run of them (12 KB of `{a:` inside a string) held the
+    query layer, the running sink's too, for seconds of CPU, growing with the square of the
+    size. Found in one pass: only the text after the last `}` can hold one."""
+    unclosed = _PLACEHOLDER_START.search(sql, sql.rfind("}") + 1)
+    if unclosed is not None:
+        raise QueryRefused(
+            f"the SQL has {unclosed.group()!r} with no closing '}}' at character "
+            f"{unclosed.start()}: a query parameter is written {{name:Type}}"
+        )
+
+
 def check_sql(sql: str) -> list[Token]:
     """Refuse SQL that is not one read-only statement over the relations (lexical rules)."""
+    _refuse_unclosed_placeholder(sql)
     found = _statement(sql)
     for token, following in zip(found, [*found[1:], None], strict=True):
         after = following.text if following else ""
