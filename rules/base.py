@@ -154,10 +154,11 @@ def transitions(
         elif change := regrading(old[key], new[key]):
             reason = f"{cause.of(new[key])} changed the judgement: {change}"
             raised.append(lifecycle(after, new[key], AlertStatus.RAISED, event, reason))
-    widened = {key: set(new[key].cause) for key in new.keys() - old.keys()}
+    gone = sorted(old.keys() - new.keys())
+    widened = {key: set(new[key].cause) for key in new.keys() - old.keys()} if gone else {}
     resolved = [
         lifecycle(after, old[key], AlertStatus.RESOLVED, event, cause.ending(old[key], widened))
-        for key in sorted(old.keys() - new.keys())
+        for key in gone
     ]
     return raised + resolved
 

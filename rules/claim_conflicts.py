@@ -43,8 +43,8 @@ class ClaimConflictRule:
                 timeline = timelines.get(key)
                 view: ClaimView | None = None if timeline is None else timeline.resolution
                 conflict = None if view is None else view.conflict
-                if view is not None and conflict is not None and _in_force(conflict, state.as_of):
-                    finding = _finding(kind, view.key, conflict)
+                if conflict is not None and _in_force(conflict, state.as_of):
+                    finding = _finding(kind, conflict.key, conflict)
                     found[alert_id(state.tenant_id, state.subject_id, RULE, finding.cause)] = (
                         finding
                     )
