@@ -114,7 +114,8 @@ def rejudge_command(
     counts = Counter(record.status.value for record in result.records)
     summary = (
         f"re-judged {result.subjects} subject(s) with {why.trigger_id}: "
-        f"{counts['raised']} raised, {counts['resolved']} resolved"
+        f"{counts['raised']} raised, {counts['resolved']} resolved, "
+        f"{result.checkpoints} checkpoint(s) re-rendered"
         + (" (dry run: nothing published)" if dry_run else "")
     )
     if as_json:

@@ -34,7 +34,7 @@ from streams.event_files import LineError, read_ndjson_file
 from streams.fhir_files import read_fhir_files, skip_lines
 from streams.kafka_address import bootstrap_servers
 from streams.publisher import NotSent, Published
-from streams.rebuild import differences, latest_checkpoints, rebuild_states
+from streams.rebuild import Difference, differences, latest_checkpoints, rebuild_states
 from streams.replay_report import print_human, print_json, print_line_errors
 from streams.runtime import collector_paused
 from streams.settings import Settings
@@ -196,7 +196,7 @@ def _replay_from_kafka(as_json: bool) -> None:
     settings = Settings()
     bootstrap, topics = bootstrap_servers(settings), topics_of(settings)
 
-    async def compare() -> tuple[int, list[object]]:
+    async def compare() -> tuple[int, list[Difference]]:
         sealer = sealer_of(settings)
         rebuilt = await rebuild_states(bootstrap, topics.accepted, sealer)
         live = await latest_checkpoints(bootstrap, topics.state, sealer)
@@ -213,6 +213,15 @@ def _replay_from_kafka(as_json: bool) -> None:
             f"rebuilt {subjects} subject(s) from {topics.accepted}: {len(found)} difference(s)"
         )
         for difference in found:
-            out.print(f"  {difference}")
+            out.print(_difference_line(difference), highlight=False)
     if found:
         raise typer.Exit(code=1)
+
+
+def _difference_line(difference: Difference) -> str:
+    hashes = f"{(difference.live_hash or '-')[:12]} / {(difference.rebuilt_hash or '-')[:12]}"
+    versions = f"{difference.live_version} / {difference.rebuilt_version}"
+    return (
+        f"  {difference.key}: {difference.cause} (checkpoint / rebuilt: version {versions}, "
+        f"hash {hashes})"
+    )

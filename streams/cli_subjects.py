@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from projections.document import plain, state_from_checkpoint
+from projections.document import CorruptCheckpoint, plain, state_from_checkpoint, state_hash
 from projections.reads import DEFAULT_PURPOSE, readable_document
 from projections.secrets import secrets_in_text
 from projections.state import UserState, initial_state
@@ -27,6 +27,7 @@ from streams.alert_output import (
 )
 from streams.audit import publish_read, read_record, reader_identity
 from streams.cli_common import (
+    EXIT_FAILED,
     READ_ERRORS,
     PurposeOption,
     ReaderOption,
@@ -39,6 +40,7 @@ from streams.cli_common import (
     signer_from,
     topics_of,
 )
+from streams.console_text import styled
 from streams.export import erasure_receipts, export_document, write_csv, write_json
 from streams.json_out import json_line
 from streams.kafka_address import bootstrap_servers
@@ -123,7 +125,9 @@ def _alerts_of(settings: Settings, records: list[Any]) -> list[Alert]:
     ]
 
 
-def _subject_state(settings: Settings, key: str) -> tuple[UserState, str] | None:
+def _subject_state(settings: Settings, key: str) -> UserState | None:
+    """The subject's state rebuilt from its latest checkpoint (None: no state); a checkpoint
+    that does not match its hash is a clear failure (exit 3), never a state shown."""
     checkpoint = asyncio.run(
         checkpoint_of_subject(
             bootstrap_servers(settings),
@@ -132,9 +136,13 @@ def _subject_state(settings: Settings, key: str) -> tuple[UserState, str] | None
             sealer_of(settings),
         )
     )
-    return (
-        None if checkpoint is None else (state_from_checkpoint(checkpoint), checkpoint.state_hash)
-    )
+    if checkpoint is None:
+        return None
+    try:
+        return state_from_checkpoint(checkpoint)
+    except CorruptCheckpoint as error:
+        err.print(styled("failed", "red", f": {error}; `uac replay --from-kafka` rebuilds it"))
+        raise typer.Exit(code=EXIT_FAILED) from None
 
 
 def _audit(
@@ -161,15 +169,14 @@ def state(
 ) -> None:
     """Show what one subject's memory holds that `--purpose` may use (read is audited)."""
     settings = Settings()
-    found = _subject_state(settings, f"{tenant}:{subject}")
+    subject_state = _subject_state(settings, f"{tenant}:{subject}")
     _audit(settings, tenant, subject, actor, purpose, "state")
-    if found is None:
+    if subject_state is None:
         err.print(f"no state for {tenant}:{subject}")
         raise typer.Exit(code=4)
-    subject_state, hash_ = found
     tenant_policy = gate_policy_of(settings).tenants.get(tenant)
     document = readable_document(subject_state, purpose, tenant_policy, read_at=datetime.now(UTC))
-    document["state_hash"] = hash_
+    document["state_hash"] = state_hash(subject_state)
     if as_json:
         out.out(json_line(document), highlight=False)
     else:
@@ -196,7 +203,7 @@ def export(
     if found is None and not receipts:
         err.print(f"nothing is held about {key}")
         raise typer.Exit(code=4)
-    subject_state = found[0] if found else initial_state(tenant, subject)
+    subject_state = found if found is not None else initial_state(tenant, subject)
     alerts = [
         a
         for a in _alerts_of(

@@ -35,7 +35,7 @@ _CHECKPOINT_COLUMNS = (
     "source_partition, source_offset, ingested_at"
 )
 _LATEST_DOCUMENTS = f"""SELECT * FROM {DATABASE}.state_checkpoints FINAL WHERE {_OF_TENANT}
-    ORDER BY subject_id, version DESC LIMIT 1 BY subject_id"""  # noqa: S608
+    ORDER BY subject_id, version DESC, source_offset DESC LIMIT 1 BY subject_id"""  # noqa: S608
 """The current checkpoint of each subject with its document (internal: never a relation)."""
 _HELD_CONSENT = "state_json, 'state', 'consents', {purpose:String}"
 """Where the document holds the subject's consent for the read's purpose."""
@@ -256,7 +256,8 @@ def _relations(allowed: str) -> dict[str, str]:
     SELECT * FROM alerts ORDER BY alert_id, source_offset DESC LIMIT 1 BY alert_id
 ) WHERE status IN ('raised', 'acknowledged', 'overridden')""",
         "current_state": (
-            "SELECT * FROM state_checkpoints ORDER BY subject_id, version DESC LIMIT 1 BY subject_id"
+            "SELECT * FROM state_checkpoints ORDER BY subject_id, version DESC, source_offset DESC "
+            "LIMIT 1 BY subject_id"
         ),
         "trips": _trips(allowed),
         "allergies": _allergies(allowed),

@@ -3,13 +3,17 @@ stopped, an alerts topic that disagrees with the current knowledge (an alert an 
 never raised, one it raised that the current rules do not find) is brought in line, once, and
 the records reach alert consumers, ClickHouse and `uac explain`. The rulebook topic says which
 build judged the alerts: a worker starting on an empty pipeline records its own, a worker of a
-newer build says what changed and to run `uac rejudge`, which records its own once done."""
+newer build says what changed and to run `uac rejudge`, which records its own once done.
+Checkpoints an earlier build rendered otherwise are still read (`uac state`), named as such by
+`uac replay --from-kafka`, and republished by `uac rejudge` in this build's rendering."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from datetime import UTC, datetime
+from typing import Any
 from uuid import NAMESPACE_URL, uuid5
 
 import pytest
@@ -17,7 +21,11 @@ import pytest
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from schemas.alerts import Alert, AlertStatus
-from streams.rejudge import publish_alerts
+from schemas.checkpoint import StateCheckpoint
+from schemas.codec import checkpoint_codec
+from schemas.events import Event
+from streams.rebuild import checkpoint_of_subject
+from streams.rejudge import publish_alerts, publish_sealed
 from streams.rulebook import Rulebook, check_rulebook, record_rulebook, recorded_rulebook
 from tests.integration.harness import Pipeline, wait_for
 from tests.integration.test_pipeline import expected_alerts, sample_events, wait_for_history
@@ -144,3 +152,69 @@ def _attempt(pipeline: Pipeline) -> tuple[list[Alert], str] | None:
         return None
     assert result.returncode == 0, result.stderr
     return [Alert.model_validate_json(line) for line in result.stdout.splitlines()], result.stderr
+
+
+def test_given_checkpoints_an_earlier_build_rendered_otherwise_then_they_are_read_and_rejudge_rerenders_them(
+    pipeline: Pipeline,
+) -> None:
+    events = sample_events()
+    worker = pipeline.start("worker")
+    pipeline.start("sink")
+    pipeline.publish(events)
+    wait_for_history(pipeline, events)
+    agreed = wait_for(
+        lambda: _replay(pipeline), lambda report: report["differences"] == [], what="agreement"
+    )
+    worker.stop()
+    allergy = next(e for e in events if e.type.value == "AllergyRecorded")
+    key, sealer, topics = allergy.key, pipeline.sealer, pipeline.topics
+    current = asyncio.run(checkpoint_of_subject(pipeline.bootstrap, topics.state, key, sealer))
+    assert current is not None
+    earlier = _as_an_earlier_build_wrote_it(current)
+    framed = checkpoint_codec().encode(earlier)
+    asyncio.run(publish_sealed(pipeline.bootstrap, topics.state, sealer, [(key, framed)]))
+    assert _current_hash(pipeline, allergy, earlier.state_hash) == earlier.state_hash
+
+    shown = pipeline.uac(
+        "state", "--tenant", allergy.tenant_id, "--subject", allergy.subject_id, "--json"
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["state_hash"] == current.state_hash
+    report = _replay(pipeline)
+    assert [(d["key"], d["cause"]) for d in report["differences"]] == [(key, "rendering")]
+    assert wait_for(lambda: _attempt(pipeline), lambda o: o is not None, what="group empty")
+    _, summary = rejudge(pipeline)
+    assert "1 checkpoint(s) re-rendered" in summary
+    assert _replay(pipeline) == agreed
+    assert "0 checkpoint(s) re-rendered" in rejudge(pipeline)[1]
+    assert _current_hash(pipeline, allergy, current.state_hash) == current.state_hash
+
+
+def _current_hash(pipeline: Pipeline, event: Event, expected: str) -> str | None:
+    """The subject's `state_hash` in ClickHouse's `current_state`, once it is `expected`."""
+    found: str | None = wait_for(
+        lambda: dict(
+            pipeline.clickhouse("SELECT subject_id, state_hash FROM current_state", event.tenant_id)
+        ).get(event.subject_id),
+        lambda found: found == expected,
+        what=f"current_state of {event.key} with hash {expected[:12]}",
+    )
+    return found
+
+
+def _replay(pipeline: Pipeline) -> dict[str, Any]:
+    result = pipeline.uac("replay", "--from-kafka", "--json")
+    assert result.returncode in (0, 1), result.stderr
+    found: dict[str, Any] = json.loads(result.stdout)
+    return found
+
+
+def _as_an_earlier_build_wrote_it(checkpoint: StateCheckpoint) -> StateCheckpoint:
+    """The checkpoint as a build with another state document would have written it: a field
+    this build does not render, and its own hash over that document."""
+    document = json.loads(checkpoint.state_json)
+    document["state"]["travel_summary"] = {"trips": 0}
+    encoded = json.dumps(document, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return checkpoint.model_copy(
+        update={"state_json": encoded.decode(), "state_hash": hashlib.sha256(encoded).hexdigest()}
+    )
