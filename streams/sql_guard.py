@@ -8,6 +8,7 @@ import bisect
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from streams.clickhouse import DATABASE
@@ -69,6 +70,238 @@ FORBIDDEN_FUNCTION_PREFIXES: Final = ("dict", "region", "filesystem", "ai")
 """Families refused by the start of their names: dictionaries (`dictGet`), the embedded
 dictionaries (`regionToName`), the server's disks (`filesystemAvailable`) and the functions that
 send rows to an AI service (`aiGenerate`), including those a later engine version adds."""
+
+
+ANALYST_FUNCTIONS_FILE: Final = Path(__file__).with_name("analyst_functions.txt")
+"""The committed allowlist of the functions an analyst may call (its header says how it is
+written and reviewed)."""
+AGGREGATE_COMBINATORS: Final = (
+    "If",
+    "Array",
+    "Map",
+    "SimpleState",
+    "State",
+    "Merge",
+    "MergeState",
+    "ForEach",
+    "Distinct",
+    "OrDefault",
+    "OrNull",
+    "Resample",
+    "ArgMin",
+    "ArgMax",
+)
+"""Suffixes that make another aggregate function of an allowed one (`sumIf`, `uniqExactIf`,
+`avgState`, `sumMerge`, `countDistinct`, `avgOrDefaultIf`), stacked in any order."""
+_COMBINATORS_BY_NAME: Final = tuple(suffix.lower() for suffix in AGGREGATE_COMBINATORS)
+
+
+@dataclass(frozen=True)
+class AllowedFunctions:
+    """The allowlist, lower-cased: every function, and the aggregate ones among them."""
+
+    functions: frozenset[str]
+    aggregates: frozenset[str]
+
+    @classmethod
+    def parse(cls, text: str) -> AllowedFunctions:
+        """From the allowlist file's text: `name [aggregate]` per line, `#` comments."""
+        functions: set[str] = set()
+        aggregates: set[str] = set()
+        for number, line in enumerate(text.splitlines(), start=1):
+            words = line.split("#", 1)[0].split()
+            if not words:
+                continue
+            if len(words) > 2 or words[1:] not in ([], ["aggregate"]):
+                raise ValueError(f"line {number} of the function allowlist: {line!r}")
+            functions.add(words[0].lower())
+            if words[1:]:
+                aggregates.add(words[0].lower())
+        return cls(frozenset(functions), frozenset(aggregates))
+
+    def allows(self, name: str) -> bool:
+        """Whether an analyst may call `name` (any case): a listed function, or an aggregate
+        function made of a listed one by combinators (`sumIf`, `uniqExactIfState`)."""
+        lowered = name.lower()
+        return lowered in self.functions or self._combined_aggregate(lowered)
+
+    def _combined_aggregate(self, name: str) -> bool:
+        """Whether `name` is a listed aggregate followed by one or more combinator suffixes.
+        Each prefix of `name` is looked at once (no recursion, no regular expression), so a
+        name of thousands of `If`s costs a pass over its prefixes."""
+        pending, seen = [name], {name}
+        while pending:
+            current = pending.pop()
+            for suffix in _COMBINATORS_BY_NAME:
+                if not current.endswith(suffix) or len(current) == len(suffix):
+                    continue
+                base = current[: -len(suffix)]
+                if base in self.aggregates:
+                    return True
+                if base not in seen:
+                    seen.add(base)
+                    pending.append(base)
+        return False
+
+
+ANALYST_FUNCTIONS: Final = AllowedFunctions.parse(ANALYST_FUNCTIONS_FILE.read_text("utf-8"))
+
+SQL_WORDS_BEFORE_PARENTHESES: Final = frozenset(
+    {
+        # clauses, operators and constructs that may be followed by `(` in a SELECT
+        "all",
+        "and",
+        "any",
+        "anti",
+        "apply",
+        "array",
+        "as",
+        "asc",
+        "asof",
+        "between",
+        "both",
+        "by",
+        "case",
+        "columns",
+        "cross",
+        "cube",
+        "desc",
+        "distinct",
+        "div",
+        "else",
+        "end",
+        "escape",
+        "except",
+        "exists",
+        "fill",
+        "filter",
+        "final",
+        "first",
+        "following",
+        "for",
+        "from",
+        "full",
+        "global",
+        "having",
+        "ilike",
+        "in",
+        "inner",
+        "interpolate",
+        "intersect",
+        "interval",
+        "is",
+        "join",
+        "last",
+        "leading",
+        "left",
+        "like",
+        "limit",
+        "mod",
+        "natural",
+        "not",
+        "null",
+        "nulls",
+        "offset",
+        "on",
+        "or",
+        "outer",
+        "over",
+        "partition",
+        "paste",
+        "preceding",
+        "prewhere",
+        "qualify",
+        "range",
+        "recursive",
+        "regexp",
+        "replace",
+        "right",
+        "rollup",
+        "rows",
+        "sample",
+        "select",
+        "semi",
+        "sets",
+        "some",
+        "staleness",
+        "step",
+        "then",
+        "ties",
+        "to",
+        "top",
+        "totals",
+        "trailing",
+        "union",
+        "using",
+        "when",
+        "where",
+        "window",
+        "with",
+        # the data types and their words (`CAST(x AS Nullable(String))`, `x::Decimal(10, 2)`)
+        "aggregatefunction",
+        "simpleaggregatefunction",
+        "nullable",
+        "lowcardinality",
+        "decimal",
+        "decimal32",
+        "decimal64",
+        "decimal128",
+        "decimal256",
+        "datetime",
+        "datetime32",
+        "datetime64",
+        "time",
+        "time64",
+        "fixedstring",
+        "enum",
+        "enum8",
+        "enum16",
+        "tuple",
+        "map",
+        "json",
+        "object",
+        "variant",
+        "dynamic",
+        "qbit",
+        "varchar",
+        "varchar2",
+        "nvarchar",
+        "char",
+        "nchar",
+        "character",
+        "varying",
+        "national",
+        "binary",
+        "varbinary",
+        "float",
+        "double",
+        "precision",
+        "dec",
+        "numeric",
+        "fixed",
+        "int",
+        "integer",
+        "tinyint",
+        "smallint",
+        "mediumint",
+        "bigint",
+        "bit",
+        "text",
+        "blob",
+        "signed",
+        "unsigned",
+        "timestamp",
+        *(name.lower() for name in GENERATOR_TABLE_FUNCTIONS),
+    }
+)
+"""Words that may stand before `(` in an analyst's SELECT without calling a function: keywords,
+data types (and the generating table functions). The lexical check lets these through and
+refuses every other `name(` that is not on the allowlist; none of them is a function the engine
+knows that the allowlist leaves out (tests/unit/test_sql_guard.py checks), and the parser check
+sees the real calls whatever the lexical one let through."""
+
+_CTE_COLUMNS: Final = ("as", "(")
+"""`WITH t (a, b) AS (SELECT ...)`: a WITH table's column names, not a call of `t`."""
 
 
 EXPLAIN_SETTINGS: Final = {"enable_scalar_subquery_optimization": 0}
@@ -228,20 +461,54 @@ def check_sql(sql: str) -> list[Token]:
     """Refuse SQL that is not one read-only statement over the relations (lexical rules)."""
     _refuse_unclosed_placeholder(sql)
     found = _statement(sql)
-    for token, following in zip(found, [*found[1:], None], strict=True):
+    closing = _closing_parentheses(found)
+    for index, (token, following) in enumerate(zip(found, [*found[1:], None], strict=True)):
         after = following.text if following else ""
         if token.name in FORBIDDEN_DATABASES and after == ".":
             raise QueryRefused(
                 f"the SQL names the database {token.name!r} directly; query the relations "
                 f"({', '.join(RELATIONS)}) by their bare names"
             )
-        if token.kind in {"word", "quoted"} and after == "(" and _is_forbidden_function(token.name):
-            raise QueryRefused(f"the function {token.name!r} reads data outside your relations")
+        if token.kind in {"word", "quoted"} and after == "(":
+            _check_called(found, index, closing)
         if token.name == "settings" and token.kind == "word":
             raise QueryRefused("a SETTINGS clause is not allowed in analyst queries")
         if token.name == "into" and following is not None and following.name == "outfile":
             raise QueryRefused("INTO OUTFILE is not allowed in analyst queries")
     return found
+
+
+def _closing_parentheses(found: Sequence[Token]) -> dict[int, int]:
+    """The index of the `)` that closes each `(` of `found` (balanced ones only), in one pass."""
+    closing: dict[int, int] = {}
+    opened: list[int] = []
+    for index, token in enumerate(found):
+        if token.text == "(":
+            opened.append(index)
+        elif token.text == ")" and opened:
+            closing[opened.pop()] = index
+    return closing
+
+
+def _check_called(found: Sequence[Token], index: int, closing: dict[int, int]) -> None:
+    """`found[index]` is a name followed by `(`: a function the analyst may call, a keyword or
+    data type, or the name of a WITH table given its column names."""
+    name = found[index].name
+    if _is_forbidden_function(name):
+        raise QueryRefused(f"the function {name!r} reads data outside your relations")
+    if name in SQL_WORDS_BEFORE_PARENTHESES or ANALYST_FUNCTIONS.allows(name):
+        return
+    end = closing.get(index + 1)
+    if end is not None and tuple(t.text.lower() for t in found[end + 1 : end + 3]) == _CTE_COLUMNS:
+        return
+    token = found[index]
+    raise _not_allowed(token.text if token.kind == "word" else token.text[1:-1])
+
+
+def _not_allowed(function: str) -> QueryRefused:
+    return QueryRefused(
+        f"the function {function!r} is not among the functions analysts may call (docs/analyst.md)"
+    )
 
 
 def _text(sql: str, first: Token, last: Token) -> str:
@@ -382,8 +649,12 @@ def _check_function(node: _Node) -> None:
     function = node.name.split(" ", 1)[0]
     if _is_forbidden_function(function.lower()):
         raise QueryRefused(f"the function {function!r} reads data outside your relations")
-    if node.parent == "TableExpression" and function.lower() not in _GENERATORS_BY_NAME:
-        raise QueryRefused(f"the table function {function!r} is not allowed")
+    if node.parent == "TableExpression":
+        if function.lower() not in _GENERATORS_BY_NAME:
+            raise QueryRefused(f"the table function {function!r} is not allowed")
+        return
+    if not ANALYST_FUNCTIONS.allows(node.name):
+        raise _not_allowed(node.name)
 
 
 def check_resolved(lines: Sequence[str]) -> None:

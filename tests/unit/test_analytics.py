@@ -407,7 +407,7 @@ def test_refused_sql(client: Client, sql: str, message: str) -> None:
 
 SMUGGLED = [
     pytest.param(
-        "SELECT getSetting('max_threads') AS x$a$ SETTINGS max_threads = 3 -- $a$",
+        "SELECT toString('max_threads') AS x$a$ SETTINGS max_threads = 3 -- $a$",
         "SETTINGS",
         id="given SETTINGS after an identifier holding $ (read as a here-doc) then refused",
     ),
@@ -500,7 +500,7 @@ EVALUATED_EARLY = [
     pytest.param(
         "SELECT arrayJoin((SELECT groupArray(tuple(tenant_id, subject_id))"
         " FROM mergeTreeIndex('uac', 'events')))",
-        "table function 'mergeTreeIndex'",
+        "'mergeTreeIndex' is not among the functions analysts may call",
         id="given the storage index read in a scalar subquery then refused",
     ),
     pytest.param(
