@@ -153,7 +153,6 @@ SQL_WORDS_BEFORE_PARENTHESES: Final = frozenset(
         "and",
         "any",
         "anti",
-        "apply",
         "array",
         "as",
         "asc",
@@ -469,6 +468,8 @@ def check_sql(sql: str) -> list[Token]:
                 f"the SQL names the database {token.name!r} directly; query the relations "
                 f"({', '.join(RELATIONS)}) by their bare names"
             )
+        if token.kind == "word" and token.name == "apply" and _follows(found, index, _TRANSFORMED):
+            raise QueryRefused(APPLY_REFUSED)
         if token.kind in {"word", "quoted"} and after == "(":
             _check_called(found, index, closing)
         if token.name == "settings" and token.kind == "word":
@@ -490,13 +491,31 @@ def _closing_parentheses(found: Sequence[Token]) -> dict[int, int]:
     return closing
 
 
+APPLY_REFUSED: Final = (
+    "a column transformer APPLY is not allowed in analyst queries: it calls a function by its "
+    "bare name, which the checks cannot see as a call; call the function on the columns instead"
+)
+_COLUMN_NAMES_AFTER: Final = frozenset({"as"})
+"""`... AS t (a, b)`, `CAST(x AS Nullable(String))`: after AS comes a name or a type, no call."""
+_TRANSFORMED: Final = frozenset({"*", ")"})
+"""What an `APPLY` transformer follows: `*`, `COLUMNS(...)`, or another transformer's `(...)`."""
+
+
+def _follows(found: Sequence[Token], index: int, texts: frozenset[str]) -> bool:
+    return index > 0 and found[index - 1].text.lower() in texts
+
+
 def _check_called(found: Sequence[Token], index: int, closing: dict[int, int]) -> None:
     """`found[index]` is a name followed by `(`: a function the analyst may call, a keyword or
-    data type, or the name of a WITH table given its column names."""
+    data type, a name given column names (`AS t (a, b)`, a WITH table `t (a, b) AS (...)`)."""
     name = found[index].name
     if _is_forbidden_function(name):
         raise QueryRefused(f"the function {name!r} reads data outside your relations")
-    if name in SQL_WORDS_BEFORE_PARENTHESES or ANALYST_FUNCTIONS.allows(name):
+    if ANALYST_FUNCTIONS.allows(name):
+        return
+    if found[index].kind == "word" and name in SQL_WORDS_BEFORE_PARENTHESES:
+        return
+    if _follows(found, index, _COLUMN_NAMES_AFTER):
         return
     end = closing.get(index + 1)
     if end is not None and tuple(t.text.lower() for t in found[end + 1 : end + 3]) == _CTE_COLUMNS:
@@ -623,6 +642,8 @@ def check_parsed(lines: Sequence[str], catalog: Catalog | None = None) -> None:
             _check_name(node.name, known)
         if node.kind == "Function":
             _check_function(node)
+        if node.kind == "ColumnsApplyTransformer":
+            raise QueryRefused(APPLY_REFUSED)
 
 
 def _check_table_name(name: str, catalog: Catalog) -> None:

@@ -810,6 +810,16 @@ def test_given_a_function_off_the_allowlist_then_refused(client: Client, call: s
         query(client, f"SELECT {call} AS x FROM events", A)  # noqa: S608 (the refusal is the point)
 
 
+def test_given_the_parse_of_an_apply_transformer_then_the_parser_refuses_it_alone(
+    client: Client,
+) -> None:
+    """`APPLY(f)` calls `f` on every column by its bare name: no `Function` node shows it."""
+    sql = "SELECT * APPLY(hostName) FROM numbers(1)"
+    lines = [str(r[0]) for r in client.query(f"EXPLAIN AST {sql}").result_rows]
+    with pytest.raises(QueryRefused, match="APPLY is not allowed"):
+        sql_guard.check_parsed(lines)
+
+
 @pytest.mark.parametrize("call", SERVER_FUNCTIONS)
 def test_given_the_parse_of_a_function_off_the_allowlist_then_the_parser_refuses_it_alone(
     client: Client, call: str
@@ -883,7 +893,8 @@ ANALYST_CONSTRUCTS = [
     "SELECT count() FROM events WHERE subject_id IN (SELECT subject_id FROM trips)"
     " AND EXISTS (SELECT 1 FROM trips) AND confidence > ALL (SELECT -1)"
     " AND type NOT IN ('x') AND subject_id = ANY (SELECT subject_id FROM events)",
-    "SELECT COLUMNS('^subject') APPLY(any) FROM events",
+    "SELECT COLUMNS('^subject') FROM events",
+    "SELECT a FROM (SELECT 1) AS t (a)",
     "SELECT type, grouping(type) AS g, count() FROM events GROUP BY GROUPING SETS ((type), ())",
     "SELECT * EXCEPT (payload) REPLACE (upper(type) AS type) FROM events LIMIT 1",
 ]

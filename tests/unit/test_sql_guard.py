@@ -171,7 +171,7 @@ NOT_CALLS = [
     "SELECT x FROM t WHERE x = ANY (SELECT 1) AND x > ALL (SELECT 1) AND x = SOME (SELECT 1)",
     "SELECT sum(x) FILTER (WHERE x > 1) OVER (PARTITION BY y) FROM t WINDOW w AS (ORDER BY y)",
     "WITH t (a, b) AS (SELECT 1, 2), u AS (SELECT 3) SELECT * FROM t, u",
-    "SELECT arrayMap(x -> (x + 1), [1]), (1, 2), COLUMNS('^a') APPLY(sum) FROM t",
+    "SELECT arrayMap(x -> (x + 1), [1]), (1, 2), COLUMNS('^a') FROM t",
     "SELECT * EXCEPT (a) REPLACE (b AS c) FROM t GROUP BY ROLLUP(a), CUBE(b)",
     "SELECT a FROM t GROUP BY GROUPING SETS ((a), (b)) ORDER BY a WITH FILL STEP (1) LIMIT (5)",
     "SELECT * FROM numbers(3) AS n, values('a UInt8', 1) AS v JOIN zeros(1) AS z USING (number)",
@@ -204,3 +204,35 @@ def test_only_a_name_whose_parentheses_close_before_as_and_a_subquery_is_a_with_
 def test_no_word_before_a_parenthesis_is_on_the_denylist() -> None:
     words = sql_guard.SQL_WORDS_BEFORE_PARENTHESES
     assert not any(sql_guard._is_forbidden_function(word) for word in words)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * APPLY(getSetting) FROM events",
+        "SELECT COLUMNS('^subject') APPLY hostName FROM events",
+        "SELECT * EXCEPT (payload) APPLY(x -> toString(x)) FROM events",
+        "SELECT t.* REPLACE (1 AS a) apply toString FROM events AS t",
+    ],
+)
+def test_a_column_transformer_that_calls_a_function_by_name_is_refused(sql: str) -> None:
+    with pytest.raises(QueryRefused, match="APPLY is not allowed"):
+        check_sql(sql)
+
+
+def test_a_column_named_apply_is_no_transformer() -> None:
+    check_sql("SELECT apply, x AS apply FROM t")
+
+
+def test_a_table_alias_with_column_names_is_no_call() -> None:
+    check_sql("SELECT a FROM (SELECT 1) AS t (a)")
+
+
+@pytest.mark.parametrize("sql", ['SELECT "select"(1)', 'SELECT "Nullable"(1)', "SELECT `OVER`(1)"])
+def test_a_quoted_name_is_never_taken_for_a_keyword(sql: str) -> None:
+    with pytest.raises(QueryRefused, match="not among the functions"):
+        check_sql(sql)
+
+
+def test_a_quoted_name_of_an_allowed_function_is_allowed() -> None:
+    check_sql('SELECT `in`(1, [1]), "count"(), `SUM`(1)')
