@@ -1,6 +1,7 @@
-"""What an analyst's SQL may be: one read-only statement over the relations, checked lexically
-(comments and literals skipped), by ClickHouse's parser (`EXPLAIN AST`) and by its analyzer
-(`EXPLAIN QUERY TREE`); and the full query built from it with the relation definitions."""
+"""What an analyst's SQL may be: one read-only statement over the relations that calls only the
+functions of a committed allowlist (`analyst_functions.txt`), checked lexically (comments and
+literals skipped), by ClickHouse's parser (`EXPLAIN AST`) and by its analyzer (`EXPLAIN QUERY
+TREE`); and the full query built from it with the relation definitions."""
 
 from __future__ import annotations
 
@@ -626,8 +627,10 @@ def check_parsed(lines: Sequence[str], catalog: Catalog | None = None) -> None:
     """Refuse by ClickHouse's parse of the analyst's SQL (`EXPLAIN AST` lines; it executes
     nothing, so this runs before the engine evaluates any part of the query): a `Set` node is a
     SETTINGS clause at any level, a literal right below the statement its INTO OUTFILE file; a
-    function right below a `TableExpression` is a table function; a bare name may not reach a
-    table of `catalog` that is not a relation, nor a qualified one any database."""
+    function right below a `TableExpression` is a table function, every other function a call
+    that must be on the allowlist; an `APPLY` transformer calls a function it only names; a bare
+    name may not reach a table of `catalog` that is not a relation, nor a qualified one any
+    database."""
     known = catalog or Catalog()
     if not lines or not lines[0].startswith("SelectWithUnionQuery"):
         raise QueryRefused("only a read-only SELECT (or WITH ... SELECT) is allowed")
