@@ -634,7 +634,8 @@ def check_parsed(lines: Sequence[str], catalog: Catalog | None = None) -> None:
     known = catalog or Catalog()
     if not lines or not lines[0].startswith("SelectWithUnionQuery"):
         raise QueryRefused("only a read-only SELECT (or WITH ... SELECT) is allowed")
-    for node in _ast_nodes(lines):
+    nodes = list(_ast_nodes(lines))
+    for index, node in enumerate(nodes):
         if node.kind == "Set":
             raise QueryRefused("a SETTINGS clause is not allowed in analyst queries")
         if node.kind == "Literal" and node.depth == 1:
@@ -645,6 +646,7 @@ def check_parsed(lines: Sequence[str], catalog: Catalog | None = None) -> None:
             _check_name(node.name, known)
         if node.kind == "Function":
             _check_function(node)
+            _check_aggregate_named(node, nodes[index + 1 : index + 3])
         if node.kind == "ColumnsApplyTransformer":
             raise QueryRefused(APPLY_REFUSED)
 
@@ -679,6 +681,30 @@ def _check_function(node: _Node) -> None:
         return
     if not ANALYST_FUNCTIONS.allows(node.name):
         raise _not_allowed(node.name)
+
+
+AGGREGATE_BY_NAME: Final = frozenset(
+    {"arrayreduce", "arrayreduceinranges", "initializeaggregation"}
+)
+"""Functions whose first argument names the aggregate function they run (`arrayReduce('sum',
+arr)`, `initializeAggregation('sumState', x)`): that name must be allowed like a call."""
+
+
+def _check_aggregate_named(node: _Node, following: Sequence[_Node]) -> None:
+    """For a function of AGGREGATE_BY_NAME: its first argument (the node after its argument
+    list's) is a string literal naming an allowed function, parameters aside (`'quantile(0.9)'`)."""
+    if node.name.lower() not in AGGREGATE_BY_NAME:
+        return
+    first = following[1] if len(following) == 2 and following[1].depth == node.depth + 2 else None
+    text = first.name if first is not None and first.kind == "Literal" else ""
+    if len(text) < 2 or text[0] != "'" or text[-1] != "'":
+        raise QueryRefused(
+            f"the function {node.name!r} takes the name of an aggregate function as a string "
+            "literal in analyst queries"
+        )
+    named = text[1:-1].split("(", 1)[0].strip()
+    if not ANALYST_FUNCTIONS.allows(named):
+        raise _not_allowed(named)
 
 
 def check_resolved(lines: Sequence[str]) -> None:

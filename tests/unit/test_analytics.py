@@ -820,6 +820,42 @@ def test_given_the_parse_of_an_apply_transformer_then_the_parser_refuses_it_alon
         sql_guard.check_parsed(lines)
 
 
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        pytest.param(
+            "SELECT arrayReduce('flameGraph', [[toUInt64(1)]])",
+            "'flameGraph' is not among the functions",
+            id="given arrayReduce of an aggregate off the allowlist then refused",
+        ),
+        pytest.param(
+            "SELECT arrayReduceInRanges('aggThrow', [(1, 1)], [1])",
+            "'aggThrow' is not among the functions",
+            id="given arrayReduceInRanges of an aggregate off the allowlist then refused",
+        ),
+        pytest.param(
+            "SELECT initializeAggregation(concat('sum', 'State'), 1)",
+            "as a string literal",
+            id="given an aggregate named by an expression then refused",
+        ),
+    ],
+)
+def test_given_an_aggregate_function_named_in_a_string_then_it_must_be_on_the_allowlist(
+    client: Client, sql: str, message: str
+) -> None:
+    with pytest.raises(QueryRefused, match=message):
+        query(client, sql, A)
+
+
+def test_an_allowed_aggregate_function_named_in_a_string_runs(client: Client) -> None:
+    sql = (
+        "SELECT arrayReduce('quantile(0.5)', [1, 2, 3]) AS median,"
+        " arrayReduce('uniqExactIf', [1, 1, 2], [1, 1, 0]) AS distinct_kept,"
+        " finalizeAggregation(initializeAggregation('sumState', toUInt64(2))) AS total"
+    )
+    assert query(client, sql, A).rows == [[2.0, 1, 2]]
+
+
 @pytest.mark.parametrize("call", SERVER_FUNCTIONS)
 def test_given_the_parse_of_a_function_off_the_allowlist_then_the_parser_refuses_it_alone(
     client: Client, call: str
