@@ -9,6 +9,7 @@ import bisect
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Final
 
@@ -126,18 +127,24 @@ class AllowedFunctions:
         lowered = name.lower()
         return lowered in self.functions or self._combined_aggregate(lowered)
 
+    @cached_property
+    def _longest_aggregate(self) -> int:
+        return max(map(len, self.aggregates), default=0)
+
     def _combined_aggregate(self, name: str) -> bool:
         """Whether `name` is a listed aggregate followed by one or more combinator suffixes.
-        Each prefix of `name` is looked at once (no recursion, no regular expression), so a
-        name of thousands of `If`s costs a pass over its prefixes."""
-        pending, seen = [name], {name}
+        Each prefix of `name` is looked at once, by its end (no recursion, no regular
+        expression, no copy longer than the longest aggregate's name), so a name of thousands
+        of `If`s costs one pass over its prefixes."""
+        longest = self._longest_aggregate
+        pending, seen = [len(name)], {len(name)}
         while pending:
-            current = pending.pop()
+            end = pending.pop()
             for suffix in _COMBINATORS_BY_NAME:
-                if not current.endswith(suffix) or len(current) == len(suffix):
+                base = end - len(suffix)
+                if base <= 0 or not name.endswith(suffix, 0, end):
                     continue
-                base = current[: -len(suffix)]
-                if base in self.aggregates:
+                if base <= longest and name[:base] in self.aggregates:
                     return True
                 if base not in seen:
                     seen.add(base)
