@@ -304,7 +304,7 @@ SQL_WORDS_BEFORE_PARENTHESES: Final = frozenset(
 """Words that may stand before `(` in an analyst's SELECT without calling a function: keywords,
 data types (and the generating table functions). The lexical check lets these through and
 refuses every other `name(` that is not on the allowlist; none of them is a function the engine
-knows that the allowlist leaves out (tests/unit/test_sql_guard.py checks), and the parser check
+knows that the allowlist leaves out (tests/unit/test_analytics.py checks), and the parser check
 sees the real calls whatever the lexical one let through."""
 
 _CTE_COLUMNS: Final = ("as", "(")

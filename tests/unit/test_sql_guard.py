@@ -32,6 +32,7 @@ SERVER_READING = [
     "connectionId",
     "user",
     "database",
+    "chdb",
     "readServerSecrets",
 ]
 """Functions that read the server (its name, version, settings, session, disks), and an invented
