@@ -505,6 +505,8 @@ APPLY_REFUSED: Final = (
 )
 _COLUMN_NAMES_AFTER: Final = frozenset({"as"})
 """`... AS t (a, b)`, `CAST(x AS Nullable(String))`: after AS comes a name or a type, no call."""
+_TABLE_FUNCTION_AFTER: Final = frozenset({"from", "join"})
+"""`FROM f(...)`, `JOIN f(...)`: a table function (the generating ones are let through above)."""
 _TRANSFORMED: Final = frozenset({"*", ")"})
 """What an `APPLY` transformer follows: `*`, `COLUMNS(...)`, or another transformer's `(...)`."""
 
@@ -529,7 +531,10 @@ def _check_called(found: Sequence[Token], index: int, closing: dict[int, int]) -
     if end is not None and tuple(t.text.lower() for t in found[end + 1 : end + 3]) == _CTE_COLUMNS:
         return
     token = found[index]
-    raise _not_allowed(token.text if token.kind == "word" else token.text[1:-1])
+    written = token.text if token.kind == "word" else token.text[1:-1]
+    if _follows(found, index, _TABLE_FUNCTION_AFTER):
+        raise QueryRefused(f"the table function {written!r} is not allowed")
+    raise _not_allowed(written)
 
 
 def _not_allowed(function: str) -> QueryRefused:

@@ -237,3 +237,19 @@ def test_a_quoted_name_is_never_taken_for_a_keyword(sql: str) -> None:
 
 def test_a_quoted_name_of_an_allowed_function_is_allowed() -> None:
     check_sql('SELECT `in`(1, [1]), "count"(), `SUM`(1)')
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("SELECT * FROM mergeTreeIndex('uac', 'events')", "the table function 'mergeTreeIndex'"),
+        (
+            "SELECT * FROM numbers(1) JOIN `generateRandom`('a String') AS g ON 1",
+            "'generateRandom'",
+        ),
+        ("SELECT * FROM numbers(1), python('frame')", "'python' is not among the functions"),
+    ],
+)
+def test_a_table_function_that_generates_no_data_is_refused_by_name(sql: str, message: str) -> None:
+    with pytest.raises(QueryRefused, match=message):
+        check_sql(sql)
