@@ -93,10 +93,13 @@ Isolation is enforced in three layers (`streams.sql_guard`), each enough on its 
 common cases:
 1. a lexical check (comments and literals skipped, as ClickHouse lexes): one SELECT/WITH, no name
    qualified by `uac`, `system` or `information_schema`, no functions that read other data
-   (`file`, `merge`, `remote`, `dictGet`, ...), no `SETTINGS` or `INTO OUTFILE`;
-2. ClickHouse's own parser (`EXPLAIN AST`, which executes nothing) for the same rules, and,
-   before anything is evaluated: table functions only those that generate data, no bare name of
-   a stored table outside the relations (the engine's catalog), no name qualified by a database;
+   (`file`, `merge`, `remote`, `dictGet`, ...), no function that is not on the analysts'
+   allowlist (`streams/analyst_functions.txt`, aggregate combinators included), no `APPLY`
+   column transformer, no `SETTINGS` or `INTO OUTFILE`;
+2. ClickHouse's own parser (`EXPLAIN AST`, which executes nothing) for the same rules (every
+   function call it finds is on the allowlist), and, before anything is evaluated: table
+   functions only those that generate data, no bare name of a stored table outside the
+   relations (the engine's catalog), no name qualified by a database;
 3. ClickHouse's analyzer (`EXPLAIN QUERY TREE` of the full query, folded scalar subqueries kept
    in the tree): every table it resolves must be one of the wrapped storage tables, every table
    function one that generates data. It evaluates scalar subqueries while resolving, hence 2.

@@ -1,6 +1,7 @@
-"""What an analyst's SQL may be: one read-only statement over the relations, checked lexically
-(comments and literals skipped), by ClickHouse's parser (`EXPLAIN AST`) and by its analyzer
-(`EXPLAIN QUERY TREE`); and the full query built from it with the relation definitions."""
+"""What an analyst's SQL may be: one read-only statement over the relations that calls only the
+functions of a committed allowlist (`analyst_functions.txt`), checked lexically (comments and
+literals skipped), by ClickHouse's parser (`EXPLAIN AST`) and by its analyzer (`EXPLAIN QUERY
+TREE`); and the full query built from it with the relation definitions."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import bisect
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
 from typing import Final
 
 from streams.clickhouse import DATABASE
@@ -69,6 +72,243 @@ FORBIDDEN_FUNCTION_PREFIXES: Final = ("dict", "region", "filesystem", "ai")
 """Families refused by the start of their names: dictionaries (`dictGet`), the embedded
 dictionaries (`regionToName`), the server's disks (`filesystemAvailable`) and the functions that
 send rows to an AI service (`aiGenerate`), including those a later engine version adds."""
+
+
+ANALYST_FUNCTIONS_FILE: Final = Path(__file__).with_name("analyst_functions.txt")
+"""The committed allowlist of the functions an analyst may call (its header says how it is
+written and reviewed)."""
+AGGREGATE_COMBINATORS: Final = (
+    "If",
+    "Array",
+    "Map",
+    "SimpleState",
+    "State",
+    "Merge",
+    "MergeState",
+    "ForEach",
+    "Distinct",
+    "OrDefault",
+    "OrNull",
+    "Resample",
+    "ArgMin",
+    "ArgMax",
+)
+"""Suffixes that make another aggregate function of an allowed one (`sumIf`, `uniqExactIf`,
+`avgState`, `sumMerge`, `countDistinct`, `avgOrDefaultIf`), stacked in any order."""
+_COMBINATORS_BY_NAME: Final = tuple(suffix.lower() for suffix in AGGREGATE_COMBINATORS)
+
+
+@dataclass(frozen=True)
+class AllowedFunctions:
+    """The allowlist, lower-cased: every function, and the aggregate ones among them."""
+
+    functions: frozenset[str]
+    aggregates: frozenset[str]
+
+    @classmethod
+    def parse(cls, text: str) -> AllowedFunctions:
+        """From the allowlist file's text: `name [aggregate]` per line, `#` comments."""
+        functions: set[str] = set()
+        aggregates: set[str] = set()
+        for number, line in enumerate(text.splitlines(), start=1):
+            words = line.split("#", 1)[0].split()
+            if not words:
+                continue
+            if len(words) > 2 or words[1:] not in ([], ["aggregate"]):
+                raise ValueError(f"line {number} of the function allowlist: {line!r}")
+            functions.add(words[0].lower())
+            if words[1:]:
+                aggregates.add(words[0].lower())
+        return cls(frozenset(functions), frozenset(aggregates))
+
+    def allows(self, name: str) -> bool:
+        """Whether an analyst may call `name` (any case): a listed function, or an aggregate
+        function made of a listed one by combinators (`sumIf`, `uniqExactIfState`)."""
+        lowered = name.lower()
+        return lowered in self.functions or self._combined_aggregate(lowered)
+
+    @cached_property
+    def _longest_aggregate(self) -> int:
+        return max(map(len, self.aggregates), default=0)
+
+    def _combined_aggregate(self, name: str) -> bool:
+        """Whether `name` is a listed aggregate followed by one or more combinator suffixes.
+        Each prefix of `name` is looked at once, by its end (no recursion, no regular
+        expression, no copy longer than the longest aggregate's name), so a name of thousands
+        of `If`s costs one pass over its prefixes."""
+        longest = self._longest_aggregate
+        pending, seen = [len(name)], {len(name)}
+        while pending:
+            end = pending.pop()
+            for suffix in _COMBINATORS_BY_NAME:
+                base = end - len(suffix)
+                if base <= 0 or not name.endswith(suffix, 0, end):
+                    continue
+                if base <= longest and name[:base] in self.aggregates:
+                    return True
+                if base not in seen:
+                    seen.add(base)
+                    pending.append(base)
+        return False
+
+
+ANALYST_FUNCTIONS: Final = AllowedFunctions.parse(ANALYST_FUNCTIONS_FILE.read_text("utf-8"))
+
+SQL_WORDS_BEFORE_PARENTHESES: Final = frozenset(
+    {
+        # clauses, operators and constructs that may be followed by `(` in a SELECT
+        "all",
+        "and",
+        "any",
+        "anti",
+        "array",
+        "as",
+        "asc",
+        "asof",
+        "between",
+        "both",
+        "by",
+        "case",
+        "columns",
+        "cross",
+        "cube",
+        "desc",
+        "distinct",
+        "div",
+        "else",
+        "end",
+        "escape",
+        "except",
+        "exists",
+        "fill",
+        "filter",
+        "final",
+        "first",
+        "following",
+        "for",
+        "from",
+        "full",
+        "global",
+        "having",
+        "ilike",
+        "in",
+        "inner",
+        "interpolate",
+        "intersect",
+        "interval",
+        "is",
+        "join",
+        "last",
+        "leading",
+        "left",
+        "like",
+        "limit",
+        "mod",
+        "natural",
+        "not",
+        "null",
+        "nulls",
+        "offset",
+        "on",
+        "or",
+        "outer",
+        "over",
+        "partition",
+        "paste",
+        "preceding",
+        "prewhere",
+        "qualify",
+        "range",
+        "recursive",
+        "regexp",
+        "replace",
+        "right",
+        "rollup",
+        "rows",
+        "sample",
+        "select",
+        "semi",
+        "sets",
+        "some",
+        "staleness",
+        "step",
+        "then",
+        "ties",
+        "to",
+        "top",
+        "totals",
+        "trailing",
+        "union",
+        "using",
+        "when",
+        "where",
+        "window",
+        "with",
+        # the data types and their words (`CAST(x AS Nullable(String))`, `x::Decimal(10, 2)`)
+        "aggregatefunction",
+        "simpleaggregatefunction",
+        "nullable",
+        "lowcardinality",
+        "decimal",
+        "decimal32",
+        "decimal64",
+        "decimal128",
+        "decimal256",
+        "datetime",
+        "datetime32",
+        "datetime64",
+        "time",
+        "time64",
+        "fixedstring",
+        "enum",
+        "enum8",
+        "enum16",
+        "tuple",
+        "map",
+        "json",
+        "object",
+        "variant",
+        "dynamic",
+        "qbit",
+        "varchar",
+        "varchar2",
+        "nvarchar",
+        "char",
+        "nchar",
+        "character",
+        "varying",
+        "national",
+        "binary",
+        "varbinary",
+        "float",
+        "double",
+        "precision",
+        "dec",
+        "numeric",
+        "fixed",
+        "int",
+        "integer",
+        "tinyint",
+        "smallint",
+        "mediumint",
+        "bigint",
+        "bit",
+        "text",
+        "blob",
+        "signed",
+        "unsigned",
+        "timestamp",
+        *(name.lower() for name in GENERATOR_TABLE_FUNCTIONS),
+    }
+)
+"""Words that may stand before `(` in an analyst's SELECT without calling a function: keywords,
+data types (and the generating table functions). The lexical check lets these through and
+refuses every other `name(` that is not on the allowlist; none of them is a function the engine
+knows that the allowlist leaves out (tests/unit/test_analytics.py checks), and the parser check
+sees the real calls whatever the lexical one let through."""
+
+_CTE_COLUMNS: Final = ("as", "(")
+"""`WITH t (a, b) AS (SELECT ...)`: a WITH table's column names, not a call of `t`."""
 
 
 EXPLAIN_SETTINGS: Final = {"enable_scalar_subquery_optimization": 0}
@@ -228,20 +468,79 @@ def check_sql(sql: str) -> list[Token]:
     """Refuse SQL that is not one read-only statement over the relations (lexical rules)."""
     _refuse_unclosed_placeholder(sql)
     found = _statement(sql)
-    for token, following in zip(found, [*found[1:], None], strict=True):
+    closing = _closing_parentheses(found)
+    for index, (token, following) in enumerate(zip(found, [*found[1:], None], strict=True)):
         after = following.text if following else ""
         if token.name in FORBIDDEN_DATABASES and after == ".":
             raise QueryRefused(
                 f"the SQL names the database {token.name!r} directly; query the relations "
                 f"({', '.join(RELATIONS)}) by their bare names"
             )
-        if token.kind in {"word", "quoted"} and after == "(" and _is_forbidden_function(token.name):
-            raise QueryRefused(f"the function {token.name!r} reads data outside your relations")
+        if token.kind == "word" and token.name == "apply" and _follows(found, index, _TRANSFORMED):
+            raise QueryRefused(APPLY_REFUSED)
+        if token.kind in {"word", "quoted"} and after == "(":
+            _check_called(found, index, closing)
         if token.name == "settings" and token.kind == "word":
             raise QueryRefused("a SETTINGS clause is not allowed in analyst queries")
         if token.name == "into" and following is not None and following.name == "outfile":
             raise QueryRefused("INTO OUTFILE is not allowed in analyst queries")
     return found
+
+
+def _closing_parentheses(found: Sequence[Token]) -> dict[int, int]:
+    """The index of the `)` that closes each `(` of `found` (balanced ones only), in one pass."""
+    closing: dict[int, int] = {}
+    opened: list[int] = []
+    for index, token in enumerate(found):
+        if token.text == "(":
+            opened.append(index)
+        elif token.text == ")" and opened:
+            closing[opened.pop()] = index
+    return closing
+
+
+APPLY_REFUSED: Final = (
+    "a column transformer APPLY is not allowed in analyst queries: it calls a function by its "
+    "bare name, which the checks cannot see as a call; call the function on the columns instead"
+)
+_COLUMN_NAMES_AFTER: Final = frozenset({"as"})
+"""`... AS t (a, b)`, `CAST(x AS Nullable(String))`: after AS comes a name or a type, no call."""
+_TABLE_FUNCTION_AFTER: Final = frozenset({"from", "join"})
+"""`FROM f(...)`, `JOIN f(...)`: a table function (the generating ones are let through above)."""
+_TRANSFORMED: Final = frozenset({"*", ")"})
+"""What an `APPLY` transformer follows: `*`, `COLUMNS(...)`, or another transformer's `(...)`."""
+
+
+def _follows(found: Sequence[Token], index: int, texts: frozenset[str]) -> bool:
+    return index > 0 and found[index - 1].text.lower() in texts
+
+
+def _check_called(found: Sequence[Token], index: int, closing: dict[int, int]) -> None:
+    """`found[index]` is a name followed by `(`: a function the analyst may call, a keyword or
+    data type, a name given column names (`AS t (a, b)`, a WITH table `t (a, b) AS (...)`)."""
+    name = found[index].name
+    if _is_forbidden_function(name):
+        raise QueryRefused(f"the function {name!r} reads data outside your relations")
+    if ANALYST_FUNCTIONS.allows(name):
+        return
+    if found[index].kind == "word" and name in SQL_WORDS_BEFORE_PARENTHESES:
+        return
+    if _follows(found, index, _COLUMN_NAMES_AFTER):
+        return
+    end = closing.get(index + 1)
+    if end is not None and tuple(t.text.lower() for t in found[end + 1 : end + 3]) == _CTE_COLUMNS:
+        return
+    token = found[index]
+    written = token.text if token.kind == "word" else token.text[1:-1]
+    if _follows(found, index, _TABLE_FUNCTION_AFTER):
+        raise QueryRefused(f"the table function {written!r} is not allowed")
+    raise _not_allowed(written)
+
+
+def _not_allowed(function: str) -> QueryRefused:
+    return QueryRefused(
+        f"the function {function!r} is not among the functions analysts may call (docs/analyst.md)"
+    )
 
 
 def _text(sql: str, first: Token, last: Token) -> str:
@@ -340,12 +639,15 @@ def check_parsed(lines: Sequence[str], catalog: Catalog | None = None) -> None:
     """Refuse by ClickHouse's parse of the analyst's SQL (`EXPLAIN AST` lines; it executes
     nothing, so this runs before the engine evaluates any part of the query): a `Set` node is a
     SETTINGS clause at any level, a literal right below the statement its INTO OUTFILE file; a
-    function right below a `TableExpression` is a table function; a bare name may not reach a
-    table of `catalog` that is not a relation, nor a qualified one any database."""
+    function right below a `TableExpression` is a table function, every other function a call
+    that must be on the allowlist; an `APPLY` transformer calls a function it only names; a bare
+    name may not reach a table of `catalog` that is not a relation, nor a qualified one any
+    database."""
     known = catalog or Catalog()
     if not lines or not lines[0].startswith("SelectWithUnionQuery"):
         raise QueryRefused("only a read-only SELECT (or WITH ... SELECT) is allowed")
-    for node in _ast_nodes(lines):
+    nodes = list(_ast_nodes(lines))
+    for index, node in enumerate(nodes):
         if node.kind == "Set":
             raise QueryRefused("a SETTINGS clause is not allowed in analyst queries")
         if node.kind == "Literal" and node.depth == 1:
@@ -356,6 +658,9 @@ def check_parsed(lines: Sequence[str], catalog: Catalog | None = None) -> None:
             _check_name(node.name, known)
         if node.kind == "Function":
             _check_function(node)
+            _check_aggregate_named(node, nodes[index + 1 : index + 3])
+        if node.kind == "ColumnsApplyTransformer":
+            raise QueryRefused(APPLY_REFUSED)
 
 
 def _check_table_name(name: str, catalog: Catalog) -> None:
@@ -382,8 +687,36 @@ def _check_function(node: _Node) -> None:
     function = node.name.split(" ", 1)[0]
     if _is_forbidden_function(function.lower()):
         raise QueryRefused(f"the function {function!r} reads data outside your relations")
-    if node.parent == "TableExpression" and function.lower() not in _GENERATORS_BY_NAME:
-        raise QueryRefused(f"the table function {function!r} is not allowed")
+    if node.parent == "TableExpression":
+        if function.lower() not in _GENERATORS_BY_NAME:
+            raise QueryRefused(f"the table function {function!r} is not allowed")
+        return
+    if not ANALYST_FUNCTIONS.allows(node.name):
+        raise _not_allowed(node.name)
+
+
+AGGREGATE_BY_NAME: Final = frozenset(
+    {"arrayreduce", "arrayreduceinranges", "initializeaggregation"}
+)
+"""Functions whose first argument names the aggregate function they run (`arrayReduce('sum',
+arr)`, `initializeAggregation('sumState', x)`): that name must be allowed like a call."""
+
+
+def _check_aggregate_named(node: _Node, following: Sequence[_Node]) -> None:
+    """For a function of AGGREGATE_BY_NAME: its first argument (the node after its argument
+    list's) is a string literal naming an allowed function, parameters aside (`'quantile(0.9)'`)."""
+    if node.name.lower() not in AGGREGATE_BY_NAME:
+        return
+    first = following[1] if len(following) == 2 and following[1].depth == node.depth + 2 else None
+    text = first.name if first is not None and first.kind == "Literal" else ""
+    if len(text) < 2 or text[0] != "'" or text[-1] != "'":
+        raise QueryRefused(
+            f"the function {node.name!r} takes the name of an aggregate function as a string "
+            "literal in analyst queries"
+        )
+    named = text[1:-1].split("(", 1)[0].strip()
+    if not ANALYST_FUNCTIONS.allows(named):
+        raise _not_allowed(named)
 
 
 def check_resolved(lines: Sequence[str]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -38,6 +39,7 @@ from schemas.events import Event
 from streams import alert_lineage, analytics, query_clients, query_relations, sql_guard
 from streams.alert_lineage import AlertNotFound
 from streams.analytics import QueryFailed, TenantRequired, query
+from streams.checkout import CHECKOUT
 from streams.clickhouse import (
     SCHEMA_DIR,
     apply_schema,
@@ -47,6 +49,7 @@ from streams.clickhouse import (
     schema_files,
     write_batch,
 )
+from streams.demo import ANALYST_QUESTIONS
 from streams.query_clients import bearer_matches, running_sink, sink_record_path
 from streams.rows import (
     ALERT_COLUMNS,
@@ -407,7 +410,7 @@ def test_refused_sql(client: Client, sql: str, message: str) -> None:
 
 SMUGGLED = [
     pytest.param(
-        "SELECT getSetting('max_threads') AS x$a$ SETTINGS max_threads = 3 -- $a$",
+        "SELECT toString('max_threads') AS x$a$ SETTINGS max_threads = 3 -- $a$",
         "SETTINGS",
         id="given SETTINGS after an identifier holding $ (read as a here-doc) then refused",
     ),
@@ -738,6 +741,204 @@ def test_given_the_parse_of_a_function_outside_the_relations_then_the_parser_ref
     lines = [str(r[0]) for r in client.query("EXPLAIN AST SELECT aiEmbed('x')").result_rows]
     with pytest.raises(QueryRefused, match="'aiEmbed'"):
         sql_guard.check_parsed(lines)
+
+
+PARSER_OPERATORS = frozenset({"lambda", "exists", "grouping"})
+"""Names the parser gives operators (`x -> y`, `EXISTS (...)`, `grouping(...)`) that
+system.functions does not list: the only allowlist entries the engine need not know."""
+
+
+def _engine_functions(client: Client) -> list[tuple[str, bool, str]]:
+    result = client.query("SELECT name, is_aggregate, alias_to FROM system.functions")
+    return [
+        (str(name), bool(aggregate), str(alias)) for name, aggregate, alias in result.result_rows
+    ]
+
+
+def test_every_function_on_the_allowlist_is_one_the_engine_knows(client: Client) -> None:
+    """So a typo cannot creep into the list (it would allow a name no engine has, yet)."""
+    known = {name.lower() for name, _, _ in _engine_functions(client)}
+    unknown = sql_guard.ANALYST_FUNCTIONS.functions - known
+    assert unknown == PARSER_OPERATORS
+
+
+def test_the_allowlist_marks_exactly_the_engines_aggregate_functions(client: Client) -> None:
+    allowed = sql_guard.ANALYST_FUNCTIONS
+    aggregates = {name.lower() for name, aggregate, _ in _engine_functions(client) if aggregate}
+    assert allowed.aggregates == allowed.functions & aggregates
+
+
+def test_a_function_and_its_aliases_are_on_the_allowlist_together(client: Client) -> None:
+    allowed = sql_guard.ANALYST_FUNCTIONS.functions
+    split = [
+        (name, alias)
+        for name, _, alias in _engine_functions(client)
+        if alias and (name.lower() in allowed) != (alias.lower() in allowed)
+    ]
+    assert split == []
+
+
+def test_no_word_let_through_before_a_parenthesis_is_a_function_off_the_allowlist(
+    client: Client,
+) -> None:
+    refused = {
+        name.lower()
+        for name, _, _ in _engine_functions(client)
+        if not sql_guard.ANALYST_FUNCTIONS.allows(name)
+    }
+    assert sql_guard.SQL_WORDS_BEFORE_PARENTHESES & refused == set()
+
+
+SERVER_FUNCTIONS = [
+    "hostName()",
+    "`version`()",
+    "\"getSetting\"('max_threads')",
+    "CURRENTUSER()",
+    "`UpTime`()",
+    "serverUUID()",
+    "FQDN()",
+    "user()",
+    "readServerSecrets(1)",
+    "hostNameIf(1)",
+    "readServerSecretsState(1)",
+]
+
+
+@pytest.mark.parametrize("call", SERVER_FUNCTIONS)
+def test_given_a_function_off_the_allowlist_then_refused(client: Client, call: str) -> None:
+    with pytest.raises(QueryRefused, match="is not among the functions analysts may call"):
+        query(client, f"SELECT {call} AS x FROM events", A)  # noqa: S608 (the refusal is the point)
+
+
+def test_given_the_parse_of_an_apply_transformer_then_the_parser_refuses_it_alone(
+    client: Client,
+) -> None:
+    """`APPLY(f)` calls `f` on every column by its bare name: no `Function` node shows it."""
+    sql = "SELECT * APPLY(hostName) FROM numbers(1)"
+    lines = [str(r[0]) for r in client.query(f"EXPLAIN AST {sql}").result_rows]
+    with pytest.raises(QueryRefused, match="APPLY is not allowed"):
+        sql_guard.check_parsed(lines)
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        pytest.param(
+            "SELECT arrayReduce('flameGraph', [[toUInt64(1)]])",
+            "'flameGraph' is not among the functions",
+            id="given arrayReduce of an aggregate off the allowlist then refused",
+        ),
+        pytest.param(
+            "SELECT arrayReduceInRanges('aggThrow', [(1, 1)], [1])",
+            "'aggThrow' is not among the functions",
+            id="given arrayReduceInRanges of an aggregate off the allowlist then refused",
+        ),
+        pytest.param(
+            "SELECT initializeAggregation(concat('sum', 'State'), 1)",
+            "as a string literal",
+            id="given an aggregate named by an expression then refused",
+        ),
+    ],
+)
+def test_given_an_aggregate_function_named_in_a_string_then_it_must_be_on_the_allowlist(
+    client: Client, sql: str, message: str
+) -> None:
+    with pytest.raises(QueryRefused, match=message):
+        query(client, sql, A)
+
+
+def test_an_allowed_aggregate_function_named_in_a_string_runs(client: Client) -> None:
+    sql = (
+        "SELECT arrayReduce('quantile(0.5)', [1, 2, 3]) AS median,"
+        " arrayReduce('uniqExactIf', [1, 1, 2], [1, 1, 0]) AS distinct_kept,"
+        " finalizeAggregation(initializeAggregation('sumState', toUInt64(2))) AS total"
+    )
+    assert query(client, sql, A).rows == [[2.0, 1, 2]]
+
+
+@pytest.mark.parametrize("call", SERVER_FUNCTIONS)
+def test_given_the_parse_of_a_function_off_the_allowlist_then_the_parser_refuses_it_alone(
+    client: Client, call: str
+) -> None:
+    lines = [str(r[0]) for r in client.query(f"EXPLAIN AST SELECT {call} AS x").result_rows]
+    with pytest.raises(QueryRefused, match="is not among the functions analysts may call"):
+        sql_guard.check_parsed(lines)
+
+
+def _documented_queries() -> list[Any]:
+    """Every analyst query of docs/analyst.md, docs/data-subject.md and README.md (their SQL
+    blocks and `uac query "..."` lines) and of the demo's questions."""
+    docs = CHECKOUT / "docs"
+    found: list[tuple[str, str]] = []
+    for source in (docs / "analyst.md", docs / "data-subject.md", CHECKOUT / "README.md"):
+        text = source.read_text("utf-8")
+        found += [(source.name, block) for block in re.findall(r"```sql\n(.*?)```", text, re.S)]
+        found += [
+            (source.name, sql)
+            for sql in re.findall(r'uac query "([^"]+)"', text)
+            if "..." not in sql
+        ]
+    found += [("demo.py", question[3]) for question in ANALYST_QUESTIONS]
+    return [
+        pytest.param(sql, id=f"{source}: {' '.join(sql.split())[:60]}") for source, sql in found
+    ]
+
+
+DOCUMENTED = _documented_queries()
+
+
+def test_the_documented_queries_are_found() -> None:
+    assert len(DOCUMENTED) >= 19
+
+
+@pytest.mark.parametrize("sql", DOCUMENTED)
+def test_every_documented_query_passes_the_guard(client: Client, sql: str) -> None:
+    query(client, sql, A)
+
+
+ANALYST_CONSTRUCTS = [
+    "SELECT type, countIf(confidence > 0.5) AS sure, uniqExactIf(subject_id, origin != '') AS s,"
+    " sumIf(confidence, 1) AS c, avgOrDefaultIf(confidence, 0) AS a, countDistinct(actor) AS d,"
+    " quantilesTDigestIf(0.5, 0.9)(confidence, 1) AS q, groupArrayDistinct(origin) AS o,"
+    " sumOrNull(confidence) AS n, topK(3)(type) AS t, argMax(event_id, occurred_at) AS last"
+    " FROM events GROUP BY type ORDER BY type",
+    "SELECT finalizeAggregation(sumMergeState(s)) FROM (SELECT sumState(number) AS s"
+    " FROM numbers(3))",
+    "SELECT subject_id, occurred_at, row_number() OVER w AS n, rank() OVER w AS r,"
+    " dense_rank() OVER w AS dr, lagInFrame(type) OVER w AS previous,"
+    " leadInFrame(type) OVER w AS following, first_value(type) OVER w AS first,"
+    " sum(confidence) FILTER (WHERE confidence > 0) OVER (PARTITION BY subject_id) AS total"
+    " FROM events WINDOW w AS (PARTITION BY subject_id ORDER BY occurred_at)",
+    "SELECT CAST(confidence AS Nullable(String)) AS c, confidence::Decimal(10, 2) AS d,"
+    " CAST(occurred_at AS DateTime64(3, 'UTC')) AS t, EXTRACT(YEAR FROM occurred_at) AS y,"
+    " occurred_at + INTERVAL 1 DAY AS next, toStartOfMonth(occurred_at) AS m,"
+    " dateDiff('day', occurred_at, now()) AS age, today() AS day FROM events",
+    "SELECT CASE WHEN confidence > 0.5 THEN 'high' ELSE 'low' END AS level,"
+    " CASE type WHEN 'FactAsserted' THEN 1 ELSE 0 END AS fact, multiIf(1, 'a', 'b') AS m,"
+    " coalesce(supersedes, event_id) AS id, ifNull(valid_until, occurred_at) AS until,"
+    " JSONExtractString(payload, 'key') AS k, simpleJSONHas(payload, 'key') AS h,"
+    " cityHash64(subject_id) AS h1, sipHash64(subject_id) AS h2, hex(MD5(subject_id)) AS h3,"
+    " lower(type) LIKE '%record%' AS l, match(type, '^Fact') AS r,"
+    " replaceRegexpAll(type, '[a-z]', '') AS caps, splitByChar('e', type) AS parts FROM events",
+    "SELECT arrayMap(x -> x * 2, [1, 2]) AS doubled, arrayFilter(x -> x > 1, [1, 2]) AS big,"
+    " (1, 'a').2 AS second, map('a', 1)['a'] AS one, tupleElement((1, 2), 1) AS first,"
+    " [1, 2][1] AS head, round(pi(), 2) AS p, toUUID('00000000-0000-0000-0000-000000000000') AS u,"
+    " IPv4StringToNum('127.0.0.1') AS ip, rand() >= 0 AS r",
+    "WITH abroad (subject, country) AS (SELECT subject_id, destination_country FROM trips)"
+    " SELECT subject, count() FROM abroad GROUP BY subject",
+    "SELECT count() FROM events WHERE subject_id IN (SELECT subject_id FROM trips)"
+    " AND EXISTS (SELECT 1 FROM trips) AND confidence > ALL (SELECT -1)"
+    " AND type NOT IN ('x') AND subject_id = ANY (SELECT subject_id FROM events)",
+    "SELECT COLUMNS('^subject') FROM events",
+    "SELECT a FROM (SELECT 1) AS t (a)",
+    "SELECT type, grouping(type) AS g, count() FROM events GROUP BY GROUPING SETS ((type), ())",
+    "SELECT * EXCEPT (payload) REPLACE (upper(type) AS type) FROM events LIMIT 1",
+]
+
+
+@pytest.mark.parametrize("sql", ANALYST_CONSTRUCTS)
+def test_an_ordinary_analyst_query_passes_every_check_and_runs(client: Client, sql: str) -> None:
+    query(client, sql, A)
 
 
 ENGINE_CHECKS = [
