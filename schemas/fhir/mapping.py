@@ -74,7 +74,8 @@ CodeableReferences, joined with "; ", its severity). verificationStatus `presume
 as unconfirmed, and an absent verificationStatus is `unconfirmed`, never `confirmed`: the
 allergy stays active and alerts, but nothing is claimed that the source did not say. Of a status
 with several codings (a local one next to the HL7 one) the first whose code is an allowed one is
-read, else the code its text spells (a local code "A" with the text "Active"). A status with no
+read, else the code its text spells (a local code "A" with the text "Active"), else the code
+one of its codes spells in other letters (`Active`, `ENTERED_IN_ERROR`). A status with no
 coded value but a text that spells a code (`"Confirmed"`, `"Entered in error"`), or a bare code
 where R4 wants a concept (`"clinicalStatus": "active"`, the DSTU2/STU3 form), is read as that
 code; any other text is an error naming the allowed codes. "No known
