@@ -89,7 +89,8 @@ covers, so they never become an allergy, whatever their verification status. IPS
 MedicationRequest -> MedicationPrescribed: id, drug text (the Medication's code.text, else its
 first coding display, else its ingredient names, else the reference's display, else a code),
 codes (the Medication's and its ingredients': a local formulary code with RxNorm-coded
-ingredients is known by them), dose text (dosageInstruction[0].text), route and notes. The
+ingredients is known by them), dose text (dosageInstruction[0].text, else its first
+doseAndRate.doseQuantity, "500 mg"), route and notes. The
 Medication is `medicationCodeableConcept`, a contained `#id`, or a `Medication/id` / `fullUrl`
 found anywhere in the input set; a missing one is an error. R5's `medication`
 CodeableReference is read as its `concept`, else its `reference` (next to an R4 medication[x],
@@ -109,9 +110,9 @@ request (same id) if one was imported.
 
 MedicationStatement -> MedicationPrescribed: the patient takes (status active, intended,
 on-hold, unknown) or took (completed, stopped) the drug, mapped like a request (medication,
-dosage[0] text and route, notes). Its prescription id is the MedicationRequest it is `basedOn`
-(so a statement about an imported order updates that order instead of duplicating it), else
-`MedicationStatement/<id>`. `occurred_at`: effectiveDateTime, effectivePeriod.start,
+dosage[0] text or dose quantity, route, notes). Its prescription id is the MedicationRequest it
+is `basedOn` (so a statement about an imported order updates that order instead of duplicating
+it), else `MedicationStatement/<id>`. `occurred_at`: effectiveDateTime, effectivePeriod.start,
 dateAsserted, meta.lastUpdated. Completed and stopped statements also yield a MedicationStopped
 at effectivePeriod.end (capped and defaulted as for requests); entered-in-error yields only
 the stop; not-taken is skipped (the patient does not take the drug), and so is an IPS "no

@@ -7,8 +7,20 @@ from typing import Any
 
 import pytest
 
-from schemas.events import AllergyRecorded, ClinicalStatus, VerificationStatus
-from tests.unit.fhir.test_error_paths import ALLERGY, run, with_value
+from schemas.events import (
+    AllergyRecorded,
+    ClinicalStatus,
+    MedicationPrescribed,
+    VerificationStatus,
+)
+from tests.unit.fhir.test_error_paths import (
+    ALLERGY,
+    MEDICATION,
+    ORDER,
+    messages,
+    run,
+    with_value,
+)
 
 CLINICAL = "http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical"
 VERIFICATION = "http://terminology.hl7.org/CodeSystem/allergyintolerance-verification"
@@ -67,3 +79,44 @@ def test_a_status_code_that_spells_no_code_is_still_an_error_naming_the_codes() 
         "AllergyIntolerance/a1: clinicalStatus 'Current' is not one of active, inactive, resolved"
     ]
     assert result.events == []
+
+
+def prescribed(order: dict[str, Any]) -> tuple[MedicationPrescribed, list[str]]:
+    result = run(order, MEDICATION)
+    assert result.errors == []
+    (payload,) = [event.payload for _, event in result.events]
+    assert isinstance(payload, MedicationPrescribed)
+    return payload, messages(result)
+
+
+STRUCTURED_DOSAGE = {
+    "timing": {"repeat": {"frequency": 2, "period": 1, "periodUnit": "d"}},
+    "route": {
+        "coding": [{"system": "http://snomed.info/sct", "code": "26643006", "display": "Oral"}]
+    },
+    "doseAndRate": [{"doseQuantity": {"value": 500, "unit": "mg"}}],
+}
+
+
+def test_a_dosage_without_text_gives_its_dose_quantity_as_the_dose() -> None:
+    order, problems = prescribed(with_value(ORDER, ("dosageInstruction",), [STRUCTURED_DOSAGE]))
+
+    assert (order.dose, order.route, problems) == ("500 mg", "Oral", [])
+
+
+def test_a_dosage_text_is_preferred_to_its_dose_quantity() -> None:
+    dosage = {**STRUCTURED_DOSAGE, "text": "500 mg twice daily with food"}
+    order, _ = prescribed(with_value(ORDER, ("dosageInstruction",), [dosage]))
+
+    assert order.dose == "500 mg twice daily with food"
+
+
+def test_an_unreadable_dose_quantity_is_left_out_and_named_by_its_path() -> None:
+    dosage = {**STRUCTURED_DOSAGE, "doseAndRate": [{"doseQuantity": {"value": "500"}}]}
+    order, problems = prescribed(with_value(ORDER, ("dosageInstruction",), [dosage]))
+
+    assert (order.dose, order.route) == (None, "Oral")
+    assert problems == [
+        "MedicationRequest/rx1: dosageInstruction[0].doseAndRate[0].doseQuantity.value is not a "
+        "number (imported without it)"
+    ]
