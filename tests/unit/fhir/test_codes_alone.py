@@ -108,3 +108,13 @@ def test_given_an_allergy_and_an_order_by_codes_alone_then_the_title_names_what_
         alert.title
         == "308182 (amoxicillin) conflicts with the recorded 91936005 (penicillins) allergy"
     )
+
+
+def test_given_code_systems_written_with_a_trailing_slash_then_the_codes_are_still_read() -> None:
+    allergen = allergy("http://snomed.info/sct/", "91936005")
+    drug = {"coding": [{"system": f"{RXNORM}/", "code": "308182"}]}
+
+    results = fold(submitted_from([allergen, order(drug)]))
+
+    alerts = drug_allergy_alerts(subject(results, PATIENT), "coded-order")
+    assert [alert.severity for alert in alerts] == [Severity.CRITICAL]
