@@ -331,8 +331,22 @@ def optional_concept(value: object) -> ReadConcept | None:
 def concept_label(concept: Json, where: str) -> str:
     label = within(where, lambda: concept_text(concept) or first_code(concept))
     if label is None:
-        raise Unmappable(Problem.MISSING_FIELD, f"{where} has no text, display or code")
+        why = _unsystemed(concept, where)
+        raise Unmappable(Problem.MISSING_FIELD, f"{where} has no text, display or code{why}")
     return label
+
+
+def _unsystemed(concept: Json, where: str) -> str:
+    """Why a concept's codes name nothing when a coding has a code but no system: the code
+    alone (`7980`) cannot be told apart from the same digits in another terminology."""
+    for at, coding in items_at(concept, "coding"):
+        code = string_at(coding, "code", at=at)
+        if code is not None and string_at(coding, "system", at=at) is None:
+            return (
+                f" with a system ({where}.{at} has the code {code!r} but no system: which "
+                "terminology it is from, and so what it names, cannot be told)"
+            )
+    return ""
 
 
 def notes_of(resource: Json) -> str | None:

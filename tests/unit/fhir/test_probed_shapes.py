@@ -120,3 +120,32 @@ def test_an_unreadable_dose_quantity_is_left_out_and_named_by_its_path() -> None
         "MedicationRequest/rx1: dosageInstruction[0].doseAndRate[0].doseQuantity.value is not a "
         "number (imported without it)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("resource", "key", "message"),
+    [
+        pytest.param(
+            ALLERGY,
+            "code",
+            "AllergyIntolerance/a1: code has no text, display or code with a system "
+            "(code.coding[0] has the code '7980' but no system: which terminology it is from, "
+            "and so what it names, cannot be told)",
+            id="given an allergy coded 7980 without a system then the error says the system is missing",
+        ),
+        pytest.param(
+            {**ORDER, "medicationReference": None},
+            "medicationCodeableConcept",
+            "MedicationRequest/rx1: medicationCodeableConcept has no text, display or code with a "
+            "system (medicationCodeableConcept.coding[0] has the code '7980' but no system: which "
+            "terminology it is from, and so what it names, cannot be told)",
+            id="given an order coded 7980 without a system then the error says the system is missing",
+        ),
+    ],
+)
+def test_a_code_without_a_system_is_an_error_that_names_the_missing_system(
+    resource: dict[str, Any], key: str, message: str
+) -> None:
+    result = run(with_value(resource, (key,), {"coding": [{"code": "7980"}]}))
+
+    assert [error.message for error in result.errors] == [message]
