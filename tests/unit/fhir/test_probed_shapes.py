@@ -13,10 +13,17 @@ from schemas.events import (
     MedicationPrescribed,
     VerificationStatus,
 )
+from tests.unit.fhir.test_clinical_scenarios import (
+    drug_allergy_alerts,
+    fold,
+    subject,
+    submitted_from,
+)
 from tests.unit.fhir.test_error_paths import (
     ALLERGY,
     MEDICATION,
     ORDER,
+    PATIENT,
     messages,
     run,
     with_value,
@@ -149,3 +156,25 @@ def test_a_code_without_a_system_is_an_error_that_names_the_missing_system(
     result = run(with_value(resource, (key,), {"coding": [{"code": "7980"}]}))
 
     assert [error.message for error in result.errors] == [message]
+
+
+@pytest.mark.parametrize(
+    "allergen",
+    [
+        "Latex, Natural Rubber",
+        "Shellfish Derived",
+        "Peanut-Containing Drug Products",
+        "Morphine And Related",
+    ],
+)
+def test_an_allergen_named_as_ehr_pick_lists_name_it_raises_nothing_for_an_unrelated_drug(
+    allergen: str,
+) -> None:
+    """Such a name was only partly read, so every order for the patient was `unverified`."""
+    allergy = {**ALLERGY, "code": {"text": allergen}, "recordedDate": "2024-01-01"}
+    order = {**ORDER, "medicationReference": {"reference": "Medication/apap"}}
+    acetaminophen = {**MEDICATION, "id": "apap", "code": {"text": "acetaminophen 500 mg tablet"}}
+
+    results = fold(submitted_from([PATIENT, allergy, order, acetaminophen]))
+
+    assert drug_allergy_alerts(subject(results, "p1")) == []
