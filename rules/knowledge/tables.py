@@ -42,8 +42,9 @@ SYSTEMS: Mapping[str, str] = {
 
 
 def system_key(system: str) -> str:
-    """A code system as `SYSTEMS` knows it: folded to lower case, without surrounding white space or a
-    trailing slash (`http://snomed.info/sct/`, as some producers write it, is SNOMED CT)."""
+    """A code system as `SYSTEMS` knows it: folded to lower case, without surrounding white
+    space or a trailing slash (`http://snomed.info/sct/`, as some producers write it, is SNOMED
+    CT)."""
     return fold(system).strip().rstrip("/")
 
 

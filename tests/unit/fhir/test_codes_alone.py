@@ -98,9 +98,7 @@ def test_given_a_snomed_penicillin_allergy_by_code_then_azithromycin_raises_noth
     assert drug_allergy_alerts(subject(results, PATIENT)) == []
 
 
-def test_given_an_allergy_and_an_order_by_codes_alone_then_the_title_names_what_they_were_read_as() -> (
-    None
-):
+def test_given_codes_alone_then_the_title_names_what_they_were_read_as() -> None:
     results = fold(submitted_from([allergy(SNOMED, "91936005"), order(AMOXICILLIN_BY_CODE)]))
 
     (alert,) = drug_allergy_alerts(subject(results, PATIENT), "coded-order")

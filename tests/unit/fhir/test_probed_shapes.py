@@ -48,7 +48,7 @@ def recorded(resource: dict[str, Any]) -> AllergyRecorded:
             "clinicalStatus",
             {"system": CLINICAL, "code": "Active"},
             ClinicalStatus.ACTIVE,
-            id="given clinicalStatus coded Active (capitalised) then an active allergy, not an error",
+            id="given clinicalStatus coded Active then an active allergy, not an error",
         ),
         pytest.param(
             "clinicalStatus",
@@ -66,7 +66,7 @@ def recorded(resource: dict[str, Any]) -> AllergyRecorded:
             "verificationStatus",
             {"code": "ENTERED_IN_ERROR"},
             VerificationStatus.ENTERED_IN_ERROR,
-            id="given verificationStatus coded ENTERED_IN_ERROR without a system then entered in error",
+            id="given verificationStatus coded ENTERED_IN_ERROR then entered in error",
         ),
     ],
 )
@@ -138,7 +138,7 @@ def test_an_unreadable_dose_quantity_is_left_out_and_named_by_its_path() -> None
             "AllergyIntolerance/a1: code has no text, display or code with a system "
             "(code.coding[0] has the code '7980' but no system: which terminology it is from, "
             "and so what it names, cannot be told)",
-            id="given an allergy coded 7980 without a system then the error says the system is missing",
+            id="given an allergy coded 7980 without a system then the error says so",
         ),
         pytest.param(
             {**ORDER, "medicationReference": None},
@@ -146,7 +146,7 @@ def test_an_unreadable_dose_quantity_is_left_out_and_named_by_its_path() -> None
             "MedicationRequest/rx1: medicationCodeableConcept has no text, display or code with a "
             "system (medicationCodeableConcept.coding[0] has the code '7980' but no system: which "
             "terminology it is from, and so what it names, cannot be told)",
-            id="given an order coded 7980 without a system then the error says the system is missing",
+            id="given an order coded 7980 without a system then the error says so",
         ),
     ],
 )
