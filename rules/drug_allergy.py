@@ -16,7 +16,13 @@ from projections.queries import active_allergies, active_medications
 from projections.state import Kind, UserState
 from projections.views import AllergyView, MedicationView
 from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of
-from rules.knowledge.model import Coding, CrossReactivity, DrugKnowledge, MatchLevel
+from rules.knowledge.model import (
+    Coding,
+    CrossReactivity,
+    DrugKnowledge,
+    DrugResolution,
+    MatchLevel,
+)
 from schemas.alerts import DrugAllergyFinding, Evidence, Severity
 from schemas.events import (
     AllergyType,
@@ -93,6 +99,13 @@ def _codes(codes: tuple[WireCoding, ...]) -> tuple[Coding, ...]:
     return tuple(Coding(code.system, code.code, code.display) for code in codes)
 
 
+def _read_as(resolution: DrugResolution) -> str | None:
+    """The ingredients a drug or allergen was read as, else its classes ("penicillins"), for a
+    title; None when it was read as nothing."""
+    names = resolution.ingredients or tuple(name.replace("_", " ") for name in resolution.classes)
+    return ", ".join(names) or None
+
+
 Verdicts = Callable[[str, str, tuple[Coding, ...], tuple[Coding, ...]], CrossReactivity]
 
 
@@ -112,11 +125,15 @@ class DrugAllergyRule:
     def _name(self, text: str, codes: tuple[WireCoding, ...]) -> str:
         """How a title names a drug or an allergen: its text, and when the text names nothing the
         knowledge reads ("Home med #3"), the display it was judged by, "Home med #3
-        (amoxicillin 500 MG Oral Capsule)"."""
+        (amoxicillin 500 MG Oral Capsule)"; with no display either (a record coded only, whose
+        text is its bare code), what the codes were read as, "308182 (amoxicillin)", "91936005
+        (penicillins)"."""
         named = self.knowledge.resolve(text)
         if named.ingredients or named.classes:
             return text
         display = next((code.display for code in codes if code.display), None)
+        if display is None and codes:
+            display = _read_as(self.knowledge.resolve(text, _codes(codes)))
         return text if display is None or display == text else f"{text} ({display})"
 
     def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from rules.knowledge.model import Coding
 from rules.knowledge.normalise import fold, folded_tokens, is_quantity, normalise_code
-from rules.knowledge.tables import SYSTEMS
+from rules.knowledge.tables import SYSTEMS, system_key
 
 NEGATION = "free"
 JOINING_WORD = "plus"
@@ -185,7 +185,7 @@ class Recogniser:
         return tuple(found), tuple(unknown)
 
     def _code(self, coding: Coding) -> tuple[str, ...]:
-        system = SYSTEMS.get(fold(coding.system).strip())
+        system = SYSTEMS.get(system_key(coding.system))
         if system is None:
             return ()
         return self._codes_index.get((system, normalise_code(system, coding.code)), ())

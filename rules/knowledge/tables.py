@@ -19,7 +19,7 @@ from importlib.resources import files
 from typing import Final
 
 from rules.knowledge.model import Coding, MatchLevel
-from rules.knowledge.normalise import normalise_code, tokens
+from rules.knowledge.normalise import fold, normalise_code, tokens
 
 CLASS_PREFIX = "class:"
 DATA_PACKAGE = "rules.knowledge"
@@ -39,6 +39,15 @@ SYSTEMS: Mapping[str, str] = {
     "urn:oid:2.16.840.1.113883.12.292": "cvx",
     "cvx": "cvx",
 }
+
+
+def system_key(system: str) -> str:
+    """A code system as `SYSTEMS` knows it: folded to lower case, without surrounding white
+    space or a trailing slash (`http://snomed.info/sct/`, as some producers write it, is SNOMED
+    CT)."""
+    return fold(system).strip().rstrip("/")
+
+
 SYSTEM_URIS: Mapping[str, str] = {
     "rxnorm": "http://www.nlm.nih.gov/research/umls/rxnorm",
     "ndc": "http://hl7.org/fhir/sid/ndc",
@@ -53,7 +62,7 @@ def parse_coding(text: str) -> Coding:
     (`http://snomed.info/sct|91936005|Allergy to penicillin`)."""
     system, separator, rest = (part.strip() for part in text.partition("|"))
     code, _, display = (part.strip() for part in rest.partition("|"))
-    short_name = SYSTEMS.get(system.lower())
+    short_name = SYSTEMS.get(system_key(system))
     uri = SYSTEM_URIS.get(short_name or "")
     if uri is None and ":" in system:
         uri = system

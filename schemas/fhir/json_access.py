@@ -244,10 +244,12 @@ def status_code(resource: Json, key: str, known: Collection[str] = ()) -> str | 
     """The code of a status CodeableConcept (e.g. clinicalStatus), or None when absent: the
     first of its codings' codes that is `known` (a concept may carry a local coding next to the
     standard one), else the code its text spells when that is known (a local code "A" with the
-    text "Active"), else the first code, which the caller's lookup then reports. A concept with
-    no coded value but a text is read as the code it spells (`Entered in error` ->
-    `entered-in-error`), so the caller's lookup accepts it only if it names a code; so is a bare
-    code where R4 wants a concept (`"clinicalStatus": "active"`, the DSTU2/STU3 form)."""
+    text "Active"), else the first code that spells a known one in other letters (`Active`,
+    `ENTERED_IN_ERROR`: read as its text would be), else the first code, which the caller's
+    lookup then reports. A concept with no coded value but a text is read as the code it spells
+    (`Entered in error` -> `entered-in-error`), so the caller's lookup accepts it only if it
+    names a code; so is a bare code where R4 wants a concept (`"clinicalStatus": "active"`, the
+    DSTU2/STU3 form)."""
     concept = resource.get(key)
     if concept is None:
         return None
@@ -267,6 +269,10 @@ def _concept_code(concept: Json, known: Collection[str]) -> str:
     found = next((code for code in codes if code in known), None)
     if found is None and spelled is not None and spelled in known:
         return spelled
+    if found is None:
+        found = next(
+            (as_spelled for code in codes if (as_spelled := _spelled_code(code)) in known), None
+        )
     found = found or next(iter(codes), spelled)
     if found is None:
         raise Unmappable(Problem.MISSING_FIELD, "", field="coding.code")
@@ -325,8 +331,22 @@ def optional_concept(value: object) -> ReadConcept | None:
 def concept_label(concept: Json, where: str) -> str:
     label = within(where, lambda: concept_text(concept) or first_code(concept))
     if label is None:
-        raise Unmappable(Problem.MISSING_FIELD, f"{where} has no text, display or code")
+        why = _unsystemed(concept, where)
+        raise Unmappable(Problem.MISSING_FIELD, f"{where} has no text, display or code{why}")
     return label
+
+
+def _unsystemed(concept: Json, where: str) -> str:
+    """Why a concept's codes name nothing when a coding has a code but no system: the code
+    alone (`7980`) cannot be told apart from the same digits in another terminology."""
+    for at, coding in items_at(concept, "coding"):
+        code = string_at(coding, "code", at=at)
+        if code is not None and string_at(coding, "system", at=at) is None:
+            return (
+                f" with a system ({where}.{at} has the code {code!r} but no system: which "
+                "terminology it is from, and so what it names, cannot be told)"
+            )
+    return ""
 
 
 def notes_of(resource: Json) -> str | None:

@@ -74,7 +74,8 @@ CodeableReferences, joined with "; ", its severity). verificationStatus `presume
 as unconfirmed, and an absent verificationStatus is `unconfirmed`, never `confirmed`: the
 allergy stays active and alerts, but nothing is claimed that the source did not say. Of a status
 with several codings (a local one next to the HL7 one) the first whose code is an allowed one is
-read, else the code its text spells (a local code "A" with the text "Active"). A status with no
+read, else the code its text spells (a local code "A" with the text "Active"), else the code
+one of its codes spells in other letters (`Active`, `ENTERED_IN_ERROR`). A status with no
 coded value but a text that spells a code (`"Confirmed"`, `"Entered in error"`), or a bare code
 where R4 wants a concept (`"clinicalStatus": "active"`, the DSTU2/STU3 form), is read as that
 code; any other text is an error naming the allowed codes. "No known
@@ -88,7 +89,8 @@ covers, so they never become an allergy, whatever their verification status. IPS
 MedicationRequest -> MedicationPrescribed: id, drug text (the Medication's code.text, else its
 first coding display, else its ingredient names, else the reference's display, else a code),
 codes (the Medication's and its ingredients': a local formulary code with RxNorm-coded
-ingredients is known by them), dose text (dosageInstruction[0].text), route and notes. The
+ingredients is known by them), dose text (dosageInstruction[0].text, else its first
+doseAndRate.doseQuantity, "500 mg"), route and notes. The
 Medication is `medicationCodeableConcept`, a contained `#id`, or a `Medication/id` / `fullUrl`
 found anywhere in the input set; a missing one is an error. R5's `medication`
 CodeableReference is read as its `concept`, else its `reference` (next to an R4 medication[x],
@@ -108,9 +110,9 @@ request (same id) if one was imported.
 
 MedicationStatement -> MedicationPrescribed: the patient takes (status active, intended,
 on-hold, unknown) or took (completed, stopped) the drug, mapped like a request (medication,
-dosage[0] text and route, notes). Its prescription id is the MedicationRequest it is `basedOn`
-(so a statement about an imported order updates that order instead of duplicating it), else
-`MedicationStatement/<id>`. `occurred_at`: effectiveDateTime, effectivePeriod.start,
+dosage[0] text or dose quantity, route, notes). Its prescription id is the MedicationRequest it
+is `basedOn` (so a statement about an imported order updates that order instead of duplicating
+it), else `MedicationStatement/<id>`. `occurred_at`: effectiveDateTime, effectivePeriod.start,
 dateAsserted, meta.lastUpdated. Completed and stopped statements also yield a MedicationStopped
 at effectivePeriod.end (capped and defaulted as for requests); entered-in-error yields only
 the stop; not-taken is skipped (the patient does not take the drug), and so is an IPS "no

@@ -164,14 +164,17 @@ NO_DOSAGE: Final[Json] = {}
 def dosage_of(
     source: Source, dosage: Json, where: str, dose_key: str | None = None, *, text: bool = True
 ) -> Dosage:
-    """A Dosage's text (else the text of its Quantity `dose_key`) and route; either, unreadable,
-    is left out (with its reason). `text=False` for a holder whose `text` is no dosage (an
-    Immunization's is its narrative)."""
+    """A Dosage's text (else the text of its Quantity `dose_key`, else of an R4 Dosage's first
+    `doseAndRate.doseQuantity`: "500 mg") and route; either, unreadable, is left out (with its
+    reason). `text=False` for a holder whose `text` is no dosage (an Immunization's is its
+    narrative)."""
 
     def dose() -> str | None:
         written = string_at(dosage, "text") if text else None
         if written is None and dose_key is not None:
             return within(dose_key, lambda: quantity_text(object_at(dosage, dose_key)))
+        if written is None and text:
+            return _dose_quantity(dosage)
         return written
 
     def route() -> str | None:
@@ -182,6 +185,16 @@ def dosage_of(
         dose=optional_part(source, lambda: within(where, dose), None),
         route=optional_part(source, lambda: within(where, route), None),
     )
+
+
+def _dose_quantity(dosage: Json) -> str | None:
+    """The first `doseAndRate` entry's `doseQuantity` as text, if it has one."""
+    first = next(iter(items_at(dosage, "doseAndRate")), None)
+    if first is None:
+        return None
+    where, dose_and_rate = first
+    quantity = within(where, partial(object_at, dose_and_rate, "doseQuantity"))
+    return within(f"{where}.doseQuantity", partial(quantity_text, quantity))
 
 
 def _prescription_status(resource: Json) -> str:

@@ -1,0 +1,118 @@
+"""Allergies and orders sent by their codes alone (no display, no text), as a minimal producer
+or a terminology-normalising interface sends them: the alert is judged on the codes, never left
+`unverified` for want of words."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from schemas.alerts import Severity
+from tests.unit.fhir.test_clinical_scenarios import (
+    drug_allergy_alerts,
+    fold,
+    subject,
+    submitted_from,
+)
+
+SNOMED = "http://snomed.info/sct"
+RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
+PATIENT = "coded-only"
+
+
+def allergy(system: str, code: str) -> dict[str, Any]:
+    return {
+        "resourceType": "AllergyIntolerance",
+        "id": "coded-allergy",
+        "clinicalStatus": {
+            "coding": [
+                {
+                    "system": "http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical",
+                    "code": "active",
+                }
+            ]
+        },
+        "code": {"coding": [{"system": system, "code": code}]},
+        "patient": {"reference": f"Patient/{PATIENT}"},
+        "recordedDate": "2024-01-01",
+    }
+
+
+def order(concept: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "resourceType": "MedicationRequest",
+        "id": "coded-order",
+        "status": "active",
+        "intent": "order",
+        "medicationCodeableConcept": concept,
+        "subject": {"reference": f"Patient/{PATIENT}"},
+        "authoredOn": "2024-02-01",
+    }
+
+
+AMOXICILLIN_BY_CODE = {"coding": [{"system": RXNORM, "code": "308182"}]}
+
+
+@pytest.mark.parametrize(
+    ("allergen", "drug"),
+    [
+        pytest.param(
+            allergy(SNOMED, "91936005"),
+            AMOXICILLIN_BY_CODE,
+            id="SNOMED allergy to penicillin (finding) and RxNorm amoxicillin 250 mg capsule",
+        ),
+        pytest.param(
+            allergy(SNOMED, "764146007"),
+            {"text": "amoxicillin 500 mg capsule"},
+            id="SNOMED penicillin (substance) and an amoxicillin order in words",
+        ),
+        pytest.param(
+            allergy(SNOMED, "373270004"),
+            AMOXICILLIN_BY_CODE,
+            id="SNOMED penicillin class substance (the IPS example's code) and RxNorm amoxicillin",
+        ),
+        pytest.param(
+            allergy(RXNORM, "7980"),
+            AMOXICILLIN_BY_CODE,
+            id="RxNorm penicillin G ingredient and RxNorm amoxicillin 250 mg capsule",
+        ),
+    ],
+)
+def test_given_a_penicillin_allergy_and_an_amoxicillin_order_by_codes_alone_then_a_critical_alert(
+    allergen: dict[str, Any], drug: dict[str, Any]
+) -> None:
+    results = fold(submitted_from([allergen, order(drug)]))
+
+    alerts = drug_allergy_alerts(subject(results, PATIENT), "coded-order")
+    assert [alert.severity for alert in alerts] == [Severity.CRITICAL]
+    assert alerts[0].drug_allergy is not None
+    assert alerts[0].drug_allergy.level == "same_class"
+
+
+def test_given_a_snomed_penicillin_allergy_by_code_then_azithromycin_raises_nothing() -> None:
+    results = fold(
+        submitted_from([allergy(SNOMED, "91936005"), order({"text": "azithromycin 250 mg"})])
+    )
+
+    assert drug_allergy_alerts(subject(results, PATIENT)) == []
+
+
+def test_given_codes_alone_then_the_title_names_what_they_were_read_as() -> None:
+    results = fold(submitted_from([allergy(SNOMED, "91936005"), order(AMOXICILLIN_BY_CODE)]))
+
+    (alert,) = drug_allergy_alerts(subject(results, PATIENT), "coded-order")
+    assert (
+        alert.title
+        == "308182 (amoxicillin) conflicts with the recorded 91936005 (penicillins) allergy"
+    )
+
+
+def test_given_code_systems_written_with_a_trailing_slash_then_the_codes_are_still_read() -> None:
+    allergen = allergy("http://snomed.info/sct/", "91936005")
+    drug = {"coding": [{"system": f"{RXNORM}/", "code": "308182"}]}
+
+    results = fold(submitted_from([allergen, order(drug)]))
+
+    alerts = drug_allergy_alerts(subject(results, PATIENT), "coded-order")
+    assert [alert.severity for alert in alerts] == [Severity.CRITICAL]
