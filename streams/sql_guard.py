@@ -530,8 +530,7 @@ def _check_called(found: Sequence[Token], index: int, closing: dict[int, int]) -
     end = closing.get(index + 1)
     if end is not None and tuple(t.text.lower() for t in found[end + 1 : end + 3]) == _CTE_COLUMNS:
         return
-    token = found[index]
-    written = token.text if token.kind == "word" else token.text[1:-1]
+    written = found[index].text if found[index].kind == "word" else found[index].text[1:-1]
     if _follows(found, index, _TABLE_FUNCTION_AFTER):
         raise QueryRefused(f"the table function {written!r} is not allowed")
     raise _not_allowed(written)
@@ -691,8 +690,8 @@ def _check_function(node: _Node) -> None:
         if function.lower() not in _GENERATORS_BY_NAME:
             raise QueryRefused(f"the table function {function!r} is not allowed")
         return
-    if not ANALYST_FUNCTIONS.allows(node.name):
-        raise _not_allowed(node.name)
+    if not ANALYST_FUNCTIONS.allows(function):
+        raise _not_allowed(function)
 
 
 AGGREGATE_BY_NAME: Final = frozenset(
