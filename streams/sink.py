@@ -80,6 +80,7 @@ from streams.clickhouse import (
     apply_schema,
     carry_out_erasure,
     connect,
+    load_insert_dependencies,
     write_batch,
 )
 from streams.kafka_address import bootstrap_servers
@@ -207,6 +208,7 @@ class Sink:
             await self._load_ledger()
             self._client = await asyncio.to_thread(connect, self.settings)
             await asyncio.to_thread(apply_schema, self._client)
+            await asyncio.to_thread(load_insert_dependencies)
             self._query_client = await asyncio.to_thread(connect, self.settings)
             factory = self._inserter_factory
             self._inserter = factory(self._client) if factory else self._client
