@@ -228,12 +228,24 @@ def required_string(holder: Json, key: str) -> str:
     return value
 
 
+def required_code(holder: Json, key: str, known: Collection[str]) -> str:
+    """A plain code field (a request's `status` or `intent`): as sent, or the `known` code it
+    spells in other letters (`Active`, `ON_HOLD`, `Entered in error`), as a status concept's
+    code is read (`status_code`); any other value is returned as sent, for the caller's check
+    to report."""
+    code = required_string(holder, key)
+    spelled = _spelled_code(code)
+    return spelled if code not in known and spelled in known else code
+
+
 def lookup(table: Mapping[str, E], code: str | None, where: str) -> E | None:
     return None if code is None else required_lookup(table, code, where)
 
 
 def required_lookup(table: Mapping[str, E], code: str, where: str) -> E:
-    found = table.get(code)
+    """The entry of `code`, or of the code it spells in other letters (`HIGH`, `Severe`,
+    `Unable to assess`); an error naming the allowed codes when it spells none."""
+    found = table.get(code, table.get(_spelled_code(code)))
     if found is None:
         allowed = ", ".join(sorted(table))
         raise Unmappable(Problem.INVALID_VALUE, f"{code!r} is not one of {allowed}", field=where)

@@ -32,7 +32,7 @@ from schemas.fhir.json_access import (
     optional_concept,
     quantity_text,
     relative_reference,
-    required_string,
+    required_code,
     string_at,
     time_at,
     within,
@@ -199,8 +199,8 @@ def _dose_quantity(dosage: Json) -> str | None:
 
 def _prescription_status(resource: Json) -> str:
     """The request's status, or why this request is not a prescription."""
-    status = required_string(resource, "status")
-    intent = required_string(resource, "intent")
+    status = required_code(resource, "status", _REQUEST_STATUSES)
+    intent = required_code(resource, "intent", _PRESCRIBING_INTENTS | _NOT_PRESCRIBING_INTENTS)
     if status not in _REQUEST_STATUSES:
         raise Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not a request status")
     if intent in _NOT_PRESCRIBING_INTENTS:
@@ -470,6 +470,7 @@ def _status_reason(resource: Json) -> str | None:
 
 _TAKING_STATUSES: Final = frozenset({"active", "intended", "on-hold", "unknown"})
 _TAKEN_STATUSES: Final = frozenset({"completed", "stopped", IN_ERROR})
+_STATEMENT_STATUSES: Final = _TAKING_STATUSES | _TAKEN_STATUSES | {"not-taken"}
 
 
 def statement_events(source: Source, index: Index) -> list[Event]:
@@ -522,12 +523,12 @@ _NO_MEDICATION_TEXTS: Final = frozenset(
 
 def _statement_status(resource: Json) -> str:
     """The statement's status, or why it records no medication taken."""
-    status = required_string(resource, "status")
+    status = required_code(resource, "status", _STATEMENT_STATUSES)
     if status == "not-taken":
         raise Unsupported("MedicationStatement not-taken: the patient does not take the drug")
     if _states_no_medication(resource):
         raise Unsupported("MedicationStatement states that no medication is known (or no info)")
-    if status not in _TAKING_STATUSES | _TAKEN_STATUSES:
+    if status not in _STATEMENT_STATUSES:
         raise Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not a statement status")
     return status
 

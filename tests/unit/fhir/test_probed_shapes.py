@@ -8,9 +8,13 @@ from typing import Any
 import pytest
 
 from schemas.events import (
+    AllergyCategory,
     AllergyRecorded,
     ClinicalStatus,
+    Criticality,
     MedicationPrescribed,
+    MedicationStopped,
+    ReactionSeverity,
     VerificationStatus,
 )
 from tests.unit.fhir.test_clinical_scenarios import (
@@ -86,6 +90,68 @@ def test_a_status_code_that_spells_no_code_is_still_an_error_naming_the_codes() 
         "AllergyIntolerance/a1: clinicalStatus 'Current' is not one of active, inactive, resolved"
     ]
     assert result.events == []
+
+
+def test_allergy_codes_in_other_letters_are_read_as_the_codes_they_spell() -> None:
+    allergy = recorded(
+        {
+            **ALLERGY,
+            "criticality": "HIGH",
+            "category": ["Medication"],
+            "reaction": [{"manifestation": [{"text": "hives"}], "severity": "Severe"}],
+        }
+    )
+
+    assert allergy.criticality is Criticality.HIGH
+    assert allergy.categories == (AllergyCategory.MEDICATION,)
+    assert [reaction.severity for reaction in allergy.reactions] == [ReactionSeverity.SEVERE]
+
+
+@pytest.mark.parametrize(
+    ("status", "intent", "kinds"),
+    [
+        pytest.param("Active", "Order", ["MedicationPrescribed"], id="Active Order: prescribed"),
+        pytest.param("ACTIVE", "ORIGINAL_ORDER", ["MedicationPrescribed"], id="upper case"),
+        pytest.param(
+            "Stopped", "order", ["MedicationPrescribed", "MedicationStopped"], id="Stopped: ends"
+        ),
+        pytest.param(
+            "Entered in error", "order", ["MedicationStopped"], id="Entered in error: only an end"
+        ),
+    ],
+)
+def test_a_request_status_or_intent_in_other_letters_is_read_as_the_code_it_spells(
+    status: str, intent: str, kinds: list[str]
+) -> None:
+    result = run({**ORDER, "status": status, "intent": intent}, MEDICATION)
+
+    assert result.errors == []
+    assert [type(event.payload).__name__ for _, event in result.events] == kinds
+
+
+def test_a_request_status_that_spells_no_status_is_still_an_error_naming_it() -> None:
+    result = run({**ORDER, "status": "Current"}, MEDICATION)
+
+    assert [error.message for error in result.errors] == [
+        "MedicationRequest/rx1: status 'Current' is not a request status"
+    ]
+    assert result.events == []
+
+
+def test_a_statement_status_in_other_letters_is_read_as_the_code_it_spells() -> None:
+    statement = {
+        "resourceType": "MedicationStatement",
+        "id": "ms1",
+        "status": "Completed",
+        "medicationCodeableConcept": {"text": "amoxicillin 500 mg"},
+        "subject": {"reference": "Patient/p1"},
+        "effectivePeriod": {"start": "2024-05-01", "end": "2024-05-08"},
+    }
+    result = run(statement)
+
+    assert result.errors == []
+    payloads = [event.payload for _, event in result.events]
+    assert [type(payload) for payload in payloads] == [MedicationPrescribed, MedicationStopped]
 
 
 def prescribed(order: dict[str, Any]) -> tuple[MedicationPrescribed, list[str]]:
