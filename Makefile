@@ -35,13 +35,14 @@ test: lint typecheck ## Everything CI runs: static checks, unit, contract, compo
 test-fast: setup ## Unit and contract tests only (no broker)
 	$(BIN)/pytest -m "not integration"
 
-bench: setup ## Benchmarks: fold replay, FHIR import, drug knowledge reading, rules by active prescriptions, ClickHouse sink, state table writes, end-to-end pipeline (print figures; not tests)
+bench: setup ## Benchmarks: fold replay, FHIR import, drug knowledge reading, rules by active prescriptions, ClickHouse sink, state table writes, collector pauses, end-to-end pipeline (print figures; not tests)
 	$(BIN)/python -m benchmarks.replay_throughput
 	$(BIN)/python -m benchmarks.fhir_import
 	$(BIN)/python -m benchmarks.knowledge_resolution
 	$(BIN)/python -m benchmarks.rules_scaling
 	$(BIN)/python -m benchmarks.sink_throughput
 	$(BIN)/python -m benchmarks.state_writes
+	$(BIN)/python -m benchmarks.collector_pauses
 	$(BIN)/python -m benchmarks.pipeline_throughput
 
 demo: setup ## The main job on embedded defaults (sample events, state, alerts)
