@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import combinations
-from typing import ClassVar
+from typing import ClassVar, Final
 from uuid import UUID
 
 from projections.queries import active_medications
@@ -79,7 +79,7 @@ class DuplicateTherapyRule:
             ),
             severity=RULE.severity,
             title=f"Duplicate therapy: {first.drug} and {second.drug}",
-            detail=f"both active prescriptions share the {what} {', '.join(common)}",
+            detail=f"both active prescriptions share {_named(what, tuple(map(one.label, common)))}",
             evidence=tuple(
                 evidence_of(m.prescribed, m.prescription_id, "medication", f"prescribed {m.drug}")
                 for m in (first, second)
@@ -124,6 +124,17 @@ def _shared(one: DrugResolution, two: DrugResolution) -> tuple[str, tuple[str, .
         if common:
             return what, common
     return None
+
+
+_PLURALS: Final = {"ingredient": "ingredients", "class": "classes"}
+
+
+def _named(what: str, names: tuple[str, ...]) -> str:
+    """'the class propionic acid NSAIDs', or 'the classes NSAIDs; propionic acid NSAIDs' (a
+    label may hold commas)."""
+    if len(names) == 1:
+        return f"the {what} {names[0]}"
+    return f"the {_PLURALS.get(what, what + 's')} {'; '.join(names)}"
 
 
 def _site_specific(one: DrugResolution, two: DrugResolution) -> bool:

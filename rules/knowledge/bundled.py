@@ -58,17 +58,20 @@ class BundledKnowledge:
         concepts = recognition.concepts
         memberships = self._memberships(concepts)
         ingredients = tuple(c for c in concepts if not is_class(c))
+        classes, groups = self._classes(concepts, memberships), self._groups(memberships)
         return DrugResolution(
             query=text,
             ingredients=ingredients,
-            classes=self._classes(concepts, memberships),
+            classes=classes,
             resolved=recognition.complete,
-            therapeutic_groups=self._groups(memberships),
+            therapeutic_groups=groups,
             vehicles=tuple(c for c in ingredients if self._is_vehicle(c)),
             site_specific_classes=tuple(sorted(memberships & self._tables.site_specific)),
             allergy_categories=tuple(
                 sorted({found for concept in concepts for found in self._categories(concept)})
             ),
+            labels=tuple((c, self._tables.classes[c].label) for c in classes)
+            + tuple((g, self._tables.groups[g].label) for g in groups),
         )
 
     def cross_reactivity(

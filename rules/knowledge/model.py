@@ -58,6 +58,14 @@ class DrugResolution:
     """The FHIR AllergyIntolerance categories its substances fall in ("food", "medication",
     "environment", "biologic"), for an allergy recorded without one. A backend without such
     data leaves them empty (the category is then unknown)."""
+    labels: tuple[tuple[str, str], ...] = ()
+    """A readable name for each of its classes and therapeutic groups (id, label: e.g.
+    `propionic_acid_nsaids`, "propionic acid NSAIDs"), for the text of an alert. A backend
+    without them leaves them empty (the ids are shown)."""
+
+    def label(self, concept: str) -> str:
+        """The readable name of one of its classes or groups (the id itself if it has none)."""
+        return next((label for known, label in self.labels if known == concept), concept)
 
     @property
     def active_ingredients(self) -> tuple[str, ...]:

@@ -47,6 +47,17 @@ def prescribed(knowledge: BundledKnowledge, *drugs: str, stop_first: bool = Fals
     return alerts
 
 
+GROUP_LABELS = {
+    "anticoagulants": "anticoagulants",
+    "renin_angiotensin_blockers": "renin-angiotensin system blockers (ACE inhibitors, "
+    "angiotensin II receptor blockers)",
+    "opioid_analgesics": "opioid analgesics (every chemical class)",
+    "p2y12_inhibitors": "P2Y12 receptor inhibitors (thienopyridines and the reversible "
+    "inhibitors ticagrelor and cangrelor)",
+}
+"""The readable names the alert text gives the groups (the ids stay in `duplicate_therapy`)."""
+
+
 @pytest.mark.parametrize(
     ("first", "second", "group"),
     [
@@ -72,7 +83,7 @@ def test_given_two_drugs_of_one_group_but_no_shared_class_then_a_duplicate_thera
         AlertStatus.RAISED,
         Severity.WARNING,
     )
-    assert alert.detail.endswith(f"share the therapeutic group {group}")
+    assert alert.detail.endswith(f"share the therapeutic group {GROUP_LABELS[group]}")
     finding = alert.duplicate_therapy
     assert finding is not None
     assert (finding.prescription_ids, finding.drugs) == (("rx-0", "rx-1"), (first, second))
@@ -125,8 +136,18 @@ def test_given_one_of_the_two_stopped_then_the_group_alert_resolves(
 @pytest.mark.parametrize(
     ("first", "second", "shared"),
     [
-        pytest.param("Lantus", "Levemir", "the class basal_insulins", id="two basal insulins"),
-        pytest.param("Humalog", "Novolog", "the class prandial_insulins", id="two prandial"),
+        pytest.param(
+            "Lantus",
+            "Levemir",
+            "the class basal (intermediate- and long-acting) insulins",
+            id="two basal insulins",
+        ),
+        pytest.param(
+            "Humalog",
+            "Novolog",
+            "the class prandial (rapid- and short-acting) insulins",
+            id="two prandial",
+        ),
         pytest.param(
             "Dopamine / Dextrose 5% injection",
             "Dopamine 400 mg in Dextrose 5% 250 mL",
@@ -156,7 +177,11 @@ def test_given_a_shared_class_then_the_alert_names_the_class_not_the_group(
 ) -> None:
     (alert,) = prescribed(knowledge, "apixaban", "rivaroxaban")
 
-    assert alert.detail.endswith("share the class direct_oral_anticoagulants")
+    assert alert.detail.endswith(
+        "share the class direct oral anticoagulants (factor Xa and thrombin inhibitors)"
+    )
+    assert alert.duplicate_therapy is not None
+    assert alert.duplicate_therapy.shared == ("direct_oral_anticoagulants",)
 
 
 def test_a_shared_group_implies_no_allergic_cross_reactivity(
@@ -180,7 +205,7 @@ def test_two_p2y12_inhibitors_of_one_class_share_the_class_and_the_others_only_t
     knowledge: BundledKnowledge,
 ) -> None:
     (same_class,) = prescribed(knowledge, "clopidogrel", "prasugrel")
-    assert same_class.detail.endswith("share the class thienopyridines")
+    assert same_class.detail.endswith("share the class thienopyridine P2Y12 inhibitors")
     assert knowledge.cross_reactivity("clopidogrel", "ticagrelor").level is MatchLevel.NONE
 
 
