@@ -14,6 +14,7 @@ PAIRS_CSV = FIXTURES / "pairs.csv"
 CODINGS_CSV = FIXTURES / "dataset_codings.csv"
 COMMON_PRESCRIPTIONS = FIXTURES / "common_prescriptions.txt"
 COMMON_ALLERGIES = FIXTURES / "common_allergies.txt"
+SYNTHEA_MODULE_CODINGS_CSV = FIXTURES / "synthea_module_codings.csv"
 
 
 def pairs() -> tuple[Pair, ...]:
@@ -34,7 +35,16 @@ def _listed(path: Path) -> list[str]:
 
 
 def dataset_codings() -> list[dict[str, str]]:
-    text = CODINGS_CSV.read_text(encoding="utf-8")
+    return _commented_csv(CODINGS_CSV)
+
+
+def synthea_module_codings() -> list[dict[str, str]]:
+    """Codings of Synthea's module files: role, system (rxnorm or snomed), code and display."""
+    return _commented_csv(SYNTHEA_MODULE_CODINGS_CSV)
+
+
+def _commented_csv(path: Path) -> list[dict[str, str]]:
+    text = path.read_text(encoding="utf-8")
     lines = (line for line in io.StringIO(text) if not line.startswith("#"))
     return list(csv.DictReader(lines))
 

@@ -10,7 +10,11 @@ import pytest
 
 from rules.knowledge.bundled import BundledKnowledge
 from rules.knowledge.model import Coding, MatchLevel
-from tests.unit.knowledge.fixtures import common_allergies, common_prescriptions
+from tests.unit.knowledge.fixtures import (
+    common_allergies,
+    common_prescriptions,
+    synthea_module_codings,
+)
 
 RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 NDC = "http://hl7.org/fhir/sid/ndc"
@@ -485,6 +489,53 @@ def test_commonly_recorded_allergies_resolve(knowledge: BundledKnowledge) -> Non
 
     assert len(entries) >= 100
     assert unresolved == []
+
+
+SYSTEM_URIS_BY_NAME = {"rxnorm": RXNORM, "snomed": SNOMED}
+
+
+def test_synthea_module_codings_resolve_by_coding_and_by_code_alone(
+    knowledge: BundledKnowledge,
+) -> None:
+    rows = synthea_module_codings()
+
+    codings = [
+        Coding(SYSTEM_URIS_BY_NAME[row["system"]], row["code"], row["display"]) for row in rows
+    ]
+    unresolved = [c for c in codings if not knowledge.resolve("", (c,)).resolved]
+    unresolved_codes = [
+        c.code for c in codings if not knowledge.resolve("", (Coding(c.system, c.code),)).resolved
+    ]
+
+    assert len(rows) >= 320
+    assert unresolved == []
+    assert unresolved_codes == []
+
+
+@pytest.mark.parametrize(
+    ("display", "ingredients"),
+    [
+        pytest.param(
+            "Breath-Actuated 120 ACTUAT beclomethasone dipropionate 0.04 MG/ACTUAT Metered Dose"
+            " Inhaler [Qvar]",
+            ("beclomethasone",),
+            id="given a breath-actuated inhaler",
+        ),
+        pytest.param(
+            "enalapril maleate 1 MG/ML Oral Solution [Epaned]", ("enalapril",), id="given Epaned"
+        ),
+        pytest.param(
+            "lisinopril 1 MG/ML Oral Solution [Qbrelis]", ("lisinopril",), id="given Qbrelis"
+        ),
+    ],
+)
+def test_synthea_displays_that_were_unverified_resolve(
+    knowledge: BundledKnowledge, display: str, ingredients: tuple[str, ...]
+) -> None:
+    resolution = knowledge.resolve(display)
+
+    assert resolution.resolved
+    assert resolution.ingredients == ingredients
 
 
 @pytest.mark.parametrize(
