@@ -507,7 +507,7 @@ def test_synthea_module_codings_resolve_by_coding_and_by_code_alone(
         c.code for c in codings if not knowledge.resolve("", (Coding(c.system, c.code),)).resolved
     ]
 
-    assert len(rows) >= 320
+    assert len(rows) >= 430
     assert unresolved == []
     assert unresolved_codes == []
 
