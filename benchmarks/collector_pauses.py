@@ -19,21 +19,12 @@ import os
 import tempfile
 import time
 from collections import defaultdict
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from benchmarks.output import machine_speed_around
-from benchmarks.pipeline_throughput import sealed, workload
-from projections.state import UserState
-from rules.engine import default_rules
-from rules.knowledge.bundled import load_bundled_knowledge
+from benchmarks.pipeline_throughput import fold_in_batches, step_input, workload
 from streams import runtime
-from streams.keys import FileKeyStore
-from streams.processing import Incoming
-from streams.settings import Settings
-from streams.tenants import tenants_policy_of
-from streams.worker import build_processor
 
 EVENTS = int(os.environ.get("UAC_BENCH_EVENTS", "400000"))
 
@@ -58,23 +49,12 @@ def main() -> None:
         runtime.MIDDLE_THRESHOLD = int(middle)
     events = workload(EVENTS)
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(home=Path(tmp))
-        messages = sealed(settings.home, events)
-        rules = default_rules(load_bundled_knowledge())
-        processor = build_processor(
-            tenants_policy_of(settings), FileKeyStore(settings.keys_dir), rules
-        )
-        states: dict[str, UserState] = {}
+        processor, messages, batch_size = step_input(Path(tmp), events)
         runtime.tune_garbage_collector()
         pauses = Pauses()
         gc.callbacks.append(pauses)
         started = time.process_time()
-        for start in range(0, len(messages), settings.batch_size):
-            batch = [
-                Incoming(key, value, "bench.events", 0, start + index)
-                for index, (key, value) in enumerate(messages[start : start + settings.batch_size])
-            ]
-            states.update(processor.process_batch(batch, states.get, datetime.now(UTC)).states)
+        states = fold_in_batches(processor, messages, batch_size)
         spent = time.process_time() - started
         gc.callbacks.remove(pauses)
     collecting = sum(sum(each) for each in pauses.seconds.values())

@@ -54,7 +54,7 @@ from schemas.codec import alert_codec, event_codec
 from schemas.events import Event
 from streams import local_kafka
 from streams.keys import FileKeyStore
-from streams.processing import Incoming
+from streams.processing import BatchProcessor, Incoming
 from streams.query_clients import query_via_sink
 from streams.runtime import tune_garbage_collector
 from streams.sealing import Sealer
@@ -247,7 +247,11 @@ def sealer_of(home: Path) -> Sealer:
     return Sealer(FileKeyStore(home / "keys"))
 
 
-def sealed(home: Path, events: list[Event]) -> list[tuple[bytes, bytes]]:
+Message = tuple[bytes, bytes]
+"""A record's key and (sealed) value."""
+
+
+def sealed(home: Path, events: list[Event]) -> list[Message]:
     codec, sealer = event_codec(), sealer_of(home)
     return [(e.key.encode(), sealer.seal(e.key, codec.encode(e))) for e in events]
 
@@ -338,23 +342,38 @@ def worker_without_sink(
     return rate_between(accepted_times(bootstrap, topics)), cpu.micros()
 
 
+def step_input(home: Path, events: list[Event]) -> tuple[BatchProcessor, list[Message], int]:
+    """The worker's batch processor (its keys under `home`), `events` sealed as the producer
+    sends them, and the worker's batch size."""
+    settings = Settings(home=home)
+    rules = default_rules(load_bundled_knowledge())
+    processor = build_processor(tenants_policy_of(settings), FileKeyStore(settings.keys_dir), rules)
+    return processor, sealed(home, events), settings.batch_size
+
+
+def fold_in_batches(
+    processor: BatchProcessor, messages: list[Message], batch_size: int
+) -> dict[str, UserState]:
+    """Run `messages` through the batch step in batches of `batch_size`, each subject's state
+    carried over; return the states."""
+    states: dict[str, UserState] = {}
+    for start in range(0, len(messages), batch_size):
+        batch = [
+            Incoming(key, value, "bench.events", 0, start + index)
+            for index, (key, value) in enumerate(messages[start : start + batch_size])
+        ]
+        states.update(processor.process_batch(batch, states.get, datetime.now(UTC)).states)
+    return states
+
+
 def batch_step_cpu(home: Path, events: list[Event]) -> float:
     """CPU microseconds per event of the worker's batch step over `events`, sealed as the
     producer sends them, in batches of the worker's size, each subject's state carried over,
     with the garbage collector tuned as the worker tunes it."""
-    settings = Settings(home=home)
-    messages = sealed(home, events)
-    rules = default_rules(load_bundled_knowledge())
-    processor = build_processor(tenants_policy_of(settings), FileKeyStore(settings.keys_dir), rules)
-    states: dict[str, UserState] = {}
+    processor, messages, batch_size = step_input(home, events)
     tune_garbage_collector()
     started = time.process_time()
-    for start in range(0, len(messages), settings.batch_size):
-        batch = [
-            Incoming(key, value, "bench.events", 0, start + index)
-            for index, (key, value) in enumerate(messages[start : start + settings.batch_size])
-        ]
-        states.update(processor.process_batch(batch, states.get, datetime.now(UTC)).states)
+    fold_in_batches(processor, messages, batch_size)
     return (time.process_time() - started) / len(messages) * 1e6
 
 

@@ -245,7 +245,9 @@ def lookup(table: Mapping[str, E], code: str | None, where: str) -> E | None:
 def required_lookup(table: Mapping[str, E], code: str, where: str) -> E:
     """The entry of `code`, or of the code it spells in other letters (`HIGH`, `Severe`,
     `Unable to assess`); an error naming the allowed codes when it spells none."""
-    found = table.get(code, table.get(_spelled_code(code)))
+    found = table.get(code)
+    if found is None:
+        found = table.get(_spelled_code(code))
     if found is None:
         allowed = ", ".join(sorted(table))
         raise Unmappable(Problem.INVALID_VALUE, f"{code!r} is not one of {allowed}", field=where)
