@@ -53,6 +53,7 @@ _PRESCRIBING_INTENTS: Final = frozenset(
     {"order", "original-order", "reflex-order", "filler-order", "instance-order", "plan"}
 )
 _NOT_PRESCRIBING_INTENTS: Final = frozenset({"proposal", "option"})
+_REQUEST_INTENTS: Final = _PRESCRIBING_INTENTS | _NOT_PRESCRIBING_INTENTS
 _REQUEST_STATUSES: Final = frozenset(
     {
         "active",
@@ -200,7 +201,7 @@ def _dose_quantity(dosage: Json) -> str | None:
 def _prescription_status(resource: Json) -> str:
     """The request's status, or why this request is not a prescription."""
     status = required_code(resource, "status", _REQUEST_STATUSES)
-    intent = required_code(resource, "intent", _PRESCRIBING_INTENTS | _NOT_PRESCRIBING_INTENTS)
+    intent = required_code(resource, "intent", _REQUEST_INTENTS)
     if status not in _REQUEST_STATUSES:
         raise Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not a request status")
     if intent in _NOT_PRESCRIBING_INTENTS:
