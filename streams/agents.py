@@ -356,10 +356,15 @@ def register_agents(
     reader = RangeReader(broker_address(pipeline), pipeline.topics.events)
     batches = Batches(pipeline, processor, checkpoints, deadlines, metrics, reader, batch_size)
 
+    gathered = pipeline.app.batches_of(pipeline.topics.events, batch_size, within)
+
     @pipeline.app.agent(pipeline.events, concurrency=1, name="gate_and_project")
-    async def gate_and_project(stream: Any) -> None:
-        async for batch in stream.take_events(batch_size, within=within):
-            await batches.handle([from_record(event.message) for event in batch])
+    async def gate_and_project(_stream: Any) -> None:
+        """The events reach the agent in batches the consumer's fetch loop gathers
+        (`streams.delivery.TopicBatches`), not one by one through its Faust stream (which
+        subscribes the topic)."""
+        async for messages in gathered.batches(pipeline.app.acknowledge):
+            await batches.handle([from_record(message) for message in messages])
             watch.progressed(time.monotonic())
 
     @pipeline.app.timer(STALL_CHECK_SECONDS)  # type: ignore[untyped-decorator]

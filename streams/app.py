@@ -6,8 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import faust
-
 from streams.delivery import InlineDeliveryApp
 from streams.kafka_security import KafkaSecurity
 from streams.keys import SubjectKeys
@@ -48,7 +46,7 @@ def changelog_specs(app_id: str, partitions: int) -> tuple[TopicSpec, ...]:
 class Pipeline:
     """The Faust objects and the key material the agents use."""
 
-    app: faust.App
+    app: InlineDeliveryApp
     topics: Topics
     events: Any
     accepted: Any

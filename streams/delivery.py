@@ -14,14 +14,26 @@ Faust races it, so a rebalance still cancels a delivery that waits. While the fl
 suspended, a delivery is raced from its start, as Faust does. Everything else is Faust's loop
 as it is in the pinned faust-streaming (a test fails when that loop changes, so that this copy
 is reviewed against the new one).
+
+A topic whose messages an agent takes in batches can skip the rest of Faust's per-message path
+too: the conductor's channel queue, the stream that reads it, an event object per message and its
+acknowledgement one by one (on the benchmark machine the worker went from 5,500-6,100 events/s
+to 6,500-8,900 with this alone). `InlineDeliveryApp.batches_of(topic, ...)` makes the fetch loop
+add that topic's messages to a `TopicBatches`, from which the agent takes them; its Faust agent
+still subscribes the topic (Faust subscribes the topics its agents' streams are made from) and
+Faust still commits only offsets that were acknowledged, which a batch's messages are once the
+agent has handled it. While the flow is suspended (a rebalance), a message is not added: it is
+dropped, as Faust drops a delivery the suspension wins, and fetched again from the committed
+offset; on a rebalance the batch still filling is dropped, as Faust clears its channel queues.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Generator
+from typing import Any, cast
 
 import faust
 from faust.transport.consumer import CONSUMER_FETCHING
@@ -71,11 +83,23 @@ class InlineDeliveryConsumer(aiokafka_driver.Consumer):
     """Faust's aiokafka consumer whose fetch loop delivers messages inline (module docstring)."""
 
     async def _deliver(self, message: Any) -> None:
+        batches = cast("InlineDeliveryApp", self.app).topic_batches.get(message.topic)
+        if batches is not None:
+            await self._gather(batches, message)
+            return
         delivery = self.callback(message)
         if self.suspend_flow.is_set() or not isinstance(delivery, Coroutine):
             await self.wait_first(delivery, self.suspend_flow.wait())
             return
         await deliver_inline(delivery, lambda rest: self.wait_first(rest, self.suspend_flow.wait()))
+
+    async def _gather(self, batches: TopicBatches, message: Any) -> None:
+        """Add `message` to the batch filling, waiting while it is full; not while the flow is
+        suspended (module docstring)."""
+        if self.suspend_flow.is_set():
+            return
+        if not batches.add(message):
+            await self.wait_first(batches.room(), self.suspend_flow.wait())
 
     async def _drain_messages(self, fetcher: Any) -> None:
         """Faust's loop (faust-streaming 0.15), split in two, with `_deliver` for its
@@ -134,12 +158,82 @@ class InlineDeliveryConsumer(aiokafka_driver.Consumer):
                 )
 
 
+class TopicBatches:
+    """One topic's messages in batches of at most `size`, filled by the fetch loop and taken by
+    one agent (`batches`). The next batch fills while the agent handles one; it is taken as soon
+    as it is full, or `within` seconds after the previous one was taken (the time the agent
+    spent on that one counts) with whatever it holds then. `clear` drops the batch filling
+    (Faust's flow control calls it on a rebalance, as it clears its channel queues)."""
+
+    def __init__(self, size: int, within: float) -> None:
+        self.size = size
+        self.within = within
+        self._filling: list[Any] = []
+        self._full = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+
+    def add(self, message: Any) -> bool:
+        """Add `message`; whether there is room for another."""
+        self._filling.append(message)
+        if len(self._filling) < self.size:
+            return True
+        self._full.set()
+        self._room.clear()
+        return False
+
+    async def room(self) -> None:
+        """Until the batch filling was taken."""
+        await self._room.wait()
+
+    def clear(self) -> None:
+        self._filling = []
+        self._full.clear()
+        self._room.set()
+
+    async def batches(self, acknowledge: Callable[[Any], None]) -> AsyncGenerator[list[Any], None]:
+        """Each batch, its messages acknowledged once the agent asks for the next one (after it
+        handled this one; a batch it did not finish, cancelled as the worker stops, is not)."""
+        loop = asyncio.get_running_loop()
+        taken_at = loop.time()
+        while True:
+            remaining = self.within - (loop.time() - taken_at)
+            if remaining > 0 and not self._full.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._full.wait(), remaining)
+            taken_at = loop.time()
+            if not self._filling:
+                continue
+            batch = self._filling
+            self.clear()
+            yield batch
+            for message in batch:
+                acknowledge(message)
+
+
 class InlineDeliveryTransport(aiokafka_driver.Transport):
     Consumer = InlineDeliveryConsumer
 
 
 class InlineDeliveryApp(faust.App):
-    """A Faust app whose consumer is `InlineDeliveryConsumer`."""
+    """A Faust app whose consumer is `InlineDeliveryConsumer`, and whose topics named in
+    `topic_batches` reach their agent as `TopicBatches` (module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.topic_batches: dict[str, TopicBatches] = {}
+        super().__init__(*args, **kwargs)
+
+    def batches_of(self, topic: str, size: int, within: float) -> TopicBatches:
+        """The batches of `topic`'s messages, for the one agent that subscribes it."""
+        batches = self.topic_batches[topic] = TopicBatches(size, within)
+        self.flow_control.manage_queue(batches)  # type: ignore[arg-type]  # it needs clear() only
+        return batches
+
+    def acknowledge(self, message: Any) -> None:
+        """What a Faust stream does once a message is handled: the consumer's acknowledgement
+        (its offset may then be committed) and the sensors' `on_message_out`."""
+        self.consumer.ack(message)
+        self.sensors.on_message_out(message.tp, message.offset, message)
 
     def _new_transport(self) -> InlineDeliveryTransport:
         return InlineDeliveryTransport(self.conf.broker_consumer, self)
