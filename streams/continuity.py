@@ -5,14 +5,17 @@ flow is suspended, or from an older consumer generation, is skipped *and acknowl
 (`faust.streams`), so the commit moves past it and the seek after the rebalance resumes behind
 it. `take_events` also acknowledges a batch's events in a `finally`, so a batch the agent was
 cancelled in the middle of (a stop) can be acknowledged unprocessed. Nothing in Faust notices.
-The worker therefore keeps its own durable record of the next offset it expects on each events
-partition (a changelog-backed table written after each batch's outputs) and plans every batch
-against it: an offset jump becomes a `Gap`, read straight from the log and processed, in order,
-before the records that follow it. A record below the expected offset was processed already,
-its outputs delivered before the offset was recorded; Kafka delivers such records again when
-the consumer goes back to the committed offset (after a crash, and after a clean restart too:
-a worker that processed a record fetched early was handed it a second time). It is left out,
-so a redelivery does not add a duplicate refusal to the quarantine and the gate's decisions.
+(The worker's batches no longer come from `take_events` but from its fetch loop, acknowledged
+once handled, `streams.delivery.TopicBatches`; the record kept here covers whatever else moves
+the commit or the consumer past an event.) The worker therefore keeps its own durable record of
+the next offset it expects on each events partition (a changelog-backed table written after each
+batch's outputs) and plans every batch against it: an offset jump becomes a `Gap`, read straight
+from the log and processed, in order, before the records that follow it. A record below the
+expected offset was processed already, its outputs delivered before the offset was recorded;
+Kafka delivers such records again when the consumer goes back to the committed offset (after a
+crash, and after a clean restart too: a worker that processed a record fetched early was handed
+it a second time). It is left out, so a redelivery does not add a duplicate refusal to the
+quarantine and the gate's decisions.
 
 Kafka-free: the agent supplies the expected offsets and runs the steps.
 """

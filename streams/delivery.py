@@ -16,15 +16,16 @@ as it is in the pinned faust-streaming (a test fails when that loop changes, so 
 is reviewed against the new one).
 
 A topic whose messages an agent takes in batches can skip the rest of Faust's per-message path
-too: the conductor's channel queue, the stream that reads it, an event object per message and its
-acknowledgement one by one (on the benchmark machine the worker went from 5,500-6,100 events/s
-to 6,500-8,900 with this alone). `InlineDeliveryApp.batches_of(topic, ...)` makes the fetch loop
-add that topic's messages to a `TopicBatches`, from which the agent takes them; its Faust agent
-still subscribes the topic (Faust subscribes the topics its agents' streams are made from) and
-Faust still commits only offsets that were acknowledged, which a batch's messages are once the
-agent has handled it. While the flow is suspended (a rebalance), a message is not added: it is
-dropped, as Faust drops a delivery the suspension wins, and fetched again from the committed
-offset; on a rebalance the batch still filling is dropped, as Faust clears its channel queues.
+too: the conductor's channel queue, the stream that reads it, an event object per message and
+its acknowledgement one by one (on the benchmark machine the worker alone went from 5,537-6,148
+events/s to 6,496-8,877 with this; docs/operator.md, Capacity).
+`InlineDeliveryApp.batches_of(topic, ...)` makes the fetch loop add that topic's messages to a
+`TopicBatches`, from which the agent takes them; its Faust agent still subscribes the topic
+(Faust subscribes the topics its agents' streams are made from) and Faust still commits only
+offsets that were acknowledged, which a batch's messages are once the agent has handled it.
+While the flow is suspended (a rebalance), a message is not added: it is dropped, as Faust drops
+a delivery the suspension wins, and fetched again from the committed offset; on a rebalance the
+batch still filling is dropped, as Faust clears its channel queues.
 """
 
 from __future__ import annotations
