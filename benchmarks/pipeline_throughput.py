@@ -8,10 +8,10 @@
    ROUNDS rounds: a naive run, then (pipeline, naive) each round, every pipeline run compared
    with the naive runs just before and after it and the median round reported, since this
    machine's speed drifts within minutes; for one agent that only takes the events in batches
-   (what Faust's delivery alone costs), with the CPU time each agent's process spends per
-   event; and the CPU time of the worker's batch step
-   alone (open, decode, gate, fold, rules, over the same events, no Kafka), so the worker's
-   figure can be split into delivery, the pure step, and publishing and storing;
+   as the worker takes them (what the worker's delivery alone costs), with the CPU time each
+   agent's process spends per event; and the CPU time of the worker's batch step alone (open,
+   decode, gate, fold, rules, over the same events, no Kafka), so the worker's figure can be
+   split into delivery, the pure step, and publishing and storing;
 3. p50/p99 publish -> alert latency while events arrive at a steady rate, for two shapes of
    load: `mixed`, the throughput workload with a conflict pair (an allergy, then a drug that
    conflicts with it, in a new subject) in every 20 events, timing the pairs' alerts; and
@@ -587,7 +587,7 @@ def throughput(broker: local_kafka.BrokerInfo, workdir: Path, events: list[Event
     asyncio.run(publish(broker.bootstrap, REFERENCE_TOPIC, sealed(workdir / "naive", events)))
     delivery, delivery_cpu = reference(broker.bootstrap, workdir, len(events), "read-only")
     print(
-        f"Faust delivery alone (batches taken, nothing done): {delivery:,.0f} events/s,",
+        f"The worker's delivery alone (batches taken, nothing done): {delivery:,.0f} events/s,",
         cpu_text(delivery_cpu),
     )
     report_rounds(rounds(broker.bootstrap, broker.pid, workdir, events))
