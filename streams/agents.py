@@ -237,15 +237,20 @@ class Checkpoints:
     timer publishes them every `interval` seconds, so a checkpoint (which serialises the whole
     state) is written once per interval however often the subject changes, and the batches
     never wait for it. Each tick spends at most `BUDGET` of the interval on checkpoints, in
-    chunks of `CHUNK` subjects (a few milliseconds each); after each chunk the timer sleeps
-    `PAUSE` times as long as the chunk took, so checkpoints never hold more than a third of the
-    event loop in any stretch of time and the agent's batches and Faust's delivery go on in
-    between (chunks run back to back held the loop for a tenth of a second every second, and
-    the alerts of that moment waited as long). Under a load the worker cannot checkpoint in
-    time, the state topic falls behind (oldest subjects first), never the processing."""
+    chunks (a few milliseconds each), and ends within its interval (a tick that runs past it
+    overlaps the next, which Faust logs as a warning); after each chunk the timer sleeps `PAUSE`
+    times as long as the chunk took, so checkpoints never hold more than a third of the event
+    loop in any stretch of time and the agent's batches and Faust's delivery go on in between
+    (chunks run back to back held the loop for a tenth of a second every second, and the
+    alerts of that moment waited as long). A chunk is `CHUNK` subjects, or more when the loop
+    was away longer than the pause (`next_chunk`): while the agent works through a backlog each
+    pause lasts a whole batch, and chunks of five then published a third as many checkpoints
+    per second. Under a load the worker cannot checkpoint in time, the state topic falls behind
+    (oldest subjects first), never the processing."""
 
     BUDGET = 0.10
     CHUNK = 5
+    MAX_CHUNK = 100
     PAUSE = 2.0
 
     interval: float
@@ -264,21 +269,39 @@ class Checkpoints:
             del self.dirty[key]
         return keys
 
+    def next_chunk(self, size: int, took: float, away: float) -> int:
+        """The size of the chunk after one of `size` subjects that took `took` seconds, the loop
+        then away for `away` seconds (the pause, and what ran meanwhile): as many subjects as
+        fit in `away / PAUSE` at that chunk's pace, so the next chunk holds the loop for at most
+        a third of the stretch, between `CHUNK` and `MAX_CHUNK`."""
+        if took <= 0:
+            return size
+        fitting = int(size * away / (self.PAUSE * took))
+        return max(self.CHUNK, min(self.MAX_CHUNK, fitting))
+
     async def publish_due(
         self,
         publish: Callable[[list[str]], Awaitable[None]],
         can_publish: Callable[[], bool],
     ) -> None:
         """One tick: `publish` chunk after chunk of dirty subjects, pausing after each, until
-        none is left, the tick's budget of work is spent, or `can_publish()` says no (the
-        producer stopped: the subjects stay dirty)."""
-        spent = 0.0
-        while self.dirty and spent < self.BUDGET * self.interval and can_publish():
+        none is left, the tick's budget of work is spent, another chunk and pause as long as
+        the last would end past its interval, or `can_publish()` says no (the producer stopped:
+        the subjects stay dirty)."""
+        spent, size, stretch, tick = 0.0, self.CHUNK, 0.0, time.monotonic()
+        while (
+            self.dirty
+            and spent < self.BUDGET * self.interval
+            and time.monotonic() - tick + stretch < self.interval
+            and can_publish()
+        ):
             started = time.monotonic()
-            await publish(self.take(self.CHUNK))
+            await publish(self.take(size))
             took = time.monotonic() - started
             spent += took
             await asyncio.sleep(self.PAUSE * took)
+            stretch = time.monotonic() - started
+            size = self.next_chunk(size, took, stretch - took)
 
 
 async def erase(pipeline: Pipeline, erasures: Sequence[Event], now: datetime) -> None:

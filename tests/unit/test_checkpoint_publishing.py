@@ -6,6 +6,7 @@ down) publishes nothing and crashes nothing."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -115,3 +116,45 @@ def test_given_a_running_producer_then_a_timer_tick_publishes_the_due_subjects()
     asyncio.run(checkpoints.publish_due(publish, lambda: producer_running(pipeline)))  # type: ignore[arg-type]
     assert published == ["clinic-a:patient-1", "clinic-a:patient-2"]
     assert not checkpoints.dirty
+
+
+def test_given_the_loop_away_longer_than_the_pause_then_the_next_chunk_is_larger() -> None:
+    checkpoints = Checkpoints(1.0)
+    assert checkpoints.next_chunk(5, took=0.002, away=0.004) == 5
+    assert checkpoints.next_chunk(5, took=0.002, away=0.060) == 75
+    assert checkpoints.next_chunk(5, took=0.002, away=5.0) == Checkpoints.MAX_CHUNK
+    assert checkpoints.next_chunk(75, took=0.030, away=0.001) == Checkpoints.CHUNK
+    assert checkpoints.next_chunk(20, took=0.0, away=0.5) == 20
+
+
+def test_given_an_agent_holding_the_loop_then_a_tick_ends_within_its_interval() -> None:
+    """Each pause lasts as long as the agent's batches that run in it (0.1 s each here): the
+    tick stops before a chunk and pause would end past its 2 s interval, and grows its chunks."""
+    checkpoints = Checkpoints(2.0)
+    checkpoints.touch_all(f"clinic-a:patient-{n}" for n in range(1_000))
+    chunks: list[int] = []
+
+    async def publish(keys: list[str]) -> None:
+        chunks.append(len(keys))
+
+    async def agent_batches(stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            time.sleep(0.1)  # a batch of the agent, holding the loop
+            await asyncio.sleep(0)
+
+    async def tick() -> float:
+        stop = asyncio.Event()
+        agent = asyncio.ensure_future(agent_batches(stop))
+        await asyncio.sleep(0)
+        started = time.monotonic()
+        await checkpoints.publish_due(publish, lambda: True)
+        took = time.monotonic() - started
+        stop.set()
+        await agent
+        return took
+
+    took = asyncio.run(tick())
+    assert took < 2.0
+    assert chunks[0] == Checkpoints.CHUNK
+    assert max(chunks) > Checkpoints.CHUNK
+    assert len(checkpoints.dirty) == 1_000 - sum(chunks) > 0
