@@ -4,7 +4,8 @@ The fold allocates many small, acyclic, long-lived objects (persistent maps and 
 CPython's cyclic garbage collector rescans the whole old generation as it grows, which on a
 worker holding many subjects costs more than the fold itself; reference counting already frees
 these objects. So processes that fold at volume raise the collection thresholds and move what
-start-up built (code, settings, knowledge tables) out of the collector's view.
+start-up built (code, settings, knowledge tables) out of the collector's view, and what the
+process holds when it exits.
 
 A process can also restart itself in place, and dump what its tasks wait for on request.
 """
@@ -12,6 +13,7 @@ A process can also restart itself in place, and dump what its tasks wait for on 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import gc
 import logging
 import os
@@ -32,9 +34,16 @@ OLD_THRESHOLD = 1_000
 
 
 def tune_garbage_collector() -> None:
+    """Raise the thresholds, freeze what start-up built, and skip the collection at exit: the
+    interpreter's last collection scans the whole heap, which a worker holding 20,000 subjects
+    spent 10 s on after it had stopped (11.3 s from SIGTERM to exit, 1.1 s with the heap frozen
+    first; docs/operator.md, Capacity). Nothing is lost by it: the process is ending, and what
+    needs closing closed before (Faust's services stopped, logging's own exit handler, which
+    runs after this one, flushes the logs)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD)
+    atexit.register(gc.freeze)
 
 
 @contextmanager
