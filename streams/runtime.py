@@ -43,6 +43,7 @@ def tune_garbage_collector() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD)
+    atexit.unregister(gc.freeze)  # once per process, however often it is tuned
     atexit.register(gc.freeze)
 
 
