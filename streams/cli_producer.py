@@ -132,6 +132,16 @@ def new_signing_key(
 
 
 def replay(
+    listed: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            exists=True,
+            dir_okay=False,
+            metavar="FILE",
+            show_default=False,
+            help="Event files (as --file).",
+        ),
+    ] = None,
     files: Annotated[
         list[Path] | None,
         typer.Option(
@@ -148,12 +158,14 @@ def replay(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Fold events through gate + fold + rules (--file), or rebuild every subject from Kafka and
-    compare its state_hash with the live state (--from-kafka)."""
-    if bool(files) == from_kafka:
-        err.print("give exactly one of --file FILE or --from-kafka")
+    compare its state_hash with the live state (--from-kafka). Event files are named by
+    `--file` options, listed after the options (a shell glob), or both."""
+    inputs = [*(files or []), *(listed or [])]
+    if bool(inputs) == from_kafka:
+        err.print("give exactly one of event files (FILE... or --file FILE) or --from-kafka")
         raise typer.Exit(code=2)
-    if files:
-        submitted, errors = read_events(files, input_format, tenant, actor)
+    if inputs:
+        submitted, errors = read_events(inputs, input_format, tenant, actor)
         _replay_events(submitted, errors, as_json)
     else:
         _replay_from_kafka(as_json)

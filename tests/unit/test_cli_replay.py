@@ -418,3 +418,28 @@ def test_given_two_event_files_of_one_name_then_their_errors_name_the_paths(
     assert result.exit_code == 1
     assert f"{paths[0]}:1" in result.stderr
     assert f"{paths[1]}:1" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        pytest.param(lambda a, b: [str(a), str(b)], id="listed after the options, as a glob"),
+        pytest.param(lambda a, b: ["--file", str(a), str(b)], id="one by --file, one listed"),
+    ],
+)
+def test_given_the_events_split_over_files_named_either_way_then_the_output_of_the_whole_file(
+    tmp_path: Path, named: Any
+) -> None:
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)
+    first, second = tmp_path / "part-1.ndjson", tmp_path / "part-2.ndjson"
+    first.write_text("".join(lines[::2]), encoding="utf-8")
+    second.write_text("".join(lines[1::2]), encoding="utf-8")
+    result = runner.invoke(app, ["replay", *named(first, second), "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert [json.loads(line) for line in result.stdout.splitlines()] == _replay_json(SAMPLE)[1]
+
+
+def test_given_files_and_from_kafka_together_then_a_usage_error() -> None:
+    result = runner.invoke(app, ["replay", str(SAMPLE), "--from-kafka"])
+    assert result.exit_code == 2
+    assert "give exactly one of event files" in result.stderr
