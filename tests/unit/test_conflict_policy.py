@@ -611,3 +611,27 @@ def test_every_event_type_is_either_a_keyed_claim_or_explicitly_not_one() -> Non
 
     assert set(CLAIM_KEYS) | set(NOT_CLAIMS) == set(PAYLOAD_MODELS.values())
     assert not set(CLAIM_KEYS) & set(NOT_CLAIMS)
+
+
+def test_state_as_of_judges_the_subject_at_the_asked_time_not_at_its_last_event() -> None:
+    course = make_event(
+        "MedicationPrescribed",
+        "course",
+        at=T0,
+        valid_until=T0 + 7 * DAY,
+        payload={"prescription_id": "course", "drug": "amoxicillin"},
+    )
+    later = make_event(
+        "MedicationPrescribed",
+        "later",
+        at=T0 + DAY,
+        valid_from=T0 + 20 * DAY,
+        payload={"prescription_id": "later", "drug": "metformin"},
+    )
+    during = state_as_of([course, later], T0 + 3 * DAY)
+    after_course = state_as_of([course, later], T0 + 10 * DAY)
+    once_later_starts = state_as_of([course, later], T0 + 25 * DAY)
+    assert [view.drug for view in active_medications(during)] == ["amoxicillin"]
+    assert active_medications(after_course) == []
+    assert [view.drug for view in active_medications(once_later_starts)] == ["metformin"]
+    assert after_course.as_of == T0 + 10 * DAY
