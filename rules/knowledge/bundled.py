@@ -15,7 +15,7 @@ from rules.knowledge.allergy_text import clauses, doubt_in, other_doubt_in, read
 from rules.knowledge.judge import NO_KNOWN_ALLERGY, STRENGTH, Judge, Verdict, is_class
 from rules.knowledge.model import Coding, CrossReactivity, DrugResolution, MatchLevel
 from rules.knowledge.normalise import folded_tokens
-from rules.knowledge.recognise import Recogniser, Recognition
+from rules.knowledge.recognise import Recogniser, Recognition, spells_codes
 from rules.knowledge.tables import CLASS_PREFIX, KnowledgeTables, load_tables
 
 VEHICLES: Final = frozenset({f"{CLASS_PREFIX}infusion_vehicles", f"{CLASS_PREFIX}excipients"})
@@ -81,7 +81,9 @@ class BundledKnowledge:
         allergen_codes: tuple[Coding, ...] = (),
         drug_codes: tuple[Coding, ...] = (),
     ) -> CrossReactivity:
-        allergen_text, said_tolerated = read_allergy_text(allergen)
+        allergen_text, said_tolerated = read_allergy_text(
+            "" if spells_codes(allergen, allergen_codes) else allergen
+        )
         recognised = self._recogniser.recognise(allergen_text, allergen_codes, every_item=True)
         doubt, kept, negated = self._doubt(replace(recognised, query=allergen), allergen_text)
         if kept != allergen_text:

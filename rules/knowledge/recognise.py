@@ -78,9 +78,10 @@ class Recogniser:
         (codings of one concept are alternatives, not parts).
         """
         coded, unknown_codes = self._codes(codings)
-        found, unknown_words = self.parse(text)
+        words = "" if spells_codes(text, codings) else text
+        found, unknown_words = self.parse(words)
         if coded:
-            unread = self._unread_items(text) if every_item else ()
+            unread = self._unread_items(words) if every_item else ()
             return Recognition(text, _sorted_unique(coded + found), unread)
         if not found:
             found, unknown_words = self._displayed(codings) or (found, unknown_words)
@@ -217,3 +218,12 @@ def _names_by_initial(
 
 def _sorted_unique(concepts: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(set(concepts)))
+
+
+def spells_codes(text: str, codings: Iterable[Coding]) -> bool:
+    """Whether the text only spells the codings' codes, each bare or as `system|code` (the label
+    of a record coded without text or display): it names no words to recognise. Only codes
+    without letters count (RxNorm, SNOMED, NDC, CVX): a local code can be a drug's name."""
+    codes = {c.code for c in codings if not any(char.isalpha() for char in c.code)}
+    written = text.split()
+    return bool(written) and all(word.rpartition("|")[2] in codes for word in written)

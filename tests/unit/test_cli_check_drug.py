@@ -120,3 +120,27 @@ def test_given_knowledge_data_changed_after_its_release_then_one_line_and_exit_c
     assert "the drug knowledge data cannot be used" in stderr
     assert "cross_reactivity.csv does not match its SHA-256 in manifest.json" in stderr
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(
+    ("side", "codes"),
+    [
+        pytest.param("--allergy", ["http://snomed.info/sct|999999"], id="an allergen code URI"),
+        pytest.param("--drug", ["rxnorm|99999999", "ndc|0000-1111"], id="two drug codes"),
+    ],
+)
+def test_given_only_unknown_codes_then_the_reason_names_the_codes_not_words_of_them(
+    side: str, codes: list[str]
+) -> None:
+    other = "--drug" if side == "--allergy" else "--allergy"
+    coded = [option for code in codes for option in (f"{side}-code", code)]
+    verdict = _verdict(*coded, other, "amoxicillin")
+    unrecognised = str(verdict["reason"]).partition("(unrecognised: ")[2].rstrip(")")
+    assert verdict["level"] == "unverified"
+    assert all(word.startswith("http://") for word in unrecognised.split(", ")), unrecognised
+    assert len(unrecognised.split(", ")) == len(codes)
+
+
+def test_given_a_local_code_that_is_a_name_then_the_name_is_still_read() -> None:
+    verdict = _verdict("--allergy", "penicillin", "--drug-code", "urn:local:formulary|amoxicillin")
+    assert verdict["level"] == "same_class"
