@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
+from projections.clock import clock_event, due_bound
 from projections.gate import GateContext, Rejected
 from projections.state import UserState, initial_state
 from projections.timeline import CAUSAL_RANK
@@ -79,3 +81,24 @@ def replay_batch(
             result.rejections.append((item, outcome.decision))
         results[event.key] = result
     return dict(sorted(results.items()))
+
+
+def advance_clocks(
+    results: dict[str, SubjectResult],
+    moment: datetime,
+    context_for: ContextFor,
+    rules: Sequence[Rule],
+    policy: FoldPolicy = DEFAULT_POLICY,
+) -> None:
+    """Move each subject's time to `moment` as the worker's clock does when wall-clock time
+    passes a validity bound: one `ClockAdvanced` through gate + fold + rules, so an alert whose
+    cause expired by `moment` (a prescription past its `valid_until`) is resolved, and one whose
+    cause came into force is raised."""
+    for result in results.values():
+        due = due_bound(result.state, moment)
+        if due is None:
+            continue
+        tick = Submitted("clock", clock_event(result.state, due, moment), 0)
+        outcome = process(result.state, tick.event, context_for(tick, {}), rules, policy)
+        result.state = outcome.after
+        result.alerts.extend(outcome.alerts)

@@ -3,6 +3,7 @@ name."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -101,3 +102,13 @@ def topics_of(settings: Settings) -> Topics:
 
 def sealer_of(settings: Settings) -> Sealer:
     return Sealer(FileKeyStore(settings.keys_dir))
+
+
+def utc_time(text: str | None, option: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter(f"not an ISO 8601 time: {text!r}", param_hint=option) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -28,6 +28,7 @@ from streams.cli_common import (
     out,
     sealer_of,
     topics_of,
+    utc_time,
 )
 from streams.console_text import styled
 from streams.kafka_address import bootstrap_servers
@@ -158,7 +159,7 @@ def redrive_command(
         asked = redrivable(reasons)
     except NotRedrivable as error:
         raise typer.BadParameter(str(error), param_hint="--reason") from None
-    selection = Selection(tenant, asked, _utc_time(since, "--since"), _utc_time(until, "--until"))
+    selection = Selection(tenant, asked, utc_time(since, "--since"), utc_time(until, "--until"))
     try:
         result = asyncio.run(
             redrive(bootstrap_servers(settings), topics_of(settings), selection, dry_run=dry_run)
@@ -183,16 +184,6 @@ def _print_redrive(result: Redrive, tenant: str, dry_run: bool) -> None:
         if positions:
             listed = ", ".join(f"{p}/{o}" for p, o in positions[:20])
             out.print(f"{len(positions)} {what}: {listed}")
-
-
-def _utc_time(text: str | None, option: str) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise typer.BadParameter(f"not an ISO 8601 time: {text!r}", param_hint=option) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def check_log_command(

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from projections.gate import GateContext
-from rules.batch import Submitted, processing_order, replay_batch
+from rules.batch import Submitted, advance_clocks, processing_order, replay_batch
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from schemas.reasons import ReasonCode
@@ -28,6 +28,7 @@ from streams.cli_common import (
     sealer_of,
     signer_from,
     topics_of,
+    utc_time,
 )
 from streams.console_text import styled
 from streams.event_files import LineError, read_ndjson_file
@@ -155,6 +156,16 @@ def replay(
         bool,
         typer.Option("--from-kafka", help="Rebuild from the accepted-events topic and compare."),
     ] = False,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            metavar="TIME",
+            help="Event files: then move every subject's time to TIME (ISO 8601, UTC if no zone; "
+            "'now'), as the worker's clock does, so validity windows that closed or opened by "
+            "then resolve or raise their alerts. Without it the output depends on the files only.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Fold events through gate + fold + rules (--file), or rebuild every subject from Kafka and
@@ -164,29 +175,46 @@ def replay(
     if bool(inputs) == from_kafka:
         err.print("give exactly one of event files (FILE... or --file FILE) or --from-kafka")
         raise typer.Exit(code=2)
+    if from_kafka and as_of is not None:
+        err.print("--as-of applies to event files; --from-kafka compares with the live state")
+        raise typer.Exit(code=2)
     if inputs:
+        now = datetime.now(UTC)
+        moment = now if as_of == "now" else utc_time(as_of, "--as-of")
+        if moment is not None and moment > now:
+            raise typer.BadParameter(
+                "a time not after now (the gate's clock)", param_hint="--as-of"
+            )
         submitted, errors = read_events(inputs, input_format, tenant, actor)
-        _replay_events(submitted, errors, as_json)
+        _replay_events(submitted, errors, now, moment, as_json)
     else:
         _replay_from_kafka(as_json)
 
 
-def _replay_events(submitted: list[Submitted], errors: list[LineError], as_json: bool) -> None:
+def _replay_events(
+    submitted: list[Submitted],
+    errors: list[LineError],
+    now: datetime,
+    as_of: datetime | None,
+    as_json: bool,
+) -> None:
     settings = Settings()
     policy = load_gate_policy(
         settings.tenants_file,
         max_future_skew_seconds=settings.max_future_skew_seconds,
         max_event_bytes=settings.max_event_bytes,
     )
-    now = datetime.now(UTC)
 
     def context_for(item: Submitted, owners: dict[str, str]) -> GateContext:
         return GateContext(
             now=now, policy=policy, encoded_size=item.encoded_size, claim_owners=owners
         )
 
+    rules = default_rules(load_bundled_knowledge())
     with collector_paused():
-        results = replay_batch(submitted, context_for, default_rules(load_bundled_knowledge()))
+        results = replay_batch(submitted, context_for, rules)
+        if as_of is not None:
+            advance_clocks(results, as_of, context_for, rules)
     print_line_errors(errors, err)
     (print_json if as_json else print_human)(results, out)
     decisions = [decision for result in results.values() for _, decision in result.rejections]

@@ -13,6 +13,8 @@ from typing import Any
 from rich.console import Console
 
 from projections.document import plain, state_document, state_hash
+from projections.queries import active_allergies, active_medications
+from projections.state import UserState
 from rules.batch import SubjectResult
 from streams.alert_output import alert_view
 from streams.console_text import styled
@@ -50,7 +52,7 @@ def print_human(results: Mapping[str, SubjectResult], console: Console) -> None:
         document = state_document(result.state)
         console.rule(styled(key, "bold", f"  version {document['version']}"))
         console.print(f"state_hash {state_hash(result.state)}")
-        console.print(_summary(document))
+        console.print(_summary(result.state, document))
         if result.alerts:
             console.print(alert_view(result.alerts, console.width))
         for submitted, rejection in result.rejections:
@@ -59,9 +61,11 @@ def print_human(results: Mapping[str, SubjectResult], console: Console) -> None:
             console.print(styled("rejected", "yellow", f" {where}: {rejection.detail}"))
 
 
-def _summary(document: Mapping[str, Any]) -> str:
-    allergies = [a["substance"] for a in document["allergies"] if a["active"]]
-    medications = [m["drug"] for m in document["medications"]["active"]]
+def _summary(state: UserState, document: Mapping[str, Any]) -> str:
+    """The subject at its own time: allergies and medications in force at `as_of` (a course past
+    its `valid_until` is not listed, though no stop was recorded)."""
+    allergies = [view.substance for view in active_allergies(state)]
+    medications = [view.drug for view in active_medications(state)]
     trips = document["trips"]
     international = sum(1 for trip in trips if trip["international"])
     preferences = {key: value["value"] for key, value in document["preferences"].items()}

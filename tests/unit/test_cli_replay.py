@@ -17,7 +17,7 @@ from rules.batch import SubjectResult
 from streams.cli import app
 from streams.console_text import DataConsole
 from streams.replay_report import print_human, print_json
-from tests.factories import make_event
+from tests.factories import T0, make_event
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "events.ndjson"
 runner = CliRunner()
@@ -443,3 +443,72 @@ def test_given_files_and_from_kafka_together_then_a_usage_error() -> None:
     result = runner.invoke(app, ["replay", str(SAMPLE), "--from-kafka"])
     assert result.exit_code == 2
     assert "give exactly one of event files" in result.stderr
+
+
+def _course_file(tmp_path: Path) -> Path:
+    """A penicillin allergy, then a one-week amoxicillin course that is never stopped."""
+    events = [
+        make_event("AllergyRecorded", "allergy"),
+        make_event(
+            "MedicationPrescribed",
+            "course",
+            at=timedelta(days=30),
+            valid_until=T0 + timedelta(days=37),
+        ),
+    ]
+    path = tmp_path / "course.ndjson"
+    path.write_text("".join(e.model_dump_json() + "\n" for e in events), encoding="utf-8")
+    return path
+
+
+def _lifecycle(options: list[str]) -> tuple[list[str], list[str]]:
+    result = runner.invoke(app, ["replay", *options, "--json"])
+    assert result.exit_code == 0, result.stderr
+    (subject,) = [json.loads(line) for line in result.stdout.splitlines()]
+    return [a["status"] for a in subject["alerts"]], [a["alert_id"] for a in subject["alerts"]]
+
+
+@pytest.mark.parametrize(
+    ("as_of", "statuses"),
+    [
+        pytest.param([], ["raised"], id="without --as-of, judged at the last event"),
+        pytest.param(["--as-of", "2024-02-03T00:00:00Z"], ["raised"], id="during the course"),
+        pytest.param(["--as-of", "2024-03-01"], ["raised", "resolved"], id="after the course"),
+        pytest.param(["--as-of", "now"], ["raised", "resolved"], id="now"),
+    ],
+)
+def test_given_a_course_that_ran_out_then_as_of_a_later_time_its_alert_is_resolved(
+    tmp_path: Path, as_of: list[str], statuses: list[str]
+) -> None:
+    seen, ids = _lifecycle([str(_course_file(tmp_path)), *as_of])
+    assert seen == statuses
+    assert len(set(ids)) == 1
+
+
+def test_given_as_of_a_later_time_then_the_course_is_no_longer_listed_as_active(
+    tmp_path: Path,
+) -> None:
+    path = _course_file(tmp_path)
+    judged_now = runner.invoke(app, ["replay", str(path), "--as-of", "now"])
+    judged_at_the_file = runner.invoke(app, ["replay", str(path)])
+    assert "active medications: -" in judged_now.stdout
+    assert "active medications: amoxicillin" in judged_at_the_file.stdout
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        pytest.param(["--as-of", "2999-01-01"], "not after now", id="a future time"),
+        pytest.param(["--as-of", "next week"], "not an ISO 8601 time", id="not a time"),
+        pytest.param(
+            ["--from-kafka", "--as-of", "now"], "--as-of applies to event files", id="kafka"
+        ),
+    ],
+)
+def test_given_a_bad_as_of_then_a_usage_error(
+    tmp_path: Path, options: list[str], message: str
+) -> None:
+    files = [] if "--from-kafka" in options else [str(_course_file(tmp_path))]
+    result = runner.invoke(app, ["replay", *files, *options])
+    assert result.exit_code == 2
+    assert message in result.stderr
