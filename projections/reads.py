@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from projections.as_of import state_as_of
 from projections.document import plain, provenance, state_document
 from projections.gate import TenantPolicy, consent_allows
-from projections.queries import HOME_COUNTRY
+from projections.queries import HOME_COUNTRY, events_in_order
 from projections.state import UserState
 from projections.views import DEFAULT_POLICY, FoldPolicy
 
@@ -31,10 +32,15 @@ class _Filter:
         purpose: str,
         tenant: TenantPolicy | None,
         read_at: datetime | None,
+        special_allowed: bool | None = None,
     ) -> None:
         self.purpose = purpose
         self.moment: datetime | None = state.as_of if read_at is None else read_at
-        self.special_allowed = consent_allows(state, purpose, tenant, self.moment)
+        self.special_allowed = (
+            consent_allows(state, purpose, tenant, self.moment)
+            if special_allowed is None
+            else special_allowed
+        )
         self.withheld = 0
 
     def allows(self, ref: Mapping[str, Any], health: bool = False) -> bool:
@@ -67,8 +73,37 @@ def readable_document(
 ) -> dict[str, Any]:
     """The state document restricted to what `purpose` may use at `read_at` (default: the
     subject's `as_of`), with a count of what was withheld."""
+    return _restricted(state, _Filter(state, purpose, tenant, read_at), policy)
+
+
+def readable_document_as_of(
+    state: UserState,
+    valid_time: datetime,
+    read_at: datetime,
+    known_at: datetime | None = None,
+    purpose: str = DEFAULT_PURPOSE,
+    tenant: TenantPolicy | None = None,
+    policy: FoldPolicy = DEFAULT_POLICY,
+) -> dict[str, Any]:
+    """The subject as it stood at `valid_time` (as it was known at `known_at`, if given:
+    `projections.as_of.state_as_of`), restricted to what `purpose` may use.
+
+    The claims are those in force at `valid_time`; the legal basis is the one in force at
+    `read_at`, judged on the whole current `state`: a consent withdrawn since the past moment
+    hides that past too (a past consent is no permission to read now)."""
+    past = (
+        state
+        if state.erased or not state.events
+        else state_as_of(list(events_in_order(state)), valid_time, known_at, policy)
+    )
+    allowed = consent_allows(state, purpose, tenant, read_at)
+    document = _restricted(past, _Filter(past, purpose, tenant, valid_time, allowed), policy)
+    document["read"] |= {"as_of": plain(valid_time), "known_at": plain(known_at)}
+    return document
+
+
+def _restricted(state: UserState, check: _Filter, policy: FoldPolicy) -> dict[str, Any]:
     document = state_document(state, policy=policy)
-    check = _Filter(state, purpose, tenant, read_at)
     document["allergies"] = [
         a for a in document["allergies"] if check.allows(a["recorded"], health=True)
     ]
@@ -99,7 +134,7 @@ def readable_document(
         for conflict in document["conflicts"]
         if (usable := _usable_conflict(conflict, check)) is not None
     ]
-    document["read"] = {"purpose": purpose, "withheld": check.withheld}
+    document["read"] = {"purpose": check.purpose, "withheld": check.withheld}
     return document
 
 

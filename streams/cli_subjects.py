@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from projections.document import CorruptCheckpoint, plain, state_from_checkpoint, state_hash
-from projections.reads import DEFAULT_PURPOSE, readable_document
+from projections.reads import DEFAULT_PURPOSE, readable_document, readable_document_as_of
 from projections.secrets import secrets_in_text
 from projections.state import UserState, initial_state
 from schemas.alerts import Alert
@@ -39,6 +39,7 @@ from streams.cli_common import (
     sealer_of,
     signer_from,
     topics_of,
+    utc_time,
 )
 from streams.console_text import styled
 from streams.export import erasure_receipts, export_document, write_csv, write_json
@@ -163,11 +164,32 @@ def state(
     subject: Annotated[str, typer.Option("--subject", help="Subject id.")],
     purpose: PurposeOption = DEFAULT_PURPOSE,
     actor: ReaderOption = None,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            metavar="TIME",
+            help="Show the subject as it stood at TIME (ISO 8601, UTC if no zone): the claims "
+            "in force then; what --purpose may use is judged now.",
+        ),
+    ] = None,
+    known_at: Annotated[
+        str | None,
+        typer.Option(
+            "--known-at",
+            metavar="TIME",
+            help="With --as-of: count only events recorded by TIME (what was known then).",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the state document as JSON.")
     ] = False,
 ) -> None:
-    """Show what one subject's memory holds that `--purpose` may use (read is audited)."""
+    """Show what one subject's memory holds that `--purpose` may use (read is audited), now or
+    as it stood at a past time (--as-of, --known-at)."""
+    if known_at is not None and as_of is None:
+        raise typer.BadParameter("needs --as-of (the valid time to show)", param_hint="--known-at")
+    valid_time, recorded_by = utc_time(as_of, "--as-of"), utc_time(known_at, "--known-at")
     settings = Settings()
     subject_state = _subject_state(settings, f"{tenant}:{subject}")
     _audit(settings, tenant, subject, actor, purpose, "state")
@@ -175,7 +197,14 @@ def state(
         err.print(f"no state for {tenant}:{subject}")
         raise typer.Exit(code=4)
     tenant_policy = gate_policy_of(settings).tenants.get(tenant)
-    document = readable_document(subject_state, purpose, tenant_policy, read_at=datetime.now(UTC))
+    now = datetime.now(UTC)
+    document = (
+        readable_document(subject_state, purpose, tenant_policy, read_at=now)
+        if valid_time is None
+        else readable_document_as_of(
+            subject_state, valid_time, now, recorded_by, purpose, tenant_policy
+        )
+    )
     document["state_hash"] = state_hash(subject_state)
     if as_json:
         out.out(json_line(document), highlight=False)

@@ -119,6 +119,23 @@ def test_given_events_of_several_tenants_then_every_expected_alert_and_every_eve
     clinic_a = [a for a in alerts if a.tenant_id == "clinic-a"]
     rows = pipeline.clickhouse("SELECT count(), uniqExact(lifecycle_id) FROM alerts", "clinic-a")
     assert [int(v) for v in rows[0]] == [len(clinic_a), len(clinic_a)]
+    now = wait_for(
+        lambda: active_prescriptions(pipeline, "p-1001"),
+        lambda active: active == ["rx-4420", "rx-5501"],
+        what="the subject's checkpoint",
+    )
+    as_of_july = active_prescriptions(pipeline, "p-1001", "--as-of", "2024-07-01")
+    assert (now, as_of_july) == (["rx-4420", "rx-5501"], ["rx-4410", "rx-4420"])
+
+
+def active_prescriptions(pipeline: Pipeline, subject: str, *options: str) -> list[str] | None:
+    """The prescriptions `uac state` shows active for a clinic-a subject, now or as of a time
+    (None while it has no state)."""
+    shown = pipeline.uac("state", "--tenant", "clinic-a", "--subject", subject, "--json", *options)
+    if shown.returncode == 4:
+        return None
+    assert shown.returncode == 0, shown.stderr
+    return sorted(m["prescription_id"] for m in json.loads(shown.stdout)["medications"]["active"])
 
 
 def run_sample_through(pipeline: Pipeline) -> None:

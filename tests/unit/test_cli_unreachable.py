@@ -89,3 +89,19 @@ def test_given_an_erasure_reason_that_looks_like_a_secret_then_refused_before_se
     result = _uac(args, tmp_path, f"127.0.0.1:{_closed_port()}")
     assert result.returncode == 2
     assert "secret_in_text" in " ".join(result.stderr.split())
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        pytest.param(["--known-at", "2024-07-01"], "needs --as-of", id="known-at alone"),
+        pytest.param(["--as-of", "last summer"], "not an ISO 8601 time", id="not a time"),
+    ],
+)
+def test_given_a_bad_as_of_read_then_a_usage_error_before_reading(
+    tmp_path: Path, options: list[str], message: str
+) -> None:
+    args = ["state", "--tenant", "clinic-a", "--subject", "p-1", *options]
+    result = _uac(args, tmp_path, f"127.0.0.1:{_closed_port()}")
+    assert result.returncode == 2
+    assert message in " ".join(result.stderr.split())

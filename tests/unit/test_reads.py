@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from projections.gate import TenantPolicy
-from projections.reads import DEFAULT_PURPOSE, readable_document
+from projections.reads import DEFAULT_PURPOSE, readable_document, readable_document_as_of
 from projections.state import replay
 from schemas.events import Event
 from tests.factories import T0, make_event
@@ -269,3 +269,66 @@ def test_given_a_conflict_then_a_read_shows_it_while_the_held_claim_and_a_challe
     later = make_event("TravelRecorded", "trip-later", at=5 * DAY, purpose="personalization")
     document = readable_document(replay([*statements, later]), "personalization", ASSISTANT)
     assert [[claim["value"] for claim in c["claims"]] for c in document["conflicts"]] == expected
+
+
+def _course_then_stop_and_new_allergy() -> list[Event]:
+    """Penicillin allergy (day 0), amoxicillin (day 1) stopped on day 10, a latex allergy
+    recorded on day 12 about a reaction on day 5."""
+    return [
+        make_event("AllergyRecorded", "allergy", purpose="care"),
+        make_event("MedicationPrescribed", "rx", at=DAY, purpose="care"),
+        make_event("MedicationStopped", "rx-stop", at=10 * DAY, purpose="care"),
+        make_event(
+            "AllergyRecorded",
+            "latex",
+            at=5 * DAY,
+            recorded=T0 + 12 * DAY,
+            purpose="care",
+            payload={"allergy_id": "allergy-latex", "substance": "latex"},
+        ),
+    ]
+
+
+def test_given_an_as_of_read_then_the_subject_as_it_stood_then_and_as_it_was_known_then() -> None:
+    state = replay(_course_then_stop_and_new_allergy())
+    now = T0 + 30 * DAY
+
+    then = readable_document_as_of(state, T0 + 7 * DAY, now, tenant=CLINIC)
+    known_then = readable_document_as_of(
+        state, T0 + 7 * DAY, now, known_at=T0 + 7 * DAY, tenant=CLINIC
+    )
+    today = readable_document(state, "care", CLINIC, read_at=now)
+
+    assert [m["prescription_id"] for m in then["medications"]["active"]] == ["rx-1"]
+    assert sorted(a["substance"] for a in then["allergies"]) == ["latex", "penicillin"]
+    assert [a["substance"] for a in known_then["allergies"]] == ["penicillin"]
+    assert today["medications"]["active"] == []
+    assert (then["read"]["as_of"], then["read"]["known_at"]) == ("2024-01-08T09:00:00.000Z", None)
+    assert known_then["read"]["known_at"] == "2024-01-08T09:00:00.000Z"
+
+
+def test_given_a_consent_withdrawn_since_then_an_as_of_read_of_the_past_withholds_health_data() -> (
+    None
+):
+    granted = make_event("ConsentChanged", "consent", at=-DAY)
+    withdrawn = make_event(
+        "ConsentChanged",
+        "consent-withdrawn",
+        at=20 * DAY,
+        payload={"purpose": "care", "granted": False, "special_category": True},
+    )
+    still_granted = replay([*_course_then_stop_and_new_allergy(), granted])
+    since_withdrawn = replay([*_course_then_stop_and_new_allergy(), granted, withdrawn])
+    past, now = T0 + 7 * DAY, T0 + 30 * DAY
+
+    allowed = readable_document_as_of(still_granted, past, now, tenant=ASSISTANT)
+    refused = readable_document_as_of(since_withdrawn, past, now, tenant=ASSISTANT)
+
+    assert (visible(allowed)["allergies"], visible(refused)["allergies"]) == (2, 0)
+    assert refused["read"]["withheld"] >= 3
+
+
+def test_given_an_as_of_time_before_the_first_event_then_nothing_is_shown() -> None:
+    state = replay(_course_then_stop_and_new_allergy())
+    document = readable_document_as_of(state, T0 - DAY, T0 + 30 * DAY, tenant=CLINIC)
+    assert visible(document) == {"allergies": 0, "medications": 0, "preferences": 0, "trips": 0}
