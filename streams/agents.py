@@ -4,7 +4,7 @@
 `BatchProcessor` open, decode, gate, fold and evaluate them, publishes accepted events,
 quarantine decisions and (sealed) alerts, writes each changed subject's (sealed) state to the
 table and its changelog once per batch, and carries out erasures; a timer publishes the changed
-subjects' checkpoints on the compacted state topic, and another the `ClockAdvanced` events of
+subjects' checkpoints on the compacted state topic (`streams.checkpoints`), and another the `ClockAdvanced` events of
 subjects whose validity bound wall-clock time has passed (`streams.clock`), and a third reads
 the tenants file again (`streams.tenants_watch`). Outputs and
 changelog records go out as one record batch per partition (`streams.record_batches`). The
@@ -23,11 +23,10 @@ entry are tombstoned.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NoReturn
@@ -36,11 +35,10 @@ from aiokafka import TopicPartition
 from aiokafka.errors import ConsumerStoppedError, KafkaError
 from faust.exceptions import NotReady
 
-from projections.document import checkpoint_of, forget_events, plain
+from projections.document import forget_events, plain
 from projections.state import UserState
 from schemas.codec import (
     alert_codec,
-    checkpoint_codec,
     decision_codec,
     erasure_codec,
     event_codec,
@@ -49,12 +47,14 @@ from schemas.erasures import ErasureRecorded, ref_of_key
 from schemas.errors import RegistryUnavailable
 from schemas.events import Event
 from streams.app import Pipeline
+from streams.checkpoints import Checkpoints, publish_checkpoints
 from streams.clock import Deadlines, send_ticks, ticks
 from streams.consumer_state import consumer_state
 from streams.continuity import Gap, Step, plan, reached
 from streams.keys import SubjectErased
 from streams.ledger import follow_ledger
 from streams.liveness import StallWatch, group_committed_offsets
+from streams.pipeline_access import kafka_producer, loaded, partition_of, producer_running
 from streams.processing import (
     AcceptedEvent,
     BatchOutput,
@@ -62,7 +62,7 @@ from streams.processing import (
     Incoming,
     quarantine_key,
 )
-from streams.record_batches import RecordBatches, default_partition
+from streams.record_batches import RecordBatches
 from streams.runtime import dump_tasks_on_signal, restart_in_place
 from streams.signatures import headers_of
 from streams.table_codecs import StoredSegment, StoredState, is_segment_key, segment_key
@@ -84,29 +84,6 @@ def accepted_headers(item: AcceptedEvent, decided_at: bytes) -> list[tuple[str, 
         ("uac-source", f"{source.topic}/{source.partition}/{source.offset}".encode()),
         ("uac-decided-at", decided_at),
     ]
-
-
-def kafka_producer(pipeline: Pipeline) -> Any:
-    """The app's aiokafka producer (Faust flushes it before every offset commit). Raises
-    `NotReady` before it started and after it stopped."""
-    faust_producer: Any = pipeline.app.producer
-    return faust_producer._ensure_producer()  # Faust exposes it no other way
-
-
-def producer_running(pipeline: Pipeline) -> bool:
-    """Whether the app's producer can send: Faust stops it before the app's timers while the
-    worker shuts down, so a timer may still fire after it stopped."""
-    try:
-        kafka_producer(pipeline)
-    except NotReady:
-        return False
-    return True
-
-
-def partition_of(pipeline: Pipeline, key: str) -> int:
-    """The partition of a subject's records in every partitioned topic and the state table:
-    the events topic's, by Kafka's default partitioner."""
-    return default_partition(key.encode(), pipeline.topics.partitions)
 
 
 async def publish(pipeline: Pipeline, output: BatchOutput, decided_at: datetime) -> None:
@@ -170,138 +147,6 @@ async def store(
         checkpoints.touched(key)
         deadlines.update(key, state)
     await batches.deliver()
-
-
-def loaded(pipeline: Pipeline, key: str) -> StoredState | None:
-    """A subject's head, its state folded from its segments if recovery left it unfolded (kept
-    in the table's store as it is: nothing is written to the changelog). Read from the store
-    directly, as `store` writes it, without the table's per-read sensor hook."""
-    stored = pipeline.states.data.get(key)
-    if not isinstance(stored, StoredState):
-        return None
-    if stored.needs_fold:
-        segments = [pipeline.states.data.get(segment_key(key, n)) for n in range(stored.segments)]
-        whole = [segment for segment in segments if isinstance(segment, StoredSegment)]
-        if len(whole) != stored.segments:
-            raise LookupError(f"history segments of a subject are missing from the table ({key})")
-        stored = stored.folded(whole)
-        pipeline.states.data[key] = stored
-    return stored
-
-
-async def publish_checkpoints(
-    pipeline: Pipeline, keys: Iterable[str], metrics: WorkerMetrics
-) -> None:
-    """The readable checkpoint of each subject on the compacted state topic, sealed (delivered
-    before the next offset commit: Faust flushes the producer first). A subject whose
-    checkpoint cannot be made is logged (by reference) and counted, and the others go on: an
-    exception here would crash the whole worker, in a loop, since recovery re-publishes every
-    checkpoint."""
-    codec, batches = checkpoint_codec(), RecordBatches(kafka_producer(pipeline))
-    for key in keys:
-        try:
-            stored = loaded(pipeline, key)
-            if stored is None or stored.state is None:
-                continue
-            sealed = pipeline.sealer.seal(key, codec.encode(checkpoint_of(stored.state)))
-        except SubjectErased:
-            continue
-        except Exception as error:  # noqa: BLE001 (one subject must not stop the worker)
-            metrics.checkpoint_failures.inc()
-            log.error(
-                "no checkpoint for subject %s…: %s; its state stays in the table",
-                ref_of_key(key)[:12],
-                type(error).__name__,
-            )
-            continue
-        batches.add(pipeline.topics.state, partition_of(pipeline, key), key.encode(), sealed)
-    for delivery in await batches.send():
-        delivery.add_done_callback(lambda done: checkpoints_delivered(done, metrics))
-
-
-def checkpoints_delivered(delivery: asyncio.Future[Any], metrics: WorkerMetrics) -> None:
-    """A refused batch of checkpoints is counted and logged (nobody else awaits it): the
-    subjects' states stay in the table, their checkpoints behind until they change again."""
-    if delivery.cancelled() or delivery.exception() is None:
-        return
-    metrics.checkpoint_batches_refused.inc()
-    log.error(
-        "Kafka refused a batch of checkpoints: %s; those subjects' checkpoints stay behind",
-        type(delivery.exception()).__name__,
-    )
-
-
-@dataclass
-class Checkpoints:
-    """Subjects whose checkpoint on the state topic is behind their state, oldest first. A
-    timer publishes them every `interval` seconds, so a checkpoint (which serialises the whole
-    state) is written once per interval however often the subject changes, and the batches
-    never wait for it. Each tick spends at most `BUDGET` of the interval on checkpoints, in
-    chunks (a few milliseconds each), and ends within its interval (a tick that runs past it
-    overlaps the next, which Faust logs as a warning); after each chunk the timer sleeps `PAUSE`
-    times as long as the chunk took, so checkpoints never hold more than a third of the event
-    loop in any stretch of time and the agent's batches and Faust's delivery go on in between
-    (chunks run back to back held the loop for a tenth of a second every second, and the
-    alerts of that moment waited as long). A chunk is `CHUNK` subjects, or more when the loop
-    was away longer than the pause (`next_chunk`): while the agent works through a backlog each
-    pause lasts a whole batch, and chunks of five then published a third as many checkpoints
-    per second. Under a load the worker cannot checkpoint in time, the state topic falls behind
-    (oldest subjects first), never the processing."""
-
-    BUDGET = 0.10
-    CHUNK = 5
-    MAX_CHUNK = 100
-    PAUSE = 2.0
-
-    interval: float
-    dirty: dict[str, None] = field(default_factory=dict)
-
-    def touched(self, key: str) -> None:
-        self.dirty.setdefault(key)
-
-    def touch_all(self, keys: Iterable[str]) -> None:
-        for key in keys:
-            self.touched(key)
-
-    def take(self, limit: int) -> list[str]:
-        keys = list(itertools.islice(self.dirty, limit))
-        for key in keys:
-            del self.dirty[key]
-        return keys
-
-    def next_chunk(self, size: int, took: float, away: float) -> int:
-        """The size of the chunk after one of `size` subjects that took `took` seconds, the loop
-        then away for `away` seconds (the pause, and what ran meanwhile): as many subjects as
-        fit in `away / PAUSE` at that chunk's pace, so the next chunk holds the loop for at most
-        a third of the stretch, between `CHUNK` and `MAX_CHUNK`."""
-        if took <= 0:
-            return size
-        fitting = int(size * away / (self.PAUSE * took))
-        return max(self.CHUNK, min(self.MAX_CHUNK, fitting))
-
-    async def publish_due(
-        self,
-        publish: Callable[[list[str]], Awaitable[None]],
-        can_publish: Callable[[], bool],
-    ) -> None:
-        """One tick: `publish` chunk after chunk of dirty subjects, pausing after each, until
-        none is left, the tick's budget of work is spent, another chunk and pause as long as
-        the last would end past its interval, or `can_publish()` says no (the producer stopped:
-        the subjects stay dirty)."""
-        spent, size, stretch, tick = 0.0, self.CHUNK, 0.0, time.monotonic()
-        while (
-            self.dirty
-            and spent < self.BUDGET * self.interval
-            and time.monotonic() - tick + stretch < self.interval
-            and can_publish()
-        ):
-            started = time.monotonic()
-            await publish(self.take(size))
-            took = time.monotonic() - started
-            spent += took
-            await asyncio.sleep(self.PAUSE * took)
-            stretch = time.monotonic() - started
-            size = self.next_chunk(size, took, stretch - took)
 
 
 async def erase(pipeline: Pipeline, erasures: Sequence[Event], now: datetime) -> None:

@@ -14,7 +14,7 @@ history's length:
 `SubjectTable` writes a subject's segments to the changelog partition of the subject itself, so
 the worker that owns the subject recovers all of them. Recovery decodes each record on its own:
 a head without segments is folded at once, a head with segments is folded when first read
-(`loaded` in `streams.agents`), from its segments and its own events. A record whose subject key
+(`loaded` in `streams.pipeline_access`), from its segments and its own events. A record whose subject key
 was destroyed (erasure) loads as an erased marker instead of failing table recovery.
 """
 

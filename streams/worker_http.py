@@ -19,8 +19,9 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from streams.agents import assigned_events_partitions, producer_running
+from streams.agents import assigned_events_partitions
 from streams.app import Pipeline
+from streams.pipeline_access import producer_running
 from streams.worker_metrics import WorkerMetrics
 
 HOST = "127.0.0.1"

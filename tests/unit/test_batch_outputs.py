@@ -12,7 +12,8 @@ from typing import Any
 
 from rules.engine import default_rules
 from schemas.codec import alert_codec, event_codec
-from streams.agents import Checkpoints, publish, store
+from streams.agents import publish, store
+from streams.checkpoints import Checkpoints
 from streams.clock import Deadlines
 from streams.keys import FileKeyStore
 from streams.processing import BatchProcessor, Incoming

@@ -18,7 +18,8 @@ from rules.engine import default_rules
 from schemas.codec import event_codec
 from schemas.errors import RegistryUnavailable
 from streams import agents
-from streams.agents import Batches, Checkpoints
+from streams.agents import Batches
+from streams.checkpoints import Checkpoints
 from streams.clock import Deadlines
 from streams.keys import FileKeyStore
 from streams.ledger import ErasureLedger

@@ -16,8 +16,9 @@ from faust.exceptions import NotReady
 
 from projections.state import replay
 from schemas.codec import checkpoint_codec, event_codec
-from streams.agents import Checkpoints, producer_running, publish_checkpoints
+from streams.checkpoints import Checkpoints, publish_checkpoints
 from streams.keys import FileKeyStore
+from streams.pipeline_access import producer_running
 from streams.sealing import Sealer
 from streams.table_codecs import StoredState
 from streams.worker_metrics import WorkerMetrics
