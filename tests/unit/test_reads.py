@@ -332,3 +332,15 @@ def test_given_an_as_of_time_before_the_first_event_then_nothing_is_shown() -> N
     state = replay(_course_then_stop_and_new_allergy())
     document = readable_document_as_of(state, T0 - DAY, T0 + 30 * DAY, tenant=CLINIC)
     assert visible(document) == {"allergies": 0, "medications": 0, "preferences": 0, "trips": 0}
+
+
+def test_given_an_as_of_time_to_come_then_what_will_be_in_force_if_nothing_changes() -> None:
+    course = make_event(
+        "MedicationPrescribed", "course", at=DAY, purpose="care", valid_until=T0 + 8 * DAY
+    )
+    state = replay([make_event("AllergyRecorded", "allergy", purpose="care"), course])
+    read_on_day_two = T0 + 2 * DAY
+    in_a_week = readable_document_as_of(state, T0 + 9 * DAY, read_on_day_two, tenant=CLINIC)
+    tomorrow = readable_document_as_of(state, T0 + 3 * DAY, read_on_day_two, tenant=CLINIC)
+    assert (visible(tomorrow)["medications"], visible(in_a_week)["medications"]) == (1, 0)
+    assert visible(in_a_week)["allergies"] == 1
