@@ -4,10 +4,10 @@
 `BatchProcessor` open, decode, gate, fold and evaluate them, publishes accepted events,
 quarantine decisions and (sealed) alerts, writes each changed subject's (sealed) state to the
 table and its changelog once per batch, and carries out erasures; a timer publishes the changed
-subjects' checkpoints on the compacted state topic (`streams.checkpoints`), and another the `ClockAdvanced` events of
-subjects whose validity bound wall-clock time has passed (`streams.clock`), and a third reads
-the tenants file again (`streams.tenants_watch`). Outputs and
-changelog records go out as one record batch per partition (`streams.record_batches`). The
+subjects' checkpoints on the compacted state topic (`streams.checkpoints`), another the
+`ClockAdvanced` events of subjects whose validity bound wall-clock time has passed
+(`streams.clock`), and a third reads the tenants file again (`streams.tenants_watch`). Outputs
+and changelog records go out as one record batch per partition (`streams.record_batches`). The
 batch's outputs are delivered before the table write, the table write before the batch is done,
 and Faust flushes the producer before it commits offsets, so a crash replays events instead of
 losing them or their outputs; replays are harmless (duplicate event ids are refused by the gate,
