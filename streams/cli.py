@@ -15,9 +15,10 @@ from aiokafka.errors import (
 from pydantic import ValidationError
 
 from rules.knowledge.bundled import load_bundled_knowledge
+from rules.knowledge.errors import KnowledgeDataError
 from rules.knowledge.model import Coding
 from rules.knowledge.report import check_drug as judge_drug
-from rules.knowledge.tables import KnowledgeDataError, parse_coding
+from rules.knowledge.tables import parse_coding
 from schemas.errors import RegistryUnavailable
 from schemas.registry import use_registry
 from streams import kafka_config

@@ -5,13 +5,15 @@ Order of precedence:
 2. class words: an allergen recorded as a class ("penicillins") covers every member, but the
    members of a subclass a cited row relates to the class ("NSAIDs" vs selective COX-2
    inhibitors: low_risk), which the row judges;
-3. the most specific evidence among the cited cross-reactivity rows (applied in both
+3. side chains: two cephalosporins the side-chain table lists are judged by what their R1 and
+   R2 side chains share (`side_chains.SideChainTable.compare`), not by their shared class;
+4. the most specific evidence among the cited cross-reactivity rows (applied in both
    directions) and shared classes whose `shared_level` says membership alone implies a risk.
    Specificity: an ingredient key counts 100, a class key its depth in the class tree, so an
    ingredient row ("amoxicillin" vs "cefadroxil": partial) beats a class row ("penicillins" vs
    "cephalosporins": low_risk), and a subclass beats its parent. On a tie an explicit row beats
    class membership, then the stronger level wins;
-4. otherwise no known relation (`none`).
+5. otherwise no known relation (`none`).
 """
 
 from __future__ import annotations
@@ -84,6 +86,10 @@ class Judge:
         identity = self._identity(allergen, drug)
         if identity is not None:
             return identity
+        side_chain = self._tables.side_chains.compare(allergen, drug)
+        if side_chain is not None:
+            level, reason, source = side_chain.level, side_chain.reason, side_chain.source
+            return Verdict(level, reason, source, drug, True, 2 * INGREDIENT_SPECIFICITY)
         evidence = list(self._evidence(allergen, drug))
         if not evidence:
             return self._unrelated(allergen, drug)

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Final
 
+from rules.knowledge.errors import KnowledgeDataError
 from rules.knowledge.model import Coding, MatchLevel
 from rules.knowledge.normalise import fold, normalise_code, tokens
+from rules.knowledge.side_chains import SideChainTable, side_chain_table
 
 CLASS_PREFIX = "class:"
 DATA_PACKAGE = "rules.knowledge"
@@ -84,10 +86,6 @@ CROSS_REACTIVITY_LEVELS = frozenset(
 )
 
 
-class KnowledgeDataError(ValueError):
-    """A bundled data file is missing, malformed, inconsistent or not in the manifest."""
-
-
 @dataclass(frozen=True, slots=True)
 class DrugClass:
     class_id: str
@@ -139,6 +137,9 @@ class KnowledgeTables:
     name ("insulin pen"), an unrecognised item of a list when alone ("Pen, sulfa")."""
     allergy_categories: Mapping[str, str] = field(default_factory=dict)
     """Class id -> the FHIR allergy category of its substances (`allergy_categories.csv`)."""
+    side_chains: SideChainTable = field(default_factory=lambda: SideChainTable({}, {}))
+    """The cephalosporins' side chains and what sharing them implies (`side_chains.csv`,
+    `side_chain_levels.csv`)."""
 
 
 def load_tables() -> KnowledgeTables:
@@ -157,6 +158,11 @@ def load_tables() -> KnowledgeTables:
         site_specific=_site_specific(_records(texts["site_specific_classes.csv"]), classes),
         qualifiers=qualifiers(texts),
         allergy_categories=_allergy_categories(_records(texts["allergy_categories.csv"]), classes),
+        side_chains=side_chain_table(
+            _records(texts["side_chains.csv"]),
+            _records(texts["side_chain_levels.csv"]),
+            frozenset(ingredients),
+        ),
     )
 
 

@@ -28,6 +28,8 @@ TABLES = (
     "therapeutic_groups.csv",
     "site_specific_classes.csv",
     "allergy_categories.csv",
+    "side_chains.csv",
+    "side_chain_levels.csv",
 )
 
 

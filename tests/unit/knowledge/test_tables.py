@@ -9,8 +9,8 @@ import pytest
 
 from rules.knowledge import tables
 from rules.knowledge.bundled import BundledKnowledge
+from rules.knowledge.errors import KnowledgeDataError
 from rules.knowledge.tables import (
-    KnowledgeDataError,
     data_text,
     file_digest,
     load_tables,

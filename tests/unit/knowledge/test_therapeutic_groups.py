@@ -13,8 +13,9 @@ from projections.state import initial_state, replay
 from rules.engine import default_rules, evaluate
 from rules.knowledge import tables
 from rules.knowledge.bundled import BundledKnowledge
+from rules.knowledge.errors import KnowledgeDataError
 from rules.knowledge.model import MatchLevel
-from rules.knowledge.tables import KnowledgeDataError, file_digest, load_tables
+from rules.knowledge.tables import file_digest, load_tables
 from schemas.alerts import Alert, AlertStatus, Severity
 from tests.factories import make_event
 
