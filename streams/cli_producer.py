@@ -32,7 +32,7 @@ from streams.cli_common import (
 )
 from streams.console_text import styled
 from streams.event_files import LineError, read_ndjson_file
-from streams.fhir_files import read_fhir_files, skip_lines
+from streams.fhir_files import files_written_at, read_fhir_files, skip_lines
 from streams.kafka_address import bootstrap_servers
 from streams.publisher import NotSent, Published
 from streams.rebuild import Difference, differences, latest_checkpoints, rebuild_states
@@ -76,7 +76,7 @@ def _read_fhir(
         paths,
         tenant_id=tenant,
         actor=actor,
-        fallback_time=datetime.now(UTC),
+        fallback_time=files_written_at(paths, datetime.now(UTC)),
         max_event_bytes=Settings().max_event_bytes,
     )
     for line in skip_lines(files.skipped):

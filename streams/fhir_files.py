@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import NamedTuple
 
@@ -97,6 +97,17 @@ class FhirFiles(NamedTuple):
     errors: list[LineError]
     skipped: list[Skipped]
     notes: list[NoteNotice]
+
+
+def files_written_at(paths: Sequence[Path], now: datetime) -> datetime:
+    """The time of last resort of an import (`ImportContext.fallback_time`): when its newest
+    file was last written, to the millisecond, and never after `now`. A resource with no time
+    of its own, outside a Bundle with one, is dated then: importing the same files again gives
+    the same events (the gate drops the repeats) and `uac replay` the same output, while an
+    edited file is a new version of what it holds."""
+    newest = max(path.stat().st_mtime_ns for path in paths) // 1_000_000
+    written = datetime.fromtimestamp(newest // 1_000, UTC) + timedelta(milliseconds=newest % 1_000)
+    return min(written, now)
 
 
 def read_fhir_files(
