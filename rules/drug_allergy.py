@@ -71,21 +71,26 @@ def _shift(severity: Severity, steps: int) -> Severity:
     return _ORDER[index]
 
 
-def severity_for(level: MatchLevel, allergy: AllergyView) -> Severity | None:
+def severity_for(
+    level: MatchLevel, allergy: AllergyView, test_first_after_severe_reaction: bool = False
+) -> Severity | None:
     """CDS Hooks severity of a pair, or None when it is not worth an alert.
 
     High criticality or a severe past reaction raises a partial cross-reactivity to critical;
     an unconfirmed low-criticality record lowers one step; an intolerance (not immune-mediated)
-    lowers one step. Low-risk relations stay `info` whatever the history.
+    lowers one step. Low-risk relations stay `info` whatever the history, except where the
+    knowledge says a severe reaction calls for a test first (a dissimilar cephalosporin after
+    cephalosporin anaphylaxis): `warning` then, for an allergy with a severe history.
     """
     base = _BASE[level]
     if base is None:
         return None
-    if level is MatchLevel.LOW_RISK:
-        return base
     severe_history = allergy.criticality is Criticality.HIGH or any(
         reaction.severity is ReactionSeverity.SEVERE for reaction in allergy.reactions
     )
+    if level is MatchLevel.LOW_RISK:
+        test_first = test_first_after_severe_reaction and severe_history
+        return Severity.WARNING if test_first and not _lowered(allergy) else base
     steps = 1 if severe_history and level is MatchLevel.PARTIAL else 0
     unconfirmed = allergy.verification_status is VerificationStatus.UNCONFIRMED
     if unconfirmed and allergy.criticality is Criticality.LOW:
@@ -93,6 +98,11 @@ def severity_for(level: MatchLevel, allergy: AllergyView) -> Severity | None:
     if allergy.allergy_type is AllergyType.INTOLERANCE:
         steps -= 1
     return _shift(base, steps)
+
+
+def _lowered(allergy: AllergyView) -> bool:
+    """An intolerance (not immune-mediated) is reported one step lower than an allergy."""
+    return allergy.allergy_type is AllergyType.INTOLERANCE
 
 
 def _codes(codes: tuple[WireCoding, ...]) -> tuple[Coding, ...]:
@@ -153,7 +163,7 @@ class DrugAllergyRule:
 
     def _finding(self, allergy: AllergyView, medication: MedicationView) -> Finding | None:
         verdict = self.verdict(allergy, medication)
-        severity = severity_for(verdict.level, allergy)
+        severity = severity_for(verdict.level, allergy, verdict.test_first_after_severe_reaction)
         if severity is None:
             return None
         kind = "intolerance" if allergy.allergy_type is AllergyType.INTOLERANCE else "allergy"

@@ -38,6 +38,7 @@ class _Outcome:
     reason: str
     source: str
     matched: tuple[str, ...] = ()
+    test_first_after_severe_reaction: bool = False
 
 
 class BundledKnowledge:
@@ -104,6 +105,7 @@ class BundledKnowledge:
             level=outcome.level,
             reason=outcome.reason,
             source=outcome.source,
+            test_first_after_severe_reaction=outcome.test_first_after_severe_reaction,
         )
 
     def _outcome(
@@ -138,7 +140,13 @@ class BundledKnowledge:
             reason = f"{incomplete}; the recognised part gives {top.level.value}: {top.reason}"
             return _Outcome(MatchLevel.UNVERIFIED, reason, PARTLY_RESOLVED_SOURCE)
         reason = _all_reasons(verdicts) if top.level is MatchLevel.NONE else top.reason
-        return _Outcome(top.level, reason, top.source, _matched(verdicts, top.level))
+        test_first = any(
+            verdict.test_first_after_severe_reaction
+            for verdict in verdicts
+            if verdict.level is top.level
+        )
+        matched = _matched(verdicts, top.level)
+        return _Outcome(top.level, reason, top.source, matched, test_first)
 
     def _doubt(
         self, allergy: Recognition, allergen_text: str
@@ -259,14 +267,21 @@ def _as_tolerated(verdict: Verdict, said: str) -> Verdict:
     """A class or cross-reactivity match of an ingredient the allergy text itself says is
     tolerated ("penicillin allergy; tolerates cephalexin", "codeine - itching; morphine OK") is
     `low_risk`: documented tolerance outweighs the class rule. Not an identity with the
-    allergen: a contradiction in the record stays as strong as it was."""
+    allergen: a contradiction in the record stays as strong as it was. A drug tolerated needs
+    no test first after a severe reaction."""
     if verdict.level not in _TOLERABLE:
-        return verdict
+        return replace(verdict, test_first_after_severe_reaction=False)
     reason = (
         f"the allergy record says {verdict.drug_concept} is tolerated ('{said}'); by class alone "
         f"it would be {verdict.level.value}: {verdict.reason}"
     )
-    return replace(verdict, level=MatchLevel.LOW_RISK, reason=reason, source=TOLERANCE_SOURCE)
+    return replace(
+        verdict,
+        level=MatchLevel.LOW_RISK,
+        reason=reason,
+        source=TOLERANCE_SOURCE,
+        test_first_after_severe_reaction=False,
+    )
 
 
 def _matched(verdicts: list[Verdict], level: MatchLevel) -> tuple[str, ...]:

@@ -50,6 +50,7 @@ class Verdict:
     drug_concept: str
     explicit: bool = False
     specificity: int = 0
+    test_first_after_severe_reaction: bool = False
 
     @property
     def rank(self) -> tuple[int, bool, int]:
@@ -89,7 +90,10 @@ class Judge:
         side_chain = self._tables.side_chains.compare(allergen, drug)
         if side_chain is not None:
             level, reason, source = side_chain.level, side_chain.reason, side_chain.source
-            return Verdict(level, reason, source, drug, True, 2 * INGREDIENT_SPECIFICITY)
+            test_first = side_chain.test_first_after_severe_reaction
+            return Verdict(
+                level, reason, source, drug, True, 2 * INGREDIENT_SPECIFICITY, test_first
+            )
         evidence = list(self._evidence(allergen, drug))
         if not evidence:
             return self._unrelated(allergen, drug)

@@ -84,6 +84,10 @@ class CrossReactivity:
     level: MatchLevel
     reason: str
     source: str
+    test_first_after_severe_reaction: bool = False
+    """The source advises a test dose or skin test before this drug after a severe reaction
+    to the allergen, although the relation is otherwise `low_risk` (a cephalosporin with
+    dissimilar side chains after cephalosporin anaphylaxis): rules raise the severity then."""
 
 
 class DrugKnowledge(Protocol):

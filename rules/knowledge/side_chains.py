@@ -40,6 +40,7 @@ class SideChainLevel:
     level: MatchLevel
     reason: str
     source: str
+    test_first_after_severe_reaction: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,7 @@ class SideChainVerdict:
     level: MatchLevel
     reason: str
     source: str
+    test_first_after_severe_reaction: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,13 +72,16 @@ class SideChainTable:
             shared, detail = Shared.NONE, f"{r1}, {r2}"
         found = self.levels[shared]
         reason = f"{allergen} vs {drug}: {detail}. {found.reason}"
-        return SideChainVerdict(found.level, reason, found.source)
+        return SideChainVerdict(
+            found.level, reason, found.source, found.test_first_after_severe_reaction
+        )
 
 
 def _names(groups: frozenset[str]) -> str:
     return " or ".join(sorted(groups))
 
 
+TEST_FIRST: Final = {"yes": True, "no": False}
 ALLOWED_LEVELS: Final = frozenset({MatchLevel.SAME_CLASS, MatchLevel.PARTIAL, MatchLevel.LOW_RISK})
 
 
@@ -100,20 +105,22 @@ def side_chain_table(
         chains[name] = found
     levels: dict[Shared, SideChainLevel] = {}
     for record in level_records:
-        shared, level = record["shared"], record["level"]
+        shared, level, test_first = record["shared"], record["level"], record["test_first"]
         if (
             shared not in set(Shared)
             or Shared(shared) in levels
             or level not in ALLOWED_LEVELS
+            or test_first not in TEST_FIRST
             or not record["reason"]
             or not record["source"]
         ):
             raise KnowledgeDataError(
                 f"side-chain level {shared}: needs one row for each of r1, r2 and none, a level"
-                f" of {', '.join(sorted(ALLOWED_LEVELS))}, a reason and a source"
+                f" of {', '.join(sorted(ALLOWED_LEVELS))}, test_first yes or no, a reason and a"
+                " source"
             )
         levels[Shared(shared)] = SideChainLevel(
-            MatchLevel(level), record["reason"], record["source"]
+            MatchLevel(level), record["reason"], record["source"], TEST_FIRST[test_first]
         )
     if chains and set(levels) != set(Shared):
         raise KnowledgeDataError("side_chain_levels.csv needs a row for each of r1, r2, none")

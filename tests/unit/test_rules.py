@@ -451,6 +451,46 @@ def test_severity(
     assert severity_for(level, _view(**allergy_fields)) is expected
 
 
+@pytest.mark.parametrize(
+    ("allergy_fields", "expected"),
+    [
+        ({}, Severity.INFO),
+        ({"criticality": "high"}, Severity.WARNING),
+        ({"reactions": [{"manifestation": "anaphylaxis", "severity": "severe"}]}, Severity.WARNING),
+        ({"criticality": "high", "allergy_type": "intolerance"}, Severity.INFO),
+    ],
+)
+def test_given_a_low_risk_relation_the_source_tests_first_after_a_severe_reaction_then_warning(
+    allergy_fields: dict[str, Any], expected: Severity
+) -> None:
+    assert severity_for(MatchLevel.LOW_RISK, _view(**allergy_fields), True) is expected
+
+
+@pytest.mark.parametrize(
+    ("allergy_fields", "expected"),
+    [
+        ({}, Severity.INFO),
+        ({"reactions": [{"manifestation": "anaphylaxis", "severity": "severe"}]}, Severity.WARNING),
+    ],
+)
+def test_given_cephalosporin_anaphylaxis_then_a_dissimilar_cephalosporin_is_a_warning(
+    allergy_fields: dict[str, Any], expected: Severity
+) -> None:
+    events = [allergy(substance="cephalexin", **allergy_fields), rx("rx-1", "ceftriaxone")]
+    (alert,) = run(events, default_rules(load_bundled_knowledge()))
+    assert alert.drug_allergy is not None
+    assert (alert.drug_allergy.level, alert.severity) == ("low_risk", expected)
+
+
+def test_given_penicillin_anaphylaxis_then_a_carbapenem_stays_info() -> None:
+    """Carbapenems are given after penicillin anaphylaxis without a test first."""
+    severe: dict[str, Any] = {"reactions": [{"manifestation": "anaphylaxis", "severity": "severe"}]}
+    (alert,) = run(
+        [allergy(**severe), rx("rx-1", "meropenem")], default_rules(load_bundled_knowledge())
+    )
+    assert alert.severity is Severity.INFO
+
+
 def test_given_a_correction_to_intolerance_then_the_alert_is_raised_again_as_warning() -> None:
     corrected = allergy("correction", day=2, allergy_type="intolerance")
     corrected = corrected.model_copy(update={"supersedes": allergy().id})

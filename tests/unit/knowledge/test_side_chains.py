@@ -56,6 +56,27 @@ def test_two_cephalosporins_are_judged_by_what_their_side_chains_share(
     assert "practice parameter" in verdict.source or "Zagursky" in verdict.source
 
 
+def test_dissimilar_side_chains_call_for_a_test_first_after_a_severe_reaction(
+    knowledge: BundledKnowledge,
+) -> None:
+    assert knowledge.cross_reactivity("cephalexin", "ceftriaxone").test_first_after_severe_reaction
+    assert not knowledge.cross_reactivity("cephalexin", "cefaclor").test_first_after_severe_reaction
+    assert not knowledge.cross_reactivity(
+        "penicillin", "meropenem"
+    ).test_first_after_severe_reaction
+
+
+def test_a_drug_the_record_says_is_tolerated_needs_no_test_first(
+    knowledge: BundledKnowledge,
+) -> None:
+    verdict = knowledge.cross_reactivity(
+        "cephalexin - anaphylaxis; tolerates cefuroxime", "cefuroxime"
+    )
+
+    assert verdict.level is MatchLevel.LOW_RISK
+    assert not verdict.test_first_after_severe_reaction
+
+
 def test_the_judgement_is_the_same_in_both_directions(knowledge: BundledKnowledge) -> None:
     for allergen, drug in permutations(_cephalosporins(), 2):
         forward = knowledge.cross_reactivity(allergen, drug).level
@@ -124,6 +145,12 @@ def _level(table: SideChainTable, allergen: str, drug: str) -> MatchLevel:
             "\nneither,low_risk,",
             "side-chain level neither",
         ),
+        (
+            "side_chain_levels.csv",
+            "\nnone,low_risk,yes,",
+            "\nnone,low_risk,maybe,",
+            "side-chain level none",
+        ),
     ],
 )
 def test_a_malformed_side_chain_table_is_refused(
@@ -136,8 +163,8 @@ def test_a_malformed_side_chain_table_is_refused(
 def test_a_level_row_missing_is_refused() -> None:
     chains = [{"ingredient": "cefazolin", "r1": "x", "r2": "y", "source": "cited"}]
     levels = [
-        {"shared": shared.value, "level": "low_risk", "reason": "r", "source": "cited"}
-        for shared in (Shared.R1, Shared.NONE)
+        {"shared": s.value, "level": "low_risk", "test_first": "no", "reason": "r", "source": "c"}
+        for s in (Shared.R1, Shared.NONE)
     ]
     with pytest.raises(KnowledgeDataError, match="r1, r2, none"):
         side_chain_table(chains, levels, frozenset({"cefazolin"}))
