@@ -1,7 +1,9 @@
 """One allergen/drug judgement as JSON-ready data, with its base severity.
 
 The base severity depends on the match level only; modifiers such as the allergy's criticality
-or an intolerance (rather than an allergy) are applied by the alerting rules.
+or an intolerance (rather than an allergy) are applied by the alerting rules, among them
+`test_first_after_severe_reaction`, which makes a `low_risk` pair a warning after a severe
+reaction.
 """
 
 from __future__ import annotations
@@ -41,5 +43,6 @@ def check_drug(
         "severity": base_severity(verdict.level),
         "reason": verdict.reason,
         "source": verdict.source,
+        "test_first_after_severe_reaction": verdict.test_first_after_severe_reaction,
         "knowledge_version": knowledge.version,
     }

@@ -19,6 +19,7 @@ KEYS = {
     "severity",
     "reason",
     "source",
+    "test_first_after_severe_reaction",
     "knowledge_version",
 }
 
@@ -53,6 +54,7 @@ def test_check_drug_returns_the_json_ready_shape(knowledge: BundledKnowledge) ->
         "severity": "critical",
         "reason": report["reason"],
         "source": "class membership: penicillins",
+        "test_first_after_severe_reaction": False,
         "knowledge_version": knowledge.version,
     }
     assert json.loads(json.dumps(report, ensure_ascii=False)) == report
@@ -78,3 +80,12 @@ def test_check_drug_levels_and_severities(
     assert (report["level"], report["severity"]) == (level, severity)
     assert isinstance(report["reason"], str)
     assert report["reason"]
+
+
+def test_check_drug_says_when_a_severe_reaction_calls_for_a_test_first(
+    knowledge: BundledKnowledge,
+) -> None:
+    report = check_drug(knowledge, "cephalexin", "ceftriaxone")
+
+    assert (report["level"], report["severity"]) == ("low_risk", "info")
+    assert report["test_first_after_severe_reaction"] is True
