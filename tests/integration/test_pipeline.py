@@ -39,6 +39,7 @@ from streams.topics import ensure_topics
 from tests.certificates import SessionCertificates
 from tests.factories import make_event
 from tests.integration.harness import Pipeline, new_pipeline, running, sasl_settings, wait_for
+from tests.unit.fhir.test_undated_records import ALLERGY, ORDER
 
 pytestmark = pytest.mark.integration
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "events.ndjson"
@@ -319,6 +320,30 @@ def test_given_the_same_events_published_twice_then_no_duplicates_anywhere(
         what="the duplicate decisions in ClickHouse",
     )
     wait_for_history(pipeline, events)
+
+
+def test_given_fhir_records_without_a_time_published_twice_then_one_alert_and_only_duplicates(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    """`uac publish --format fhir` through the broker: an allergy and an order with no time of
+    their own raise one critical alert; publishing the same files again later sends the same
+    events (dated when their files were written), which the gate drops as duplicates."""
+    paths = []
+    for name, resource in (("allergy.json", ALLERGY), ("order.json", ORDER)):
+        path = tmp_path / name
+        path.write_text(json.dumps(resource), encoding="utf-8")
+        paths.append(str(path))
+    pipeline.start("worker", "--loglevel", "info")
+    first = pipeline.uac("publish", "--format", "fhir", *paths)
+    assert first.returncode == 0, first.stderr
+    (alert,) = wait_for(pipeline.alerts, lambda found: len(found) >= 1, what="the alert")
+    assert (alert.subject_id, alert.severity.value) == ("p-undated", "critical")
+    again = pipeline.uac("publish", "--format", "fhir", *paths)
+    assert again.returncode == 0, again.stderr
+    repeats = wait_for(pipeline.quarantined, lambda found: len(found) >= 2, what="the repeats")
+    assert Counter(r for d in repeats for r in d.reasons) == Counter({"duplicate_event_id": 2})
+    assert len(pipeline.accepted()) == 2
+    assert [a.lifecycle_id for a in pipeline.alerts()] == [alert.lifecycle_id]
 
 
 def _allergy_then_drugs(count: int) -> tuple[list[Event], list[Event]]:
