@@ -88,21 +88,17 @@ def severity_for(
     severe_history = allergy.criticality is Criticality.HIGH or any(
         reaction.severity is ReactionSeverity.SEVERE for reaction in allergy.reactions
     )
+    allergic = allergy.allergy_type is not AllergyType.INTOLERANCE
     if level is MatchLevel.LOW_RISK:
-        test_first = test_first_after_severe_reaction and severe_history
-        return Severity.WARNING if test_first and not _lowered(allergy) else base
+        test_first = test_first_after_severe_reaction and severe_history and allergic
+        return Severity.WARNING if test_first else base
     steps = 1 if severe_history and level is MatchLevel.PARTIAL else 0
     unconfirmed = allergy.verification_status is VerificationStatus.UNCONFIRMED
     if unconfirmed and allergy.criticality is Criticality.LOW:
         steps -= 1
-    if allergy.allergy_type is AllergyType.INTOLERANCE:
+    if not allergic:
         steps -= 1
     return _shift(base, steps)
-
-
-def _lowered(allergy: AllergyView) -> bool:
-    """An intolerance (not immune-mediated) is reported one step lower than an allergy."""
-    return allergy.allergy_type is AllergyType.INTOLERANCE
 
 
 def _codes(codes: tuple[WireCoding, ...]) -> tuple[Coding, ...]:

@@ -10,7 +10,7 @@ table lists are compared; every other pair is left to the rows and classes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
@@ -36,15 +36,10 @@ class SideChains:
 
 
 @dataclass(frozen=True, slots=True)
-class SideChainLevel:
-    level: MatchLevel
-    reason: str
-    source: str
-    test_first_after_severe_reaction: bool = False
+class SideChainJudgement:
+    """A level with its cited reason: a row of `side_chain_levels.csv`, or the judgement of
+    one pair (the row's reason after what the pair's side chains share)."""
 
-
-@dataclass(frozen=True, slots=True)
-class SideChainVerdict:
     level: MatchLevel
     reason: str
     source: str
@@ -54,9 +49,9 @@ class SideChainVerdict:
 @dataclass(frozen=True)
 class SideChainTable:
     chains: Mapping[str, SideChains]
-    levels: Mapping[Shared, SideChainLevel]
+    levels: Mapping[Shared, SideChainJudgement]
 
-    def compare(self, allergen: str, drug: str) -> SideChainVerdict | None:
+    def compare(self, allergen: str, drug: str) -> SideChainJudgement | None:
         """The side-chain judgement of two listed ingredients, None unless both are listed."""
         first, second = self.chains.get(allergen), self.chains.get(drug)
         if first is None or second is None:
@@ -71,10 +66,7 @@ class SideChainTable:
         else:
             shared, detail = Shared.NONE, f"{r1}, {r2}"
         found = self.levels[shared]
-        reason = f"{allergen} vs {drug}: {detail}. {found.reason}"
-        return SideChainVerdict(
-            found.level, reason, found.source, found.test_first_after_severe_reaction
-        )
+        return replace(found, reason=f"{allergen} vs {drug}: {detail}. {found.reason}")
 
 
 def _names(groups: frozenset[str]) -> str:
@@ -103,7 +95,7 @@ def side_chain_table(
         if not record["source"]:
             raise KnowledgeDataError(f"side chains of {name}: needs a source")
         chains[name] = found
-    levels: dict[Shared, SideChainLevel] = {}
+    levels: dict[Shared, SideChainJudgement] = {}
     for record in level_records:
         shared, level, test_first = record["shared"], record["level"], record["test_first"]
         if (
@@ -119,7 +111,7 @@ def side_chain_table(
                 f" of {', '.join(sorted(ALLOWED_LEVELS))}, test_first yes or no, a reason and a"
                 " source"
             )
-        levels[Shared(shared)] = SideChainLevel(
+        levels[Shared(shared)] = SideChainJudgement(
             MatchLevel(level), record["reason"], record["source"], TEST_FIRST[test_first]
         )
     if chains and set(levels) != set(Shared):
