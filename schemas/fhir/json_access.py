@@ -168,7 +168,7 @@ def time_at(holder: Json, *path: str) -> datetime | None:
     try:
         return parse_fhir_datetime(text)
     except ValueError as error:
-        raise Unmappable(Problem.INVALID_VALUE, f"{where}: {error}") from None
+        raise Unmappable(Problem.INVALID_VALUE, str(error), field=where) from None
 
 
 def _value_at(holder: Json, path: Sequence[str]) -> object:

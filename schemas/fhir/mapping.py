@@ -92,7 +92,10 @@ codes (the Medication's and its ingredients': a local formulary code with RxNorm
 ingredients is known by them), dose text (dosageInstruction[0].text, else its first
 doseAndRate.doseQuantity, "500 mg"), route and notes. The
 Medication is `medicationCodeableConcept`, a contained `#id`, or a `Medication/id` / `fullUrl`
-found anywhere in the input set; a missing one is an error. R5's `medication`
+found anywhere in the input set; a missing one is an error. A request still under way (active,
+on-hold, unknown) whose every dosage instruction has a `timing.repeat.boundsPeriod.end` plans
+its therapy to end at the latest of them: that is the prescription's `valid_until`, so rules and
+reads stop using it then (a dosage without an end goes on: no `valid_until`). R5's `medication`
 CodeableReference is read as its `concept`, else its `reference` (next to an R4 medication[x],
 an error). Intents order, original-order,
 reflex-order, filler-order, instance-order and plan are prescriptions; proposal and option are
@@ -113,7 +116,8 @@ on-hold, unknown) or took (completed, stopped) the drug, mapped like a request (
 dosage[0] text or dose quantity, route, notes). Its prescription id is the MedicationRequest it
 is `basedOn` (so a statement about an imported order updates that order instead of duplicating
 it), else `MedicationStatement/<id>`. `occurred_at`: effectiveDateTime, effectivePeriod.start,
-dateAsserted, meta.lastUpdated. Completed and stopped statements also yield a MedicationStopped
+dateAsserted, meta.lastUpdated. A statement still taken with an effectivePeriod.end is valid
+until then. Completed and stopped statements also yield a MedicationStopped
 at effectivePeriod.end (capped and defaulted as for requests); entered-in-error yields only
 the stop; not-taken is skipped (the patient does not take the drug), and so is an IPS "no
 known medications" or "no medication information" statement (absent-unknown code, or that

@@ -88,6 +88,9 @@ def request_events(source: Source, index: Index) -> list[Event]:
         in_error=status == IN_ERROR,
         stop=stopped_by(source, _request_ends) if status in _ENDED_STATUSES else None,
         stop_reason=stop_reason_of(source, status),
+        planned_end=None
+        if status in _ENDED_STATUSES
+        else optional_part(source, lambda: _planned_therapy_end(resource), None),
     )
     return course_events(source, course)
 
@@ -114,6 +117,9 @@ class Course:
     stop: Callable[[datetime], datetime | None] | None = None
     """For a course that is over: when it stopped, given when it started (None: not yet)."""
     stop_reason: str | None = None
+    planned_end: datetime | None = None
+    """For a course still under way: when it is planned to end (the prescription's
+    `valid_until`, so rules stop using it then); None when open-ended."""
 
 
 def course_events(source: Source, course: Course) -> list[Event]:
@@ -128,9 +134,9 @@ def course_events(source: Source, course: Course) -> list[Event]:
     )
     timing = timing_of(source, course.starts)
     kind = EventType.MEDICATION_PRESCRIBED.value
-    events = (
-        [] if course.in_error else [new_event(source, course.subject_id, timing, payload, kind)]
-    )
+    until = _after(course.planned_end, timing.occurred_at)
+    prescribed = new_event(source, course.subject_id, timing, payload, kind, valid_until=until)
+    events = [] if course.in_error else [prescribed]
     stopped_at = course.stop(timing.occurred_at) if course.stop is not None else None
     if stopped_at is not None:
         stop_timing = Timing(stopped_at, max(timing.recorded_at, stopped_at), timing.version)
@@ -425,6 +431,15 @@ def _stop_time(
     return last_updated or started + JUST_AFTER
 
 
+def _planned_therapy_end(resource: Json) -> datetime | None:
+    """When a request still under way plans its therapy to end: the latest dosage
+    boundsPeriod.end, when every dosage instruction is bounded (one without an end goes on)."""
+    ends = _bounds_ends(resource)
+    if not ends or None in ends:
+        return None
+    return _latest(ends)
+
+
 def _bounds_ends(resource: Json) -> list[datetime | None]:
     dosages = resource.get("dosageInstruction")
     return [
@@ -487,6 +502,9 @@ def statement_events(source: Source, index: Index) -> list[Event]:
         in_error=status == IN_ERROR,
         stop=stopped_by(source, _statement_ends) if status in _TAKEN_STATUSES else None,
         stop_reason=stop_reason_of(source, status),
+        planned_end=None
+        if status in _TAKEN_STATUSES
+        else optional_part(source, lambda: time_at(resource, "effectivePeriod", "end"), None),
     )
     return course_events(source, course)
 

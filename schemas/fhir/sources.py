@@ -211,7 +211,13 @@ Mapper = Callable[[Source, Index], list[Event]]
 
 
 def new_event(
-    source: Source, subject_id: str, timing: Timing, payload: Payload, kind: str
+    source: Source,
+    subject_id: str,
+    timing: Timing,
+    payload: Payload,
+    kind: str,
+    *,
+    valid_until: datetime | None = None,
 ) -> Event:
     context = source.context
     sensitive = not isinstance(payload, FactAsserted)
@@ -231,6 +237,7 @@ def new_event(
         sensitivity=Sensitivity.SPECIAL_CATEGORY if sensitive else Sensitivity.NORMAL,
         purpose="care",
         scope="subject",
+        valid_until=valid_until,
         payload=payload,
     )
 

@@ -20,8 +20,8 @@ import pytest
 
 from projections.document import state_hash
 from projections.gate import GateContext
-from projections.queries import active_allergies
-from rules.batch import SubjectResult, Submitted, replay_batch
+from projections.queries import active_allergies, active_medications
+from rules.batch import SubjectResult, Submitted, advance_clocks, replay_batch
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from schemas.alerts import Alert, AlertStatus, Severity
@@ -535,6 +535,112 @@ def test_given_the_same_files_imported_twice_then_the_gate_drops_every_repeat() 
     assert len(result.rejections) == len(once)
     assert {r.reasons[0].value for _, r in result.rejections} == {"duplicate_event_id"}
     assert len(drug_allergy_alerts(result, "medrx0319")) == 2
+
+
+# f2. A course still under way that plans its end is not current after it
+
+
+def _bounded(*ends: str | None) -> dict[str, Any]:
+    """An active amoxicillin order from 2016-03-01, one dosage instruction per end (None: a
+    dosage with no end)."""
+    dosages = [
+        {"text": "500 mg three times daily"}
+        | (
+            {"timing": {"repeat": {"boundsPeriod": {"start": "2016-03-01", "end": end}}}}
+            if end
+            else {}
+        )
+        for end in ends
+    ]
+    return {
+        "resourceType": "MedicationRequest",
+        "id": "rx-course",
+        "status": "active",
+        "intent": "order",
+        "subject": {"reference": "Patient/pat1"},
+        "medicationCodeableConcept": {"text": "Amoxicillin 500 mg capsule"},
+        "authoredOn": "2016-03-01",
+        "dosageInstruction": dosages,
+    }
+
+
+STATEMENT_WITH_END = AMOXICILLIN_TAKEN | {
+    "effectiveDateTime": None,
+    "effectivePeriod": {"start": "2016-03-01", "end": "2016-03-08"},
+}
+
+
+def _judged_at(resource: dict[str, Any], moment: datetime) -> SubjectResult:
+    """The course beside the penicillin allergy, its subject's time then moved to `moment` as
+    the worker's clock (or `uac replay --as-of`) does."""
+    results = fold(submitted_from([PENICILLIN, resource]))
+    advance_clocks(results, moment, context_for, RULES)
+    return subject(results, "pat1")
+
+
+DURING = datetime(2016, 3, 5, tzinfo=UTC)
+AFTER = datetime(2016, 4, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("resource", "prescription_id", "moment", "statuses"),
+    [
+        pytest.param(_bounded("2016-03-08"), "rx-course", DURING, ["raised"], id="during"),
+        pytest.param(
+            _bounded("2016-03-08"), "rx-course", AFTER, ["raised", "resolved"], id="after its end"
+        ),
+        pytest.param(
+            _bounded("2016-03-04", "2016-03-08"),
+            "rx-course",
+            DURING,
+            ["raised"],
+            id="before the latest of its dosage ends",
+        ),
+        pytest.param(
+            _bounded("2016-03-08", None),
+            "rx-course",
+            AFTER,
+            ["raised"],
+            id="one dosage without an end goes on",
+        ),
+        pytest.param(_bounded(), "rx-course", AFTER, ["raised"], id="no dosage bounds"),
+        pytest.param(
+            STATEMENT_WITH_END,
+            "MedicationStatement/ms-amox",
+            AFTER,
+            ["raised", "resolved"],
+            id="an active statement after its effective period",
+        ),
+    ],
+)
+def test_given_an_active_course_with_a_planned_end_then_its_alert_is_resolved_only_after_it(
+    resource: dict[str, Any], prescription_id: str, moment: datetime, statuses: list[str]
+) -> None:
+    result = _judged_at(resource, moment)
+    records = drug_allergy_alerts(result, prescription_id)
+    assert [a.status.value for a in records] == statuses
+    assert len({a.alert_id for a in records}) == 1
+    still_active = prescription_id in {m.prescription_id for m in active_medications(result.state)}
+    assert still_active == (statuses == ["raised"])
+
+
+def test_given_a_planned_end_that_cannot_be_read_then_the_course_is_open_ended_and_reported() -> (
+    None
+):
+    unreadable = _bounded("2016-03-08")
+    unreadable["dosageInstruction"][0]["timing"]["repeat"]["boundsPeriod"]["end"] = "next week"
+    context = ImportContext(tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK)
+    imported = import_fhir(unpack(unreadable, "scenario#0"), context)
+    assert imported.errors == []
+    (prescribed,) = [event for _, event in imported.events]
+    assert prescribed.valid_until is None
+    assert [part.message for part in imported.passed_over] == [
+        "MedicationRequest/rx-course: dosageInstruction[0].timing.repeat.boundsPeriod.end"
+        " 'next week' is not a FHIR date or dateTime (imported without it)"
+    ]
+    assert drug_allergy_alerts(_judged_at(unreadable, AFTER), "rx-course")[-1].status.value == (
+        "raised"
+    )
 
 
 # g. Drugs given: administrations, dispenses and vaccinations
