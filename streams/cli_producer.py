@@ -33,7 +33,9 @@ from streams.cli_common import (
 from streams.console_text import styled
 from streams.event_files import LineError, read_ndjson_file
 from streams.fhir_files import files_written_at, read_fhir_files, skip_lines
+from streams.json_out import json_line
 from streams.kafka_address import bootstrap_servers
+from streams.publish_report import ReadInputs, publish_documents
 from streams.publisher import NotSent, Published
 from streams.rebuild import Difference, differences, latest_checkpoints, rebuild_states
 from streams.replay_report import print_human, print_json, print_line_errors
@@ -46,17 +48,33 @@ from streams.text_files import file_labels
 
 def read_events(
     paths: list[Path], input_format: InputFormat, tenant: str, actor: str
-) -> tuple[list[Submitted], list[LineError]]:
-    """Events and per-record errors from files; FHIR skips are reported, never silent, and so
-    is input that holds no event at all (an empty file, a Bundle without entries)."""
-    submitted, errors = (
-        _read_ndjson(paths)
-        if input_format is InputFormat.NDJSON
-        else _read_fhir(paths, tenant, actor)
+) -> ReadInputs:
+    """Events and per-record errors from files, with the FHIR resources skipped and the records
+    sent with a part left out (none for UaC event files)."""
+    if input_format is InputFormat.NDJSON:
+        submitted, errors = _read_ndjson(paths)
+        return ReadInputs(submitted, errors, [], [])
+    files = read_fhir_files(
+        paths,
+        tenant_id=tenant,
+        actor=actor,
+        fallback_time=files_written_at(paths, datetime.now(UTC)),
+        max_event_bytes=Settings().max_event_bytes,
     )
-    if not submitted and not errors:
+    return ReadInputs(files.submitted, files.errors, files.skipped, files.notes)
+
+
+def report_reading(read: ReadInputs, paths: list[Path], *, accounted: bool = False) -> None:
+    """FHIR skips and notices on stderr, never silent (unless `accounted` for in the command's
+    JSON output), and input that holds no event at all (an empty file, a Bundle without
+    entries)."""
+    if not accounted:
+        for line in skip_lines(read.skipped):
+            err.print(line, highlight=False)
+        for notice in read.notices:
+            err.print(notice.message(), markup=False, highlight=False)
+    if not read.submitted and not read.errors:
         err.print(f"no events in {', '.join(path.name for path in paths)}")
-    return submitted, errors
 
 
 def _read_ndjson(paths: list[Path]) -> tuple[list[Submitted], list[LineError]]:
@@ -69,56 +87,56 @@ def _read_ndjson(paths: list[Path]) -> tuple[list[Submitted], list[LineError]]:
     return submitted, errors
 
 
-def _read_fhir(
-    paths: list[Path], tenant: str, actor: str
-) -> tuple[list[Submitted], list[LineError]]:
-    files = read_fhir_files(
-        paths,
-        tenant_id=tenant,
-        actor=actor,
-        fallback_time=files_written_at(paths, datetime.now(UTC)),
-        max_event_bytes=Settings().max_event_bytes,
-    )
-    for line in skip_lines(files.skipped):
-        err.print(line, highlight=False)
-    for notice in files.notes:
-        err.print(notice.message(), markup=False, highlight=False)
-    return files.submitted, files.errors
-
-
 def publish(
     files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, help="Event files.")],
     input_format: FormatOption = InputFormat.NDJSON,
     tenant: TenantOption = "clinic-a",
     actor: ActorOption = "fhir-import",
     signing_key: SigningKeyOption = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="One JSON line per record: sent, not_sent, error, skipped or notice.",
+        ),
+    ] = False,
 ) -> None:
     """Validate events against the registered Avro schema and publish them (one result each),
     in the order `uac replay --file` folds them, so the stream raises the alerts it prints."""
     settings = Settings()
     signer = signer_from(signing_key)
-    found, errors = read_events(files, input_format, tenant, actor)
-    batch = sorted(found, key=processing_order)
-    print_line_errors(errors, err)
-    failed = len(errors)
+    read = read_events(files, input_format, tenant, actor)
+    report_reading(read, files, accounted=as_json)
+    batch = sorted(read.submitted, key=processing_order)
+    if not as_json:
+        print_line_errors(read.errors, err)
 
     async def send() -> list[Published | NotSent]:
         async with publisher_of(settings, signer) as publisher:
             return await publisher.publish_all(batch)
 
-    for result in asyncio.run(send()):
+    results = asyncio.run(send())
+    if as_json:
+        for document in publish_documents(read, batch, results):
+            out.out(json_line(document, sort_keys=False), highlight=False)
+    else:
+        _print_results(results)
+    failed = len(read.errors) + sum(1 for result in results if isinstance(result, NotSent))
+    if failed:
+        err.print(f"{failed} record(s) not sent")
+        raise typer.Exit(code=1)
+
+
+def _print_results(results: list[Published | NotSent]) -> None:
+    for result in results:
         if isinstance(result, Published):
             out.print(
                 f"sent {result.origin} {result.event_id} -> partition {result.partition} offset {result.offset}"
             )
         else:
-            failed += 1
             err.print(
                 styled("not sent", "red", f" {result.origin}: {result.reason}: {result.message}")
             )
-    if failed:
-        err.print(f"{failed} record(s) not sent")
-        raise typer.Exit(code=1)
 
 
 def new_signing_key(
@@ -185,8 +203,9 @@ def replay(
             raise typer.BadParameter(
                 "a time not after now (the gate's clock)", param_hint="--as-of"
             )
-        submitted, errors = read_events(inputs, input_format, tenant, actor)
-        _replay_events(submitted, errors, now, moment, as_json)
+        read = read_events(inputs, input_format, tenant, actor)
+        report_reading(read, inputs)
+        _replay_events(read.submitted, read.errors, now, moment, as_json)
     else:
         _replay_from_kafka(as_json)
 

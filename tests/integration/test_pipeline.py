@@ -326,20 +326,36 @@ def test_given_fhir_records_without_a_time_published_twice_then_one_alert_and_on
     pipeline: Pipeline, tmp_path: Path
 ) -> None:
     """`uac publish --format fhir` through the broker: an allergy and an order with no time of
-    their own raise one critical alert; publishing the same files again later sends the same
-    events (dated when their files were written), which the gate drops as duplicates."""
+    their own raise one critical alert; publishing the same files again later (with `--json`,
+    one line per record: each event sent where it went, the unsupported resource skipped)
+    sends the same events (dated when their files were written), which the gate drops as
+    duplicates."""
     paths = []
-    for name, resource in (("allergy.json", ALLERGY), ("order.json", ORDER)):
+    unsupported = {"resourceType": "Observation", "id": "obs-1", "status": "final"}
+    for name, resource in (
+        ("allergy.json", ALLERGY),
+        ("order.json", ORDER),
+        ("obs.json", unsupported),
+    ):
         path = tmp_path / name
         path.write_text(json.dumps(resource), encoding="utf-8")
         paths.append(str(path))
     pipeline.start("worker", "--loglevel", "info")
     first = pipeline.uac("publish", "--format", "fhir", *paths)
     assert first.returncode == 0, first.stderr
+    assert "skipped 1 resource(s): unsupported resource type Observation" in first.stderr
     (alert,) = wait_for(pipeline.alerts, lambda found: len(found) >= 1, what="the alert")
     assert (alert.subject_id, alert.severity.value) == ("p-undated", "critical")
-    again = pipeline.uac("publish", "--format", "fhir", *paths)
+    again = pipeline.uac("publish", "--format", "fhir", "--json", *paths)
     assert again.returncode == 0, again.stderr
+    records = [json.loads(line) for line in again.stdout.splitlines()]
+    assert [(r["result"], r.get("resource")) for r in records] == [
+        ("skipped", "Observation/obs-1"),
+        ("sent", None),
+        ("sent", None),
+    ]
+    assert {r["event_id"] for r in records[1:]} == {str(e.event_id) for e in pipeline.accepted()}
+    assert all(r["partition"] >= 0 and r["offset"] >= 0 for r in records[1:])
     repeats = wait_for(pipeline.quarantined, lambda found: len(found) >= 2, what="the repeats")
     assert Counter(r for d in repeats for r in d.reasons) == Counter({"duplicate_event_id": 2})
     assert len(pipeline.accepted()) == 2
