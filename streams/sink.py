@@ -87,6 +87,7 @@ from streams.kafka_address import bootstrap_servers
 from streams.kafka_security import kafka_options
 from streams.keys import FileKeyStore, SubjectErased
 from streams.ledger import ErasureLedger, follow_ledger, load_ledger
+from streams.log_repeats import LOG_FORMAT, hold_back_repeats
 from streams.private_files import write_private
 from streams.rows import (
     COLUMNS,
@@ -604,4 +605,6 @@ def serve_sink(settings: Settings, *, http_port: int = 0) -> None:
             loop.add_signal_handler(signum, stop.set)
         await run_sink(settings, stop=stop, http_port=http_port)
 
+    logging.basicConfig(format=LOG_FORMAT)
+    hold_back_repeats(logging.getLogger().handlers)
     asyncio.run(until_signalled())

@@ -4,6 +4,7 @@ core, run it."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 
 import faust
@@ -18,6 +19,7 @@ from streams.group_access import ensure_group_access
 from streams.kafka_address import bootstrap_servers
 from streams.keys import FileKeyStore, SubjectKeys
 from streams.ledger import ErasureLedger, load_ledger
+from streams.log_repeats import hold_back_repeats
 from streams.processing import BatchProcessor
 from streams.rulebook import Rulebook, check_rulebook
 from streams.runtime import tune_garbage_collector
@@ -94,6 +96,13 @@ def run_worker(settings: Settings, loglevel: str = "warn") -> None:
         metrics,
     )
     tune_garbage_collector()
-    worker = faust.Worker(pipeline.app, loglevel=loglevel, quiet=True)
+    worker = _Worker(pipeline.app, loglevel=loglevel, quiet=True)
     worker.spinner = None  # its log handler sets the root logger to DEBUG: every record is built
     worker.execute_from_commandline()
+
+
+class _Worker(faust.Worker):
+    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+        """Faust's set-up of the root logger, then repeated Kafka client errors held back."""
+        super().on_setup_root_logger(logger, level)
+        hold_back_repeats(logger.handlers)

@@ -1,0 +1,83 @@
+"""The broker goes away under a running worker and sink, and comes back: both carry on, every
+event before and after the outage is processed once, and their logs say so in a few lines
+instead of thousands (`streams.log_repeats`). The test has a broker of its own, so stopping it
+stops no other test's."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from schemas.events import Event
+from streams import local_kafka
+from tests.factories import make_event
+from tests.integration.harness import new_pipeline, running, wait_for
+from tests.integration.test_pipeline import wait_for_history
+
+pytestmark = pytest.mark.integration
+
+OUTAGE_SECONDS = 20
+"""How long the broker stays down: long enough for the clients' reconnect loops to log their
+errors hundreds of times over if nothing held them back."""
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[local_kafka.BrokerInfo]:
+    with local_kafka.running_broker(tmp_path / "kafka") as info:
+        yield info
+
+
+def conflicts(tag: str, count: int) -> list[Event]:
+    """A penicillin allergy and, a day later, amoxicillin, for `count` patients."""
+    return [
+        event
+        for n in range(count)
+        for event in (
+            make_event(
+                "AllergyRecorded",
+                f"{tag}-allergy-{n}",
+                subject=f"{tag}-{n}",
+                payload={"substance": "penicillin"},
+            ),
+            make_event(
+                "MedicationPrescribed",
+                f"{tag}-rx-{n}",
+                subject=f"{tag}-{n}",
+                at=timedelta(days=1),
+                payload={"drug": "amoxicillin 500 mg capsule", "prescription_id": f"rx-{n}"},
+            ),
+        )
+    ]
+
+
+def test_given_the_broker_down_for_a_while_then_worker_and_sink_carry_on_and_lose_nothing(
+    own_broker: local_kafka.BrokerInfo, tmp_path: Path
+) -> None:
+    before, after = conflicts("before", 10), conflicts("after", 10)
+    with running(new_pipeline(own_broker.bootstrap, tmp_path / "pipeline")) as pipeline:
+        worker, sink = pipeline.start("worker"), pipeline.start("sink")
+        pipeline.publish(before)
+        wait_for(pipeline.alerts, lambda found: len(found) >= 10, what="alerts before")
+        assert local_kafka.stop(tmp_path / "kafka")
+        time.sleep(OUTAGE_SECONDS)
+        assert (worker.process.poll(), sink.process.poll()) == (None, None)
+        restarted, _ = local_kafka.start(tmp_path / "kafka")
+        assert restarted.bootstrap == own_broker.bootstrap
+        pipeline.publish(after)
+        alerts = wait_for(
+            pipeline.alerts, lambda found: len(found) >= 20, timeout=180, what="alerts after"
+        )
+        assert sorted(a.subject_id for a in alerts) == sorted(
+            {e.subject_id for e in before + after}
+        )
+        assert len({a.alert_id for a in alerts}) == 20
+        wait_for_history(pipeline, before + after)
+        for service in (worker, sink):
+            log = service.log.read_text(encoding="utf-8").splitlines()
+            unreachable = [line for line in log if "Unable connect to node" in line]
+            assert 1 <= len(unreachable) <= 3, service.log_tail()
+            assert len(log) < 100, service.log_tail()
