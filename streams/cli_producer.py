@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -35,7 +36,7 @@ from streams.event_files import LineError, read_ndjson_file
 from streams.fhir_files import files_written_at, read_fhir_files, skip_lines
 from streams.json_out import json_line
 from streams.kafka_address import bootstrap_servers
-from streams.publish_report import ReadInputs, publish_documents
+from streams.publish_report import ReadInputs, input_documents, sent_documents
 from streams.publisher import NotSent, Published
 from streams.rebuild import Difference, differences, latest_checkpoints, rebuild_states
 from streams.replay_report import print_human, print_json, print_line_errors
@@ -108,7 +109,9 @@ def publish(
     read = read_events(files, input_format, tenant, actor)
     report_reading(read, files, accounted=as_json)
     batch = sorted(read.submitted, key=processing_order)
-    if not as_json:
+    if as_json:
+        _print_documents(input_documents(read))
+    else:
         print_line_errors(read.errors, err)
 
     async def send() -> list[Published | NotSent]:
@@ -117,14 +120,18 @@ def publish(
 
     results = asyncio.run(send())
     if as_json:
-        for document in publish_documents(read, batch, results):
-            out.out(json_line(document, sort_keys=False), highlight=False)
+        _print_documents(sent_documents(batch, results))
     else:
         _print_results(results)
     failed = len(read.errors) + sum(1 for result in results if isinstance(result, NotSent))
     if failed:
         err.print(f"{failed} record(s) not sent")
         raise typer.Exit(code=1)
+
+
+def _print_documents(documents: Iterable[dict[str, Any]]) -> None:
+    for document in documents:
+        out.out(json_line(document, sort_keys=False), highlight=False)
 
 
 def _print_results(results: list[Published | NotSent]) -> None:

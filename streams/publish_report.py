@@ -1,7 +1,8 @@
 """`uac publish --json`: one JSON document per line for every record of the input, so a tool
-can account for each one: `sent` (where it is on the log), `not_sent` (why), `error` (a line or
-resource that could not be read), `skipped` (a FHIR resource that deliberately yields no
-event) or `notice` (a record sent with a part left out, a note withheld or shortened).
+can account for each one. First what reading gave (written before sending): `error` (a line or
+resource that could not be read), `skipped` (a FHIR resource that deliberately yields no event),
+`notice` (a record sent with a part left out, a note withheld or shortened); then one per event
+in the order sent: `sent` (where it is on the log) or `not_sent` (why).
 """
 
 from __future__ import annotations
@@ -25,10 +26,8 @@ class ReadInputs(NamedTuple):
     notices: list[NoteNotice]
 
 
-def publish_documents(
-    read: ReadInputs, batch: Sequence[Submitted], results: Sequence[Published | NotSent]
-) -> Iterator[dict[str, Any]]:
-    """The input's account, then one result per event of `batch` in the order it was sent."""
+def input_documents(read: ReadInputs) -> Iterator[dict[str, Any]]:
+    """The account of reading the input: its errors, skipped resources and notices."""
     for error in read.errors:
         yield {
             "result": "error",
@@ -50,6 +49,12 @@ def publish_documents(
             "source_ref": notice.source_ref,
             "message": notice.message(),
         }
+
+
+def sent_documents(
+    batch: Sequence[Submitted], results: Sequence[Published | NotSent]
+) -> Iterator[dict[str, Any]]:
+    """One result per event of `batch`, in the order it was sent."""
     for item, result in zip(batch, results, strict=True):
         yield _sent(item, result)
 

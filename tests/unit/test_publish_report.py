@@ -6,7 +6,7 @@ from rules.batch import Submitted
 from schemas.fhir.inputs import Skipped
 from streams.event_files import LineError
 from streams.fhir_files import LeftOut
-from streams.publish_report import ReadInputs, publish_documents
+from streams.publish_report import ReadInputs, input_documents, sent_documents
 from streams.publisher import NotSent, Published
 from tests.factories import make_event
 
@@ -32,7 +32,7 @@ def test_given_every_kind_of_outcome_then_one_document_each_inputs_first_then_se
         Published("allergy.json", str(ALLERGY.event.event_id), partition=3, offset=41),
         NotSent("orders.ndjson:2", "subject_erased", "the subject was erased"),
     ]
-    documents = list(publish_documents(read, [ALLERGY, ORDER], results))
+    documents = [*input_documents(read), *sent_documents([ALLERGY, ORDER], results)]
     assert [(d["result"], d["origin"]) for d in documents] == [
         ("error", "orders.ndjson:1"),
         ("skipped", "bundle.json#entry[3]"),
