@@ -35,7 +35,8 @@ Relations and their columns (every time is DateTime64(3, 'UTC')):
     payload (canonical JSON of the typed payload), decision_id, decided_at, source_topic,
     source_partition, source_offset (the original record on the events topic),
     accepted_partition, accepted_offset (the record on the accepted topic), ingested_at.
-`gate_decisions` (every decision of the write gate, accepted and rejected; no claim values)
+`gate_decisions` (every decision of the write gate, accepted and rejected; no claim values;
+    subject_id NULL on a decision about a health event without a legal basis for the subject)
     tenant_id, decision_id, outcome (accepted | rejected), reasons (Array of reason codes),
     detail, event_id, subject_id, actor, event_type, message_sha256, source_topic,
     source_partition, source_offset, decided_at, ingested_at.

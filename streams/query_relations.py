@@ -243,13 +243,25 @@ def _of_tenant(table: str, columns: str = "*") -> str:
     return f"SELECT {columns} FROM {DATABASE}.{table} FINAL WHERE {_OF_TENANT}"  # noqa: S608
 
 
+def _gate_decisions(allowed: str) -> str:
+    """Every decision of the tenant, but one about a health event (an allergy or medication
+    record, an acknowledgement) names its subject only where the read may see that subject's
+    special-category data: that someone was prescribed something is health data, while the
+    counts of decisions by type and reason stay whole."""
+    hidden = f"coalesce(event_type IN ({_HEALTH_TYPES}), false) AND NOT ({allowed})"
+    return (
+        f"SELECT * REPLACE (if({hidden}, NULL, subject_id) AS subject_id) "  # noqa: S608
+        f"FROM {DATABASE}.gate_decisions FINAL WHERE {_OF_TENANT}"
+    )
+
+
 def _relations(allowed: str) -> dict[str, str]:
     """Relation name -> definition, given the condition that lets a subject's special-category
     data be read for the read's purpose; later definitions may use earlier ones."""
     purpose_bound = f"AND purpose = {{purpose:String}} AND (NOT {_SPECIAL_EVENT} OR {allowed})"
     return {
         "events": f"{_of_tenant('events')} {purpose_bound}",
-        "gate_decisions": _of_tenant("gate_decisions"),
+        "gate_decisions": _gate_decisions(allowed),
         "alerts": f"{_of_tenant('alerts')} AND {allowed}",
         "state_checkpoints": _of_tenant("state_checkpoints", _CHECKPOINT_COLUMNS),
         "open_alerts": """SELECT * FROM (

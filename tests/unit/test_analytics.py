@@ -1363,6 +1363,9 @@ def purposes(client: Client) -> str:
     """Tenant P: a subject who consented to special-category research use, one who did not,
     and one whose consent leaves special categories out."""
     _store_histories(client, PURPOSE_HISTORIES, 1000, "purpose")
+    events = [event for history in PURPOSE_HISTORIES.values() for event in history]
+    _, decisions = _accepted(events, first_offset=1000)
+    write_batch(client, "gate_decisions", DECISION_COLUMNS, decisions, "purpose-decisions")
     alerts = [_purpose_alert(subject, 1000 + n) for n, subject in enumerate(PURPOSE_HISTORIES)]
     write_batch(client, "alerts", ALERT_COLUMNS, alerts, "purpose-alerts")
     return P
@@ -1377,7 +1380,32 @@ EVENT_NAMES = """SELECT arrayStringConcat(arrayMap(
 FROM events WHERE type != 'ConsentChanged'"""
 """The claim name of each event a read sees (consent changes, recorded for care, left out)."""
 
+HEALTH_DECISIONS = """SELECT DISTINCT coalesce(subject_id, '(not named)') FROM gate_decisions
+WHERE event_type IN ('AllergyRecorded', 'MedicationPrescribed')"""
+"""Whom the decisions about allergy and prescription records name."""
+
 PURPOSE_CASES = [
+    pytest.param(
+        HEALTH_DECISIONS,
+        RESEARCH,
+        {},
+        ["(not named)", "consenting"],
+        id="given research then decisions about health records name only the consenting subject",
+    ),
+    pytest.param(
+        HEALTH_DECISIONS,
+        "care",
+        {},
+        ["consenting", "lapsed", "partial", "silent"],
+        id="given care (exempt) then decisions about health records name every subject",
+    ),
+    pytest.param(
+        "SELECT DISTINCT subject_id FROM gate_decisions WHERE event_type = 'TravelRecorded'",
+        RESEARCH,
+        {},
+        ["consenting", "silent"],
+        id="given research then decisions about other records name their subjects",
+    ),
     pytest.param(
         EVENT_NAMES,
         RESEARCH,
@@ -1493,6 +1521,15 @@ def test_relations_are_bound_to_the_purpose_of_the_read(
     expected: list[str],
 ) -> None:
     assert _names(client, sql, purpose, **options) == expected
+
+
+def test_decisions_about_health_records_are_counted_whole_whatever_the_purpose(
+    client: Client, purposes: str
+) -> None:
+    counts = (
+        "SELECT event_type, count() FROM gate_decisions GROUP BY event_type ORDER BY event_type"
+    )
+    assert query(client, counts, P, RESEARCH).rows == query(client, counts, P, "care").rows
 
 
 def test_the_current_views_say_which_purpose_and_validity_they_hold(
