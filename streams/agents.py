@@ -234,6 +234,7 @@ def register_agents(
         async for messages in gathered.batches(pipeline.app.acknowledge):
             await batches.handle([from_record(message) for message in messages])
             watch.progressed(time.monotonic())
+            metrics.broker_heard_at = time.monotonic()
 
     @pipeline.app.timer(STALL_CHECK_SECONDS)  # type: ignore[untyped-decorator]
     async def watch_idle_partitions() -> None:
@@ -266,6 +267,10 @@ def register_agents(
         subjects = [key for key in list(pipeline.states.keys()) if not is_segment_key(key)]
         checkpoints.touch_all(subjects)
         deadlines.reread(subjects)
+
+    @pipeline.app.on_rebalance_complete.connect
+    async def note_the_broker_answered(_sender: Any, /, *_args: Any, **_kwargs: Any) -> None:
+        metrics.broker_heard_at = time.monotonic()
 
     @pipeline.app.on_before_shutdown.connect
     async def close_reader(_sender: Any, /, *_args: Any, **_kwargs: Any) -> None:
@@ -389,6 +394,8 @@ async def check_offsets(
     then the idle-partition checks."""
     assigned = assigned_events_partitions(pipeline)
     ends = await end_offsets(pipeline, assigned) if assigned else {}
+    if assigned:
+        metrics.broker_heard_at = time.monotonic()
     expected = await batches.expected(ends)
     lag = {p: max(0, end - expected[p]) for p, end in ends.items()}
     metrics.observe_lag(lag)

@@ -1,16 +1,19 @@
 """The worker's HTTP endpoint on UAC_WORKER_METRICS_PORT (at UAC_WORKER_METRICS_HOST, by default
 127.0.0.1): `GET /metrics` (Prometheus, `streams.worker_metrics`) and `GET /health` (what the
-worker is doing now, for a supervisor's liveness and readiness probes).
+worker is doing now, for a supervisor's readiness probe).
 
 `/health` answers 200 while the worker runs (in the group, its tables recovered, its producer
 up), with the events partitions it owns and the records each still has to process; 503 while
-it starts, rebalances or recovers its tables from the changelog, when it must not be counted
-as serving. The body carries no personal data.
+it starts, rebalances or recovers its tables from the changelog, or while it owns partitions
+but has heard nothing from the broker (no offset reading answered, every 5 s; no batch fetched;
+no rebalance completed) for `BROKER_SILENCE_SECONDS`, when it must not be counted as serving.
+The body carries no personal data.
 """
 
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -27,10 +30,16 @@ from streams.worker_metrics import WorkerMetrics
 HOST = "127.0.0.1"
 
 
+BROKER_SILENCE_SECONDS = 30.0
+"""How long a running worker that owns partitions may hear nothing from the broker before it
+says it is waiting for it (six offset readings missed)."""
+
+
 class Phase(StrEnum):
     STARTING = "starting"
     REBALANCING = "rebalancing"
     RECOVERING = "recovering"
+    WAITING_FOR_BROKER = "waiting_for_broker"
     RUNNING = "running"
 
 
@@ -52,18 +61,28 @@ class WorkerHealth:
         }
 
 
-def worker_health(pipeline: Pipeline, metrics: WorkerMetrics) -> WorkerHealth:
+def worker_health(
+    pipeline: Pipeline, metrics: WorkerMetrics, now: float | None = None
+) -> WorkerHealth:
+    """What the worker is doing at `now` (`time.monotonic()`, by default the present)."""
     app = pipeline.app
+    partitions = tuple(tp.partition for tp in assigned_events_partitions(pipeline))
     if not producer_running(pipeline):
         phase = Phase.STARTING
     elif app.rebalancing:
         phase = Phase.REBALANCING
     elif app.in_recovery:
         phase = Phase.RECOVERING
+    elif partitions and _broker_silent(metrics, time.monotonic() if now is None else now):
+        phase = Phase.WAITING_FOR_BROKER
     else:
         phase = Phase.RUNNING
-    partitions = tuple(tp.partition for tp in assigned_events_partitions(pipeline))
     return WorkerHealth(phase, partitions, dict(metrics.lag_by_partition))
+
+
+def _broker_silent(metrics: WorkerMetrics, now: float) -> bool:
+    heard_at = metrics.broker_heard_at
+    return heard_at is not None and now - heard_at > BROKER_SILENCE_SECONDS
 
 
 class PortUnavailable(OSError):

@@ -16,6 +16,9 @@ class WorkerMetrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     lag_by_partition: dict[int, int] = field(default_factory=dict)
     """What the lag gauge reports: records still to process per owned events partition."""
+    broker_heard_at: float | None = None
+    """When (`time.monotonic()`) the broker last answered the worker: a reading of the end
+    offsets of its partitions, a batch of events fetched, a rebalance completed."""
 
     def __post_init__(self) -> None:
         self.decisions = Counter(

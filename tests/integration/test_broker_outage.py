@@ -1,11 +1,11 @@
 """The broker goes away under a running worker and sink, and comes back: both carry on, every
-event before and after the outage is processed once, and their logs say so in a few lines
-instead of thousands (`streams.log_repeats`). The test has a broker of its own, so stopping it
-stops no other test's."""
+event before and after the outage is processed once, the worker's `/health` says it waits for
+the broker meanwhile, and their logs say so in a few lines instead of thousands
+(`streams.log_repeats`). The test has a broker of its own, so stopping it stops no other
+test's."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -16,13 +16,9 @@ from schemas.events import Event
 from streams import local_kafka
 from tests.factories import make_event
 from tests.integration.harness import new_pipeline, running, wait_for
-from tests.integration.test_pipeline import wait_for_history
+from tests.integration.test_pipeline import free_port, wait_for_history, worker_health
 
 pytestmark = pytest.mark.integration
-
-OUTAGE_SECONDS = 20
-"""How long the broker stays down: long enough for the clients' reconnect loops to log their
-errors hundreds of times over if nothing held them back."""
 
 
 @pytest.fixture
@@ -58,15 +54,22 @@ def test_given_the_broker_down_for_a_while_then_worker_and_sink_carry_on_and_los
     own_broker: local_kafka.BrokerInfo, tmp_path: Path
 ) -> None:
     before, after = conflicts("before", 10), conflicts("after", 10)
+    port = free_port()
     with running(new_pipeline(own_broker.bootstrap, tmp_path / "pipeline")) as pipeline:
-        worker, sink = pipeline.start("worker"), pipeline.start("sink")
+        worker = pipeline.start("worker", env={"UAC_WORKER_METRICS_PORT": str(port)})
+        sink = pipeline.start("sink")
         pipeline.publish(before)
         wait_for(pipeline.alerts, lambda found: len(found) >= 10, what="alerts before")
+        assert worker_health(port)[0] == 200
         assert local_kafka.stop(tmp_path / "kafka")
-        time.sleep(OUTAGE_SECONDS)
+        waiting = wait_for(
+            lambda: worker_health(port), lambda found: found[0] == 503, what="the worker waiting"
+        )
+        assert waiting[1]["status"] == "waiting_for_broker"
         assert (worker.process.poll(), sink.process.poll()) == (None, None)
         restarted, _ = local_kafka.start(tmp_path / "kafka")
         assert restarted.bootstrap == own_broker.bootstrap
+        wait_for(lambda: worker_health(port), lambda found: found[0] == 200, what="serving")
         pipeline.publish(after)
         alerts = wait_for(
             pipeline.alerts, lambda found: len(found) >= 20, timeout=180, what="alerts after"

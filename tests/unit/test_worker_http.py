@@ -1,6 +1,6 @@
 """The worker's `/health` and `/metrics`: a supervisor sees whether the worker is serving (200)
-or starting, rebalancing or recovering its tables (503), which partitions it owns and how far
-behind each is."""
+or starting, rebalancing, recovering its tables or waiting for the broker (503), which
+partitions it owns and how far behind each is."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from faust.types import TP
 
 from streams.topics import Topics
 from streams.worker_http import (
+    BROKER_SILENCE_SECONDS,
     Phase,
     PortUnavailable,
     WorkerHealth,
@@ -33,9 +34,17 @@ def _not_started() -> Any:
     raise NotReady("the producer is not started")
 
 
-def _pipeline(*, started: bool = True, rebalancing: bool = False, recovering: bool = False) -> Any:
+OWNED = {TP(TOPICS.events, 2), TP(TOPICS.events, 0), TP(TOPICS.alerts, 1)}
+
+
+def _pipeline(
+    *,
+    started: bool = True,
+    rebalancing: bool = False,
+    recovering: bool = False,
+    owned: set[TP] = OWNED,
+) -> Any:
     ensure = BatchProducer if started else _not_started
-    owned = {TP(TOPICS.events, 2), TP(TOPICS.events, 0), TP(TOPICS.alerts, 1)}
     app = SimpleNamespace(
         producer=SimpleNamespace(_ensure_producer=ensure),
         rebalancing=rebalancing,
@@ -54,8 +63,42 @@ def _pipeline(*, started: bool = True, rebalancing: bool = False, recovering: bo
         ({}, Phase.RUNNING),
     ],
 )
-def test_the_phase_follows_what_the_worker_is_doing(state: dict[str, bool], phase: Phase) -> None:
+def test_the_phase_follows_what_the_worker_is_doing(state: dict[str, Any], phase: Phase) -> None:
     assert worker_health(_pipeline(**state), WorkerMetrics()).phase is phase
+
+
+def _metrics_read(seconds_ago: float | None, now: float) -> WorkerMetrics:
+    metrics = WorkerMetrics()
+    metrics.broker_heard_at = None if seconds_ago is None else now - seconds_ago
+    return metrics
+
+
+@pytest.mark.parametrize(
+    ("seconds_ago", "owned", "phase"),
+    [
+        pytest.param(
+            BROKER_SILENCE_SECONDS + 1, True, Phase.WAITING_FOR_BROKER, id="broker silent too long"
+        ),
+        pytest.param(BROKER_SILENCE_SECONDS - 1, True, Phase.RUNNING, id="a reading missed or two"),
+        pytest.param(None, True, Phase.RUNNING, id="no reading yet"),
+        pytest.param(
+            BROKER_SILENCE_SECONDS * 10, False, Phase.RUNNING, id="no partitions to read offsets of"
+        ),
+    ],
+)
+def test_a_worker_whose_offset_readings_go_unanswered_says_it_waits_for_the_broker(
+    seconds_ago: float | None, owned: bool, phase: Phase
+) -> None:
+    now = 10_000.0
+    pipeline = _pipeline() if owned else _pipeline(owned=set())
+    health = worker_health(pipeline, _metrics_read(seconds_ago, now), now)
+    assert (health.phase, health.serving) == (phase, phase is Phase.RUNNING)
+
+
+def test_a_rebalance_is_told_before_a_silent_broker() -> None:
+    now = 10_000.0
+    metrics = _metrics_read(BROKER_SILENCE_SECONDS * 2, now)
+    assert worker_health(_pipeline(rebalancing=True), metrics, now).phase is Phase.REBALANCING
 
 
 def test_a_running_worker_reports_its_events_partitions_and_their_lag() -> None:
