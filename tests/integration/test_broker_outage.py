@@ -7,16 +7,19 @@ test's."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from schemas.events import Event
 from streams import local_kafka
-from tests.factories import make_event
 from tests.integration.harness import new_pipeline, running, wait_for
-from tests.integration.test_pipeline import free_port, wait_for_history, worker_health
+from tests.integration.test_pipeline import (
+    allergies_then_drugs,
+    free_port,
+    wait_for_history,
+    worker_health,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -29,25 +32,8 @@ def own_broker(tmp_path: Path) -> Iterator[local_kafka.BrokerInfo]:
 
 def conflicts(tag: str, count: int) -> list[Event]:
     """A penicillin allergy and, a day later, amoxicillin, for `count` patients."""
-    return [
-        event
-        for n in range(count)
-        for event in (
-            make_event(
-                "AllergyRecorded",
-                f"{tag}-allergy-{n}",
-                subject=f"{tag}-{n}",
-                payload={"substance": "penicillin"},
-            ),
-            make_event(
-                "MedicationPrescribed",
-                f"{tag}-rx-{n}",
-                subject=f"{tag}-{n}",
-                at=timedelta(days=1),
-                payload={"drug": "amoxicillin 500 mg capsule", "prescription_id": f"rx-{n}"},
-            ),
-        )
-    ]
+    allergies, drugs = allergies_then_drugs(count, tag)
+    return [*allergies, *drugs]
 
 
 def test_given_the_broker_down_for_a_while_then_worker_and_sink_carry_on_and_lose_nothing(

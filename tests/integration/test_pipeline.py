@@ -362,13 +362,13 @@ def test_given_fhir_records_without_a_time_published_twice_then_one_alert_and_on
     assert [a.lifecycle_id for a in pipeline.alerts()] == [alert.lifecycle_id]
 
 
-def _allergy_then_drugs(count: int) -> tuple[list[Event], list[Event]]:
+def allergies_then_drugs(count: int, tag: str = "restart") -> tuple[list[Event], list[Event]]:
     """Allergies of `count` patients, then a conflicting drug for each (needs the state)."""
     allergies = [
         make_event(
             "AllergyRecorded",
-            f"restart-allergy-{n}",
-            subject=f"restart-{n}",
+            f"{tag}-allergy-{n}",
+            subject=f"{tag}-{n}",
             payload={"substance": "penicillin"},
         )
         for n in range(count)
@@ -376,8 +376,8 @@ def _allergy_then_drugs(count: int) -> tuple[list[Event], list[Event]]:
     drugs = [
         make_event(
             "MedicationPrescribed",
-            f"restart-rx-{n}",
-            subject=f"restart-{n}",
+            f"{tag}-rx-{n}",
+            subject=f"{tag}-{n}",
             at=timedelta(days=1),
             payload={"drug": "amoxicillin 500 mg capsule", "prescription_id": f"rx-{n}"},
         )
@@ -413,7 +413,7 @@ def wait_for_every_event_accepted(pipeline: Pipeline, events: list[Event]) -> No
 def test_given_a_worker_restart_mid_stream_then_state_is_recovered_and_nothing_is_lost_or_doubled(
     pipeline: Pipeline, stop_signal: int
 ) -> None:
-    allergies, drugs = _allergy_then_drugs(40)
+    allergies, drugs = allergies_then_drugs(40)
     pipeline.start("sink")
     worker = pipeline.start("worker", "--loglevel", "info")
     pipeline.publish(allergies)
@@ -532,7 +532,7 @@ def every_event_decided(pipeline: Pipeline, count: int) -> None:
 def test_given_two_workers_and_one_killed_mid_stream_then_the_other_takes_over_and_loses_nothing(
     pipeline: Pipeline,
 ) -> None:
-    allergies, drugs = _allergy_then_drugs(40)
+    allergies, drugs = allergies_then_drugs(40)
     pipeline.start("sink")
     first = pipeline.start("worker", "--loglevel", "info")
     pipeline.start("worker", "--loglevel", "info")
@@ -618,7 +618,7 @@ def commit_past_everything(pipeline: Pipeline) -> None:
 def test_given_offsets_committed_past_unprocessed_events_then_the_worker_reads_them_from_the_log(
     pipeline: Pipeline, then: str
 ) -> None:
-    allergies, drugs = _allergy_then_drugs(16)
+    allergies, drugs = allergies_then_drugs(16)
     passed_over, later = (drugs[:8], drugs[8:]) if then == "more-events" else (drugs, [])
     pipeline.start("sink")
     worker = pipeline.start("worker", "--loglevel", "info")
@@ -660,7 +660,7 @@ def publish_in_transactions(pipeline: Pipeline, events: list[Event], per_transac
 def test_given_a_transactional_producer_then_its_commit_markers_lose_and_stall_nothing(
     pipeline: Pipeline,
 ) -> None:
-    allergies, drugs = _allergy_then_drugs(12)
+    allergies, drugs = allergies_then_drugs(12)
     pipeline.start("sink")
     pipeline.start("worker", "--loglevel", "info")
     publish_in_transactions(pipeline, allergies + drugs, per_transaction=5)
