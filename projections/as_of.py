@@ -1,14 +1,23 @@
-"""Bitemporal questions: what was true at a valid time, as it was known at a transaction time."""
+"""Bitemporal questions: what was true at a valid time, as it was known at a transaction time.
+
+Later knowledge comes in two kinds. What *happened* after the valid time (a stop, a new
+prescription, an allergy that resolved, a preference that changed) is not part of the past. What
+was *learned about the past's claims* after it is: a retraction says a claim should never have
+been recorded, and an allergy's verification status (confirmed, unconfirmed, refuted,
+entered-in-error) is the evidence for the allergy, not a change in the person. Both apply to the
+past as they are known at `known_at` (or as known now, without it); a `known_at` at the valid time
+itself reads the record as it stood then, before those corrections.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from projections.clock import clock_event
-from projections.state import UserState, evolve, initial_state, replay
+from projections.state import Kind, UserState, evolve, initial_state, replay, with_corrections
 from projections.views import DEFAULT_POLICY, FoldPolicy
-from schemas.events import Event
+from schemas.events import AllergyRecorded, AllergyStatusChanged, ClaimRetracted, Event
 
 
 def state_as_of(
@@ -17,8 +26,10 @@ def state_as_of(
     known_at: datetime | None = None,
     policy: FoldPolicy = DEFAULT_POLICY,
 ) -> UserState:
-    """The state of one subject as it stood at `valid_time`, counting only events that had
-    occurred by then and, if `known_at` is given, that had been recorded by then.
+    """The state of one subject as it stood at `valid_time`, counting the events that had
+    occurred by then and, if `known_at` is given, had been recorded by then; with the
+    retractions and allergy verification statuses recorded by `known_at` (or at all) applied
+    whenever they occurred (see the module).
 
     The subject's time (`as_of`) is `valid_time` itself, not the time of the last event before
     it: a prescription whose `valid_until` passed in between is no longer active, a claim whose
@@ -27,17 +38,50 @@ def state_as_of(
     `valid_time` without being told."""
     if not events:
         raise ValueError("state_as_of needs the subject's events")
-    first = events[0]
-    folded = replay(
-        (
-            event
-            for event in events
-            if event.occurred_at <= valid_time
-            and (known_at is None or event.recorded_at <= known_at)
-        ),
-        initial_state(first.tenant_id, first.subject_id),
-        policy,
+    empty = initial_state(events[0].tenant_id, events[0].subject_id)
+    known = [event for event in events if known_at is None or event.recorded_at <= known_at]
+    past = replay((event for event in known if event.occurred_at <= valid_time), empty, policy)
+    if past.erased or past.as_of is None:
+        return past
+    if past.as_of < valid_time:
+        past = evolve(past, clock_event(past, valid_time, known_at or valid_time), policy)
+    later = [event for event in known if event.occurred_at > valid_time]
+    if not later:
+        return past
+    past = with_corrections(past, _retractions_of(past.events.keys(), later), policy)
+    reverified = _reverified(past, replay(known, empty, policy))
+    verifications = [event for event in later if _verification_of(event) in reverified]
+    retracted = _retractions_of({event.event_id for event in verifications}, later)
+    return with_corrections(past, [*verifications, *retracted], policy)
+
+
+def _retractions_of(claim_ids: Iterable[str], later: list[Event]) -> list[Event]:
+    """The events of `later` that retract one of `claim_ids`."""
+    targets = frozenset(claim_ids)
+    return [
+        event
+        for event in later
+        if isinstance(event.payload, ClaimRetracted) and event.payload.claim_id in targets
+    ]
+
+
+def _reverified(past: UserState, known: UserState) -> frozenset[str]:
+    """The allergies of `past` whose verification status is known differently in `known`."""
+    return frozenset(
+        view.allergy_id
+        for view in past.allergy_views()
+        if (now := known.resolution(Kind.ALLERGY, view.allergy_id)) is not None
+        and now.verification_status != view.verification_status
     )
-    if folded.erased or folded.as_of is None or folded.as_of >= valid_time:
-        return folded
-    return evolve(folded, clock_event(folded, valid_time, known_at or valid_time), policy)
+
+
+def _verification_of(event: Event) -> str | None:
+    """The allergy whose verification status `event` sets or may undo (by replacing an event
+    that set it), if any."""
+    payload = event.payload
+    if isinstance(payload, AllergyRecorded) or (
+        isinstance(payload, AllergyStatusChanged)
+        and (payload.verification_status is not None or event.supersedes)
+    ):
+        return payload.allergy_id
+    return None

@@ -286,6 +286,18 @@ def evolve(state: UserState, event: Event, policy: FoldPolicy = DEFAULT_POLICY) 
     return _next(state, update)
 
 
+def with_corrections(
+    state: UserState, corrections: Iterable[Event], policy: FoldPolicy = DEFAULT_POLICY
+) -> UserState:
+    """`state` with `corrections` folded in but its time (`as_of`) kept: how a past state takes
+    in what was learned about its claims later (a retraction, a changed verification status)
+    without also taking in what happened in between (an expiry, a stop)."""
+    moment = state.last_key
+    for event in corrections:
+        state = evolve(state, event, policy)
+    return state if state.erased or moment is None else _next(state, {"last_key": moment})
+
+
 def _retraction(
     state: UserState,
     pending: Map[str, Event],

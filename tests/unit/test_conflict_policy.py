@@ -21,7 +21,7 @@ from projections.queries import (
 )
 from projections.state import Kind, UserState, replay
 from projections.views import claim_value
-from tests.factories import T0, make_event
+from tests.factories import T0, event_id, make_event
 
 DAY = timedelta(days=1)
 
@@ -635,3 +635,124 @@ def test_state_as_of_judges_the_subject_at_the_asked_time_not_at_its_last_event(
     assert active_medications(after_course) == []
     assert [view.drug for view in active_medications(once_later_starts)] == ["metformin"]
     assert after_course.as_of == T0 + 10 * DAY
+
+
+def rx(name: str, day: float, **envelope: Any) -> Any:
+    return make_event(
+        "MedicationPrescribed",
+        name,
+        at=day * DAY,
+        payload={"prescription_id": name, "drug": "amoxicillin"},
+        **envelope,
+    )
+
+
+AS_OF_DAY_5 = [
+    pytest.param(
+        [allergy("a"), status("s", 10, verification_status="refuted")],
+        (set(), {"allergy-1"}),
+        id="given an allergy refuted after the day then as known now it was never there",
+    ),
+    pytest.param(
+        [allergy("a"), status("s", 10, verification_status="entered_in_error")],
+        (set(), {"allergy-1"}),
+        id="given an allergy entered in error after the day then as known now it was not there",
+    ),
+    pytest.param(
+        [
+            allergy("a"),
+            allergy("a-v2", 10, verification_status="refuted", clinical_status=None),
+        ],
+        (set(), {"allergy-1"}),
+        id="given a refuted version of the record imported later then the record was refuted",
+    ),
+    pytest.param(
+        [allergy("a"), status("s", 10, clinical_status="resolved")],
+        ({"allergy-1"}, {"allergy-1"}),
+        id="given an allergy resolved after the day then it was still active on the day",
+    ),
+    pytest.param(
+        [
+            allergy("a"),
+            status("s", 10, verification_status="refuted"),
+            status("s2", 12, verification_status="confirmed"),
+        ],
+        ({"allergy-1"}, {"allergy-1"}),
+        id="given a later refutation undone later still then the allergy stands on the day",
+    ),
+    pytest.param(
+        [
+            allergy("a"),
+            status("s", 3, verification_status="refuted"),
+            status("s2", 12, verification_status="confirmed"),
+        ],
+        ({"allergy-1"}, set()),
+        id="given a refutation before the day confirmed away after it then it stood on the day",
+    ),
+    pytest.param(
+        [
+            allergy("a"),
+            status("s", 3, verification_status="refuted"),
+            make_event("ClaimRetracted", "r", at=12 * DAY, payload={"claim_id": event_id("s")}),
+        ],
+        ({"allergy-1"}, set()),
+        id="given a refutation before the day retracted after it then the allergy stood",
+    ),
+    pytest.param(
+        [
+            allergy("a"),
+            status("s", 8, verification_status="entered_in_error"),
+            status("s2", 10, verification_status="refuted"),
+            make_event("ClaimRetracted", "r", at=12 * DAY, payload={"claim_id": event_id("s2")}),
+        ],
+        (set(), {"allergy-1"}),
+        id="given a later refutation retracted later still then the earlier correction holds",
+    ),
+    pytest.param(
+        [rx("rx-1", 0), make_event("MedicationStopped", "stop", at=10 * DAY)],
+        ({"rx-1"}, {"rx-1"}),
+        id="given a prescription stopped after the day then it was active on the day",
+    ),
+    pytest.param(
+        [
+            rx("rx-1", 0),
+            make_event("ClaimRetracted", "r", at=10 * DAY, payload={"claim_id": event_id("rx-1")}),
+        ],
+        (set(), {"rx-1"}),
+        id="given a prescription retracted after the day then as known now it was never there",
+    ),
+]
+
+
+@pytest.mark.parametrize(("events", "expected"), AS_OF_DAY_5)
+def test_given_later_knowledge_then_an_as_of_read_applies_corrections_not_happenings(
+    events: list[Any], expected: tuple[set[str], set[str]]
+) -> None:
+    """As known now, day 5 shows what was learned about its claims later (a retraction, a
+    verification status) but not what happened later (a stop, a resolution); as known on day 5,
+    the record as it stood."""
+    as_known_now, as_known_then = expected
+    for order in (events, events[::-1]):
+        now = state_as_of(order, T0 + 5 * DAY)
+        then = state_as_of(order, T0 + 5 * DAY, known_at=T0 + 5 * DAY)
+        assert _active_claims(now) == as_known_now
+        assert _active_claims(then) == as_known_then
+        assert now.as_of == then.as_of == T0 + 5 * DAY
+
+
+def _active_claims(state: UserState) -> set[str]:
+    return {view.allergy_id for view in active_allergies(state)} | {
+        view.prescription_id for view in active_medications(state)
+    }
+
+
+def test_given_a_correction_learned_later_then_the_past_keeps_its_time_and_names_the_source() -> (
+    None
+):
+    course = rx("course", 0, valid_until=T0 + 8 * DAY)
+    refuted = status("s", 10, verification_status="refuted", reason="negative skin test")
+    past = state_as_of([allergy("a"), course, refuted], T0 + 5 * DAY)
+    [view] = past.allergy_views()
+    assert [m.prescription_id for m in active_medications(past)] == ["course"]
+    assert (view.verification_status.value, view.last_change.event_id) == ("refuted", refuted.id)
+    assert state_document(past)["as_of"] == "2024-01-06T09:00:00.000Z"

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from projections.as_of import state_as_of
 from projections.document import (
     canonical_json,
     checkpoint_json,
@@ -34,7 +35,7 @@ from schemas.events import Event, EventType
 from schemas.reasons import ReasonCode
 from tests.factories import event_id, make_event
 from tests.fakes import TableKnowledge
-from tests.strategies import event_histories
+from tests.strategies import event_histories, mixed_histories
 
 RULES = default_rules(TableKnowledge())
 POLICY = GatePolicy(
@@ -303,3 +304,23 @@ def test_given_a_prescription_and_its_stop_at_one_instant_then_stopped_whatever_
 
 def test_every_event_type_has_a_causal_rank() -> None:
     assert set(CAUSAL_RANK) == set(EventType)
+
+
+@given(
+    mixed_histories(
+        types=("AllergyRecorded", "AllergyStatusChanged", "ClaimRetracted", "ClockAdvanced"),
+        narrow=True,
+    ),
+    st.integers(-10, 60 * 24 * 12),
+)
+def test_given_any_allergy_history_then_a_past_read_holds_each_allergy_as_verified_now(
+    events: list[Event], minute: int
+) -> None:
+    """Verification is evidence about an allergy, not a change in the person: as known now,
+    an allergy on record at a past time (and still on record) carries the verification status
+    it has now, whatever retractions and corrections came in between."""
+    now = replay(events)
+    past = state_as_of(events, min(e.occurred_at for e in events) + timedelta(minutes=minute))
+    for view in past.allergy_views():
+        current = now.resolution(Kind.ALLERGY, view.allergy_id)
+        assert current is None or view.verification_status == current.verification_status
