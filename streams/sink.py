@@ -99,6 +99,7 @@ from streams.rows import (
 from streams.sealing import Sealer
 from streams.settings import Settings
 from streams.sink_batches import Applied, Batch, RetryPolicy
+from streams.sink_health import sink_status
 from streams.sink_metrics import SinkMetrics
 from streams.sink_reads import ReadEndpoints
 from streams.sink_records import Received, RecordRows
@@ -159,6 +160,8 @@ class Sink:
         self.retry = retry or RetryPolicy()
         self.retrying = False
         self.consumer: AIOKafkaConsumer | None = None
+        self._writing = False
+        self._committed_at: float | None = None
         self.keys = FileKeyStore(settings.keys_dir)
         self.ledger = ErasureLedger(self.keys)
         self._http_port = http_port
@@ -387,7 +390,11 @@ class Sink:
     async def _flush(self, stop: asyncio.Event) -> None:
         batch, self._batch = self._batch, Batch()
         started = time.monotonic()
-        applied = await self._apply_with_retries(batch, stop)
+        self._writing = True
+        try:
+            applied = await self._apply_with_retries(batch, stop)
+        finally:
+            self._writing = False
         if applied is None:
             log.warning(
                 "sink: stopping with %d uncommitted rows; they will be re-read", batch.row_count
@@ -510,7 +517,8 @@ class Sink:
         except (CommitFailedError, KafkaError) as error:
             log.warning("sink: commit failed after a rebalance (%s); rows will be re-read", error)
             return
-        self.metrics.last_commit.set(time.time())
+        self._committed_at = time.time()
+        self.metrics.last_commit.set(self._committed_at)
         self.metrics.commit_lag.set(self._lag(offsets))
 
     def _lag(self, committed: Mapping[TopicPartition, int]) -> int:
@@ -536,18 +544,36 @@ class Sink:
         self._port = int(runner.addresses[0][1])
 
     async def _health(self, _request: web.Request) -> web.Response:
-        status = "retrying" if self.retrying else "ok"
+        assigned = self._assignment()
+        status = sink_status(
+            retrying=self.retrying,
+            writing=self._writing,
+            assigned=bool(assigned),
+            heard_at=self._broker_heard_at(assigned),
+            now=time.time(),
+        )
         body = {
-            "status": status,
+            "status": status.value,
             "group_id": self.group_id,
-            "assigned": partition_names(self._assignment()),
+            "assigned": partition_names(assigned),
             "pending_rows": self._batch.row_count,
             "erased_subjects": len(self.ledger.refs),
         }
-        return web.json_response(body, status=503 if self.retrying else 200)
+        return web.json_response(body, status=200 if status.serving else 503)
 
     def _assignment(self) -> set[TopicPartition]:
         return set(self.consumer.assignment()) if self.consumer is not None else set()
+
+    def _broker_heard_at(self, assigned: set[TopicPartition]) -> float | None:
+        """When (Unix time) the broker last answered the sink: a fetch response for a partition
+        it owns (an empty one too: the consumer asks about every half second while idle), or a
+        commit."""
+        consumer = self.consumer
+        polled = [] if consumer is None else [consumer.last_poll_timestamp(tp) for tp in assigned]
+        heard = [milliseconds / 1000 for milliseconds in polled if milliseconds is not None]
+        if self._committed_at is not None:
+            heard.append(self._committed_at)
+        return max(heard, default=None)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
         return web.Response(

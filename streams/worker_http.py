@@ -6,7 +6,8 @@ worker is doing now, for a supervisor's readiness probe).
 up), with the events partitions it owns and the records each still has to process; 503 while
 it starts, rebalances or recovers its tables from the changelog, or while it owns partitions
 but has heard nothing from the broker (no offset reading answered, every 5 s; no batch fetched;
-no rebalance completed) for `BROKER_SILENCE_SECONDS`, when it must not be counted as serving.
+no rebalance completed) for `streams.broker_contact.BROKER_SILENCE_SECONDS`, when it must not be
+counted as serving.
 The body carries no personal data.
 """
 
@@ -24,15 +25,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from streams.agents import assigned_events_partitions
 from streams.app import Pipeline
+from streams.broker_contact import broker_silent
 from streams.pipeline_access import producer_running
 from streams.worker_metrics import WorkerMetrics
 
 HOST = "127.0.0.1"
-
-
-BROKER_SILENCE_SECONDS = 30.0
-"""How long a running worker that owns partitions may hear nothing from the broker before it
-says it is waiting for it (six offset readings missed)."""
 
 
 class Phase(StrEnum):
@@ -73,16 +70,13 @@ def worker_health(
         phase = Phase.REBALANCING
     elif app.in_recovery:
         phase = Phase.RECOVERING
-    elif partitions and _broker_silent(metrics, time.monotonic() if now is None else now):
+    elif partitions and broker_silent(
+        metrics.broker_heard_at, time.monotonic() if now is None else now
+    ):
         phase = Phase.WAITING_FOR_BROKER
     else:
         phase = Phase.RUNNING
     return WorkerHealth(phase, partitions, dict(metrics.lag_by_partition))
-
-
-def _broker_silent(metrics: WorkerMetrics, now: float) -> bool:
-    heard_at = metrics.broker_heard_at
-    return heard_at is not None and now - heard_at > BROKER_SILENCE_SECONDS
 
 
 class PortUnavailable(OSError):

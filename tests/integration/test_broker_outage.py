@@ -1,5 +1,5 @@
 """The broker goes away under a running worker and sink, and comes back: both carry on, every
-event before and after the outage is processed once, the worker's `/health` says it waits for
+event before and after the outage is processed once, both `/health` endpoints say they wait for
 the broker meanwhile, and their logs say so in a few lines instead of thousands
 (`streams.log_repeats`). The test has a broker of its own, so stopping it stops no other
 test's."""
@@ -7,6 +7,7 @@ test's."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,8 @@ from tests.integration.harness import new_pipeline, running, wait_for
 from tests.integration.test_pipeline import (
     allergies_then_drugs,
     free_port,
+    health_at,
     wait_for_history,
-    worker_health,
 )
 
 pytestmark = pytest.mark.integration
@@ -40,22 +41,28 @@ def test_given_the_broker_down_for_a_while_then_worker_and_sink_carry_on_and_los
     own_broker: local_kafka.BrokerInfo, tmp_path: Path
 ) -> None:
     before, after = conflicts("before", 10), conflicts("after", 10)
-    port = free_port()
+    port, sink_port = free_port(), free_port()
     with running(new_pipeline(own_broker.bootstrap, tmp_path / "pipeline")) as pipeline:
         worker = pipeline.start("worker", env={"UAC_WORKER_METRICS_PORT": str(port)})
-        sink = pipeline.start("sink")
+        sink = pipeline.start("sink", "--port", str(sink_port))
         pipeline.publish(before)
         wait_for(pipeline.alerts, lambda found: len(found) >= 10, what="alerts before")
-        assert worker_health(port)[0] == 200
+        assert (health_at(port)[0], health_at(sink_port)[0]) == (200, 200)
         assert local_kafka.stop(tmp_path / "kafka")
-        waiting = wait_for(
-            lambda: worker_health(port), lambda found: found[0] == 503, what="the worker waiting"
-        )
-        assert waiting[1]["status"] == "waiting_for_broker"
+        for service_port in (port, sink_port):
+            waiting = wait_for(
+                partial(health_at, service_port),
+                lambda found: found[0] == 503,
+                what=f"the service on port {service_port} waiting",
+            )
+            assert waiting[1]["status"] == "waiting_for_broker"
         assert (worker.process.poll(), sink.process.poll()) == (None, None)
         restarted, _ = local_kafka.start(tmp_path / "kafka")
         assert restarted.bootstrap == own_broker.bootstrap
-        wait_for(lambda: worker_health(port), lambda found: found[0] == 200, what="serving")
+        for service_port in (port, sink_port):
+            wait_for(
+                partial(health_at, service_port), lambda found: found[0] == 200, what="serving"
+            )
         pipeline.publish(after)
         alerts = wait_for(
             pipeline.alerts, lambda found: len(found) >= 20, timeout=180, what="alerts after"

@@ -446,7 +446,8 @@ def free_port() -> int:
     return port
 
 
-def worker_health(port: int) -> tuple[int | None, Any]:
+def health_at(port: int) -> tuple[int | None, Any]:
+    """Status and body of `GET /health` on a worker's or sink's port (None: no answer)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
             return response.status, json.load(response)
@@ -460,7 +461,7 @@ def serving_every_partition_with_nothing_left(port: int, partitions: int) -> Non
     """The restarted worker's `/health`: serving (200), owning every events partition, none of
     them with a record still to process."""
     _, health = wait_for(
-        lambda: worker_health(port),
+        lambda: health_at(port),
         lambda found: (
             found[0] == 200 and bool(found[1]["lag"]) and not any(found[1]["lag"].values())
         ),

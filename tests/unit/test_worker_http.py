@@ -14,9 +14,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from faust.exceptions import NotReady
 from faust.types import TP
 
+from streams.broker_contact import BROKER_SILENCE_SECONDS
 from streams.topics import Topics
 from streams.worker_http import (
-    BROKER_SILENCE_SECONDS,
     Phase,
     PortUnavailable,
     WorkerHealth,
