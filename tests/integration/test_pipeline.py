@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -127,16 +128,45 @@ def test_given_events_of_several_tenants_then_every_expected_alert_and_every_eve
     )
     as_of_july = active_prescriptions(pipeline, "p-1001", "--as-of", "2024-07-01")
     assert (now, as_of_july) == (["rx-4420", "rx-5501"], ["rx-4410", "rx-4420"])
+    before_refutation = ("--as-of", "2024-10-10")
+    as_known_now, as_known_then = (
+        wait_for(
+            partial(allergy_statuses, pipeline, "clinic-b", "p-1001", *before_refutation, *known),
+            lambda statuses: statuses is not None,
+            what="the clinic-b subject's checkpoint",
+        )
+        for known in ((), ("--known-at", "2024-10-10"))
+    )
+    assert as_known_now == [("alg-amox", "refuted", False)]
+    assert as_known_then == [("alg-amox", "unconfirmed", True)]
 
 
 def active_prescriptions(pipeline: Pipeline, subject: str, *options: str) -> list[str] | None:
     """The prescriptions `uac state` shows active for a clinic-a subject, now or as of a time
     (None while it has no state)."""
-    shown = pipeline.uac("state", "--tenant", "clinic-a", "--subject", subject, "--json", *options)
+    shown = shown_state(pipeline, "clinic-a", subject, *options)
+    if shown is None:
+        return None
+    return sorted(m["prescription_id"] for m in shown["medications"]["active"])
+
+
+def allergy_statuses(
+    pipeline: Pipeline, tenant: str, subject: str, *options: str
+) -> list[tuple[str, str, bool]] | None:
+    """(allergy id, verification status, active) of each allergy `uac state` shows."""
+    shown = shown_state(pipeline, tenant, subject, *options)
+    if shown is None:
+        return None
+    return [(a["allergy_id"], a["verification_status"], a["active"]) for a in shown["allergies"]]
+
+
+def shown_state(pipeline: Pipeline, tenant: str, subject: str, *options: str) -> Any:
+    """The document `uac state --json` prints for a subject (None while it has no state)."""
+    shown = pipeline.uac("state", "--tenant", tenant, "--subject", subject, "--json", *options)
     if shown.returncode == 4:
         return None
     assert shown.returncode == 0, shown.stderr
-    return sorted(m["prescription_id"] for m in json.loads(shown.stdout)["medications"]["active"])
+    return json.loads(shown.stdout)
 
 
 def run_sample_through(pipeline: Pipeline) -> None:
