@@ -119,9 +119,10 @@ it), else `MedicationStatement/<id>`. `occurred_at`: effectiveDateTime, effectiv
 dateAsserted, meta.lastUpdated. A statement still taken with an effectivePeriod.end is valid
 until then. Completed and stopped statements also yield a MedicationStopped
 at effectivePeriod.end (capped and defaulted as for requests); entered-in-error yields only
-the stop; not-taken is skipped (the patient does not take the drug), and so is an IPS "no
-known medications" or "no medication information" statement (absent-unknown code, or that
-text without a code): it names no drug.
+the stop, except that a statement `basedOn` an order leaves the order alone and is skipped (the
+statement was wrong, not the order, whose alerts stay open); not-taken is skipped (the
+patient does not take the drug), and so is an IPS "no known medications" or "no medication
+information" statement (absent-unknown code, or that text without a code): it names no drug.
 
 A later version of a resource that names another patient than the version before it (a record
 filed under the wrong patient, corrected at the source) ends the claim for the earlier patient

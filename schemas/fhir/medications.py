@@ -492,9 +492,13 @@ _STATEMENT_STATUSES: Final = _TAKING_STATUSES | _TAKEN_STATUSES | {"not-taken"}
 def statement_events(source: Source, index: Index) -> list[Event]:
     resource = source.resource
     status = _statement_status(resource)
+    order = based_on_request(resource, "basedOn", index)
+    if order is not None and status == IN_ERROR:
+        raise Unsupported(
+            f"MedicationStatement entered-in-error: MedicationRequest/{order} is unchanged"
+        )
     course = Course(
-        prescription_id=based_on_request(resource, "basedOn", index)
-        or f"{source.resource_type}/{source.resource_id}",
+        prescription_id=order or f"{source.resource_type}/{source.resource_id}",
         subject_id=subject_of(resource, "subject", index),
         drug=drug_of(resource, index),
         dosage=first_dosage(source, "dosage"),

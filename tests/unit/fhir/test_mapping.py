@@ -1046,6 +1046,20 @@ def test_given_a_statement_entered_in_error_then_only_a_stop() -> None:
     assert event.type == EventType.MEDICATION_STOPPED
 
 
+def test_given_a_statement_on_an_order_entered_in_error_then_the_order_is_left_alone() -> None:
+    order = changed(ACTIVE_ORDER, subject={"reference": "Patient/pat1"})
+    statement = changed(
+        STATEMENT,
+        status="entered-in-error",
+        basedOn=[{"reference": "MedicationRequest/medrx0332"}],
+    )
+    result = run(order, statement)
+    assert [event.type for _, event in result.events] == [EventType.MEDICATION_PRESCRIBED]
+    assert [s.reason for s in result.skipped] == [
+        "MedicationStatement entered-in-error: MedicationRequest/medrx0332 is unchanged"
+    ]
+
+
 def test_given_a_drug_not_taken_then_skipped_with_a_reason() -> None:
     result = run(changed(STATEMENT, status="not-taken"))
     assert (result.events, result.errors) == ([], [])
