@@ -109,7 +109,11 @@ only when it is after the order. With none, the stop time is unknown and the sto
 after the order: the order is checked once (its alerts are raised and then resolved), and it
 does not stay active for ever. An entered-in-error request yields the MedicationStopped only: it
 never was a prescription, so it raises no alert, and it ends an earlier version of the same
-request (same id) if one was imported.
+request (same id) if one was imported. A request that took effect (active, on-hold, unknown,
+completed, stopped) and names a `priorPrescription` replaces that order: a MedicationStopped of
+it (reason `replaced by MedicationRequest/<id>`) when the new one starts, or just after the
+replaced order's own start when the input set dates that later; a replaced order the input set
+holds as ended keeps its own stop.
 
 MedicationStatement -> MedicationPrescribed: the patient takes (status active, intended,
 on-hold, unknown) or took (completed, stopped) the drug, mapped like a request (medication,

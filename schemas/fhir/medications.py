@@ -92,7 +92,46 @@ def request_events(source: Source, index: Index) -> list[Event]:
         if status in _ENDED_STATUSES
         else optional_part(source, lambda: _planned_therapy_end(resource), None),
     )
-    return course_events(source, course)
+    events = course_events(source, course)
+    if status not in _REPLACING_STATUSES:
+        return events
+    replaced = optional_part(source, lambda: _replaced_order(source, course, index), None)
+    return events if replaced is None else [*events, replaced]
+
+
+_REPLACING_STATUSES: Final = frozenset({"active", "on-hold", "completed", "stopped", "unknown"})
+"""The statuses of an order that took effect, so that the order it names as its
+`priorPrescription` was replaced (a cancelled or entered-in-error one replaced nothing)."""
+
+
+def _replaced_order(source: Source, course: Course, index: Index) -> Event | None:
+    """The stop of the order this one replaces (its `priorPrescription`), when this one starts:
+    left active, the replaced order would keep its alerts open, and count as a second course
+    of its drug, for ever. Dated just after the replaced order's own start when the input set
+    dates that later (a stop must follow its prescription). A replaced order that the input
+    set holds as ended already keeps its own stop."""
+    prior = based_on_request(source.resource, "priorPrescription", index)
+    if prior is None or prior == course.prescription_id:
+        return None
+    timing = timing_of(source, course.starts)
+    held = index.order(f"MedicationRequest/{prior}")
+    prior_start = None
+    if held is not None:
+        prior_status = held.resource.get("status")
+        if isinstance(prior_status, str) and prior_status in _ENDED_STATUSES:
+            return None
+        prior_start = time_at(held.resource, "authoredOn") or time_at(
+            held.resource, "meta", "lastUpdated"
+        )
+    at = timing.occurred_at
+    if prior_start is not None and prior_start >= at:
+        at = prior_start + JUST_AFTER
+    stop = MedicationStopped(
+        prescription_id=prior, reason=f"replaced by MedicationRequest/{source.resource_id}"
+    )
+    stop_timing = Timing(at, max(timing.recorded_at, at), timing.version)
+    kind = f"{EventType.MEDICATION_STOPPED.value}/replaced"
+    return new_event(source, course.subject_id, stop_timing, stop, kind)
 
 
 @dataclass(frozen=True)

@@ -478,6 +478,20 @@ def test_given_an_active_zosyn_order_later_entered_in_error_then_its_alert_is_re
     assert [v.stop_reason for v in result.state.medication_views()] == ["entered-in-error"]
 
 
+def test_given_the_zosyn_order_replaced_by_azithromycin_then_its_alert_is_resolved_at_the_change() -> (
+    None
+):
+    replacement = AZITHROMYCIN | {
+        "authoredOn": "2015-01-20",
+        "priorPrescription": {"reference": "MedicationRequest/medrx0319"},
+    }
+    result = subject(fold(submitted_from([PENICILLIN, ACTIVE_ZOSYN, replacement])), "pat1")
+    records = drug_allergy_alerts(result, "medrx0319")
+    assert [a.status for a in records] == [AlertStatus.RAISED, AlertStatus.RESOLVED]
+    assert records[1].occurred_at == datetime(2015, 1, 20, tzinfo=UTC)
+    assert [view.prescription_id for view in active_medications(result.state)] == ["medrx0302"]
+
+
 # f. Medication statements (a patient summary's medication list) are checked like orders
 
 

@@ -44,7 +44,7 @@ from schemas.fhir.mapping import (
     unpack,
     without_unmapped,
 )
-from schemas.fhir.sources import version_offset
+from schemas.fhir.sources import JUST_AFTER, version_offset
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "fhir"
 EXAMPLES = FIXTURES / "fhir-r4-examples"
@@ -934,6 +934,87 @@ def test_given_a_subject_reference_that_names_no_resource_type_then_an_error_not
 def test_given_a_prescribing_intent_when_imported_then_a_prescription(intent: str) -> None:
     assert [e.type for e in events_of(changed(ACTIVE_ORDER, intent=intent))] == [
         EventType.MEDICATION_PRESCRIBED
+    ]
+
+
+# An order that replaces an earlier one (priorPrescription)
+
+REPLACED = changed(ACTIVE_ORDER, id="rx-old")
+REPLACEMENT = changed(
+    ACTIVE_ORDER,
+    id="rx-new",
+    authoredOn="2015-02-01",
+    priorPrescription={"reference": "MedicationRequest/rx-old"},
+)
+
+
+def replacement_stops(*resources: Any) -> list[tuple[str, str | None, datetime]]:
+    return [
+        (event.payload.prescription_id, event.payload.reason, event.occurred_at)
+        for event in events_of(*resources)
+        if isinstance(event.payload, MedicationStopped)
+        and event.payload.prescription_id == "rx-old"
+        and event.source_ref == "MedicationRequest/rx-new"
+    ]
+
+
+@pytest.mark.parametrize(
+    "resources",
+    [
+        pytest.param((REPLACED, REPLACEMENT), id="given the replaced order in the input set"),
+        pytest.param((REPLACEMENT,), id="given only the replacement (the other imported before)"),
+    ],
+)
+def test_given_an_order_that_replaces_another_then_that_one_stops_when_the_new_one_starts(
+    resources: tuple[dict[str, Any], ...],
+) -> None:
+    assert replacement_stops(*resources) == [
+        ("rx-old", "replaced by MedicationRequest/rx-new", utc(2015, 2, 1))
+    ]
+
+
+@pytest.mark.parametrize(
+    "resources",
+    [
+        pytest.param(
+            (REPLACED, changed(REPLACEMENT, status="cancelled")),
+            id="given a cancelled replacement then it replaced nothing",
+        ),
+        pytest.param(
+            (REPLACED, changed(REPLACEMENT, status="entered-in-error")),
+            id="given a replacement entered in error then it replaced nothing",
+        ),
+        pytest.param(
+            (changed(REPLACED, status="completed"), REPLACEMENT),
+            id="given a replaced order that has ended then it keeps its own stop",
+        ),
+        pytest.param(
+            (changed(REPLACEMENT, priorPrescription={"reference": "MedicationRequest/rx-new"}),),
+            id="given an order that names itself then nothing",
+        ),
+    ],
+)
+def test_given_an_order_that_replaced_nothing_in_force_then_no_replacement_stop(
+    resources: tuple[dict[str, Any], ...],
+) -> None:
+    assert replacement_stops(*resources) == []
+
+
+def test_given_a_replaced_order_dated_after_its_replacement_then_stopped_just_after_it() -> None:
+    later = changed(REPLACED, authoredOn="2015-03-01")
+    assert replacement_stops(later, REPLACEMENT) == [
+        ("rx-old", "replaced by MedicationRequest/rx-new", utc(2015, 3, 1) + JUST_AFTER)
+    ]
+
+
+def test_given_a_prior_prescription_that_cannot_be_read_then_the_order_is_imported_without_it() -> (
+    None
+):
+    result = run(changed(REPLACEMENT, priorPrescription={"reference": 42}))
+    assert result.errors == []
+    assert [event.type for _, event in result.events] == [EventType.MEDICATION_PRESCRIBED]
+    assert [note.detail for note in result.passed_over] == [
+        "priorPrescription.reference is not a string (imported without it)"
     ]
 
 
