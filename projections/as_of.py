@@ -3,8 +3,9 @@
 Later knowledge comes in two kinds. What *happened* after the valid time (a stop, a new
 prescription, an allergy that resolved, a preference that changed) is not part of the past. What
 was *learned about the past's claims* after it is: a retraction says a claim should never have
-been recorded, and an allergy's verification status (confirmed, unconfirmed, refuted,
-entered-in-error) is the evidence for the allergy, not a change in the person. Both apply to the
+been recorded, an allergy's verification status (confirmed, unconfirmed, refuted,
+entered-in-error) is the evidence for the allergy, not a change in the person, and a stop that
+says a prescription was entered in error says it never held. They apply to the
 past as they are known at `known_at` (or as known now, without it); a `known_at` at the valid time
 itself reads the record as it stood then, before those corrections.
 """
@@ -17,7 +18,13 @@ from datetime import datetime
 from projections.clock import clock_event
 from projections.state import Kind, UserState, evolve, initial_state, replay, with_corrections
 from projections.views import DEFAULT_POLICY, FoldPolicy
-from schemas.events import AllergyRecorded, AllergyStatusChanged, ClaimRetracted, Event
+from schemas.events import (
+    AllergyRecorded,
+    AllergyStatusChanged,
+    ClaimRetracted,
+    Event,
+    MedicationStopped,
+)
 
 
 def state_as_of(
@@ -28,8 +35,8 @@ def state_as_of(
 ) -> UserState:
     """The state of one subject as it stood at `valid_time`, counting the events that had
     occurred by then and, if `known_at` is given, had been recorded by then; with the
-    retractions and allergy verification statuses recorded by `known_at` (or at all) applied
-    whenever they occurred (see the module).
+    retractions, allergy verification statuses and prescriptions entered in error recorded by
+    `known_at` (or at all) applied whenever they occurred (see the module).
 
     The subject's time (`as_of`) is `valid_time` itself, not the time of the last event before
     it: a prescription whose `valid_until` passed in between is no longer active, a claim whose
@@ -49,10 +56,16 @@ def state_as_of(
     if not later:
         return past
     past = with_corrections(past, _retractions_of(past.events.keys(), later), policy)
-    reverified = _reverified(past, replay(known, empty, policy))
-    verifications = [event for event in later if _verification_of(event) in reverified]
-    retracted = _retractions_of({event.event_id for event in verifications}, later)
-    return with_corrections(past, [*verifications, *retracted], policy)
+    now = replay(known, empty, policy)
+    reverified = _reverified(past, now)
+    voided = _voided(past, now)
+    corrections = [
+        event
+        for event in later
+        if _verification_of(event) in reverified or _void_of(event) in voided
+    ]
+    retracted = _retractions_of({event.event_id for event in corrections}, later)
+    return with_corrections(past, [*corrections, *retracted], policy)
 
 
 def _retractions_of(claim_ids: Iterable[str], later: list[Event]) -> list[Event]:
@@ -73,6 +86,25 @@ def _reverified(past: UserState, known: UserState) -> frozenset[str]:
         if (now := known.resolution(Kind.ALLERGY, view.allergy_id)) is not None
         and now.verification_status != view.verification_status
     )
+
+
+def _voided(past: UserState, known: UserState) -> frozenset[str]:
+    """The prescriptions of `past` that `known` holds as entered in error."""
+    return frozenset(
+        view.prescription_id
+        for view in past.medication_views()
+        if (now := known.resolution(Kind.MEDICATION, view.prescription_id)) is not None
+        and now.entered_in_error
+        and not view.entered_in_error
+    )
+
+
+def _void_of(event: Event) -> str | None:
+    """The prescription that `event` says was entered in error, if any."""
+    payload = event.payload
+    if isinstance(payload, MedicationStopped) and payload.entered_in_error:
+        return payload.prescription_id
+    return None
 
 
 def _verification_of(event: Event) -> str | None:

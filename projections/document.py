@@ -33,7 +33,7 @@ from schemas.base import field_names
 from schemas.checkpoint import StateCheckpoint
 from schemas.events import Event
 
-DOCUMENT_VERSION = 1
+DOCUMENT_VERSION = 2
 T = TypeVar("T")
 
 
@@ -260,6 +260,8 @@ def _medication(view: MedicationView) -> dict[str, Any]:
         "prescribed": _event_ref(view.prescribed),
         "stopped": None if view.stopped is None else _event_ref(view.stopped),
         "stop_reason": view.stop_reason,
+        "entered_in_error": view.entered_in_error,
+        "voided": None if view.voided is None else _event_ref(view.voided),
     }
 
 

@@ -148,12 +148,22 @@ class MedicationView(NamedTuple):
     route: str | None
     prescribed: Event
     stopped: Event | None
+    voided: Event | None
+    """The stop that says the prescription was entered in error (it never held), whether it
+    ended the prescription or came after the stop that did."""
 
     @property
     def active(self) -> bool:
         return self.stopped is None
 
-    def stopped_by(self, event: Event) -> MedicationView:
+    @property
+    def entered_in_error(self) -> bool:
+        return self.voided is not None
+
+    def stopped_by(self, event: Event, payload: MedicationStopped) -> MedicationView:
+        voids = payload.entered_in_error and self.voided is None
+        if self.stopped is not None and not voids:
+            return self
         return MedicationView(
             self.prescription_id,
             self.drug,
@@ -161,7 +171,8 @@ class MedicationView(NamedTuple):
             self.dose,
             self.route,
             self.prescribed,
-            event,
+            self.stopped or event,
+            event if voids else self.voided,
         )
 
     @property
@@ -186,10 +197,11 @@ def step_medication(view: MedicationView | None, event: Event) -> MedicationView
                 payload.route,
                 event,
                 None,
+                None,
             ),
         )
-    if isinstance(payload, MedicationStopped) and view is not None and view.stopped is None:
-        return view.stopped_by(event)
+    if isinstance(payload, MedicationStopped) and view is not None:
+        return view.stopped_by(event, payload)
     return view
 
 

@@ -1,4 +1,4 @@
-"""The event envelope and its typed payloads (mirrors `avro/event.v2.avsc` field by field)."""
+"""The event envelope and its typed payloads (mirrors `avro/event.v3.avsc` field by field)."""
 
 from __future__ import annotations
 
@@ -172,6 +172,10 @@ class MedicationPrescribed(WireModel):
 class MedicationStopped(WireModel):
     prescription_id: str = Field(min_length=1)
     reason: str | None = None
+    entered_in_error: bool = Field(default=False, strict=True)
+    """The prescription was recorded in error (FHIR `entered-in-error`): it never held, so a
+    read as of a time before this stop leaves it out too, while a plain stop ends it only from
+    its time on."""
 
 
 def _country(value: str) -> str:

@@ -68,7 +68,8 @@ Relations and their columns (every time is DateTime64(3, 'UTC')):
 `medications` (from the current checkpoint, active and stopped)
     tenant_id, subject_id, state_version, prescription_id, drug, dose, route, active, codes
     (JSON), prescribed_event_id, prescribed_at, stopped_event_id, stopped_at, stop_reason,
-    purpose, valid_until.
+    entered_in_error (Bool: a stop said it was recorded in error, so it never held),
+    voided_event_id (that stop's event), purpose, valid_until.
 `preferences`, `facts` (from the current checkpoint: one row per key, the value the fold holds)
     tenant_id, subject_id, state_version, key, value (the value as text), value_json (the value
     as JSON: tells the string "true" from the boolean true), origin, confidence, source_ref,

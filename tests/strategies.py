@@ -77,7 +77,11 @@ def _payloads() -> dict[str, st.SearchStrategy[dict[str, Any]]]:
             {"prescription_id": st.sampled_from(PRESCRIPTION_IDS), "drug": st.sampled_from(DRUGS)}
         ),
         "MedicationStopped": st.fixed_dictionaries(
-            {"prescription_id": st.sampled_from(PRESCRIPTION_IDS), "reason": optional_text}
+            {
+                "prescription_id": st.sampled_from(PRESCRIPTION_IDS),
+                "reason": optional_text,
+                "entered_in_error": st.booleans(),
+            }
         ),
         "TravelRecorded": st.fixed_dictionaries(
             {
@@ -251,7 +255,10 @@ def _mixed_payloads(*, narrow: bool = False) -> dict[str, st.SearchStrategy[dict
             }
         ),
         "MedicationStopped": st.fixed_dictionaries(
-            {"prescription_id": st.sampled_from(prescription_ids)}
+            {
+                "prescription_id": st.sampled_from(prescription_ids),
+                "entered_in_error": st.booleans(),
+            }
         ),
         "TravelRecorded": _payloads()["TravelRecorded"],
         "PreferenceStated": st.fixed_dictionaries(

@@ -179,7 +179,11 @@ def course_events(source: Source, course: Course) -> list[Event]:
     stopped_at = course.stop(timing.occurred_at) if course.stop is not None else None
     if stopped_at is not None:
         stop_timing = Timing(stopped_at, max(timing.recorded_at, stopped_at), timing.version)
-        stop = MedicationStopped(prescription_id=course.prescription_id, reason=course.stop_reason)
+        stop = MedicationStopped(
+            prescription_id=course.prescription_id,
+            reason=course.stop_reason,
+            entered_in_error=course.in_error,
+        )
         kind = EventType.MEDICATION_STOPPED.value
         events.append(new_event(source, course.subject_id, stop_timing, stop, kind))
     return events

@@ -83,7 +83,9 @@ def _ending(earlier: Event, later: Event, claim: str) -> Event:
             reason=MOVED_REASON,
         )
     else:
-        payload = MedicationStopped(prescription_id=claim, reason=MOVED_REASON)
+        payload = MedicationStopped(
+            prescription_id=claim, reason=MOVED_REASON, entered_in_error=True
+        )
     return Event(
         event_id=str(uuid5(MOVED_NAMESPACE, identity)),
         tenant_id=earlier.tenant_id,

@@ -43,9 +43,9 @@ from tests.strategies import event_histories
 
 GOLDEN = {
     version: json.loads((Path(__file__).parent / "golden" / f"v{version}.json").read_text("utf-8"))
-    for version in (1, 2)
+    for version in (1, 2, 3)
 }
-"""Golden bytes per schema version: `v2.json` holds the kinds whose schema has a version 2."""
+"""Golden bytes per schema version: `vN.json` holds the kinds whose schema has a version N."""
 CODECS: dict[str, tuple[Any, Any]] = {
     "events": (event_codec(), Event),
     "alerts": (alert_codec(), Alert),
@@ -205,7 +205,7 @@ def test_given_v1_bytes_when_read_by_a_v2_reader_with_a_new_optional_field_then_
     newer["fields"].append({"name": "language", "type": ["null", "string"], "default": None})
     registry = FileSchemaRegistry(
         (
-            registered("uac.Event", 1, 1, bundled_registry().latest("uac.Event").schema_json),
+            registered("uac.Event", 1, 1, bundled_registry().by_id(1).schema_json),
             registered("uac.Event", 2, 7, json.dumps(newer)),
         )
     )
@@ -243,6 +243,21 @@ def test_an_alert_consumer_still_on_v1_reads_v2_records() -> None:
         assert record["severity"] == case["json"]["severity"]
 
 
+def test_an_event_consumer_still_on_v2_reads_v3_records_without_the_new_field() -> None:
+    """A consumer built on event v2 resolves the writer's v3 to its v2: a stop entered in error
+    reads as a plain stop (the new field is dropped), every other record as it was."""
+    _, v2, v3 = bundled_registry().versions("uac.Event")
+    assert can_read(v2, v3) is None
+    for case in GOLDEN[3]["events"]:
+        schema_id, body = unframe(bytes.fromhex(case["avro_hex"]))
+        assert schema_id == v3.schema_id
+        record = schemaless_reader(io.BytesIO(body), v3.parsed, v2.parsed)
+        assert isinstance(record, dict)
+        assert str(record["event_id"]) == case["json"]["event_id"]
+        payload = record["payload"]
+        assert "entered_in_error" not in (payload[1] if isinstance(payload, tuple) else payload)
+
+
 def test_given_a_breaking_version_then_the_compatibility_check_names_it() -> None:
     broken = _event_schema()
     broken["fields"] = [f for f in broken["fields"] if f["name"] != "payload"] + [
@@ -265,7 +280,7 @@ def test_manifest_ids_are_unique_and_fixed() -> None:
     }
     assert ids == {
         "uac.Alert": [2, 7],
-        "uac.Event": [1, 8],
+        "uac.Event": [1, 8, 9],
         "uac.GateDecision": [3],
         "uac.StateCheckpoint": [4],
         "uac.ErasureRecorded": [5],

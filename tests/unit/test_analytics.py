@@ -157,7 +157,10 @@ RX_2 = make_event(
     payload={"prescription_id": "rx-2", "drug": "ibuprofen"},
 )
 STOP_2 = make_event(
-    "MedicationStopped", "stop-2", at=timedelta(days=4), payload={"prescription_id": "rx-2"}
+    "MedicationStopped",
+    "stop-2",
+    at=timedelta(days=4),
+    payload={"prescription_id": "rx-2", "entered_in_error": True},
 )
 DIET = make_event("PreferenceStated", "diet", at=timedelta(days=5))
 HISTORY_A = [HOME_NL, TRIP_ABROAD, TRIP_HOME, ALLERGY, RX, RX_2, STOP_2, DIET]
@@ -1019,9 +1022,15 @@ def test_current_state_is_the_latest_version(client: Client) -> None:
 
 def test_medications_and_allergies_come_from_the_current_state(client: Client) -> None:
     medications = query(
-        client, "SELECT prescription_id, drug, active FROM medications ORDER BY 1", A
+        client,
+        "SELECT prescription_id, drug, active, entered_in_error, voided_event_id "
+        "FROM medications ORDER BY 1",
+        A,
     )
-    assert medications.rows == [["rx-1", "amoxicillin", True], ["rx-2", "ibuprofen", False]]
+    assert medications.rows == [
+        ["rx-1", "amoxicillin", True, False, None],
+        ["rx-2", "ibuprofen", False, True, STOP_2.id],
+    ]
     allergies = query(client, "SELECT substance, active, categories FROM allergies", A)
     assert allergies.rows == [["penicillin", True, ["medication"]]]
 

@@ -647,6 +647,12 @@ def rx(name: str, day: float, **envelope: Any) -> Any:
     )
 
 
+def void(name: str, day: float) -> Any:
+    """A stop of rx-1 that says it was entered in error."""
+    payload = {"prescription_id": "rx-1", "reason": "entered-in-error", "entered_in_error": True}
+    return make_event("MedicationStopped", name, at=day * DAY, payload=payload)
+
+
 AS_OF_DAY_5 = [
     pytest.param(
         [allergy("a"), status("s", 10, verification_status="refuted")],
@@ -720,6 +726,39 @@ AS_OF_DAY_5 = [
         ],
         (set(), {"rx-1"}),
         id="given a prescription retracted after the day then as known now it was never there",
+    ),
+    pytest.param(
+        [rx("rx-1", 0), void("void", 10)],
+        (set(), {"rx-1"}),
+        id="given a prescription entered in error after the day then as known now it never held",
+    ),
+    pytest.param(
+        [rx("rx-1", 0), void("void", 3)],
+        (set(), set()),
+        id="given a prescription entered in error before the day then it did not hold on it",
+    ),
+    pytest.param(
+        [
+            rx("rx-1", 0),
+            void("void", 10),
+            make_event("ClaimRetracted", "r", at=12 * DAY, payload={"claim_id": event_id("void")}),
+        ],
+        ({"rx-1"}, {"rx-1"}),
+        id="given an entered-in-error stop retracted later then the prescription held on the day",
+    ),
+    pytest.param(
+        [
+            rx("rx-1", 0),
+            void("void", 10),
+            make_event(
+                "MedicationPrescribed",
+                "again",
+                at=12 * DAY,
+                payload={"prescription_id": "rx-1", "drug": "amoxicillin"},
+            ),
+        ],
+        ({"rx-1"}, {"rx-1"}),
+        id="given a prescription entered in error then prescribed again then it held on the day",
     ),
 ]
 

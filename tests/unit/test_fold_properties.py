@@ -171,7 +171,10 @@ def test_given_events_folded_twice_when_replayed_then_the_duplicates_change_noth
 
 
 def test_given_a_fixed_history_when_hashed_in_any_process_then_the_pinned_hash() -> None:
-    """The hash of a fixed history is pinned: a change here means old checkpoints break."""
+    """The hash of a fixed history is pinned: a change here means the build renders every
+    checkpoint differently, so it comes with a new DOCUMENT_VERSION and an upgrade that runs
+    `uac rejudge` (which republishes the checkpoints in the new rendering). Version 2 added a
+    prescription's `entered_in_error` and `voided`."""
 
     events = [
         make_event("AllergyRecorded", "pin-allergy"),
@@ -181,7 +184,7 @@ def test_given_a_fixed_history_when_hashed_in_any_process_then_the_pinned_hash()
     assert state_hash(replay(events)) == PINNED_HASH
 
 
-PINNED_HASH = "c27933ef391dad942401b631d9a04e8f7733c7e40bef009614ec884d800ff709"
+PINNED_HASH = "e4cd3ece3f7b0672387172d15daf52f9ad92adb5e46d64a4b79c5be203e357ed"
 
 
 @settings(max_examples=50, deadline=None)
@@ -324,3 +327,40 @@ def test_given_any_allergy_history_then_a_past_read_holds_each_allergy_as_verifi
     for view in past.allergy_views():
         current = now.resolution(Kind.ALLERGY, view.allergy_id)
         assert current is None or view.verification_status == current.verification_status
+
+
+@given(
+    mixed_histories(
+        types=("MedicationPrescribed", "MedicationStopped", "ClaimRetracted", "ClockAdvanced"),
+        narrow=True,
+    ),
+    st.integers(-10, 60 * 24 * 12),
+)
+def test_given_any_medication_history_then_a_past_read_never_holds_one_entered_in_error_now(
+    events: list[Event], minute: int
+) -> None:
+    """A prescription entered in error never held: as known now, no past read holds it
+    active, whenever the stop that says so came."""
+    now = replay(events)
+    past = state_as_of(events, min(e.occurred_at for e in events) + timedelta(minutes=minute))
+    for view in active_medications(past):
+        current = now.resolution(Kind.MEDICATION, view.prescription_id)
+        assert current is None or not current.entered_in_error
+
+
+def test_given_a_stopped_prescription_later_entered_in_error_then_it_keeps_its_stop() -> None:
+    """The stop still says when it ended (the course's time is history); the later stop adds
+    that it was recorded in error."""
+    prescribed = make_event("MedicationPrescribed", "rx")
+    stopped = make_event("MedicationStopped", "stop", at=timedelta(days=2))
+    void = make_event(
+        "MedicationStopped",
+        "void",
+        at=timedelta(days=9),
+        payload={"prescription_id": "rx-1", "reason": "entered-in-error", "entered_in_error": True},
+    )
+    for order in ([prescribed, stopped, void], [void, stopped, prescribed]):
+        [view] = replay(order).medication_views()
+        assert (view.stopped, view.voided, view.stop_reason) == (stopped, void, None)
+        [entry] = state_document(replay(order))["medications"]["stopped"]
+        assert (entry["entered_in_error"], entry["voided"]["event_id"]) == (True, void.id)

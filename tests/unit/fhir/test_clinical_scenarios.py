@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from projections.as_of import state_as_of
 from projections.document import state_hash
 from projections.gate import GateContext
 from projections.queries import active_allergies, active_medications
@@ -476,6 +477,10 @@ def test_given_an_active_zosyn_order_later_entered_in_error_then_its_alert_is_re
     assert [a.status for a in records] == [AlertStatus.RAISED, AlertStatus.RESOLVED]
     assert records[1].occurred_at == datetime(2015, 2, 1, tzinfo=UTC)
     assert [v.stop_reason for v in result.state.medication_views()] == ["entered-in-error"]
+    events, before = list(result.state.events.values()), datetime(2015, 1, 20, tzinfo=UTC)
+    assert active_medications(state_as_of(events, before)) == []
+    as_it_stood = state_as_of(events, before, known_at=before)
+    assert [view.prescription_id for view in active_medications(as_it_stood)] == ["medrx0319"]
 
 
 def test_given_the_zosyn_order_replaced_by_azithromycin_then_its_alert_is_resolved_at_the_change() -> (

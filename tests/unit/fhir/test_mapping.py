@@ -1780,7 +1780,9 @@ def test_given_an_order_entered_in_error_then_only_a_stop_and_never_a_prescripti
     version of the same request."""
     events = events_of(changed(ACTIVE_ORDER, status="entered-in-error"))
     assert [e.payload for e in events] == [
-        MedicationStopped(prescription_id="medrx0332", reason="entered-in-error")
+        MedicationStopped(
+            prescription_id="medrx0332", reason="entered-in-error", entered_in_error=True
+        )
     ]
     assert events[0].occurred_at == ORDERED + timedelta(milliseconds=1)
     assert events[0].source_ref == "MedicationRequest/medrx0332"

@@ -88,6 +88,7 @@ def test_given_an_order_moved_then_it_is_stopped_for_the_first_patient_and_activ
     results = fold(submitted_from(moved))
 
     assert active_medications(results["clinic-a:A"].state) == []
+    assert [m.entered_in_error for m in results["clinic-a:A"].state.medication_views()] == [True]
     assert [m.drug for m in active_medications(results["clinic-a:B"].state)] == ["amoxicillin"]
 
 
