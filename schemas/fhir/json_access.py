@@ -103,6 +103,52 @@ def quantity_text(quantity: Json) -> str | None:
     return f"{value:g} {unit}" if unit else f"{value:g}"
 
 
+_UCUM_TIME: Final = {
+    "s": timedelta(seconds=1),
+    "min": timedelta(minutes=1),
+    "h": timedelta(hours=1),
+    "d": timedelta(days=1),
+    "wk": timedelta(weeks=1),
+    "mo": timedelta(days=30.4375),
+    "a": timedelta(days=365.25),
+}
+"""The UCUM time units FHIR's Duration uses, by their UCUM lengths (`mo` and `a` are the mean
+Julian month and year)."""
+_TIME_WORDS: Final = {
+    **dict.fromkeys(("second", "seconds", "sec", "secs"), "s"),
+    **dict.fromkeys(("minute", "minutes", "mins"), "min"),
+    **dict.fromkeys(("hour", "hours", "hr", "hrs"), "h"),
+    **dict.fromkeys(("day", "days", "day(s)"), "d"),
+    **dict.fromkeys(("week", "weeks", "week(s)"), "wk"),
+    **dict.fromkeys(("month", "months", "month(s)"), "mo"),
+    **dict.fromkeys(("year", "years", "year(s)", "yr", "yrs"), "a"),
+}
+"""A Duration's `unit` text when it has no UCUM `code`."""
+
+
+def duration_of(duration: Json) -> timedelta:
+    """A FHIR Duration (`{"value": 7, "code": "d"}`): its UCUM `code`, else its `unit` text
+    (`days`); an error for a value that is not a positive number or a unit that is not a time."""
+    value = duration.get("value")
+    if not isinstance(value, int | float) or isinstance(value, bool) or not isfinite(value):
+        raise Unmappable(Problem.INVALID_VALUE, "is not a number", field="value")
+    if value <= 0:
+        raise Unmappable(Problem.INVALID_VALUE, "is not a positive length of time", field="value")
+    code = string_at(duration, "code")
+    unit = string_at(duration, "unit")
+    symbol = code if code in _UCUM_TIME else _TIME_WORDS.get((unit or "").strip().casefold(), unit)
+    if symbol not in _UCUM_TIME:
+        named = code or unit
+        detail = (
+            f"{named!r} is not a unit of time (s, min, h, d, wk, mo, a)" if named else "is missing"
+        )
+        raise Unmappable(Problem.INVALID_VALUE, detail, field="code")
+    try:
+        return _UCUM_TIME[symbol] * value
+    except OverflowError:
+        raise Unmappable(Problem.INVALID_VALUE, "is too long a time", field="value") from None
+
+
 def relative_reference(reference: str) -> str | None:
     """`Type/id` of a relative or absolute literal reference (a version suffix is dropped)."""
     parts = [part for part in reference.split("/") if part]

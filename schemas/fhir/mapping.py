@@ -92,17 +92,19 @@ codes (the Medication's and its ingredients': a local formulary code with RxNorm
 ingredients is known by them), dose text (dosageInstruction[0].text, else its first
 doseAndRate.doseQuantity, "500 mg"), route and notes. The
 Medication is `medicationCodeableConcept`, a contained `#id`, or a `Medication/id` / `fullUrl`
-found anywhere in the input set; a missing one is an error. A request still under way (active,
-on-hold, unknown) whose every dosage instruction has a `timing.repeat.boundsPeriod.end` plans
-its therapy to end at the latest of them: that is the prescription's `valid_until`, so rules and
-reads stop using it then (a dosage without an end goes on: no `valid_until`). R5's `medication`
+found anywhere in the input set; a missing one is an error. A dosage instruction ends at its
+`timing.repeat.boundsPeriod.end`, else its `boundsDuration` (a UCUM time: s, min, h, d, wk, mo,
+a; or its unit text, "days") after the bounds' start or the order's `authoredOn`. A request
+still under way (active, on-hold, unknown) whose every dosage instruction ends plans its therapy
+to end at the latest of them: that is the prescription's `valid_until`, so rules and reads stop
+using it then (a dosage without an end goes on: no `valid_until`). R5's `medication`
 CodeableReference is read as its `concept`, else its `reference` (next to an R4 medication[x],
 an error). Intents order, original-order,
 reflex-order, filler-order, instance-order and plan are prescriptions; proposal and option are
 skipped (a suggestion is not a prescription), as are `draft` requests and `doNotPerform` ones
 (an instruction NOT to give the drug). Statuses stopped, completed, cancelled and
 entered-in-error also yield a MedicationStopped (reason = the status, plus statusReason text),
-dated at the end of therapy (latest dosage boundsPeriod.end), else the dispense
+dated at the end of therapy (latest dosage end), else the dispense
 validityPeriod.end, capped at meta.lastUpdated, or without it at the Bundle's time or the
 fallback time (the terminal status was known by then), else meta.lastUpdated; a candidate counts
 only when it is after the order. With none, the stop time is unknown and the stop is placed 1 ms

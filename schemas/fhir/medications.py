@@ -23,6 +23,7 @@ from schemas.fhir.json_access import (
     codings_of,
     concept_label,
     concept_text,
+    duration_of,
     first_code,
     first_object,
     items_at,
@@ -475,8 +476,8 @@ def _stop_time(
 
 
 def _planned_therapy_end(resource: Json) -> datetime | None:
-    """When a request still under way plans its therapy to end: the latest dosage
-    boundsPeriod.end, when every dosage instruction is bounded (one without an end goes on)."""
+    """When a request still under way plans its therapy to end: the latest dosage bound, when
+    every dosage instruction is bounded (one without an end goes on)."""
     ends = _bounds_ends(resource)
     if not ends or None in ends:
         return None
@@ -484,15 +485,36 @@ def _planned_therapy_end(resource: Json) -> datetime | None:
 
 
 def _bounds_ends(resource: Json) -> list[datetime | None]:
+    """Each dosage instruction's end: its `timing.repeat.boundsPeriod.end`, else its
+    `boundsDuration` after the bounds' start or, without one, after the order (`authoredOn`);
+    None for an instruction with neither (or a duration with no start to count from)."""
     dosages = resource.get("dosageInstruction")
+    ordered = time_at(resource, "authoredOn")
     return [
-        within(
-            f"dosageInstruction[{n}]",
-            partial(time_at, dosage, "timing", "repeat", "boundsPeriod", "end"),
-        )
+        within(f"dosageInstruction[{n}]", partial(_bound_end, dosage, ordered))
         for n, dosage in enumerate(dosages if isinstance(dosages, list) else [])
         if isinstance(dosage, Mapping)
     ]
+
+
+def _bound_end(dosage: Json, ordered: datetime | None) -> datetime | None:
+    end = time_at(dosage, "timing", "repeat", "boundsPeriod", "end")
+    if end is not None:
+        return end
+    repeat = within("timing", lambda: object_at(object_at(dosage, "timing"), "repeat"))
+    duration = within("timing.repeat", lambda: object_at(repeat, "boundsDuration"))
+    if not duration:
+        return None
+    start = time_at(dosage, "timing", "repeat", "boundsPeriod", "start") or ordered
+    if start is None:
+        return None
+    length = within("timing.repeat.boundsDuration", lambda: duration_of(duration))
+    try:
+        return start + length
+    except OverflowError:
+        message = "ends after the year 9999"
+        field = "timing.repeat.boundsDuration"
+        raise Unmappable(Problem.INVALID_VALUE, message, field=field) from None
 
 
 def _latest(times: Iterable[datetime | None]) -> datetime | None:

@@ -583,6 +583,18 @@ def _bounded(*ends: str | None) -> dict[str, Any]:
     }
 
 
+def _lasting(duration: dict[str, Any]) -> dict[str, Any]:
+    """The active amoxicillin order of `_bounded`, its one dosage bounded by a duration."""
+    return _bounded(None) | {
+        "dosageInstruction": [
+            {"text": "500 mg three times daily", "timing": {"repeat": {"boundsDuration": duration}}}
+        ]
+    }
+
+
+SEVEN_DAYS = {"value": 7, "unit": "days", "system": "http://unitsofmeasure.org", "code": "d"}
+
+
 STATEMENT_WITH_END = AMOXICILLIN_TAKEN | {
     "effectiveDateTime": None,
     "effectivePeriod": {"start": "2016-03-01", "end": "2016-03-08"},
@@ -624,6 +636,23 @@ AFTER = datetime(2016, 4, 1, tzinfo=UTC)
         ),
         pytest.param(_bounded(), "rx-course", AFTER, ["raised"], id="no dosage bounds"),
         pytest.param(
+            _lasting(SEVEN_DAYS), "rx-course", DURING, ["raised"], id="during its 7-day duration"
+        ),
+        pytest.param(
+            _lasting(SEVEN_DAYS),
+            "rx-course",
+            datetime(2016, 3, 8, tzinfo=UTC),
+            ["raised", "resolved"],
+            id="7 days after the order for a 7-day duration",
+        ),
+        pytest.param(
+            _lasting({"value": 2, "unit": "weeks"}),
+            "rx-course",
+            datetime(2016, 3, 15, tzinfo=UTC),
+            ["raised", "resolved"],
+            id="a 2-week duration in unit text, at its end",
+        ),
+        pytest.param(
             STATEMENT_WITH_END,
             "MedicationStatement/ms-amox",
             AFTER,
@@ -660,6 +689,44 @@ def test_given_a_planned_end_that_cannot_be_read_then_the_course_is_open_ended_a
     assert drug_allergy_alerts(_judged_at(unreadable, AFTER), "rx-course")[-1].status.value == (
         "raised"
     )
+
+
+@pytest.mark.parametrize(
+    ("duration", "problem"),
+    [
+        pytest.param(
+            {"value": 7, "unit": "tablets"},
+            "boundsDuration.code 'tablets' is not a unit of time (s, min, h, d, wk, mo, a)",
+            id="given a unit that is not a time",
+        ),
+        pytest.param(
+            {"value": 9000, "code": "a"},
+            "boundsDuration ends after the year 9999",
+            id="given a duration that ends after the calendar",
+        ),
+    ],
+)
+def test_given_a_duration_that_cannot_be_read_then_the_course_is_open_ended_and_reported(
+    duration: dict[str, Any], problem: str
+) -> None:
+    context = ImportContext(tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK)
+    imported = import_fhir(unpack(_lasting(duration), "s#0"), context)
+    (prescribed,) = [event for _, event in imported.events]
+    assert (imported.errors, prescribed.valid_until) == ([], None)
+    assert [part.message for part in imported.passed_over] == [
+        f"MedicationRequest/rx-course: dosageInstruction[0].timing.repeat.{problem}"
+        " (imported without it)"
+    ]
+
+
+def test_given_a_completed_order_with_a_duration_then_stopped_when_the_duration_ends() -> None:
+    completed = _lasting(SEVEN_DAYS) | {"status": "completed"}
+    result = subject(fold(submitted_from([PENICILLIN, completed])), "pat1")
+    records = drug_allergy_alerts(result, "rx-course")
+    assert [(a.status.value, a.occurred_at) for a in records] == [
+        ("raised", datetime(2016, 3, 1, tzinfo=UTC)),
+        ("resolved", datetime(2016, 3, 8, tzinfo=UTC)),
+    ]
 
 
 # g. Drugs given: administrations, dispenses and vaccinations

@@ -31,6 +31,7 @@ from schemas.events import (
     VerificationStatus,
 )
 from schemas.fhir.inputs import CLAIM_TYPES, conditional_identifier
+from schemas.fhir.json_access import Unmappable, duration_of
 from schemas.fhir.mapping import (
     MAPPED_TYPES,
     FhirImport,
@@ -574,6 +575,45 @@ def test_fhir_dates(text: str, expected: datetime) -> None:
 def test_invalid_fhir_dates(text: str) -> None:
     with pytest.raises(ValueError, match=re.escape(repr(text))):
         parse_fhir_datetime(text)
+
+
+@pytest.mark.parametrize(
+    ("duration", "length"),
+    [
+        pytest.param({"value": 7, "code": "d"}, timedelta(days=7), id="given UCUM d then days"),
+        pytest.param({"value": 1.5, "code": "h"}, timedelta(minutes=90), id="given 1.5 h"),
+        pytest.param(
+            {"value": 1, "code": "mo"}, timedelta(days=30.4375), id="given mo then a mean month"
+        ),
+        pytest.param(
+            {"value": 3, "unit": " Weeks "}, timedelta(weeks=3), id="given only unit text"
+        ),
+        pytest.param(
+            {"value": 10, "unit": "days", "code": "tablet"},
+            timedelta(days=10),
+            id="given a code that is not a time then its unit text",
+        ),
+    ],
+)
+def test_durations(duration: dict[str, Any], length: timedelta) -> None:
+    assert duration_of(duration) == length
+
+
+@pytest.mark.parametrize(
+    ("duration", "message"),
+    [
+        pytest.param({"value": 0, "code": "d"}, "value is not a positive length of time"),
+        pytest.param({"value": True, "code": "d"}, "value is not a number"),
+        pytest.param({"value": "7", "code": "d"}, "value is not a number"),
+        pytest.param({"value": 7}, "code is missing"),
+        pytest.param({"value": 7, "code": "mg"}, "code 'mg' is not a unit of time"),
+        pytest.param({"value": 1e300, "code": "a"}, "value is too long a time"),
+    ],
+)
+def test_invalid_durations(duration: dict[str, Any], message: str) -> None:
+    with pytest.raises(Unmappable) as raised:
+        duration_of(duration)
+    assert raised.value.message.startswith(message)
 
 
 @pytest.mark.parametrize(
