@@ -8,7 +8,8 @@ one ingredient, are one medicine; a combination product is one medicine of its o
 that is only a vehicle, saline in any bag size, one medicine); a drug the knowledge layer cannot
 resolve counts by its name. One alert stands for one episode, identified by the moment the count
 reached the threshold on the valid-time timeline of every prescription (from its date, or its
-`valid_from`, to its stop or its `valid_until`): the same history gives the same alert id in any
+`valid_from`, to its stop or its `valid_until`; a prescription entered in error is not on it):
+the same history gives the same alert id in any
 arrival order, a medicine added (on the same day too) or stopped while the count stays at or
 above the threshold changes nothing, and a later episode is a new alert.
 """
@@ -93,8 +94,11 @@ class PolypharmacyRule:
         return {alert_id(state.tenant_id, state.subject_id, RULE, finding.cause): finding}
 
     def _course(self, view: MedicationView) -> Course:
+        """The prescription's time in use; none for one entered in error (it never held)."""
         prescribed = view.prescribed
         start = max(prescribed.occurred_at, prescribed.valid_from or prescribed.occurred_at)
+        if view.entered_in_error:
+            return Course(self._medicine(view.drug, view.codes), start, start)
         until = prescribed.valid_until
         if view.stopped is not None:
             stopped = view.stopped.occurred_at

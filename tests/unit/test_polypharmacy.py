@@ -141,6 +141,22 @@ def test_given_a_late_stop_that_moves_the_episode_start_then_the_review_follows_
     assert [a.alert_id for a in reviews(in_time_order)] == [moved.alert_id]
 
 
+def test_given_a_prescription_entered_in_error_then_the_episode_is_dated_without_it() -> None:
+    """The first of eleven orders never held: the episode began with the eleventh."""
+    void = make_event(
+        "MedicationStopped",
+        "void-rx-0",
+        at=30 * DAY,
+        payload={"prescription_id": "rx-0", "entered_in_error": True},
+    )
+    first, *answer = reviews([*daily(11), void])
+    assert first.cause == (episode(10),)
+    assert {(a.status, a.cause) for a in answer} == {
+        (AlertStatus.RESOLVED, (episode(10),)),
+        (AlertStatus.RAISED, (episode(11),)),
+    }
+
+
 def test_given_a_prescription_whose_validity_ends_then_time_resolves_the_review() -> None:
     events = [
         *daily(9),
