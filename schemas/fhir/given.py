@@ -9,8 +9,8 @@ from typing import Final
 
 from pydantic import ValidationError
 
-from schemas.events import Event, EventType
-from schemas.fhir.inputs import SourcedResource
+from schemas.events import Event, MedicationStopped
+from schemas.fhir.inputs import SourcedResource, reference_key
 from schemas.fhir.json_access import (
     IPS_ABSENT_UNKNOWN,
     SYSTEM_ALIASES,
@@ -141,18 +141,39 @@ def _reported_order(
 
 
 def _order_end(order: SourcedResource, index: Index, context: ImportContext) -> datetime | None:
-    """When an order of the input set stopped, as its own import says (None: not stopped, or
-    not importable)."""
-    if order.identity is None:
+    """When an order of the input set stopped, as its own import or that of an order of the
+    input set replacing it says (None: not stopped, or not importable)."""
+    identity = order.identity
+    if identity is None:
         return None
+    keys = [f"MedicationRequest/{identity}"]
+    if order.full_url:
+        keys.append(reference_key(order.full_url))
+    replacing = [item for key in keys for item in index.replacing.get(key, ())]
+    stops = [
+        stop for item in (order, *replacing) for stop in _stops_of(identity, item, index, context)
+    ]
+    return min(stops, default=None)
+
+
+def _stops_of(
+    order_id: str, request: SourcedResource, index: Index, context: ImportContext
+) -> list[datetime]:
+    """When the import of `request` stops the order `order_id` (none if it cannot be imported)."""
+    if request.identity is None:
+        return []
     try:
         events = request_events(
-            Source(order.resource, order.identity, context, order.document_time), index
+            Source(request.resource, request.identity, context, request.document_time), index
         )
     except (Unsupported, Unmappable, ValidationError, OverflowError):
-        return None
-    stops = [e.occurred_at for e in events if e.type == EventType.MEDICATION_STOPPED]
-    return min(stops, default=None)
+        return []
+    return [
+        event.occurred_at
+        for event in events
+        if isinstance(event.payload, MedicationStopped)
+        and event.payload.prescription_id == order_id
+    ]
 
 
 def _period_end(resource: Json) -> tuple[datetime | None, ...]:

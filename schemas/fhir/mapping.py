@@ -147,10 +147,10 @@ MedicationDispense's `authorizingPrescription`) is news of that prescription, li
 `basedOn` it: a MedicationPrescribed with the order's id and the drug as given (a substitute
 replaces the ordered drug), never a stop (one dose given or one fill dispensed does not end the
 order; an entered-in-error record leaves the order alone and is skipped). When the order is in
-the input set (by `MedicationRequest/<id>` or its entry's `urn:uuid`) and its own import ends it
-before the record, the record is skipped: it would restart the order with no end, and the order
-was checked while it ran. A record that names no order is a course of its own,
-`<ResourceType>/<id>`:
+the input set (by `MedicationRequest/<id>` or its entry's `urn:uuid`) and its own import, or that
+of an order of the input set replacing it, ends it before the record, the record is skipped:
+it would restart the order with no end, and the order was checked while it ran. A record that
+names no order is a course of its own, `<ResourceType>/<id>`:
   - Immunization (vaccineCode, dose from doseQuantity, route; `occurred_at` occurrenceDateTime,
     recorded, meta.lastUpdated; subject `patient`): completed is a single dose, a prescription
     and its stop 1 ms later (checked once: alerts raised, then resolved); entered-in-error only

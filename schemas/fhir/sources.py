@@ -76,6 +76,9 @@ class Index:
     undecided: frozenset[str] = frozenset()
     """Keys given by two different resources of which neither is the newer version: what they
     name cannot be told (see `version_rank`)."""
+    replacing: Mapping[str, tuple[SourcedResource, ...]] = field(default_factory=dict)
+    """`MedicationRequest/<id>` or an entry's `urn:uuid:` -> the MedicationRequests (every
+    version) whose `priorPrescription` names it, as written."""
 
     @classmethod
     def of(cls, resources: Iterable[SourcedResource]) -> Index:
@@ -85,6 +88,7 @@ class Index:
         identifiers: dict[tuple[str, str], str | None] = {}
         ranks: dict[str, VersionRank] = {}
         ties: dict[str, VersionRank] = {}
+        replacing: dict[str, list[SourcedResource]] = {}
         for item in resources:
             resource_type, identifier = item.resource_type, item.identity
             full_url = reference_key(item.full_url) if item.full_url else None
@@ -95,6 +99,9 @@ class Index:
                 _keep_newest(medications, keys, item, ranks, ties)
             if resource_type == "MedicationRequest":
                 _keep_newest(orders, keys, item, ranks, ties)
+                prior = _prior_key(item.resource)
+                if prior is not None:
+                    replacing.setdefault(prior, []).append(item)
             if resource_type == "Patient" and full_url and identifier:
                 patients[full_url] = identifier
             if resource_type == "Patient" and identifier:
@@ -109,6 +116,7 @@ class Index:
             orders,
             identifiers,
             undecided=undecided,
+            replacing={key: tuple(items) for key, items in replacing.items()},
         )
 
     def medication(self, reference: str) -> Json | None:
@@ -246,6 +254,18 @@ _UNSAFE_IN_SUBJECT: Final = re.compile(r"[%:\s]")
 _FHIR_TYPE_NAME: Final = re.compile(r"[A-Z][A-Za-z]+")
 """The shape of a FHIR resource type name (Patient, Group): a reference whose type segment is
 not one (`.../pasient/123`) is an error, not a subject of another type to skip."""
+
+
+def _prior_key(request: Json) -> str | None:
+    """The key of the order a MedicationRequest's `priorPrescription` names, as written (an
+    unreadable one names none here; the request's own import reports it)."""
+    prior = request.get("priorPrescription")
+    reference = prior.get("reference") if isinstance(prior, Mapping) else None
+    if not isinstance(reference, str):
+        return None
+    if reference.lower().startswith("urn:uuid:"):
+        return reference_key(reference)
+    return relative_reference(reference)
 
 
 def _identifier_keys(patient: Json) -> list[tuple[str, str]]:

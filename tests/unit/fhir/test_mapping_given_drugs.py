@@ -283,6 +283,53 @@ def test_given_a_dispense_while_its_imported_order_runs_then_news_of_that_order(
     ]
 
 
+RUNNING_ZOSYN = changed(ZOSYN_ORDER, status="active", authoredOn="2015-01-10")
+ZOSYN_REPLACEMENT = changed(
+    ZOSYN_ORDER,
+    id="medrx-next",
+    status="active",
+    authoredOn="2015-01-12",
+    priorPrescription={"reference": "MedicationRequest/medrx0319"},
+)
+
+
+def test_given_a_dispense_of_an_order_after_an_order_replaced_it_then_skipped() -> None:
+    result = run(RUNNING_ZOSYN, ZOSYN_REPLACEMENT, ZOSYN_DISPENSED)
+    assert result.errors == []
+    assert [s.reason for s in result.skipped] == [
+        "MedicationDispense after MedicationRequest/medrx0319 ended (it would restart the order)"
+    ]
+
+
+def test_given_a_replacement_naming_its_order_by_bundle_entry_urn_then_that_order_ended() -> None:
+    order_url = "urn:uuid:6b1d4c1e-0000-4000-8000-000000000319"
+    bundle = {
+        "resourceType": "Bundle",
+        "type": "transaction",
+        "entry": [
+            {"fullUrl": order_url, "resource": RUNNING_ZOSYN},
+            {"resource": changed(ZOSYN_REPLACEMENT, priorPrescription={"reference": order_url})},
+            {"resource": ZOSYN_DISPENSED},
+        ],
+    }
+    result = run(bundle)
+    assert result.errors == []
+    assert [s.reason for s in result.skipped] == [
+        "MedicationDispense after MedicationRequest/medrx0319 ended (it would restart the order)"
+    ]
+
+
+def test_given_a_dispense_of_the_order_that_replaced_another_then_news_of_that_order() -> None:
+    dispensed = changed(
+        ZOSYN_DISPENSED, authorizingPrescription=[{"reference": "MedicationRequest/medrx-next"}]
+    )
+    result = run(RUNNING_ZOSYN, ZOSYN_REPLACEMENT, dispensed)
+    assert (result.skipped, result.errors) == ([], [])
+    assert ("MedicationDispense/meddisp0304", "medrx-next") in [
+        (e.source_ref, getattr(e.payload, "prescription_id", None)) for _, e in result.events
+    ]
+
+
 def test_given_an_order_referenced_by_its_bundle_entry_urn_then_its_id() -> None:
     order_url = "urn:uuid:6b1d4c1e-0000-4000-8000-000000000319"
     bundle = {
