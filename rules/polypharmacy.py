@@ -9,9 +9,9 @@ that is only a vehicle, saline in any bag size, one medicine); a drug the knowle
 resolve counts by its name. One alert stands for one episode, identified by the moment the count
 reached the threshold on the valid-time timeline of every prescription (from its date, or its
 `valid_from`, to its stop or its `valid_until`; a prescription entered in error is not on it):
-the same history gives the same alert id in any
-arrival order, a medicine added (on the same day too) or stopped while the count stays at or
-above the threshold changes nothing, and a later episode is a new alert.
+the same history gives the same alert id in any arrival order, a medicine added (on the same day
+too) or stopped while the count stays at or above the threshold changes nothing, and a later
+episode is a new alert.
 """
 
 from __future__ import annotations
