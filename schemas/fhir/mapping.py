@@ -115,7 +115,8 @@ request (same id) if one was imported. A request that took effect (active, on-ho
 completed, stopped) and names a `priorPrescription` replaces that order: a MedicationStopped of
 it (reason `replaced by MedicationRequest/<id>`) when the new one starts, or just after the
 replaced order's own start when the input set dates that later; a replaced order the input set
-holds as ended keeps its own stop.
+holds as ended keeps its own stop, and an order whose newest version in the input set is
+cancelled or entered-in-error replaced nothing.
 
 MedicationStatement -> MedicationPrescribed: the patient takes (status active, intended,
 on-hold, unknown) or took (completed, stopped) the drug, mapped like a request (medication,

@@ -110,9 +110,14 @@ def _replaced_order(source: Source, course: Course, index: Index) -> Event | Non
     left active, the replaced order would keep its alerts open, and count as a second course
     of its drug, for ever. Dated just after the replaced order's own start when the input set
     dates that later (a stop must follow its prescription). A replaced order that the input
-    set holds as ended already keeps its own stop."""
+    set holds as ended already keeps its own stop, and a version of this order that the input
+    set holds a newer cancelled or entered-in-error version of replaced nothing."""
     prior = based_on_request(source.resource, "priorPrescription", index)
     if prior is None or prior == course.prescription_id:
+        return None
+    newest = index.order(f"MedicationRequest/{course.prescription_id}")
+    newest_status = None if newest is None else newest.resource.get("status")
+    if isinstance(newest_status, str) and newest_status not in _REPLACING_STATUSES:
         return None
     timing = timing_of(source, course.starts)
     held = index.order(f"MedicationRequest/{prior}")

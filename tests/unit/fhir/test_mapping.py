@@ -1032,6 +1032,14 @@ def test_given_an_order_that_replaces_another_then_that_one_stops_when_the_new_o
             (changed(REPLACEMENT, priorPrescription={"reference": "MedicationRequest/rx-new"}),),
             id="given an order that names itself then nothing",
         ),
+        pytest.param(
+            (
+                REPLACED,
+                changed(REPLACEMENT, meta={"versionId": "1"}),
+                changed(REPLACEMENT, meta={"versionId": "2"}, status="entered-in-error"),
+            ),
+            id="given a replacement whose newer version is entered in error then nothing",
+        ),
     ],
 )
 def test_given_an_order_that_replaced_nothing_in_force_then_no_replacement_stop(
