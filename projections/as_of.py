@@ -56,14 +56,8 @@ def state_as_of(
     if not later:
         return past
     past = with_corrections(past, _retractions_of(past.events.keys(), later), policy)
-    now = replay(known, empty, policy)
-    reverified = _reverified(past, now)
-    voided = _voided(past, now)
-    corrections = [
-        event
-        for event in later
-        if _verification_of(event) in reverified or _void_of(event) in voided
-    ]
+    corrected = _known_otherwise(past, replay(known, empty, policy))
+    corrections = [event for event in later if _evidence_of(event) in corrected]
     retracted = _retractions_of({event.event_id for event in corrections}, later)
     return with_corrections(past, [*corrections, *retracted], policy)
 
@@ -78,42 +72,34 @@ def _retractions_of(claim_ids: Iterable[str], later: list[Event]) -> list[Event]
     ]
 
 
-def _reverified(past: UserState, known: UserState) -> frozenset[str]:
-    """The allergies of `past` whose verification status is known differently in `known`."""
-    return frozenset(
-        view.allergy_id
+def _known_otherwise(past: UserState, known: UserState) -> frozenset[tuple[Kind, str]]:
+    """The claims of `past` whose evidence `known` holds otherwise: an allergy's verification
+    status, a prescription found entered in error."""
+    allergies = (
+        (Kind.ALLERGY, view.allergy_id)
         for view in past.allergy_views()
         if (now := known.resolution(Kind.ALLERGY, view.allergy_id)) is not None
         and now.verification_status != view.verification_status
     )
-
-
-def _voided(past: UserState, known: UserState) -> frozenset[str]:
-    """The prescriptions of `past` that `known` holds as entered in error."""
-    return frozenset(
-        view.prescription_id
+    prescriptions = (
+        (Kind.MEDICATION, view.prescription_id)
         for view in past.medication_views()
         if (now := known.resolution(Kind.MEDICATION, view.prescription_id)) is not None
         and now.entered_in_error
         and not view.entered_in_error
     )
+    return frozenset((*allergies, *prescriptions))
 
 
-def _void_of(event: Event) -> str | None:
-    """The prescription that `event` says was entered in error, if any."""
-    payload = event.payload
-    if isinstance(payload, MedicationStopped) and payload.entered_in_error:
-        return payload.prescription_id
-    return None
-
-
-def _verification_of(event: Event) -> str | None:
-    """The allergy whose verification status `event` sets or may undo (by replacing an event
-    that set it), if any."""
+def _evidence_of(event: Event) -> tuple[Kind, str] | None:
+    """The claim whose evidence `event` gives or may undo (by replacing an event that gave
+    it), if any: an allergy's verification status, a prescription entered in error."""
     payload = event.payload
     if isinstance(payload, AllergyRecorded) or (
         isinstance(payload, AllergyStatusChanged)
         and (payload.verification_status is not None or event.supersedes)
     ):
-        return payload.allergy_id
+        return (Kind.ALLERGY, payload.allergy_id)
+    if isinstance(payload, MedicationStopped) and payload.entered_in_error:
+        return (Kind.MEDICATION, payload.prescription_id)
     return None
