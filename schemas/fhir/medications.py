@@ -11,6 +11,7 @@ from functools import partial
 from typing import Final
 
 from schemas.events import Coding, Event, EventType, MedicationPrescribed, MedicationStopped
+from schemas.fhir.inputs import SourcedResource
 from schemas.fhir.json_access import (
     IPS_ABSENT_UNKNOWN,
     SYSTEM_ALIASES,
@@ -115,29 +116,30 @@ def _replaced_order(source: Source, course: Course, index: Index) -> Event | Non
     prior = based_on_request(source.resource, "priorPrescription", index)
     if prior is None or prior == course.prescription_id:
         return None
-    newest = index.order(f"MedicationRequest/{course.prescription_id}")
-    newest_status = None if newest is None else newest.resource.get("status")
-    if isinstance(newest_status, str) and newest_status not in _REPLACING_STATUSES:
+    newest = _status_of(index.order(f"MedicationRequest/{course.prescription_id}"))
+    held = index.order(f"MedicationRequest/{prior}")
+    if (newest is not None and newest not in _REPLACING_STATUSES) or (
+        _status_of(held) in _ENDED_STATUSES
+    ):
         return None
     timing = timing_of(source, course.starts)
-    held = index.order(f"MedicationRequest/{prior}")
-    prior_start = None
-    if held is not None:
-        prior_status = held.resource.get("status")
-        if isinstance(prior_status, str) and prior_status in _ENDED_STATUSES:
-            return None
-        prior_start = time_at(held.resource, "authoredOn") or time_at(
-            held.resource, "meta", "lastUpdated"
-        )
     at = timing.occurred_at
-    if prior_start is not None and prior_start >= at:
-        at = prior_start + JUST_AFTER
+    if held is not None:
+        held_source = Source(held.resource, prior, source.context, held.document_time)
+        prior_start = timing_of(held_source, (time_at(held.resource, "authoredOn"),))
+        at = max(at, prior_start.occurred_at + JUST_AFTER)
     stop = MedicationStopped(
         prescription_id=prior, reason=f"replaced by MedicationRequest/{source.resource_id}"
     )
     stop_timing = Timing(at, max(timing.recorded_at, at), timing.version)
     kind = f"{EventType.MEDICATION_STOPPED.value}/replaced"
     return new_event(source, course.subject_id, stop_timing, stop, kind)
+
+
+def _status_of(order: SourcedResource | None) -> str | None:
+    """An order's status code as written (None: no order, or not a code)."""
+    status = None if order is None else order.resource.get("status")
+    return status if isinstance(status, str) else None
 
 
 @dataclass(frozen=True)
