@@ -542,7 +542,12 @@ def test_synthea_displays_that_were_unverified_resolve(
     ("text", "ingredients", "classes"),
     [
         pytest.param("Zoloft 50 mg", ("sertraline",), ("ssris",), id="given an SSRI brand"),
-        pytest.param("Eliquis", ("apixaban",), ("direct_oral_anticoagulants",), id="given a DOAC"),
+        pytest.param(
+            "Eliquis",
+            ("apixaban",),
+            ("direct_oral_anticoagulants", "factor_xa_inhibitors"),
+            id="given a DOAC",
+        ),
         pytest.param(
             "Flomax 0.4 mg",
             ("tamsulosin",),

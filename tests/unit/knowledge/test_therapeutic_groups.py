@@ -179,10 +179,11 @@ def test_given_a_shared_class_then_the_alert_names_the_class_not_the_group(
     (alert,) = prescribed(knowledge, "apixaban", "rivaroxaban")
 
     assert alert.detail.endswith(
-        "share the class direct oral anticoagulants (factor Xa and thrombin inhibitors)"
+        "share the classes direct oral anticoagulants (factor Xa and thrombin inhibitors);"
+        " direct factor Xa inhibitors"
     )
     assert alert.duplicate_therapy is not None
-    assert alert.duplicate_therapy.shared == ("direct_oral_anticoagulants",)
+    assert alert.duplicate_therapy.shared == ("direct_oral_anticoagulants", "factor_xa_inhibitors")
 
 
 def test_a_shared_group_implies_no_allergic_cross_reactivity(
