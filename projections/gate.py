@@ -16,7 +16,7 @@ from typing import NamedTuple
 from projections.characters import unprintable_characters
 from projections.secrets import FreeText, secrets_in
 from projections.state import UserState, claim_address
-from projections.views import EXPLICIT_RANK, ORIGIN_RANK, valid_at
+from projections.views import valid_at, weaker_than
 from schemas.allergy_statements import statement_categories
 from schemas.base import blank_required_text
 from schemas.events import (
@@ -281,6 +281,12 @@ def _references(event: Event, state: UserState, context: GateContext) -> tuple[P
             where = f" (it belongs to {owner})" if owner and owner != event.key else ""
             detail = f"claim {claim_id} is not a known claim of this subject{where}"
             problems.append(Problem(ReasonCode.RETRACTS_UNKNOWN_CLAIM, detail))
+        elif weaker_than(event, target):
+            detail = (
+                f"retracts {claim_id}, a {target.origin.value} claim: an {event.origin.value}"
+                " retraction never takes back an explicit or verified claim"
+            )
+            problems.append(Problem(ReasonCode.RETRACTS_STRONGER_CLAIM, detail))
     return tuple(problems)
 
 
@@ -365,7 +371,7 @@ def _supersedes(
             f"its own type (a {event.type.value} that corrected it would erase it)"
         )
         return [Problem(ReasonCode.SUPERSEDES_OTHER_TYPE, detail)]
-    if ORIGIN_RANK[event.origin] < EXPLICIT_RANK <= ORIGIN_RANK[target.origin]:
+    if weaker_than(event, target):
         detail = (
             f"supersedes {target_id}, a {target.origin.value} claim: a correction replaces its "
             f"claim outright, and an {event.origin.value} claim never overrides an explicit or "

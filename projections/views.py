@@ -113,9 +113,19 @@ def known_before(event: Event, held: Event) -> bool:
     return event.recorded_at < held.recorded_at and not event.supersedes
 
 
+def weaker_than(event: Event, held: Event) -> bool:
+    """Whether `event` is an inferred or observed claim and `held` an explicit, imported or
+    verified one: the weaker never overrides the stronger (it stays in the history, unused)."""
+    return ORIGIN_RANK[event.origin] < EXPLICIT_RANK <= ORIGIN_RANK[held.origin]
+
+
 def step_allergy(view: AllergyView | None, event: Event) -> AllergyView | None:
     payload = event.payload
-    if view is not None and known_before(event, view.record):
+    if view is not None and (
+        known_before(event, view.record)
+        or weaker_than(event, view.record)
+        or weaker_than(event, view.last_change)
+    ):
         return view
     if isinstance(payload, AllergyRecorded):
         return new_tuple(
@@ -184,7 +194,11 @@ class MedicationView(NamedTuple):
 
 def step_medication(view: MedicationView | None, event: Event) -> MedicationView | None:
     payload = event.payload
-    if view is not None and known_before(event, view.prescribed):
+    if view is not None and (
+        known_before(event, view.prescribed)
+        or weaker_than(event, view.prescribed)
+        or (view.stopped is not None and weaker_than(event, view.stopped))
+    ):
         return view
     if isinstance(payload, MedicationPrescribed):
         return new_tuple(

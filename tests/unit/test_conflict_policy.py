@@ -372,13 +372,17 @@ def test_given_a_late_event_then_it_is_applied_in_valid_time_order() -> None:
     assert replay([new, old]).preference_views()[0].value == "vegan"
 
 
-def allergy(name: str, day: float = 0, **payload: Any) -> Any:
-    return make_event("AllergyRecorded", name, at=day * DAY, payload=payload)
+def allergy(name: str, day: float = 0, origin: str = "explicit_statement", **payload: Any) -> Any:
+    return make_event("AllergyRecorded", name, at=day * DAY, origin=origin, payload=payload)
 
 
-def status(name: str, day: float, **payload: Any) -> Any:
+def status(name: str, day: float, origin: str = "explicit_statement", **payload: Any) -> Any:
     return make_event(
-        "AllergyStatusChanged", name, at=day * DAY, payload={"allergy_id": "allergy-1", **payload}
+        "AllergyStatusChanged",
+        name,
+        at=day * DAY,
+        origin=origin,
+        payload={"allergy_id": "allergy-1", **payload},
     )
 
 
@@ -442,6 +446,51 @@ ALLERGY_CASES = [
         id="given a status change recorded before the record it would change then the record "
         "stands",
     ),
+    pytest.param(
+        [
+            allergy("a", origin="verified_source"),
+            status("guess", 1, origin="inferred", verification_status="refuted"),
+        ],
+        True,
+        id="given a verified allergy when an inference refutes it then the allergy stands "
+        "(inferred claims never override verified ones)",
+    ),
+    pytest.param(
+        [
+            allergy("a", origin="explicit_statement"),
+            allergy(
+                "guess", day=1, origin="observed_behavior", verification_status="entered_in_error"
+            ),
+        ],
+        True,
+        id="given an explicit allergy when an observation records it again in error then it stands",
+    ),
+    pytest.param(
+        [
+            allergy("a", origin="inferred"),
+            status("s", 1, verification_status="confirmed"),
+            status("guess", 2, origin="inferred", clinical_status="resolved"),
+        ],
+        True,
+        id="given an inferred allergy an explicit statement confirmed when an inference resolves "
+        "it then the confirmation stands",
+    ),
+    pytest.param(
+        [
+            allergy("a", origin="inferred"),
+            status("guess", 1, origin="inferred", verification_status="refuted"),
+        ],
+        False,
+        id="given an inferred allergy when an inference refutes it then it is refuted",
+    ),
+    pytest.param(
+        [
+            allergy("a", origin="verified_source"),
+            status("s", 1, verification_status="refuted", origin="explicit_statement"),
+        ],
+        False,
+        id="given a verified allergy when a clinician refutes it explicitly then it is refuted",
+    ),
 ]
 
 
@@ -458,6 +507,30 @@ def test_given_a_stop_then_the_medication_moves_to_history() -> None:
     assert active_medications(state) == []
     document = state_document(state)
     assert [m["stop_reason"] for m in document["medications"]["stopped"]] == ["course completed"]
+
+
+@pytest.mark.parametrize(
+    ("stop_origin", "active"),
+    [
+        pytest.param("inferred", True, id="given an inferred stop then the order stays active"),
+        pytest.param(
+            "observed_behavior", True, id="given an observed stop then the order stays active"
+        ),
+        pytest.param("explicit_statement", False, id="given an explicit stop then it ends"),
+    ],
+)
+def test_an_inference_never_stops_an_explicit_prescription(stop_origin: str, active: bool) -> None:
+    rx = make_event("MedicationPrescribed", "rx", origin="explicit_statement")
+    stop = make_event("MedicationStopped", "stop", at=DAY, origin=stop_origin)
+    guessed_again = make_event(
+        "MedicationPrescribed",
+        "rx-guess",
+        at=2 * DAY,
+        origin="inferred",
+        payload={"drug": "ibuprofen"},
+    )
+    state = _every_order([rx, stop, guessed_again])
+    assert [m.drug for m in active_medications(state)] == (["amoxicillin"] if active else [])
 
 
 def test_given_an_order_resumed_in_a_newer_version_then_an_older_stop_does_not_end_it() -> None:

@@ -231,6 +231,15 @@ REJECTIONS = [
         id="given a retraction of an unknown claim then retracts_unknown_claim",
     ),
     pytest.param(
+        make_event(
+            "ClaimRetracted", "ret-guess", origin="inferred", payload={"claim_id": ALLERGY.id}
+        ),
+        {},
+        REMEMBERED,
+        ReasonCode.RETRACTS_STRONGER_CLAIM,
+        id="given an inference retracting an explicit claim then retracts_stronger_claim",
+    ),
+    pytest.param(
         make_event("PreferenceStated", "late"),
         {"erased": True},
         None,
