@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from projections.characters import unprintable_characters
 from projections.secrets import FreeText, secrets_in
-from projections.state import UserState, claim_address
+from projections.state import Kind, UserState, claim_address
 from projections.views import valid_at, weaker_than
 from schemas.allergy_statements import statement_categories
 from schemas.base import blank_required_text
@@ -336,11 +336,10 @@ def _before_its_claim(event: Event, state: UserState) -> list[Problem]:
     if not isinstance(event.payload, (MedicationStopped, AllergyStatusChanged)):
         return []
     address = claim_address(event)
-    held = None if address is None else state.resolution(*address)
-    if held is None:
+    if address is None or state.resolution(*address) is None:
         return []
-    claim = held.prescribed if isinstance(event.payload, MedicationStopped) else held.record
-    if event.occurred_at >= claim.occurred_at:
+    claim = _first_claim(state, address, event)
+    if claim is None or event.occurred_at >= claim.occurred_at:
         return []
     detail = (
         f"{event.type.value} at {event.occurred_at.isoformat()} is dated before the "
@@ -348,6 +347,17 @@ def _before_its_claim(event: Event, state: UserState) -> list[Problem]:
         "at or after that claim"
     )
     return [Problem(ReasonCode.BEFORE_ITS_CLAIM, detail)]
+
+
+def _first_claim(state: UserState, address: tuple[Kind, str], event: Event) -> Event | None:
+    """The earliest prescription or allergy record of the id `event` follows (a stop may end
+    the course an order had before it was restarted under the same id)."""
+    kind, key = address
+    opening = (
+        MedicationPrescribed if isinstance(event.payload, MedicationStopped) else AllergyRecorded
+    )
+    members = state.timelines(kind)[key].effective()
+    return next((member for member in members if isinstance(member.payload, opening)), None)
 
 
 def _supersedes(

@@ -655,6 +655,38 @@ def test_given_a_follow_up_corrected_to_before_its_claim_then_it_is_refused_and_
     assert _reasons(_decide(correction, state)) == ("before_its_claim",)
 
 
+@pytest.mark.parametrize(
+    ("follow_up", "claim", "payload"),
+    [
+        pytest.param(
+            "MedicationStopped",
+            "MedicationPrescribed",
+            {"prescription_id": "rx-1"},
+            id="given an order restarted under its id when a late stop ends the first course",
+        ),
+        pytest.param(
+            "AllergyStatusChanged",
+            "AllergyRecorded",
+            {"allergy_id": "allergy-1", "verification_status": "refuted"},
+            id="given an allergy recorded again when a late refutation follows the first record",
+        ),
+    ],
+)
+def test_a_late_follow_up_of_an_earlier_version_of_its_claim_is_admitted_in_any_order(
+    follow_up: str, claim: str, payload: dict[str, Any]
+) -> None:
+    """A stop dated between an order and its restart under the same id follows the first
+    course: it is judged against the earliest version, so arriving after the restart does not
+    get it refused (and lost) where arriving before it would not."""
+    first = make_event(claim, "first", at=timedelta(days=1))
+    again = make_event(claim, "again", at=timedelta(days=20))
+    late = make_event(
+        follow_up, "late", at=timedelta(days=10), recorded=T0 + timedelta(days=21), payload=payload
+    )
+    assert isinstance(_decide(late, replay([first])), Admitted)
+    assert isinstance(_decide(late, replay([first, again])), Admitted)
+
+
 def test_a_follow_up_of_a_claim_not_yet_known_is_admitted() -> None:
     stop = make_event("MedicationStopped", "early-stop", payload={"prescription_id": "rx-9"})
     assert isinstance(_decide(stop, replay([make_event("TravelRecorded", "trip")])), Admitted)
