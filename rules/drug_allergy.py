@@ -77,7 +77,8 @@ def severity_for(
     """CDS Hooks severity of a pair, or None when it is not worth an alert.
 
     High criticality or a severe past reaction raises a partial cross-reactivity to critical;
-    an unconfirmed low-criticality record lowers one step; an intolerance (not immune-mediated)
+    an unconfirmed low-criticality record lowers one step unless it records a severe reaction
+    (the reaction outweighs the assessment); an intolerance (not immune-mediated)
     lowers one step. Low-risk relations stay `info` whatever the history, except where the
     knowledge says a severe reaction calls for a test first (a dissimilar cephalosporin after
     cephalosporin anaphylaxis): `warning` then, for an allergy with a severe history.
@@ -85,16 +86,17 @@ def severity_for(
     base = _BASE[level]
     if base is None:
         return None
-    severe_history = allergy.criticality is Criticality.HIGH or any(
+    severe_reaction = any(
         reaction.severity is ReactionSeverity.SEVERE for reaction in allergy.reactions
     )
+    severe_history = allergy.criticality is Criticality.HIGH or severe_reaction
     allergic = allergy.allergy_type is not AllergyType.INTOLERANCE
     if level is MatchLevel.LOW_RISK:
         test_first = test_first_after_severe_reaction and severe_history and allergic
         return Severity.WARNING if test_first else base
     steps = 1 if severe_history and level is MatchLevel.PARTIAL else 0
     unconfirmed = allergy.verification_status is VerificationStatus.UNCONFIRMED
-    if unconfirmed and allergy.criticality is Criticality.LOW:
+    if unconfirmed and allergy.criticality is Criticality.LOW and not severe_reaction:
         steps -= 1
     if not allergic:
         steps -= 1

@@ -440,6 +440,27 @@ SEVERITY_CASES = [
         Severity.WARNING,
         id="given an unconfirmed low-criticality record then one step lower",
     ),
+    pytest.param(
+        MatchLevel.SAME_INGREDIENT,
+        {
+            "verification_status": "unconfirmed",
+            "criticality": "low",
+            "reactions": [{"manifestation": "anaphylaxis", "severity": "severe"}],
+        },
+        Severity.CRITICAL,
+        id="given an unconfirmed low-criticality record with a severe reaction then not lowered",
+    ),
+    pytest.param(
+        MatchLevel.PARTIAL,
+        {
+            "verification_status": "unconfirmed",
+            "criticality": "low",
+            "reactions": [{"manifestation": "anaphylaxis", "severity": "severe"}],
+        },
+        Severity.CRITICAL,
+        id="given partial cross-reactivity, unconfirmed low criticality and a severe reaction "
+        "then critical",
+    ),
     pytest.param(MatchLevel.NONE, {}, None, id="given no relation then no alert"),
 ]
 
