@@ -8,6 +8,7 @@ from typing import Annotated, Any, Final
 from uuid import UUID
 
 from pydantic import (
+    BaseModel,
     BeforeValidator,
     Field,
     FiniteFloat,
@@ -324,6 +325,8 @@ class Event(WireModel):
                 return {**data, "payload": model.model_validate(data["payload"])}
             except ValidationError as error:
                 raise _under_payload(error) from None
+        if isinstance(data, dict) and not isinstance(data.get("payload", {}), (dict, BaseModel)):
+            raise _payload_not_an_object(data["payload"])
         return data
 
     @model_validator(mode="after")
@@ -343,6 +346,14 @@ class Event(WireModel):
     def id(self) -> str:
         """The event id (the claim id other events refer to)."""
         return self.event_id
+
+
+def _payload_not_an_object(payload: object) -> ValidationError:
+    """A payload sent as null, text or a number: one error at `payload`, not one per payload
+    type the union could have been."""
+    return ValidationError.from_exception_data(
+        "Event", [InitErrorDetails(type="dict_type", loc=("payload",), input=payload)]
+    )
 
 
 def _under_payload(error: ValidationError) -> ValidationError:

@@ -76,12 +76,20 @@ def strict_json(text: str) -> Any:
     return document
 
 
+def _where_json_fails(error: json.JSONDecodeError) -> str:
+    """The reader's message and column, or that the line stops before its value is complete
+    (a truncated line: the reader's column would point past the end)."""
+    if error.pos >= len(error.doc.rstrip()):
+        return "not JSON: the line ends before its JSON value is complete"
+    return f"not JSON: {error.msg.removesuffix(' at')} at column {error.colno}"
+
+
 def parse_event(text: str) -> Event:
     """One event from its JSON text; raises `MalformedJson` or `InvalidRecord`."""
     try:
         document = strict_json(text)
     except json.JSONDecodeError as error:
-        raise MalformedJson(f"not JSON: {error.msg} at column {error.colno}") from None
+        raise MalformedJson(_where_json_fails(error)) from None
     if not isinstance(document, dict):
         raise InvalidRecord(f"expected a JSON object, got {type(document).__name__}")
     try:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from schemas.errors import InvalidRecord
+from schemas.errors import InvalidRecord, MalformedJson
 from schemas.json_lines import parse_event
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "events.ndjson"
@@ -74,3 +74,49 @@ def test_the_error_still_says_what_is_wrong_and_where(field: str, named: str) ->
         parse_event(json.dumps(trip))
 
     assert named in str(raised.value)
+
+
+@pytest.mark.parametrize("payload", [None, "vegan", 3, ["diet", "vegan"]])
+def test_given_a_payload_that_is_no_object_then_one_error_says_so_at_payload(
+    payload: object,
+) -> None:
+    """Not one error per payload type the record could have had, each named by the model's
+    internal validators."""
+    preference = _one_event_of_each_type()["PreferenceStated"] | {"payload": payload}
+
+    with pytest.raises(InvalidRecord) as raised:
+        parse_event(json.dumps(preference))
+
+    assert str(raised.value) == "payload: Input should be a valid dictionary"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        pytest.param(
+            '{"event_id": "a", "type": "Prefer',
+            "not JSON: the line ends before its JSON value is complete",
+            id="given a line cut inside a string",
+        ),
+        pytest.param(
+            '{"event_id": "a", "payload": {"key": "diet"',
+            "not JSON: the line ends before its JSON value is complete",
+            id="given a line cut between fields",
+        ),
+        pytest.param(
+            '{"event_id": "a" "type": "x"}',
+            "not JSON: Expecting ',' delimiter at column 18",
+            id="given a missing comma then its column",
+        ),
+        pytest.param(
+            '{"note": "a\tb"}',
+            "not JSON: Invalid control character at column 12",
+            id="given a raw tab in a string then its column, said once",
+        ),
+    ],
+)
+def test_a_line_that_is_no_json_is_reported_where_it_fails(line: str, expected: str) -> None:
+    with pytest.raises(MalformedJson) as raised:
+        parse_event(line + "\n")
+
+    assert str(raised.value) == expected
