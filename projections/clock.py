@@ -46,14 +46,15 @@ def next_bound(state: UserState) -> datetime | None:
     return state.bounds[following][0] if following < len(state.bounds) else None
 
 
-def due_bound(state: UserState, now: datetime) -> datetime | None:
-    """The latest validity bound after the subject's time and not after `now`: the time one
-    `ClockAdvanced` moves the subject to, past every bound wall-clock time has passed (None
-    when none has)."""
-    upcoming = next_bound(state)
-    if upcoming is None or upcoming > now:
-        return None
-    return state.bounds[_after(state.bounds, now) - 1][0]
+def due_bounds(state: UserState, now: datetime) -> tuple[datetime, ...]:
+    """Every validity bound after the subject's time and not after `now`, each once, soonest
+    first: the moments the clock moves the subject to, one `ClockAdvanced` each, so a claim that
+    left or came into force is judged at its own bound (an alert is resolved when its
+    prescription expired, however late the clock ran and however many bounds it passed)."""
+    if state.as_of is None or state.erased:
+        return ()
+    passed = state.bounds[_after(state.bounds, state.as_of) : _after(state.bounds, now)]
+    return tuple(dict.fromkeys(moment for moment, _, _ in passed))
 
 
 def _after(bounds: tuple[Bound, ...], moment: datetime) -> int:

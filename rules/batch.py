@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from projections.clock import clock_event, due_bound
+from projections.clock import clock_event, due_bounds
 from projections.gate import GateContext, Rejected
 from projections.state import UserState, initial_state
 from projections.timeline import CAUSAL_RANK
@@ -91,14 +91,12 @@ def advance_clocks(
     policy: FoldPolicy = DEFAULT_POLICY,
 ) -> None:
     """Move each subject's time to `moment` as the worker's clock does when wall-clock time
-    passes a validity bound: one `ClockAdvanced` through gate + fold + rules, so an alert whose
-    cause expired by `moment` (a prescription past its `valid_until`) is resolved, and one whose
-    cause came into force is raised."""
+    passes validity bounds: one `ClockAdvanced` per bound passed through gate + fold + rules,
+    so an alert whose cause expired by `moment` (a prescription past its `valid_until`) is
+    resolved at that expiry, and one whose cause came into force is raised when it did."""
     for result in results.values():
-        due = due_bound(result.state, moment)
-        if due is None:
-            continue
-        tick = Submitted("clock", clock_event(result.state, due, moment), 0)
-        outcome = process(result.state, tick.event, context_for(tick, {}), rules, policy)
-        result.state = outcome.after
-        result.alerts.extend(outcome.alerts)
+        for due in due_bounds(result.state, moment):
+            tick = Submitted("clock", clock_event(result.state, due, moment), 0)
+            outcome = process(result.state, tick.event, context_for(tick, {}), rules, policy)
+            result.state = outcome.after
+            result.alerts.extend(outcome.alerts)

@@ -4,7 +4,7 @@ wall-clock time has passed (`projections.clock`).
 `Deadlines` holds each subject's next bound, taken from the state the worker stored last (and,
 after a restart or rebalance, from every recovered state), in a heap. A timer takes the subjects
 whose bound has passed, on the events partitions this worker owns, and publishes one
-`ClockAdvanced` per subject on the events topic, sealed and keyed by subject as a producer's
+`ClockAdvanced` per bound passed on the events topic, sealed and keyed by subject as a producer's
 event is. There it is gated, folded and judged in order with the subject's other events, so
 the alert records it causes are in the log and a replay gives them again.
 
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from projections.clock import clock_event, due_bound, next_bound
+from projections.clock import clock_event, due_bounds, next_bound
 from projections.state import UserState
 from schemas.codec import AvroCodec
 from schemas.events import Event
@@ -107,20 +107,26 @@ def ticks(
     codec: AvroCodec[Event],
     sealer: Sealer,
 ) -> list[Tick]:
-    """The `ClockAdvanced` of each subject whose state has a bound `now` passed, ready to send
-    (subjects erased meanwhile, or whose state moved past the bound, get none)."""
+    """The `ClockAdvanced` events of each subject whose state has bounds `now` passed, one per
+    bound in order, ready to send (subjects erased meanwhile, or whose state moved past the
+    bounds, get none)."""
     found = []
     for key in keys:
         state = state_of(key)
-        moment = None if state is None else due_bound(state, now)
-        if state is None or moment is None:
+        if state is None:
             continue
-        event = clock_event(state, moment, now)
         try:
-            found.append(Tick(key, event, wire_bytes(codec, sealer, event)))
+            found.extend(_subject_ticks(key, state, now, codec, sealer))
         except SubjectErased:
             continue
     return found
+
+
+def _subject_ticks(
+    key: str, state: UserState, now: datetime, codec: AvroCodec[Event], sealer: Sealer
+) -> list[Tick]:
+    events = (clock_event(state, moment, now) for moment in due_bounds(state, now))
+    return [Tick(key, event, wire_bytes(codec, sealer, event)) for event in events]
 
 
 async def send_ticks(

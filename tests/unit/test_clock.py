@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from projections.clock import clock_event, due_bound, next_bound
+from projections.clock import clock_event, due_bounds, next_bound
 from projections.document import state_document, state_hash
 from projections.gate import Admitted, GateContext, GatePolicy, Rejected, TenantPolicy, admit
 from projections.queries import active_medications
@@ -49,9 +49,9 @@ def test_given_windows_then_the_first_bound_after_the_subjects_time_is_next() ->
     )
     assert state.as_of == T0 + DAY
     assert next_bound(state) == T0 + 3 * DAY
-    assert due_bound(state, T0 + 2 * DAY) is None
-    assert due_bound(state, T0 + 3 * DAY) == T0 + 3 * DAY
-    assert due_bound(state, T0 + 6 * DAY) == T0 + 5 * DAY, "one tick passes every bound passed"
+    assert due_bounds(state, T0 + 2 * DAY) == ()
+    assert due_bounds(state, T0 + 3 * DAY) == (T0 + 3 * DAY,)
+    assert due_bounds(state, T0 + 6 * DAY) == (T0 + 3 * DAY, T0 + 5 * DAY), "one tick per bound"
 
 
 def test_given_an_erased_subject_then_its_clock_is_stopped() -> None:
@@ -73,8 +73,7 @@ def test_given_an_expired_prescription_when_the_clock_ticks_then_the_alert_is_re
     raised = _through_the_gate(state, prescription("rx", valid_until=T0 + 3 * DAY), T0 + DAY)
     (alert,) = raised.alerts
     now = T0 + 3 * DAY + timedelta(seconds=20)
-    bound = due_bound(raised.after, now)
-    assert bound is not None
+    (bound,) = due_bounds(raised.after, now)
     tick = clock_event(raised.after, bound, now)
     outcome = _through_the_gate(raised.after, tick, now)
     assert isinstance(outcome.decision, Admitted)
@@ -93,12 +92,40 @@ def test_given_a_prescription_in_force_from_a_later_day_when_the_clock_ticks_the
     state = replay([ALLERGY, prescription("rx", valid_from=T0 + 4 * DAY)])
     assert active_medications(state) == []
     now = T0 + 4 * DAY
-    bound = due_bound(state, now)
-    assert bound is not None
+    (bound,) = due_bounds(state, now)
     outcome = _through_the_gate(state, clock_event(state, bound, now), now)
     (raised,) = outcome.alerts
     assert raised.status is AlertStatus.RAISED
     assert [m.prescription_id for m in active_medications(outcome.after)] == ["rx"]
+
+
+def test_given_a_clock_late_past_several_bounds_then_each_change_is_dated_at_its_own_bound() -> (
+    None
+):
+    """A worker down for months, or `uac replay --as-of` far ahead: the prescription that
+    expired first is resolved at its expiry, not at the latest bound the clock passed, so the
+    alert history does not depend on when the clock ran."""
+    state = replay([ALLERGY])
+    first = _through_the_gate(state, prescription("rx-1", valid_until=T0 + 3 * DAY), T0 + DAY)
+    second = _through_the_gate(
+        first.after, prescription("rx-2", valid_until=T0 + 9 * DAY), T0 + DAY
+    )
+    (rx1_alert,) = first.alerts
+    (rx2_alert,) = [alert for alert in second.alerts if alert.drug_allergy is not None]
+    (duplicate,) = [alert for alert in second.alerts if alert.duplicate_therapy is not None]
+    now = T0 + 30 * DAY
+    state, resolved = second.after, []
+    for bound in due_bounds(state, now):
+        outcome = _through_the_gate(state, clock_event(state, bound, now), now)
+        state = outcome.after
+        resolved.extend(outcome.alerts)
+    assert {alert.status for alert in resolved} == {AlertStatus.RESOLVED}
+    assert {alert.alert_id: alert.occurred_at for alert in resolved} == {
+        rx1_alert.alert_id: T0 + 3 * DAY,
+        duplicate.alert_id: T0 + 3 * DAY,
+        rx2_alert.alert_id: T0 + 9 * DAY,
+    }
+    assert due_bounds(state, now) == ()
 
 
 def test_given_the_same_tick_twice_then_one_event_and_the_copy_is_refused_as_a_duplicate() -> None:
