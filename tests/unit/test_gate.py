@@ -352,6 +352,20 @@ ACCEPTED = [
         id="given a long number that fails Luhn then not mistaken for a card",
     ),
     pytest.param(
+        make_event(
+            "AllergyRecorded",
+            "ok-secret-word",
+            payload={"note": "Secret: patient does not want family informed"},
+        ),
+        None,
+        id="given a clinical note starting 'Secret:' then not mistaken for a credential",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "ok-imei", payload={"note": "device IMEI 490154203237518"}),
+        None,
+        id="given a Luhn-valid IMEI then not mistaken for a card",
+    ),
+    pytest.param(
         make_event("PreferenceStated", "ok5", at=NOW + timedelta(minutes=4)),
         None,
         id="given occurred_at within the clock skew then accepted",
