@@ -283,6 +283,31 @@ REJECTIONS = [
         ReasonCode.NEGATION_NOT_FLAGGED,
         id="given a Chinese 'denies drug allergies' not negated then negation_not_flagged",
     ),
+    pytest.param(
+        make_event(
+            "AllergyRecorded",
+            "nkda-spelled-out",
+            payload={"substance": "NKDA - no known drug allergies"},
+        ),
+        {},
+        None,
+        ReasonCode.NEGATION_NOT_FLAGGED,
+        id="given an allergy to 'NKDA - no known drug allergies' not negated then negation_not_flagged",
+    ),
+    pytest.param(
+        make_event("AllergyRecorded", "nka-headed", payload={"substance": "Allergies: none"}),
+        {},
+        None,
+        ReasonCode.NEGATION_NOT_FLAGGED,
+        id="given an allergy to 'Allergies: none' not negated then negation_not_flagged",
+    ),
+    pytest.param(
+        make_event("AllergyRecorded", "nkda-dots", payload={"substance": "N.K.D.A."}),
+        {},
+        None,
+        ReasonCode.NEGATION_NOT_FLAGGED,
+        id="given an allergy to 'N.K.D.A.' not negated then negation_not_flagged",
+    ),
 ]
 
 
