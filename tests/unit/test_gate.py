@@ -270,6 +270,29 @@ REJECTIONS = [
         id="given the clock for an unconfigured tenant then unknown_tenant",
     ),
     pytest.param(
+        make_event("FactAsserted", "home-alpha3", payload={"key": "home_country", "value": "NLD"}),
+        {},
+        None,
+        ReasonCode.INVALID_RECORD,
+        id="given a home_country in alpha-3 then invalid_record",
+    ),
+    pytest.param(
+        make_event(
+            "FactAsserted", "home-name", payload={"key": "home_country", "value": "Netherlands"}
+        ),
+        {},
+        None,
+        ReasonCode.INVALID_RECORD,
+        id="given a home_country as a name then invalid_record",
+    ),
+    pytest.param(
+        make_event("FactAsserted", "home-number", payload={"key": "home_country", "value": 31}),
+        {},
+        None,
+        ReasonCode.INVALID_RECORD,
+        id="given a home_country as a number then invalid_record",
+    ),
+    pytest.param(
         make_event("AllergyRecorded", "nkda-as-allergy", payload={"substance": "NKDA"}),
         {},
         None,
@@ -389,6 +412,11 @@ ACCEPTED = [
         make_event("PreferenceStated", "ok-imei", payload={"note": "device IMEI 490154203237518"}),
         None,
         id="given a Luhn-valid IMEI then not mistaken for a card",
+    ),
+    pytest.param(
+        make_event("FactAsserted", "home-lower", payload={"key": "home_country", "value": " nl "}),
+        None,
+        id="given a home_country code in lower case with spaces then accepted",
     ),
     pytest.param(
         make_event("PreferenceStated", "ok5", at=NOW + timedelta(minutes=4)),
