@@ -19,6 +19,7 @@ from projections.state import Kind, UserState, claim_address
 from projections.views import valid_at, weaker_than
 from schemas.allergy_statements import statement_categories
 from schemas.base import blank_required_text
+from schemas.countries import HOME_COUNTRY, iso_country
 from schemas.events import (
     CLOCK_ACTOR,
     AlertAcknowledged,
@@ -29,6 +30,7 @@ from schemas.events import (
     ErasureRequested,
     Event,
     EventType,
+    FactAsserted,
     MedicationPrescribed,
     MedicationStopped,
     Origin,
@@ -142,6 +144,7 @@ def admit(event: Event, state: UserState, context: GateContext) -> Decision:
         + _privacy(event, state, context, text)
         + _references(event, state, context)
         + _coherence(event)
+        + _home_country(event)
         + _blank_text(event)
         + _unprintable_text(event, text)
     )
@@ -306,6 +309,22 @@ def _coherence(event: Event) -> tuple[Problem, ...]:
         f"negated=true and the categories it covers ({covered}), or name the allergen"
     )
     return (Problem(ReasonCode.NEGATION_NOT_FLAGGED, detail),)
+
+
+def _home_country(event: Event) -> tuple[Problem, ...]:
+    """A `home_country` fact whose value is not a country code as a trip's countries are
+    (`iso_country`): held, no trip could be told international or not against it. The detail
+    names the field, never the value."""
+    payload = event.payload
+    if not isinstance(payload, FactAsserted) or payload.key != HOME_COUNTRY:
+        return ()
+    if isinstance(payload.value, str) and iso_country(payload.value) is not None:
+        return ()
+    detail = (
+        f"payload.value is not an ISO 3166-1 alpha-2 country code (two letters, e.g. NL; UK is "
+        f"read as GB), which the fact {HOME_COUNTRY} takes"
+    )
+    return (Problem(ReasonCode.INVALID_RECORD, detail),)
 
 
 def _blank_text(event: Event) -> tuple[Problem, ...]:

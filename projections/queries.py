@@ -23,9 +23,8 @@ from projections.views import (
     step_fact,
     valid_at,
 )
+from schemas.countries import HOME_COUNTRY, iso_country
 from schemas.events import Event, FactValue
-
-HOME_COUNTRY = "home_country"
 
 
 class Trip(NamedTuple):
@@ -42,7 +41,8 @@ class Trip(NamedTuple):
 def home_country_at(state: UserState, day: date) -> str | None:
     """The subject's home country on `day`, from `home_country` facts true then: from their
     date (a correction from the date of the claim it corrects, when earlier and it names no
-    `valid_from` of its own) until their `valid_until`."""
+    `valid_from` of its own) until their `valid_until`; read as a trip's countries are
+    (`iso_country`: " nl " is NL, "UK" is GB), and unknown when it is not a two-letter code."""
     timeline = state.facts.get(HOME_COUNTRY)
     if timeline is None:
         return None
@@ -53,7 +53,7 @@ def home_country_at(state: UserState, day: date) -> str | None:
         and (event.valid_until is None or day < event.valid_until.date())
     ]
     view = fold(known, step_fact)
-    return view.value if view is not None and isinstance(view.value, str) else None
+    return iso_country(view.value) if view is not None and isinstance(view.value, str) else None
 
 
 def _fact_date(event: Event, members: Mapping[str, Event]) -> date:

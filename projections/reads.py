@@ -17,9 +17,10 @@ from typing import Any
 from projections.as_of import state_as_of
 from projections.document import plain, provenance, state_document
 from projections.gate import TenantPolicy, consent_allows
-from projections.queries import HOME_COUNTRY, events_in_order
+from projections.queries import events_in_order
 from projections.state import UserState
 from projections.views import DEFAULT_POLICY, FoldPolicy
+from schemas.countries import HOME_COUNTRY
 
 DEFAULT_PURPOSE = "care"
 SPECIAL = "special_category"

@@ -1,11 +1,14 @@
 """Screening free text for secrets that must never enter a memory (or a log, or a topic).
 
-Findings name the kind of secret and where it was, never the secret itself.
+Findings name the kind of secret and where it was, never the secret itself. Text is read in its
+NFKC form, so a full-width colon (U+FF1A) after `password`, full-width letters or digits and the
+no-break spaces (U+00A0, U+202F) read as their plain forms.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -14,30 +17,99 @@ from pydantic import BaseModel
 from schemas.base import field_names
 from schemas.events import Event
 
+_CREDENTIAL_WORD = r"(?:password|passwd|pwd|passcode|secret|api[_ -]?key|access[_ -]?token|token)"
+_CREDENTIAL_VALUE = r"(?=\S*?(?:\d|[a-z][A-Z]|[_@#$%^&*+=\\|<>~`]))\S{4,}"
+"""A run of four or more characters without spaces that holds a digit, a symbol or a capital
+letter after a small one (`hunter22`, `p@ss`, `eyJhbGci`): what a credential looks like, and
+what an ordinary word (`Secret: patient does not want family informed`) does not."""
+
 _TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
-    ("an API key", re.compile(r"\b(?:sk|pk|rk)[-_](?:live[-_]|test[-_])?[A-Za-z0-9]{16,}")),
+    (
+        "an API key",
+        re.compile(
+            r"\b(?:sk|pk|rk)[-_](?:live[-_]|test[-_])?[A-Za-z0-9]{16,}"
+            r"|\bsk-(?:proj|svcacct|admin|ant-[a-z]+\d*)-[A-Za-z0-9_-]{20,}"
+        ),
+    ),
+    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
     ("an AWS access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("a GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}")),
+    ("a GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{22,}")),
     ("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
     (
         "a JSON web token",
         re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
     ),
     (
+        "an authorization credential",
+        re.compile(
+            r"(?i:\bauthorization\s*:\s*(?:bearer|basic|token|digest)\s+)\S{8,}"
+            r"|(?i:\bbearer\s+)(?=[A-Za-z._~+/-]*\d)[A-Za-z0-9._~+/-]{20,}"
+        ),
+    ),
+    (
         "a credential assignment",
         re.compile(
-            r"(?i:\b(?:password|passwd|pwd|passcode|secret|api[_ -]?key|access[_ -]?token|token)"
-            r"\s*(?:is|[:=])\s*\S{4,})"
+            rf"(?i:\b{_CREDENTIAL_WORD}\s*=\s*)\S{{4,}}"
+            rf"|(?i:\b{_CREDENTIAL_WORD}\s*(?:is|:)\s*){_CREDENTIAL_VALUE}"
         ),
     ),
 )
 _ANY_TOKEN = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern in _TOKEN_PATTERNS))
 """Matches wherever one of the token patterns does: most text matches none, so it is searched
 once instead of once per pattern."""
-_CARD_CANDIDATE = re.compile(r"(?<![\w+-])(?:\d[ -]?){12,18}\d(?![\w-])")
-"""13 to 19 digits, single spaces or hyphens between them; not after a `+`, which starts an
-international phone number (`+86 138 0013 8002`, 13 digits that may pass the Luhn check)."""
+_DIGITS_IN_A_ROW = re.compile(r"\d(?:[ .-]?\d){12}")
+"""Thirteen digits with at most one space, dot or hyphen between two: every card number as it is
+written holds them, and most text does not (the quick test before candidates are read)."""
+_DIGIT_RUN = re.compile(r"(?<![\d+])\d{13,19}(?!\d)")
+"""13 to 19 digits in a row; letters may touch them (`visa4111111111111111`)."""
+_DIGIT_GROUPS = re.compile(r"(?<![\w.-])\d+([ .-])\d+(?:\1\d+)*(?![\w-]|\.\d)")
+"""Groups of digits split by one kind of separator (`4111 1111 1111 1111`, `4111.1111.1111.1111`,
+`4111-1111-1111-1111`) that touch no word, hyphen or dot: the parts of a UUID or of a dotted
+version are not a card number."""
+
+_CARD_BRANDS: tuple[tuple[str, str, frozenset[int]], ...] = (
+    ("4", "4", frozenset({13, 16, 19})),  # Visa
+    ("51", "55", frozenset({16})),  # Mastercard
+    ("2221", "2720", frozenset({16})),  # Mastercard
+    ("34", "34", frozenset({15})),  # American Express
+    ("37", "37", frozenset({15})),  # American Express
+    ("6011", "6011", frozenset(range(16, 20))),  # Discover
+    ("644", "649", frozenset(range(16, 20))),  # Discover
+    ("65", "65", frozenset(range(16, 20))),  # Discover, RuPay, Troy
+    ("3528", "3589", frozenset(range(16, 20))),  # JCB
+    ("300", "305", frozenset({14, 16, 17, 18, 19})),  # Diners Club
+    ("3095", "3095", frozenset({14, 16, 17, 18, 19})),  # Diners Club
+    ("36", "36", frozenset(range(14, 20))),  # Diners Club International
+    ("38", "39", frozenset(range(16, 20))),  # Diners Club
+    ("62", "62", frozenset(range(16, 20))),  # UnionPay
+    ("8100", "8171", frozenset(range(16, 20))),  # UnionPay
+    ("5018", "5018", frozenset(range(13, 20))),  # Maestro
+    ("5020", "5020", frozenset(range(13, 20))),  # Maestro
+    ("5038", "5038", frozenset(range(13, 20))),  # Maestro
+    ("5893", "5893", frozenset(range(13, 20))),  # Maestro
+    ("6304", "6304", frozenset(range(13, 20))),  # Maestro
+    ("6759", "6759", frozenset(range(13, 20))),  # Maestro
+    ("6761", "6763", frozenset(range(13, 20))),  # Maestro
+    ("2200", "2204", frozenset(range(16, 20))),  # Mir
+    ("60", "60", frozenset({16})),  # RuPay
+    ("81", "82", frozenset({16})),  # RuPay
+    ("508", "508", frozenset({16})),  # RuPay
+    ("353", "353", frozenset({16})),  # RuPay
+    ("356", "356", frozenset({16})),  # RuPay
+    ("636", "636", frozenset(range(16, 20))),  # InterPayment
+    ("637", "639", frozenset({16})),  # InstaPayment
+    ("506099", "506198", frozenset({16, 18, 19})),  # Verve
+    ("507865", "507964", frozenset({16, 18, 19})),  # Verve
+    ("9792", "9792", frozenset({16})),  # Troy
+    ("5019", "5019", frozenset({16})),  # Dankort
+    ("8600", "8600", frozenset({16})),  # Uzcard
+    ("9860", "9860", frozenset({16})),  # Humo
+    ("9704", "9704", frozenset({16})),  # Napas
+)
+"""The issuer prefixes (first and last of a range, as many digits each) and the lengths of the
+card numbers they issue. A 15-digit IMEI that passes the Luhn check (`490154203237518`) has
+no brand of that length; nor has UATP's `1` (15 digits), which would take IMEIs for cards."""
 
 
 class SecretFinding(NamedTuple):
@@ -55,20 +127,65 @@ def luhn_valid(digits: str) -> bool:
     return total % 10 == 0
 
 
-def _card_numbers(text: str) -> Iterator[str]:
-    for match in _CARD_CANDIDATE.finditer(text):
-        digits = re.sub(r"[ -]", "", match.group())
-        if 13 <= len(digits) <= 19 and len(set(digits)) > 1 and luhn_valid(digits):
-            yield digits
+def is_card_number(digits: str) -> bool:
+    """A number some card brand issues (its prefix and length) that passes the Luhn check."""
+    if not digits.isascii():
+        digits = "".join(str(unicodedata.digit(char)) for char in digits)
+    return (
+        len(set(digits)) > 1
+        and any(
+            len(digits) in lengths and first <= digits[: len(first)] <= last
+            for first, last, lengths in _CARD_BRANDS
+        )
+        and luhn_valid(digits)
+    )
+
+
+def _letters_then_digit(text: str, index: int, step: int) -> bool:
+    """Whether, going from `index` by `step`, letters lead to a digit: the run of digits is part of
+    a code that mixes them (a hash, an id), not a card number glued to a word."""
+    while 0 <= index < len(text) and text[index].isalpha():
+        index += step
+    return 0 <= index < len(text) and text[index].isdigit()
+
+
+def _card_candidates(text: str) -> Iterator[str]:
+    """The digits of every run or group of runs that may be written as a card number."""
+    for match in _DIGIT_RUN.finditer(text):
+        if not (
+            _letters_then_digit(text, match.start() - 1, -1)
+            or _letters_then_digit(text, match.end(), 1)
+        ):
+            yield match.group()
+    for match in _DIGIT_GROUPS.finditer(text):
+        separator = match.group(1)
+        groups = match.group().split(separator)
+        after_plus = text[match.start() - 1 : match.start()] == "+"
+        if separator != " ":
+            if not after_plus:
+                yield "".join(groups)
+            continue
+        for first in range(1 if after_plus else 0, len(groups)):
+            digits = ""
+            for group in groups[first:]:
+                digits += group
+                if len(digits) > 19:
+                    break
+                yield digits
+
+
+def _readable(text: str) -> str:
+    return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
 
 
 def secrets_in_text(field: str, text: str) -> list[SecretFinding]:
+    text = _readable(text)
     findings = (
         [SecretFinding(field, kind) for kind, pattern in _TOKEN_PATTERNS if pattern.search(text)]
         if _ANY_TOKEN.search(text)
         else []
     )
-    if any(True for _ in _card_numbers(text)):
+    if any(is_card_number(digits) for digits in _card_candidates(text)):
         findings.append(SecretFinding(field, "a payment card number"))
     return findings
 
@@ -141,8 +258,8 @@ def secrets_in(text: FreeText) -> list[SecretFinding]:
     searched together, one per line: a line break bounds words and digit runs as the ends of a
     string do, so whatever any pattern matches within one string it also matches there, and
     text with nothing that looks like a secret (most) is searched once, its paths never named."""
-    together = text.together
-    if not (_ANY_TOKEN.search(together) or _CARD_CANDIDATE.search(together)):
+    together = _readable(text.together)
+    if not (_ANY_TOKEN.search(together) or _DIGITS_IN_A_ROW.search(together)):
         return []
     return [finding for field, value in text.fields() for finding in secrets_in_text(field, value)]
 

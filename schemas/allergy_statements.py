@@ -1,14 +1,16 @@
 """ "No known allergy" statements in words: the texts a record uses to say that there is no
 allergy (of some categories) rather than to name a substance.
 
-Read by the FHIR mapping (a record whose code names no substance in these words is a negation)
-and by the write gate (an `AllergyRecorded` whose uncoded substance is one of them but which is
-not `negated` contradicts itself). The drug knowledge layer reads every one of them as a
-statement too (a test keeps the two in step).
+Read by the FHIR mapping (a record whose code names no substance in these words is a negation),
+by the write gate (an `AllergyRecorded` whose uncoded substance is one of them but which is
+not `negated` contradicts itself) and by the drug knowledge layer (an uncoded allergy text that
+is one of them is judged as no allergy), so the three read one text alike.
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Final
 
@@ -56,7 +58,53 @@ NO_KNOWN_ALLERGY_TEXTS: Final[Mapping[str, tuple[AllergyCategory, ...]]] = {
 """Each statement (case-folded, single-spaced) and the categories it says are free of allergy."""
 
 
+_HEADINGS: Final[Mapping[str, tuple[AllergyCategory, ...]]] = {
+    "allergies": _EVERY,
+    "allergy": _EVERY,
+    "allergy status": _EVERY,
+    "allergy history": _EVERY,
+    "known allergies": _EVERY,
+    "过敏史": _EVERY,
+    "drug allergies": _MEDICATION,
+    "drug allergy": _MEDICATION,
+    "medication allergies": _MEDICATION,
+    "medication allergy": _MEDICATION,
+    "food allergies": _FOOD,
+    "food allergy": _FOOD,
+}
+"""Words that head a statement ("Allergies: none", "Drug allergies: nil") and the categories
+they narrow it to."""
+
+_DOTTED_INITIALS: Final = re.compile(r"(?<!\w)(?:\w\.\s?){2,}(?!\w)")
+"""An abbreviation written with dots: "N.K.D.A.", "n. k. a."."""
+_SEPARATORS: Final = re.compile(r"[;,/()\[\]:.\-\u2013\u2014\u3001]")
+"""What splits a text (in its NFKC form: a full-width colon is a colon) into the parts read one
+by one: "NKDA - no known drug allergies", "No Known Drug Allergies (NKDA)", "NKDA/NKFA"."""
+
+
 def statement_categories(text: str) -> tuple[AllergyCategory, ...] | None:
     """The categories `text` says there is no known allergy to, when the whole text is such a
-    statement ("NKDA", "No known allergies."); None when it is not one."""
-    return NO_KNOWN_ALLERGY_TEXTS.get(" ".join(text.casefold().split()).rstrip(".;:! "))
+    statement ("NKDA", "No known allergies.", "N.K.D.A.", "NKDA - no known drug allergies",
+    "Allergies: none"); None when it is not one.
+
+    The text is read in parts split by punctuation and dashes: each part is a statement or a
+    heading ("Allergies", "Drug allergies"), at least one is a statement, and a heading narrows
+    the statements to its categories (unless none is left: "Food allergies: NKDA" is NKDA).
+    Any other word makes it not a statement ("No known allergies except penicillin", "NKDA
+    (penicillin - rash)")."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    folded = _DOTTED_INITIALS.sub(lambda found: re.sub(r"[.\s]", "", found.group()) + " ", folded)
+    stated: set[AllergyCategory] = set()
+    narrowed = set(_EVERY)
+    for part in _SEPARATORS.split(folded):
+        words = " ".join(part.split()).strip("!?* ")
+        if not words:
+            continue
+        if words in NO_KNOWN_ALLERGY_TEXTS:
+            stated.update(NO_KNOWN_ALLERGY_TEXTS[words])
+        elif words in _HEADINGS:
+            narrowed.intersection_update(_HEADINGS[words])
+        else:
+            return None
+    covered = stated & narrowed or stated
+    return tuple(category for category in _EVERY if category in covered) or None

@@ -19,6 +19,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails
 
 from schemas.base import CalendarDate, UtcMillis, WireModel
+from schemas.countries import iso_country
 
 
 class EventType(StrEnum):
@@ -180,8 +181,8 @@ class MedicationStopped(WireModel):
 
 
 def _country(value: str) -> str:
-    code = value.strip().upper()
-    if len(code) != 2 or not code.isascii() or not code.isalpha():
+    code = iso_country(value)
+    if code is None:
         raise ValueError("not an ISO 3166-1 alpha-2 country code (two letters, e.g. NL)")
     return code
 

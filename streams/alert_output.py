@@ -16,6 +16,7 @@ from projections.document import plain
 from schemas.alerts import Alert
 from schemas.codec import alert_codec
 from schemas.fhir.detected_issue import detected_issue, detected_issue_bundle
+from streams.console_text import visible
 from streams.json_out import json_document, json_line
 from streams.result_view import TABLE_FRAME
 from streams.sealing import Sealer, readable
@@ -84,11 +85,11 @@ def _alert_block(alert: Alert) -> RenderableType:
     heading = Text.assemble(
         (f"{alert.status.value:<9}", "bold"),
         (f"{alert.severity.value:<9}", _SEVERITY_STYLE.get(alert.severity.value, "")),
-        f"{alert.key}  {alert.rule_id}",
+        visible(f"{alert.key}  {alert.rule_id}"),
         no_wrap=False,
         overflow="fold",
     )
-    title = Text(alert.title, no_wrap=False, overflow="fold")
+    title = Text(visible(alert.title), no_wrap=False, overflow="fold")
     body = Group(title, Text(f"alert {alert.alert_id}", style="dim"))
     return Group(heading, Padding(body, (0, 0, 0, 2)))
 

@@ -7,10 +7,11 @@ cursor or retitle the terminal of whoever reads the alerts: it is printed as `\x
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final, Literal
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
@@ -24,16 +25,27 @@ def visible(text: str) -> str:
 
 
 def styled(label: str, style: str, rest: str = "") -> Text:
-    """`label` in `style`, then `rest` exactly as it is (control characters escaped)."""
-    return Text.assemble((label, style), visible(rest))
+    """`label` in `style`, then `rest` exactly as it is (control characters escaped in both: a
+    label may be data too, a subject's key heading its section)."""
+    return Text.assemble((visible(label), style), visible(rest))
 
 
 class DataConsole(Console):
     """A console for text that holds data: markup off, control characters escaped in every
-    string it renders (printed, in a table cell, in a rule's title)."""
+    string it renders (printed, in a table cell, in a rule's title), and in the text of every
+    segment it writes, so a `Text` built from data without `visible` is written escaped too."""
 
     def __init__(self, *, stderr: bool = False) -> None:
         super().__init__(stderr=stderr, soft_wrap=True, markup=False)
+
+    def render(
+        self, renderable: RenderableType, options: ConsoleOptions | None = None
+    ) -> Iterator[Segment]:
+        for segment in super().render(renderable, options):
+            if segment.control or not _CONTROL.search(segment.text):
+                yield segment
+            else:
+                yield Segment(visible(segment.text), segment.style)
 
     def render_str(
         self,

@@ -17,6 +17,7 @@ from rules.knowledge.model import Coding, CrossReactivity, DrugResolution, Match
 from rules.knowledge.normalise import folded_tokens
 from rules.knowledge.recognise import Recogniser, Recognition, spells_codes
 from rules.knowledge.tables import CLASS_PREFIX, KnowledgeTables, load_tables
+from schemas.allergy_statements import statement_categories
 
 VEHICLES: Final = frozenset({f"{CLASS_PREFIX}infusion_vehicles", f"{CLASS_PREFIX}excipients"})
 """The classes of the ingredients that carry or dilute the active drug (`DrugResolution.vehicles`):
@@ -85,7 +86,11 @@ class BundledKnowledge:
         allergen_text, said_tolerated = read_allergy_text(
             "" if spells_codes(allergen, allergen_codes) else allergen
         )
-        recognised = self._recogniser.recognise(allergen_text, allergen_codes, every_item=True)
+        recognised = (
+            Recognition(allergen_text, (NO_KNOWN_ALLERGY,), ())
+            if not allergen_codes and statement_categories(allergen) is not None
+            else self._recogniser.recognise(allergen_text, allergen_codes, every_item=True)
+        )
         doubt, kept, negated = self._doubt(replace(recognised, query=allergen), allergen_text)
         if kept != allergen_text:
             recognised = self._recogniser.recognise(kept, allergen_codes, every_item=True)

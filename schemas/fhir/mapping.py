@@ -189,6 +189,7 @@ from typing import Final
 
 from pydantic import ValidationError
 
+from schemas.countries import HOME_COUNTRY
 from schemas.events import Event
 from schemas.fhir.allergies import allergy_events
 from schemas.fhir.given import administration_events, dispense_events, immunization_events
@@ -210,7 +211,7 @@ from schemas.fhir.medications import request_events, statement_events
 from schemas.fhir.modifiers import not_plain
 from schemas.fhir.moves import moved_away
 from schemas.fhir.outcomes import OPERATION_OUTCOME, reported
-from schemas.fhir.patients import HOME_COUNTRY, country_code, patient_events
+from schemas.fhir.patients import country_code, patient_events
 from schemas.fhir.sources import ImportContext, Index, Mapper, Source, fhir_event_id
 from schemas.json_lines import validation_summary
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from schemas.countries import HOME_COUNTRY
 from schemas.events import Event, EventType, FactAsserted
 from schemas.fhir.json_access import Json, Unsupported, objects_at, string_at, time_at, within
 from schemas.fhir.sources import Index, Source, new_event, subject_id_of, timing_of
 
-HOME_COUNTRY: Final = "home_country"
 _ISO_ALPHA_2_CODES: Final = """
     AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG BH BI BJ BL BM BN BO BQ BR
     BS BT BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX CY CZ DE DJ DK DM DO DZ

@@ -16,12 +16,14 @@ TITLE = (
 )
 
 
-def alert(status: AlertStatus, title: str = TITLE, number: int = 1) -> Alert:
+def alert(
+    status: AlertStatus, title: str = TITLE, number: int = 1, subject: str = "p-1001"
+) -> Alert:
     return Alert(
         lifecycle_id=UUID(int=number * 2),
         alert_id=UUID(int=number),
         tenant_id="clinic-a",
-        subject_id="p-1001",
+        subject_id=subject,
         rule_id="drug-allergy-conflict",
         rule_version=1,
         status=status,
@@ -79,3 +81,13 @@ def test_given_a_wide_terminal_then_a_table_with_one_row_per_alert() -> None:
 
 def test_given_no_alerts_then_the_count_says_so() -> None:
     assert printed([], 80)[-1] == "0 alerts"
+
+
+def test_given_control_characters_in_an_alerts_subject_and_title_then_every_view_shows_them_escaped() -> (
+    None
+):
+    shown = alert(AlertStatus.RAISED, "Penicillin \x1b[2J conflict", subject="p\x1b]0;pwned\x07")
+    for width in (80, 200):
+        lines = printed([shown], width)
+        assert not any(character in "".join(lines) for character in "\x1b\x07"), width
+        assert any("p\\x1b]0;pwned\\x07" in line for line in lines), width

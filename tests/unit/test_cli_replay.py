@@ -380,6 +380,35 @@ def test_given_a_name_accepted_with_control_characters_then_it_is_printed_escape
         assert "active medications: Amoxicillin \\x1b]0;pwned\\x07\\x1b[31m" in printed
 
 
+@pytest.mark.parametrize(
+    ("tenant", "subject", "heading"),
+    [
+        pytest.param(
+            "clinic-a",
+            "evil\x1b]0;pwned\x07\x1b[31mRED",
+            "clinic-a:evil\\x1b]0;pwned\\x07\\x1b[31mRED  version 0",
+            id="given an escape sequence in a subject id",
+        ),
+        pytest.param(
+            "t\x1b[31m",
+            "s1",
+            "t\\x1b[31m:s1  version 0",
+            id="given an escape sequence in a tenant id",
+        ),
+    ],
+)
+def test_given_control_characters_in_a_refused_events_ids_then_its_section_heading_shows_them_escaped(
+    tmp_path: Path, tenant: str, subject: str, heading: str
+) -> None:
+    event = make_event("PreferenceStated", "escape-ids", tenant=tenant, subject=subject)
+    path = tmp_path / "ids.ndjson"
+    path.write_text(event.model_dump_json() + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["replay", "--file", str(path)])
+    assert result.exit_code == 1
+    assert not any(character in result.output for character in "\x1b\x07")
+    assert heading in result.stdout
+
+
 def test_given_the_same_file_twice_then_the_repeats_change_nothing_and_fail_nothing(
     tmp_path: Path,
 ) -> None:

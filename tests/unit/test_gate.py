@@ -270,6 +270,29 @@ REJECTIONS = [
         id="given the clock for an unconfigured tenant then unknown_tenant",
     ),
     pytest.param(
+        make_event("FactAsserted", "home-alpha3", payload={"key": "home_country", "value": "NLD"}),
+        {},
+        None,
+        ReasonCode.INVALID_RECORD,
+        id="given a home_country in alpha-3 then invalid_record",
+    ),
+    pytest.param(
+        make_event(
+            "FactAsserted", "home-name", payload={"key": "home_country", "value": "Netherlands"}
+        ),
+        {},
+        None,
+        ReasonCode.INVALID_RECORD,
+        id="given a home_country as a name then invalid_record",
+    ),
+    pytest.param(
+        make_event("FactAsserted", "home-number", payload={"key": "home_country", "value": 31}),
+        {},
+        None,
+        ReasonCode.INVALID_RECORD,
+        id="given a home_country as a number then invalid_record",
+    ),
+    pytest.param(
         make_event("AllergyRecorded", "nkda-as-allergy", payload={"substance": "NKDA"}),
         {},
         None,
@@ -282,6 +305,31 @@ REJECTIONS = [
         None,
         ReasonCode.NEGATION_NOT_FLAGGED,
         id="given a Chinese 'denies drug allergies' not negated then negation_not_flagged",
+    ),
+    pytest.param(
+        make_event(
+            "AllergyRecorded",
+            "nkda-spelled-out",
+            payload={"substance": "NKDA - no known drug allergies"},
+        ),
+        {},
+        None,
+        ReasonCode.NEGATION_NOT_FLAGGED,
+        id="given an allergy to 'NKDA - no known drug allergies' not negated then negation_not_flagged",
+    ),
+    pytest.param(
+        make_event("AllergyRecorded", "nka-headed", payload={"substance": "Allergies: none"}),
+        {},
+        None,
+        ReasonCode.NEGATION_NOT_FLAGGED,
+        id="given an allergy to 'Allergies: none' not negated then negation_not_flagged",
+    ),
+    pytest.param(
+        make_event("AllergyRecorded", "nkda-dots", payload={"substance": "N.K.D.A."}),
+        {},
+        None,
+        ReasonCode.NEGATION_NOT_FLAGGED,
+        id="given an allergy to 'N.K.D.A.' not negated then negation_not_flagged",
     ),
 ]
 
@@ -350,6 +398,25 @@ ACCEPTED = [
         make_event("PreferenceStated", "ok4", payload={"note": "order 12345678901234 shipped"}),
         None,
         id="given a long number that fails Luhn then not mistaken for a card",
+    ),
+    pytest.param(
+        make_event(
+            "AllergyRecorded",
+            "ok-secret-word",
+            payload={"note": "Secret: patient does not want family informed"},
+        ),
+        None,
+        id="given a clinical note starting 'Secret:' then not mistaken for a credential",
+    ),
+    pytest.param(
+        make_event("PreferenceStated", "ok-imei", payload={"note": "device IMEI 490154203237518"}),
+        None,
+        id="given a Luhn-valid IMEI then not mistaken for a card",
+    ),
+    pytest.param(
+        make_event("FactAsserted", "home-lower", payload={"key": "home_country", "value": " nl "}),
+        None,
+        id="given a home_country code in lower case with spaces then accepted",
     ),
     pytest.param(
         make_event("PreferenceStated", "ok5", at=NOW + timedelta(minutes=4)),

@@ -19,6 +19,13 @@ from projections.secrets import (
 FRAGMENTS = (
     "sk_live_",
     "pk-test-",
+    "sk-proj-",
+    "sk-ant-api03-",
+    "AIza",
+    "github_pat_",
+    "Authorization: Bearer ",
+    "bearer ",
+    "\uff1a",
     "AKIA",
     "ghp_",
     "xoxb-",
@@ -116,10 +123,149 @@ def test_given_a_card_number_in_a_nested_string_then_its_path_is_named() -> None
     [
         pytest.param("card 4111 1111 1111 1111 exp 12/29", True, id="given a card number"),
         pytest.param("call daughter +86 138 0013 8002", False, id="given an international phone"),
-        pytest.param("ref 86 138 0013 8002", True, id="given the same digits without a plus"),
+        pytest.param(
+            "ref 86 138 0013 8002",
+            False,
+            id="given the same digits without a plus then no card brand issues them",
+        ),
+        pytest.param("ref +4111 1111 1111 1111", False, id="given a card's digits after a plus"),
     ],
 )
 def test_a_card_number_is_found_but_not_an_international_phone_number(
     text: str, found: bool
 ) -> None:
     assert bool(secrets_in_text("note", text)) is found
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        pytest.param(
+            "key sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+            "an API key",
+            id="given an OpenAI project key then an API key",
+        ),
+        pytest.param(
+            "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+            "an API key",
+            id="given an Anthropic key then an API key",
+        ),
+        pytest.param(
+            "AIzaSyA1234567890abcdefghijklmnopqrstuv",
+            "a Google API key",
+            id="given a Google key then a Google API key",
+        ),
+        pytest.param(
+            "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTU",
+            "a GitHub token",
+            id="given a fine-grained GitHub token then a GitHub token",
+        ),
+        pytest.param(
+            "Authorization: Bearer abcdefghijklmnopqrstuvwxyz012345",
+            "an authorization credential",
+            id="given an Authorization header then an authorization credential",
+        ),
+        pytest.param(
+            "Authorization: Basic dXNlcjpodW50ZXIy",
+            "an authorization credential",
+            id="given basic credentials then an authorization credential",
+        ),
+        pytest.param(
+            "use Bearer abcdefghijklmnopqrstuvwxyz012345",
+            "an authorization credential",
+            id="given a long token after Bearer then an authorization credential",
+        ),
+        pytest.param(
+            "password\uff1ahunter22",
+            "a credential assignment",
+            id="given a full-width colon then a credential assignment",
+        ),
+        pytest.param(
+            "\uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44: hunter22",
+            "a credential assignment",
+            id="given a full-width keyword then a credential assignment",
+        ),
+        pytest.param(
+            "Secret: 4711xyz",
+            "a credential assignment",
+            id="given a keyword and a value with a digit then a credential assignment",
+        ),
+        pytest.param(
+            "the passcode is Tr0ub4dor&3",
+            "a credential assignment",
+            id="given 'is' and a token then a credential assignment",
+        ),
+        pytest.param(
+            "password=letmein",
+            "a credential assignment",
+            id="given an '=' assignment of a word then a credential assignment",
+        ),
+        pytest.param(
+            "card 4111\u00a01111\u00a01111\u00a01111",
+            "a payment card number",
+            id="given groups split by no-break spaces then a card",
+        ),
+        pytest.param(
+            "card 4111\u202f1111\u202f1111\u202f1111",
+            "a payment card number",
+            id="given groups split by narrow no-break spaces then a card",
+        ),
+        pytest.param(
+            "card 4111.1111.1111.1111.",
+            "a payment card number",
+            id="given groups split by dots then a card",
+        ),
+        pytest.param(
+            "card 4111-1111-1111-1111",
+            "a payment card number",
+            id="given groups split by hyphens then a card",
+        ),
+        pytest.param(
+            "visa4111111111111111", "a payment card number", id="given a card glued to a word"
+        ),
+        pytest.param(
+            "paid 4111111111111111EUR", "a payment card number", id="given a card glued to a unit"
+        ),
+        pytest.param(
+            "room 12 4111 1111 1111 1111",
+            "a payment card number",
+            id="given a number before the card's groups then a card",
+        ),
+        pytest.param(
+            "Amex 3782 822463 10005", "a payment card number", id="given an Amex in 4-6-5 groups"
+        ),
+        pytest.param(
+            "\uff14\uff11\uff11\uff11 1111 1111 1111",
+            "a payment card number",
+            id="given full-width digits then a card",
+        ),
+    ],
+)
+def test_given_a_secret_then_its_kind_is_found(text: str, kind: str) -> None:
+    assert [finding.kind for finding in secrets_in_text("note", text)] == [kind]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("device IMEI 490154203237518", id="given a Luhn-valid 15-digit IMEI"),
+        pytest.param(
+            "Secret: patient does not want family informed",
+            id="given 'secret:' and ordinary words",
+        ),
+        pytest.param("Token: expired, reissue at front desk", id="given 'token:' and a word"),
+        pytest.param("the secret is safe with the GP", id="given 'secret is' and a word"),
+        pytest.param(
+            "Bearer of this letter is her daughter, Mrs Anne Smith-Johnson",
+            id="given 'bearer' in prose",
+        ),
+        pytest.param("sha ab12cd4111111111111111ef", id="given digits inside a mixed code"),
+        pytest.param("lot 4111111111111112", id="given a Visa-like number that fails Luhn"),
+        pytest.param("order 1234567812345670", id="given a Luhn-valid number no brand issues"),
+        pytest.param(
+            "uuid a4111111-1111-1111-1110-abcdef012345", id="given the digit groups of a UUID"
+        ),
+    ],
+)
+def test_given_text_without_a_secret_then_nothing_is_found(text: str) -> None:
+    assert secrets_in_text("note", text) == []

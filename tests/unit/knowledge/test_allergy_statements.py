@@ -1,6 +1,6 @@
 """The "no known allergy" statements the gate and the FHIR mapping read in words are statements
-to the drug knowledge layer too: no table says "NKDA" is a substance while another says it is
-not."""
+to the drug knowledge layer too, and the other way round: no reader says "NKDA" is a substance
+while another says it is not."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ import pytest
 
 from rules.knowledge.model import DrugKnowledge, MatchLevel
 from schemas.allergy_statements import NO_KNOWN_ALLERGY_TEXTS, statement_categories
+from schemas.events import AllergyCategory
+
+EVERY = tuple(AllergyCategory)
+MEDICATION = (AllergyCategory.MEDICATION,)
 
 
 @pytest.mark.parametrize("text", sorted(NO_KNOWN_ALLERGY_TEXTS))
@@ -19,6 +23,49 @@ def test_every_statement_in_words_is_a_statement_to_the_knowledge_layer(
     assert "no known allergy" in verdict.reason
 
 
-@pytest.mark.parametrize("text", ["Penicillin", "nkda penicillin", "no known penicillin", ""])
-def test_a_substance_is_not_a_statement(text: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "categories"),
+    [
+        pytest.param("NKDA - no known drug allergies", MEDICATION, id="given a code and its words"),
+        pytest.param("No Known Drug Allergies (NKDA)", MEDICATION, id="given words and the code"),
+        pytest.param("N.K.D.A.", MEDICATION, id="given the code with dots"),
+        pytest.param("n. k. a.", EVERY, id="given the code with dots and spaces"),
+        pytest.param("Allergies: none", EVERY, id="given a heading and 'none'"),
+        pytest.param("Drug allergies: nil", MEDICATION, id="given a heading that narrows"),
+        pytest.param("Allergies: NKDA", MEDICATION, id="given a heading and a narrower code"),
+        pytest.param(
+            "NKDA/NKFA",
+            (AllergyCategory.FOOD, AllergyCategory.MEDICATION),
+            id="given two statements",
+        ),
+        pytest.param("Allergies - none known.", EVERY, id="given a heading and a dash"),
+        pytest.param("过敏史\uff1a无过敏史", EVERY, id="given a Chinese heading"),
+    ],
+)
+def test_a_statement_written_in_parts_is_read_as_one_by_the_gate_and_the_knowledge_layer(
+    knowledge: DrugKnowledge, text: str, categories: tuple[AllergyCategory, ...]
+) -> None:
+    assert statement_categories(text) == categories
+    verdict = knowledge.cross_reactivity(text, "ibuprofen")
+    assert verdict.level is MatchLevel.NONE
+    assert verdict.reason == f"'{text}' records that there is no known allergy"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Penicillin",
+        "nkda penicillin",
+        "no known penicillin",
+        "",
+        "Allergies:",
+        "No known allergies except penicillin",
+        "NKDA (penicillin - rash)",
+    ],
+)
+def test_a_substance_is_not_a_statement(knowledge: DrugKnowledge, text: str) -> None:
     assert statement_categories(text) is None
+    assert (
+        "records that there is no known allergy"
+        not in knowledge.cross_reactivity(text, "amoxicillin").reason
+    )
