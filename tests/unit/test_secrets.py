@@ -196,6 +196,16 @@ def test_a_card_number_is_found_but_not_an_international_phone_number(
             id="given 'is' and a token then a credential assignment",
         ),
         pytest.param(
+            "password: letmein",
+            "a credential assignment",
+            id="given 'password:' and a word that ends its line then a credential assignment",
+        ),
+        pytest.param(
+            "Login for the portal\nPassword: sunshine.\nCall if locked out",
+            "a credential assignment",
+            id="given a password line in a longer note then a credential assignment",
+        ),
+        pytest.param(
             "password=letmein",
             "a credential assignment",
             id="given an '=' assignment of a word then a credential assignment",
@@ -254,6 +264,9 @@ def test_given_a_secret_then_its_kind_is_found(text: str, kind: str) -> None:
             id="given 'secret:' and ordinary words",
         ),
         pytest.param("Token: expired, reissue at front desk", id="given 'token:' and a word"),
+        pytest.param(
+            "Password: reset by the IT desk on Monday", id="given 'password:' and a sentence"
+        ),
         pytest.param("the secret is safe with the GP", id="given 'secret is' and a word"),
         pytest.param(
             "Bearer of this letter is her daughter, Mrs Anne Smith-Johnson",
