@@ -28,6 +28,8 @@ NO_KNOWN_ALLERGY_TEXTS: Final[Mapping[str, tuple[AllergyCategory, ...]]] = {
     "nil known": _EVERY,
     "nil known allergies": _EVERY,
     "no allergies": _EVERY,
+    "no allergy": _EVERY,
+    "no known allergens": _EVERY,
     "none known": _EVERY,
     "denies allergies": _EVERY,
     "nil": _EVERY,
@@ -47,6 +49,8 @@ NO_KNOWN_ALLERGY_TEXTS: Final[Mapping[str, tuple[AllergyCategory, ...]]] = {
     "无药物过敏史": _MEDICATION,
     "无药物过敏": _MEDICATION,
     "否认药物过敏史": _MEDICATION,
+    "no known drug or food allergies": (AllergyCategory.FOOD, AllergyCategory.MEDICATION),
+    "no known food or drug allergies": (AllergyCategory.FOOD, AllergyCategory.MEDICATION),
     "否认食物药物过敏史": (AllergyCategory.FOOD, AllergyCategory.MEDICATION),
     "否认食物及药物过敏史": (AllergyCategory.FOOD, AllergyCategory.MEDICATION),
     "nkfa": _FOOD,
@@ -75,6 +79,19 @@ _HEADINGS: Final[Mapping[str, tuple[AllergyCategory, ...]]] = {
 """Words that head a statement ("Allergies: none", "Drug allergies: nil") and the categories
 they narrow it to."""
 
+_NEUTRAL_PARTS: Final = frozenset({"confirmed", "verified", "reviewed", "reported", "per patient"})
+"""Parts that only say how a statement was obtained ("NKDA - confirmed")."""
+_WHO_SAYS: Final = re.compile(r"^(?:(?:the )?(?:patient|pt)(?: has| reports| states)?|has) ")
+"""Who the statement is about, before it ("Patient has no known allergies")."""
+_HOW_KNOWN: Final = re.compile(r" (?:reported|confirmed|verified|currently|at this time)$")
+"""How it is known, after it ("no allergies reported")."""
+_KNOWN_LAST: Final = re.compile(r"no ((?:drug |medication |food )?)allerg(?:y|ies) known")
+"""The word order "no allergies known" of "no known allergies"."""
+_TO_MEDICINES: Final = re.compile(
+    r"(?:no known allerg(?:y|ies)|nka) to (?:drugs|medications|medicines)"
+)
+"""A statement about every allergy narrowed to medicines ("NKA to drugs"): NKDA."""
+
 _DOTTED_INITIALS: Final = re.compile(r"(?<!\w)(?:\w\.\s?){2,}(?!\w)")
 """An abbreviation written with dots: "N.K.D.A.", "n. k. a."."""
 _SEPARATORS: Final = re.compile(r"[;,/()\[\]:.\-\u2013\u2014\u3001]")
@@ -100,11 +117,25 @@ def statement_categories(text: str) -> tuple[AllergyCategory, ...] | None:
         words = " ".join(part.split()).strip("!?* ")
         if not words:
             continue
-        if words in NO_KNOWN_ALLERGY_TEXTS:
-            stated.update(NO_KNOWN_ALLERGY_TEXTS[words])
-        elif words in _HEADINGS:
+        if words in _HEADINGS:
             narrowed.intersection_update(_HEADINGS[words])
-        else:
+            continue
+        if words in _NEUTRAL_PARTS:
+            continue
+        statement = _plain_statement(words)
+        if statement not in NO_KNOWN_ALLERGY_TEXTS:
             return None
+        stated.update(NO_KNOWN_ALLERGY_TEXTS[statement])
     covered = stated & narrowed or stated
     return tuple(category for category in _EVERY if category in covered) or None
+
+
+def _plain_statement(words: str) -> str:
+    """A part in the words of `NO_KNOWN_ALLERGY_TEXTS`: without who says it or how it is known
+    ("Patient has no known allergies", "none reported"), in its usual word order ("no
+    allergies known"), and narrowed to medicines when it says so ("NKA to drugs")."""
+    words = _HOW_KNOWN.sub("", _WHO_SAYS.sub("", words))
+    known_last = _KNOWN_LAST.fullmatch(words)
+    if known_last is not None:
+        words = f"no known {known_last.group(1)}allergies"
+    return "nkda" if _TO_MEDICINES.fullmatch(words) else words

@@ -40,6 +40,25 @@ def test_every_statement_in_words_is_a_statement_to_the_knowledge_layer(
         ),
         pytest.param("Allergies - none known.", EVERY, id="given a heading and a dash"),
         pytest.param("过敏史\uff1a无过敏史", EVERY, id="given a Chinese heading"),
+        pytest.param(
+            "Patient has no known allergies", EVERY, id="given who says it before the statement"
+        ),
+        pytest.param("none reported", EVERY, id="given how it is known after the statement"),
+        pytest.param(
+            "No known drug allergies - confirmed", MEDICATION, id="given a part saying how known"
+        ),
+        pytest.param("No allergies known", EVERY, id="given 'known' last"),
+        pytest.param("no drug allergies known", MEDICATION, id="given 'known' last, narrowed"),
+        pytest.param("NKA to drugs", MEDICATION, id="given NKA narrowed to drugs"),
+        pytest.param(
+            "No known allergy to medications", MEDICATION, id="given words narrowed to medicines"
+        ),
+        pytest.param("No allergy", EVERY, id="given 'no allergy'"),
+        pytest.param(
+            "no known drug or food allergies",
+            (AllergyCategory.FOOD, AllergyCategory.MEDICATION),
+            id="given drug or food",
+        ),
     ],
 )
 def test_a_statement_written_in_parts_is_read_as_one_by_the_gate_and_the_knowledge_layer(
@@ -61,6 +80,9 @@ def test_a_statement_written_in_parts_is_read_as_one_by_the_gate_and_the_knowled
         "Allergies:",
         "No known allergies except penicillin",
         "NKDA (penicillin - rash)",
+        "Patient has penicillin allergy",
+        "penicillin reported",
+        "reported",
     ],
 )
 def test_a_substance_is_not_a_statement(knowledge: DrugKnowledge, text: str) -> None:
