@@ -245,18 +245,45 @@ def unpack(
 
 
 def _more_pages(bundle: Json, origin: str) -> ParsedInput:
-    """The page of search results this Bundle is, if it links to itself or a next page."""
-    listed = bundle.get("link")
-    links: dict[object, str] = {}
-    for link in listed if isinstance(listed, list) else []:
-        if isinstance(link, Mapping) and isinstance(url := link.get("url"), str):
-            links.setdefault(link.get("relation"), url)
-    if "self" not in links and "next" not in links:
-        return ParsedInput()
+    """The page of search results this Bundle is, if it links to itself or a next page; a
+    link that cannot be read is a notice, since it may be the next page's."""
     identifier = bundle.get("id")
     identifier = identifier if isinstance(identifier, str) else None
+    links, unreadable = _links(bundle.get("link", []))
+    notices = tuple(
+        Skipped(origin, "Bundle", identifier, _unreadable_link(problem)) for problem in unreadable
+    )
+    if "self" not in links and "next" not in links:
+        return ParsedInput(skipped=notices)
     page = SearchPage(origin, identifier, links.get("self"), links.get("next"))
-    return ParsedInput(pages=(page,))
+    return ParsedInput(skipped=notices, pages=(page,))
+
+
+def _links(listed: object) -> tuple[dict[str, str], list[str]]:
+    """A Bundle's links, the url of each relation (the first link of a relation holds), and
+    what could not be read, by path."""
+    if not isinstance(listed, list):
+        return {}, ["link is not a list"]
+    links: dict[str, str] = {}
+    unreadable: list[str] = []
+    for position, link in enumerate(listed):
+        path = f"link[{position}]"
+        if not isinstance(link, Mapping):
+            unreadable.append(f"{path} is not a JSON object")
+        elif not isinstance(relation := link.get("relation"), str):
+            unreadable.append(f"{path}.relation is not a string")
+        elif not isinstance(url := link.get("url"), str):
+            unreadable.append(f"{path}.url is not a string")
+        else:
+            links.setdefault(relation, url)
+    return links, unreadable
+
+
+def _unreadable_link(problem: str) -> str:
+    return (
+        f"a Bundle link that cannot be read ({problem}): if it names a next page of search "
+        "results, the records on that page are not in the input and nothing can say so"
+    )
 
 
 def missing_pages(pages: Iterable[SearchPage]) -> list[Skipped]:
