@@ -94,7 +94,9 @@ doseAndRate.doseQuantity, "500 mg"), route and notes. The
 Medication is `medicationCodeableConcept`, a contained `#id`, or a `Medication/id` / `fullUrl`
 found anywhere in the input set; a missing one is an error. A dosage instruction ends at its
 `timing.repeat.boundsPeriod.end`, else its `boundsDuration` (a UCUM time: s, min, h, d, wk, mo,
-a; or its unit text, "days") after the bounds' start or the order's `authoredOn`. A request
+a; or its unit text, "days") after the bounds' start or the order's `authoredOn`. An end (of
+boundsPeriod, effectivePeriod, validityPeriod) written as a year, month or day includes all of
+it, as FHIR reads a Period: `2021-03` ends at 2021-04-01T00:00 UTC. A request
 still under way (active, on-hold, unknown) whose every dosage instruction ends plans its therapy
 to end at the latest of them: that is the prescription's `valid_until`, so rules and reads stop
 using it then (a dosage without an end goes on: no `valid_until`). R5's `medication`

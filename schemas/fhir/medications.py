@@ -25,6 +25,7 @@ from schemas.fhir.json_access import (
     concept_label,
     concept_text,
     duration_of,
+    end_time_at,
     first_code,
     first_object,
     items_at,
@@ -465,7 +466,7 @@ def _names(names: Iterable[str | None]) -> str | None:
 
 def _request_ends(resource: Json) -> tuple[datetime | None, ...]:
     """A request's therapy end (latest dosage bounds), then its dispense validity end."""
-    validity_end = time_at(resource, "dispenseRequest", "validityPeriod", "end")
+    validity_end = end_time_at(resource, "dispenseRequest", "validityPeriod", "end")
     return (_latest(_bounds_ends(resource)), validity_end)
 
 
@@ -505,7 +506,7 @@ def _bounds_ends(resource: Json) -> list[datetime | None]:
 
 
 def _bound_end(dosage: Json, ordered: datetime | None) -> datetime | None:
-    end = time_at(dosage, "timing", "repeat", "boundsPeriod", "end")
+    end = end_time_at(dosage, "timing", "repeat", "boundsPeriod", "end")
     if end is not None:
         return end
     repeat = within("timing", lambda: object_at(object_at(dosage, "timing"), "repeat"))
@@ -580,7 +581,7 @@ def statement_events(source: Source, index: Index) -> list[Event]:
         stop_reason=stop_reason_of(source, status),
         planned_end=None
         if status in _TAKEN_STATUSES
-        else optional_part(source, lambda: time_at(resource, "effectivePeriod", "end"), None),
+        else optional_part(source, lambda: end_time_at(resource, "effectivePeriod", "end"), None),
     )
     return course_events(source, course)
 
@@ -598,7 +599,7 @@ def _statement_starts(resource: Json) -> tuple[datetime | None, ...]:
 
 
 def _statement_ends(resource: Json) -> tuple[datetime | None, ...]:
-    return (time_at(resource, "effectivePeriod", "end"),)
+    return (end_time_at(resource, "effectivePeriod", "end"),)
 
 
 _NO_MEDICATION_CODES: Final = frozenset(

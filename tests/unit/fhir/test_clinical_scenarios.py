@@ -11,7 +11,7 @@ import copy
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import permutations
 from pathlib import Path
 from typing import Any
@@ -670,6 +670,62 @@ def test_given_an_active_course_with_a_planned_end_then_its_alert_is_resolved_on
     assert len({a.alert_id for a in records}) == 1
     still_active = prescription_id in {m.prescription_id for m in active_medications(result.state)}
     assert still_active == (statuses == ["raised"])
+
+
+def _recorded_on(day: str) -> dict[str, Any]:
+    """The penicillin allergy, recorded (and known) from `day` only."""
+    return PENICILLIN | {"recordedDate": day, "onsetDateTime": day}
+
+
+def _statement_ending(end: str) -> dict[str, Any]:
+    return STATEMENT_WITH_END | {"effectivePeriod": {"start": "2016-03-01", "end": end}}
+
+
+@pytest.mark.parametrize(
+    ("course", "prescription_id", "recorded", "over"),
+    [
+        pytest.param(
+            _bounded("2016-03-08"),
+            "rx-course",
+            "2016-03-08T20:00:00Z",
+            datetime(2016, 3, 9, tzinfo=UTC),
+            id="given bounds ending on a day and an allergy recorded that evening then an alert",
+        ),
+        pytest.param(
+            _bounded("2016-03"),
+            "rx-course",
+            "2016-03-20",
+            datetime(2016, 4, 1, tzinfo=UTC),
+            id="given bounds ending in a month and an allergy recorded in it then an alert",
+        ),
+        pytest.param(
+            _bounded("2016"),
+            "rx-course",
+            "2016-12-31",
+            datetime(2017, 1, 1, tzinfo=UTC),
+            id="given bounds ending in a year and an allergy recorded on its last day then an alert",
+        ),
+        pytest.param(
+            _statement_ending("2016-03"),
+            "MedicationStatement/ms-amox",
+            "2016-03-20",
+            datetime(2016, 4, 1, tzinfo=UTC),
+            id="given a statement taken until a month and an allergy recorded in it then an alert",
+        ),
+    ],
+)
+def test_given_a_course_ending_on_a_date_then_it_runs_through_that_whole_day_month_or_year(
+    course: dict[str, Any], prescription_id: str, recorded: str, over: datetime
+) -> None:
+    """FHIR: a Period.end of reduced precision includes the whole day, month or year it names;
+    read as its first instant, a course until March was over on March 1."""
+    results = fold(submitted_from([_recorded_on(recorded), course]))
+    advance_clocks(results, over - timedelta(seconds=1), context_for, RULES)
+    records = drug_allergy_alerts(subject(results, "pat1"), prescription_id)
+    assert [a.status.value for a in records] == ["raised"]
+    advance_clocks(results, over, context_for, RULES)
+    records = drug_allergy_alerts(subject(results, "pat1"), prescription_id)
+    assert [a.status.value for a in records] == ["raised", "resolved"]
 
 
 def test_given_a_planned_end_that_cannot_be_read_then_the_course_is_open_ended_and_reported() -> (
