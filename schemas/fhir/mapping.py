@@ -99,7 +99,8 @@ boundsPeriod, effectivePeriod, validityPeriod) written as a year, month or day i
 it, as FHIR reads a Period: `2021-03` ends at 2021-04-01T00:00 UTC. A request
 still under way (active, on-hold, unknown) whose every dosage instruction ends plans its therapy
 to end at the latest of them: that is the prescription's `valid_until`, so rules and reads stop
-using it then (a dosage without an end goes on: no `valid_until`). R5's `medication`
+using it then (a dosage without an end goes on: no `valid_until`; an end not after the order's
+start is reported and left out, like an end that cannot be read). R5's `medication`
 CodeableReference is read as its `concept`, else its `reference` (next to an R4 medication[x],
 an error). Intents order, original-order,
 reflex-order, filler-order, instance-order and plan are prescriptions; proposal and option are
@@ -126,12 +127,13 @@ dosage[0] text or dose quantity, route, notes). Its prescription id is the Medic
 is `basedOn` (so a statement about an imported order updates that order instead of duplicating
 it), else `MedicationStatement/<id>`. `occurred_at`: effectiveDateTime, effectivePeriod.start,
 dateAsserted, meta.lastUpdated. A statement still taken with an effectivePeriod.end is valid
-until then. Completed and stopped statements also yield a MedicationStopped
-at effectivePeriod.end (capped and defaulted as for requests); entered-in-error yields only
-the stop, except that a statement `basedOn` an order leaves the order alone and is skipped (the
-statement was wrong, not the order, whose alerts stay open); not-taken is skipped (the
-patient does not take the drug), and so is an IPS "no known medications" or "no medication
-information" statement (absent-unknown code, or that text without a code): it names no drug.
+until then (an end not after its start is reported and left out). Completed and stopped
+statements also yield a MedicationStopped at effectivePeriod.end (capped and defaulted as for
+requests); entered-in-error yields only the stop, except that a statement `basedOn` an order
+leaves the order alone and is skipped (the statement was wrong, not the order, whose alerts
+stay open); not-taken is skipped (the patient does not take the drug), and so is an IPS "no
+known medications" or "no medication information" statement (absent-unknown code, or that text
+without a code): it names no drug.
 
 A later version of a resource that names another patient than the version before it (a record
 filed under the wrong patient, corrected at the source) ends the claim for the earlier patient

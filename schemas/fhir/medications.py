@@ -165,9 +165,18 @@ class Course:
     stop: Callable[[datetime], datetime | None] | None = None
     """For a course that is over: when it stopped, given when it started (None: not yet)."""
     stop_reason: str | None = None
-    planned_end: datetime | None = None
+    planned_end: PlannedEnd | None = None
     """For a course still under way: when it is planned to end (the prescription's
     `valid_until`, so rules stop using it then); None when open-ended."""
+
+
+@dataclass(frozen=True)
+class PlannedEnd:
+    """When a course still under way is planned to end, and the part of the record that says
+    so (`effectivePeriod.end`)."""
+
+    at: datetime
+    part: str
 
 
 def course_events(source: Source, course: Course) -> list[Event]:
@@ -182,7 +191,7 @@ def course_events(source: Source, course: Course) -> list[Event]:
     )
     timing = timing_of(source, course.starts)
     kind = EventType.MEDICATION_PRESCRIBED.value
-    until = _after(course.planned_end, timing.occurred_at)
+    until = _planned_until(source, course.planned_end, timing.occurred_at)
     prescribed = new_event(source, course.subject_id, timing, payload, kind, valid_until=until)
     events = [] if course.in_error else [prescribed]
     stopped_at = course.stop(timing.occurred_at) if course.stop is not None else None
@@ -196,6 +205,22 @@ def course_events(source: Source, course: Course) -> list[Event]:
         kind = EventType.MEDICATION_STOPPED.value
         events.append(new_event(source, course.subject_id, stop_timing, stop, kind))
     return events
+
+
+def _planned_until(source: Source, end: PlannedEnd | None, started: datetime) -> datetime | None:
+    """The prescription's `valid_until`: a planned end that is not after the course starts
+    ends nothing (a date typed in the wrong year, or the course's own start for its end) and
+    is reported and left out, as an end that cannot be read is: the course is checked as
+    open-ended until it is stopped, rather than end before it began and hide its alerts."""
+    if end is None:
+        return None
+    if end.at <= started:
+        source.passed_over.append(
+            f"{end.part} ends the course at {end.at.isoformat()}, not after it starts "
+            f"({started.isoformat()}): it is checked until it is stopped (imported without it)"
+        )
+        return None
+    return end.at
 
 
 def stopped_by(
@@ -467,7 +492,8 @@ def _names(names: Iterable[str | None]) -> str | None:
 def _request_ends(resource: Json) -> tuple[datetime | None, ...]:
     """A request's therapy end (latest dosage bounds), then its dispense validity end."""
     validity_end = end_time_at(resource, "dispenseRequest", "validityPeriod", "end")
-    return (_latest(_bounds_ends(resource)), validity_end)
+    latest = _latest(_bounds_ends(resource))
+    return (None if latest is None else latest.at, validity_end)
 
 
 def _stop_time(
@@ -483,7 +509,7 @@ def _stop_time(
     return last_updated or started + JUST_AFTER
 
 
-def _planned_therapy_end(resource: Json) -> datetime | None:
+def _planned_therapy_end(resource: Json) -> PlannedEnd | None:
     """When a request still under way plans its therapy to end: the latest dosage bound, when
     every dosage instruction is bounded (one without an end goes on)."""
     ends = _bounds_ends(resource)
@@ -492,23 +518,24 @@ def _planned_therapy_end(resource: Json) -> datetime | None:
     return _latest(ends)
 
 
-def _bounds_ends(resource: Json) -> list[datetime | None]:
+def _bounds_ends(resource: Json) -> list[PlannedEnd | None]:
     """Each dosage instruction's end: its `timing.repeat.boundsPeriod.end`, else its
     `boundsDuration` after the bounds' start or, without one, after the order (`authoredOn`);
     None for an instruction with neither (or a duration with no start to count from)."""
     dosages = resource.get("dosageInstruction")
     ordered = time_at(resource, "authoredOn")
     return [
-        within(f"dosageInstruction[{n}]", partial(_bound_end, dosage, ordered))
+        within(f"dosageInstruction[{n}]", partial(_bound_end, dosage, ordered, n))
         for n, dosage in enumerate(dosages if isinstance(dosages, list) else [])
         if isinstance(dosage, Mapping)
     ]
 
 
-def _bound_end(dosage: Json, ordered: datetime | None) -> datetime | None:
+def _bound_end(dosage: Json, ordered: datetime | None, position: int) -> PlannedEnd | None:
+    where = f"dosageInstruction[{position}].timing.repeat"
     end = end_time_at(dosage, "timing", "repeat", "boundsPeriod", "end")
     if end is not None:
-        return end
+        return PlannedEnd(end, f"{where}.boundsPeriod.end")
     repeat = within("timing", lambda: object_at(object_at(dosage, "timing"), "repeat"))
     duration = within("timing.repeat", lambda: object_at(repeat, "boundsDuration"))
     if not duration:
@@ -518,15 +545,15 @@ def _bound_end(dosage: Json, ordered: datetime | None) -> datetime | None:
         return None
     length = within("timing.repeat.boundsDuration", lambda: duration_of(duration))
     try:
-        return start + length
+        return PlannedEnd(start + length, f"{where}.boundsDuration")
     except OverflowError:
         message = "ends after the year 9999"
         field = "timing.repeat.boundsDuration"
         raise Unmappable(Problem.INVALID_VALUE, message, field=field) from None
 
 
-def _latest(times: Iterable[datetime | None]) -> datetime | None:
-    return max((time for time in times if time is not None), default=None)
+def _latest(ends: Iterable[PlannedEnd | None]) -> PlannedEnd | None:
+    return max((end for end in ends if end is not None), key=lambda end: end.at, default=None)
 
 
 def _after(time: datetime | None, start: datetime) -> datetime | None:
@@ -581,7 +608,7 @@ def statement_events(source: Source, index: Index) -> list[Event]:
         stop_reason=stop_reason_of(source, status),
         planned_end=None
         if status in _TAKEN_STATUSES
-        else optional_part(source, lambda: end_time_at(resource, "effectivePeriod", "end"), None),
+        else optional_part(source, lambda: _statement_planned_end(resource), None),
     )
     return course_events(source, course)
 
@@ -596,6 +623,11 @@ def _statement_starts(resource: Json) -> tuple[datetime | None, ...]:
     if effective is not None and asserted is not None and effective > asserted:
         return (asserted,)
     return (effective, asserted)
+
+
+def _statement_planned_end(resource: Json) -> PlannedEnd | None:
+    end = end_time_at(resource, "effectivePeriod", "end")
+    return None if end is None else PlannedEnd(end, "effectivePeriod.end")
 
 
 def _statement_ends(resource: Json) -> tuple[datetime | None, ...]:

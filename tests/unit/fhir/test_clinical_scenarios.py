@@ -747,6 +747,74 @@ def test_given_a_planned_end_that_cannot_be_read_then_the_course_is_open_ended_a
     )
 
 
+SEVEN_DAYS_FROM_MARCH_1 = {
+    "dosageInstruction": [
+        {
+            "timing": {
+                "repeat": {"boundsPeriod": {"start": "2016-03-01"}, "boundsDuration": SEVEN_DAYS}
+            }
+        }
+    ]
+}
+
+
+def _ordered_after_its_bounds(order: dict[str, Any]) -> dict[str, Any]:
+    """The order, written a year after the bounds of its dosage (a year typed wrong)."""
+    return order | {"authoredOn": "2017-03-01"}
+
+
+@pytest.mark.parametrize(
+    ("course", "prescription_id", "passed_over"),
+    [
+        pytest.param(
+            _ordered_after_its_bounds(_bounded("2016-03-08")),
+            "rx-course",
+            "MedicationRequest/rx-course: dosageInstruction[0].timing.repeat.boundsPeriod.end "
+            "ends the course at 2016-03-09T00:00:00+00:00, not after it starts "
+            "(2017-03-01T00:00:00+00:00)",
+            id="given bounds ending before the order then reported and open-ended",
+        ),
+        pytest.param(
+            _ordered_after_its_bounds(_bounded(None) | SEVEN_DAYS_FROM_MARCH_1),
+            "rx-course",
+            "MedicationRequest/rx-course: dosageInstruction[0].timing.repeat.boundsDuration "
+            "ends the course at 2016-03-08T00:00:00+00:00, not after it starts "
+            "(2017-03-01T00:00:00+00:00)",
+            id="given a duration from a start before the order then reported and open-ended",
+        ),
+        pytest.param(
+            AMOXICILLIN_TAKEN
+            | {
+                "effectiveDateTime": None,
+                "effectivePeriod": {"end": "2016-02-10"},
+                "dateAsserted": "2016-03-01",
+            },
+            "MedicationStatement/ms-amox",
+            "MedicationStatement/ms-amox: effectivePeriod.end ends the course at "
+            "2016-02-11T00:00:00+00:00, not after it starts (2016-03-01T00:00:00+00:00)",
+            id="given a statement taken until before it began then reported and open-ended",
+        ),
+    ],
+)
+def test_given_a_planned_end_before_the_course_starts_then_it_stays_checked_and_is_reported(
+    course: dict[str, Any], prescription_id: str, passed_over: str
+) -> None:
+    """An end before the start ends nothing: left out silently, the course ran for ever
+    without a word; now it is reported, and the course is checked until it is stopped (the
+    safe reading: its alerts stay open rather than end before it began)."""
+    context = ImportContext(tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK)
+    imported = import_fhir(unpack(course, "scenario#0"), context)
+    assert imported.errors == []
+    (prescribed,) = [event for _, event in imported.events]
+    assert prescribed.valid_until is None
+    assert [part.message for part in imported.passed_over] == [
+        f"{passed_over}: it is checked until it is stopped (imported without it)"
+    ]
+    later = datetime(2018, 1, 1, tzinfo=UTC)
+    records = drug_allergy_alerts(_judged_at(course, later), prescription_id)
+    assert [a.status.value for a in records] == ["raised"]
+
+
 @pytest.mark.parametrize(
     ("duration", "problem"),
     [
