@@ -92,7 +92,11 @@ codes (the Medication's and its ingredients': a local formulary code with RxNorm
 ingredients is known by them), dose text (dosageInstruction[0].text, else its first
 doseAndRate.doseQuantity, "500 mg"), route and notes. The
 Medication is `medicationCodeableConcept`, a contained `#id`, or a `Medication/id` / `fullUrl`
-found anywhere in the input set; a missing one is an error. A dosage instruction ends at its
+found anywhere in the input set; a missing one is an error. An ingredient is its
+`itemCodeableConcept` (R5 `item.concept`) or the Medication or Substance its `itemReference` (R5
+`item.reference`) names, contained or in the input set; one that names nothing readable is
+reported and marks the drug's text "(ingredient not resolved)", so the drug is judged
+`unverified`. A dosage instruction ends at its
 `timing.repeat.boundsPeriod.end`, else its `boundsDuration` (a UCUM time: s, min, h, d, wk, mo,
 a; or its unit text, "days") after the bounds' start or the order's `authoredOn`. An end (of
 boundsPeriod, effectivePeriod, validityPeriod) written as a year, month or day includes all of
@@ -352,6 +356,10 @@ def _medication_definition(_source: Source, _index: Index) -> list[Event]:
     raise Unsupported("Medication: no event of its own (it resolves medication references)")
 
 
+def _substance_definition(_source: Source, _index: Index) -> list[Event]:
+    raise Unsupported("Substance: no event of its own (it resolves ingredient references)")
+
+
 _MAPPERS: Final[dict[str, Mapper]] = {
     "AllergyIntolerance": allergy_events,
     "MedicationRequest": request_events,
@@ -361,6 +369,7 @@ _MAPPERS: Final[dict[str, Mapper]] = {
     "Immunization": immunization_events,
     "Patient": patient_events,
     "Medication": _medication_definition,
+    "Substance": _substance_definition,
 }
 MAPPED_TYPES: Final = frozenset(_MAPPERS)
 """The resource types mapped to events."""

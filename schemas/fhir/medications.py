@@ -77,6 +77,10 @@ _ENDED_STATUSES: Final = frozenset({"stopped", "completed", "cancelled", IN_ERRO
 class Drug:
     text: str
     codes: tuple[Coding, ...]
+    unresolved: tuple[str, ...] = ()
+    """Why each ingredient reference that names nothing readable was left out (the text then
+    says an ingredient was not resolved, so the drug is judged `unverified`, never "no
+    conflict" for want of it)."""
 
 
 def request_events(source: Source, index: Index) -> list[Event]:
@@ -191,6 +195,7 @@ def course_events(source: Source, course: Course) -> list[Event]:
     )
     timing = timing_of(source, course.starts)
     kind = EventType.MEDICATION_PRESCRIBED.value
+    source.passed_over.extend(f"{why} (imported without it)" for why in course.drug.unresolved)
     until = _planned_until(source, course.planned_end, timing.occurred_at)
     prescribed = new_event(source, course.subject_id, timing, payload, kind, valid_until=until)
     events = [] if course.in_error else [prescribed]
@@ -331,11 +336,14 @@ def drug_of(resource: Json, index: Index) -> Drug:
             )
         return Drug(display, ())
     target = string_at(reference_object, "reference") or ""
-    return within(
+    siblings = tuple(objects_at(resource, "contained")) if target.startswith("#") else ()
+    drug = within(
         f"the Medication {target}",
-        lambda: _drug_from_medication(medication, display, index),
+        lambda: _drug_from_medication(medication, display, index, siblings),
         joiner=": ",
     )
+    unresolved = tuple(f"the Medication {target}: {why}" for why in drug.unresolved)
+    return Drug(drug.text, drug.codes, unresolved)
 
 
 Part = tuple[str, object]
@@ -409,21 +417,24 @@ def _contained(resource: Json, identifier: str) -> Json:
 
 
 def _drug_from_medication(
-    medication: Json, display: str | None, index: Index | None = None
+    medication: Json,
+    display: str | None,
+    index: Index | None = None,
+    siblings: Sequence[Json] = (),
 ) -> Drug:
     """The drug a Medication names: its code's text (with the names of ingredients it does not
     already name and no code identifies: "Ward stock suspension (amoxicillin)"), else its
     ingredients' names, else the reference's display, else a code; coded by its own codings
     and those of its ingredients (a local formulary code with RxNorm-coded ingredients is still
-    known by its ingredients). An ingredient given as a reference to a Medication of the input
-    set is that Medication's drug (followed one level, with `index`). A Medication that cannot
-    be read as plain (`schemas.fhir.modifiers`) is an error for the records naming it."""
+    known by its ingredients). An ingredient is read as `_ingredients` reads it; `siblings` are
+    the resources contained beside a contained Medication. A Medication that cannot be read as
+    plain (`schemas.fhir.modifiers`) is an error for the records naming it."""
     refused = not_plain(medication)
     if refused is not None:
         raise refused
     code = medication.get("code")
     concept = as_object(code, "code") if code is not None else {}
-    ingredients = _ingredient_concepts(medication, index)
+    ingredients, unresolved = _ingredients(medication, index, siblings)
     own = within("code", lambda: concept_text(concept))
     text = (
         _with_uncoded_ingredients(own, ingredients)
@@ -437,7 +448,7 @@ def _drug_from_medication(
         )
     codes = within("code", lambda: codings_of(concept))
     codes += tuple(c for item in ingredients for c in item.codes)
-    return Drug(text, tuple(dict.fromkeys(codes)))
+    return Drug(text, tuple(dict.fromkeys(codes)), unresolved)
 
 
 def _with_uncoded_ingredients(text: str | None, ingredients: list[ReadConcept]) -> str | None:
@@ -452,37 +463,141 @@ def _with_uncoded_ingredients(text: str | None, ingredients: list[ReadConcept]) 
     return f"{text} ({', '.join(dict.fromkeys(more))})" if more else text
 
 
-def _ingredient_concepts(medication: Json, index: Index | None) -> list[ReadConcept]:
-    """What each ingredient's `itemCodeableConcept` or `itemReference` names and codes (one
-    that cannot be read is passed over)."""
-    ingredients = medication.get("ingredient")
-    found = []
-    for ingredient in ingredients if isinstance(ingredients, list) else []:
+UNRESOLVED_INGREDIENT: Final = "ingredient not resolved"
+"""Added to a drug's text for an ingredient reference that names nothing readable: words no
+drug knowledge recognises, so the drug is judged `unverified` (partly recognised) instead of
+by its other ingredients alone."""
+
+
+def _ingredients(
+    medication: Json, index: Index | None, siblings: Sequence[Json]
+) -> tuple[list[ReadConcept], tuple[str, ...]]:
+    """What each ingredient names and codes: its `itemCodeableConcept` (R5 `item.concept`), or
+    the Medication or Substance its `itemReference` (R5 `item.reference`) names, contained
+    (`#id`, in the Medication or beside it) or, with `index`, in the input set (an ingredient
+    Medication's own references are followed to what it contains only). An ingredient that
+    cannot be read at all is passed over; a reference that names nothing readable is left out,
+    with why, and the drug's text says an ingredient was not resolved."""
+    listed = medication.get("ingredient")
+    contained = (*_contained_resources(medication), *siblings)
+    found: list[ReadConcept] = []
+    unresolved: list[str] = []
+    for position, ingredient in enumerate(listed if isinstance(listed, list) else []):
         if not isinstance(ingredient, Mapping):
             continue
-        referenced = _referenced_ingredient(ingredient.get("itemReference"), index)
-        read = referenced or optional_concept(
-            ingredient.get("itemCodeableConcept") or ingredient.get("itemReference")
-        )
-        if read is not None:
-            found.append(read)
-    return found
+        concept, reference = _ingredient_item(ingredient, f"ingredient[{position}]")
+        if concept is not None:
+            read = optional_concept(concept)
+            found.extend([] if read is None else [read])
+        elif reference is not None:
+            where, value = reference
+            read, why = _referenced_ingredient(value, index, contained)
+            found.extend([] if read is None else [read])
+            if why is not None:
+                unresolved.append(f"{where} {why}")
+                found.append(ReadConcept(UNRESOLVED_INGREDIENT, ()))
+    return found, tuple(unresolved)
 
 
-def _referenced_ingredient(reference: object, index: Index | None) -> ReadConcept | None:
-    """The drug of a Medication of the input set that an ingredient's `itemReference` names."""
-    if index is None or not isinstance(reference, Mapping):
-        return None
+def _contained_resources(resource: Json) -> list[Json]:
+    contained = resource.get("contained")
+    return (
+        [item for item in contained if isinstance(item, Mapping)]
+        if isinstance(contained, list)
+        else []
+    )
+
+
+def _ingredient_item(ingredient: Json, where: str) -> tuple[object, Part | None]:
+    """An ingredient's concept, or its reference with its path: R4's `itemCodeableConcept` or
+    `itemReference`, or R5's `item` CodeableReference (`item.concept`, else `item.reference`)."""
+    if ingredient.get("itemCodeableConcept") is not None:
+        return ingredient["itemCodeableConcept"], None
+    if ingredient.get("itemReference") is not None:
+        return None, (f"{where}.itemReference", ingredient["itemReference"])
+    item = ingredient.get("item")
+    if not isinstance(item, Mapping):
+        return None, None
+    if item.get("concept") is not None:
+        return item["concept"], None
+    if item.get("reference") is not None:
+        return None, (f"{where}.item.reference", item["reference"])
+    return None, None
+
+
+def _referenced_ingredient(
+    reference: object, index: Index | None, contained: Sequence[Json]
+) -> tuple[ReadConcept | None, str | None]:
+    """What the Medication or Substance an ingredient reference names is, or why it cannot be
+    told (with the reference's display, if it has one, as the ingredient's name)."""
+    if not isinstance(reference, Mapping):
+        return None, "is not a Reference (a JSON object)"
     target, display = reference.get("reference"), reference.get("display")
-    medication = index.medication(target) if isinstance(target, str) and target else None
-    if medication is None:
-        return None
+    display = (display.strip() or None) if isinstance(display, str) else None
+    named = None if display is None else ReadConcept(display, ())
+    if not isinstance(target, str) or not target.strip():
+        return named, "names no resource (no reference): what the ingredient is cannot be checked"
+    found = _ingredient_resource(target, index, contained)
+    if found is None:
+        if target.startswith("#"):
+            missing = "is not a Medication or Substance contained"
+        elif index is None:
+            missing = "is named by an ingredient's own ingredient, which is not followed"
+        else:
+            missing = "is not a Medication or Substance among the imported resources"
+        return named, f"{target} {missing}: what the ingredient is cannot be checked"
+    if found.get("resourceType") == "Substance":
+        return _substance_concept(found, target, display)
     drug = within(
         f"the ingredient Medication {target}",
-        lambda: _drug_from_medication(medication, display if isinstance(display, str) else None),
+        lambda: _drug_from_medication(found, display, None, ()),
         joiner=": ",
     )
-    return ReadConcept(drug.text, drug.codes)
+    why = "; ".join(drug.unresolved) or None
+    return ReadConcept(drug.text, drug.codes), None if why is None else f"-> {target}: {why}"
+
+
+def _ingredient_resource(
+    target: str, index: Index | None, contained: Sequence[Json]
+) -> Json | None:
+    if target.startswith("#"):
+        return next(
+            (
+                item
+                for item in contained
+                if item.get("resourceType") in _INGREDIENT_TYPES
+                and item.get("id") in (target[1:], target)
+            ),
+            None,
+        )
+    if index is None:
+        return None
+    return index.medication(target) or index.substance(target)
+
+
+_INGREDIENT_TYPES: Final = frozenset({"Medication", "Substance"})
+
+
+def _substance_concept(
+    substance: Json, target: str, display: str | None
+) -> tuple[ReadConcept | None, str | None]:
+    """A Substance's code (R4 CodeableConcept, or R5 CodeableReference's `concept`) as an
+    ingredient; a Substance that cannot be read as plain is an error for the records naming
+    it, one whose code says nothing is left out."""
+    refused = not_plain(substance)
+    if refused is not None:
+        raise refused.within(f"the ingredient Substance {target}", ": ")
+    code = substance.get("code")
+    if isinstance(code, Mapping) and isinstance(code.get("concept"), Mapping):
+        code = code["concept"]
+    read = optional_concept(code)
+    if read is None or (read.label is None and not read.codes):
+        named = None if display is None else ReadConcept(display, ())
+        return (
+            named,
+            f"{target} is a Substance without a readable code: what it is cannot be checked",
+        )
+    return ReadConcept(read.label or display, read.codes), None
 
 
 def _names(names: Iterable[str | None]) -> str | None:

@@ -79,10 +79,14 @@ class Index:
     replacing: Mapping[str, tuple[SourcedResource, ...]] = field(default_factory=dict)
     """`MedicationRequest/<id>` or an entry's `urn:uuid:` -> the MedicationRequests (every
     version) whose `priorPrescription` names it, as written."""
+    substances: Mapping[str, Json] = field(default_factory=dict)
+    """`Substance/<id>` and entry fullUrls -> the newest version of that Substance (what a
+    Medication's ingredient may name)."""
 
     @classmethod
     def of(cls, resources: Iterable[SourcedResource]) -> Index:
         medications: dict[str, SourcedResource] = {}
+        substances: dict[str, SourcedResource] = {}
         patients: dict[str, str] = {}
         orders: dict[str, SourcedResource] = {}
         identifiers: dict[tuple[str, str], str | None] = {}
@@ -97,6 +101,8 @@ class Index:
             ]
             if resource_type == "Medication":
                 _keep_newest(medications, keys, item, ranks, ties)
+            if resource_type == "Substance":
+                _keep_newest(substances, keys, item, ranks, ties)
             if resource_type == "MedicationRequest":
                 _keep_newest(orders, keys, item, ranks, ties)
                 prior = _prior_key(item.resource)
@@ -117,16 +123,23 @@ class Index:
             identifiers,
             undecided=undecided,
             replacing={key: tuple(items) for key, items in replacing.items()},
+            substances={key: item.resource for key, item in substances.items()},
         )
 
     def medication(self, reference: str) -> Json | None:
         """The Medication a reference names (`urn:uuid:...`, `Medication/<id>` or a URL ending
         in it), None if the input set does not hold it."""
-        key = self._decided(reference_key(reference))
-        found = self.medications.get(key)
+        return self._definition(self.medications, reference)
+
+    def substance(self, reference: str) -> Json | None:
+        """The Substance a reference names (as `medication` finds a Medication)."""
+        return self._definition(self.substances, reference)
+
+    def _definition(self, held: Mapping[str, Json], reference: str) -> Json | None:
+        found = held.get(self._decided(reference_key(reference)))
         relative = relative_reference(reference)
         if found is None and relative is not None:
-            found = self.medications.get(self._decided(relative))
+            found = held.get(self._decided(relative))
         return found
 
     def order(self, reference: str) -> SourcedResource | None:

@@ -1099,6 +1099,115 @@ def test_given_a_local_medication_code_with_rxnorm_coded_ingredients_then_a_crit
     assert alert.drug_allergy.matched == ("piperacillin",)
 
 
+AMOXICILLIN_CODE = {"coding": [{"system": RXNORM, "code": "723", "display": "Amoxicillin"}]}
+SALINE_BAG = "Sodium chloride 0.9% 100 mL infusion"
+
+
+def _admixture(ingredient: dict[str, Any], *contained: dict[str, Any]) -> dict[str, Any]:
+    """A bag of saline with one more ingredient (`Medication/bag`), holding `contained`."""
+    return {
+        "resourceType": "Medication",
+        "id": "bag",
+        "code": {"text": SALINE_BAG},
+        "contained": list(contained),
+        "ingredient": [ingredient, {"itemCodeableConcept": {"text": "sodium chloride"}}],
+    }
+
+
+def _order_of(medication: str, *contained: dict[str, Any]) -> dict[str, Any]:
+    return ACTIVE_ZOSYN | {
+        "contained": list(contained),
+        "medicationReference": {"reference": medication},
+    }
+
+
+ABX_MEDICATION = {"resourceType": "Medication", "id": "abx", "code": AMOXICILLIN_CODE}
+ABX_SUBSTANCE = {"resourceType": "Substance", "id": "abx", "code": AMOXICILLIN_CODE}
+
+
+@pytest.mark.parametrize(
+    "resources",
+    [
+        pytest.param(
+            [_admixture({"itemReference": {"reference": "#abx"}}, ABX_MEDICATION)],
+            id="given an ingredient that is a Medication the Medication contains",
+        ),
+        pytest.param(
+            [_admixture({"itemReference": {"reference": "#abx"}}, ABX_SUBSTANCE)],
+            id="given an ingredient that is a Substance the Medication contains",
+        ),
+        pytest.param(
+            [_admixture({"itemReference": {"reference": "Substance/abx"}}), ABX_SUBSTANCE],
+            id="given an ingredient that is a Substance of the input set",
+        ),
+        pytest.param(
+            [_admixture({"item": {"concept": AMOXICILLIN_CODE}})],
+            id="given an R5 ingredient item.concept",
+        ),
+        pytest.param(
+            [_admixture({"item": {"reference": {"reference": "Medication/abx"}}}), ABX_MEDICATION],
+            id="given an R5 ingredient item.reference to a Medication of the input set",
+        ),
+    ],
+)
+def test_given_an_admixture_whose_ingredient_is_a_penicillin_then_a_critical_alert(
+    resources: list[dict[str, Any]],
+) -> None:
+    """An antibiotic added to a bag of saline, named by reference or in R5's form: dropped,
+    the bag was judged as saline alone and raised nothing."""
+    order = _order_of("Medication/bag")
+    result = subject(fold(submitted_from([PENICILLIN, *resources, order])), "pat1")
+    [alert] = drug_allergy_alerts(result, "medrx0319")
+    assert alert.drug_allergy is not None
+    assert (alert.severity, alert.drug_allergy.level) == (Severity.CRITICAL, "same_class")
+
+
+def test_given_a_contained_admixture_whose_ingredient_is_contained_beside_it_then_an_alert() -> (
+    None
+):
+    bag = _admixture({"itemReference": {"reference": "#abx"}})
+    order = _order_of("#bag", bag | {"contained": []}, ABX_MEDICATION)
+    result = subject(fold(submitted_from([PENICILLIN, order])), "pat1")
+    [alert] = drug_allergy_alerts(result, "medrx0319")
+    assert alert.severity is Severity.CRITICAL
+
+
+@pytest.mark.parametrize(
+    ("ingredient", "passed_over"),
+    [
+        pytest.param(
+            {"itemReference": {"reference": "Medication/gone"}},
+            "ingredient[0].itemReference Medication/gone is not a Medication or Substance "
+            "among the imported resources",
+            id="given an ingredient reference the input set does not hold",
+        ),
+        pytest.param(
+            {"item": {"reference": {"reference": "#gone"}}},
+            "ingredient[0].item.reference #gone is not a Medication or Substance contained",
+            id="given an R5 ingredient reference to nothing contained",
+        ),
+    ],
+)
+def test_given_an_ingredient_that_cannot_be_resolved_then_reported_and_judged_unverified(
+    ingredient: dict[str, Any], passed_over: str
+) -> None:
+    """Never "no conflict" for want of what the bag holds: the drug cannot be verified."""
+    resources = [PENICILLIN, _admixture(ingredient), _order_of("Medication/bag")]
+    context = ImportContext(tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK)
+    imported = import_fhir(
+        combine(unpack(r, f"scenario#{n}") for n, r in enumerate(resources)), context
+    )
+    assert [part.message for part in imported.passed_over] == [
+        f"MedicationRequest/medrx0319: the Medication Medication/bag: {passed_over}: what the "
+        "ingredient is cannot be checked (imported without it)"
+    ]
+    result = subject(fold(submitted_from(resources)), "pat1")
+    [alert] = drug_allergy_alerts(result, "medrx0319")
+    assert alert.drug_allergy is not None
+    assert (alert.severity, alert.drug_allergy.level) == (Severity.WARNING, "unverified")
+    assert alert.drug_allergy.drug == f"{SALINE_BAG} (ingredient not resolved)"
+
+
 def test_given_a_general_allergy_code_whose_reaction_names_the_agent_then_a_critical_alert() -> (
     None
 ):

@@ -730,8 +730,9 @@ def test_given_a_contained_medication_when_imported_then_its_code_and_the_dosage
         pytest.param(
             [example("MedicationRequest-medrx002"), example("Medication-med0316")],
             "Chlorthalidone 50mg tablet (product)",
-            ((SNOMED, "317935006"),),
-            id="given Medication/id found in the input set when imported then that Medication",
+            ((SNOMED, "317935006"), (SNOMED, "387324004")),
+            id="given Medication/id found in the input set when imported then that Medication "
+            "and the code of the Substance it contains as its ingredient",
         ),
         pytest.param(
             [example("MedicationRequest-medrx0308")],
@@ -783,7 +784,7 @@ def test_given_a_contained_medication_when_imported_then_its_code_and_the_dosage
                 }
             ],
             "Chlorthalidone 50mg tablet (product)",
-            ((SNOMED, "317935006"),),
+            ((SNOMED, "317935006"), (SNOMED, "387324004")),
             id="given a urn:uuid reference to a bundle entry when imported then that Medication",
         ),
         pytest.param(
@@ -1897,7 +1898,7 @@ def test_given_a_bundle_entry_deleting_a_claim_then_an_error_names_it(url: str, 
 
 
 def test_every_resource_type_that_becomes_claims_is_one_whose_deletion_is_refused() -> None:
-    assert MAPPED_TYPES - {"Medication"} == CLAIM_TYPES
+    assert MAPPED_TYPES - {"Medication", "Substance"} == CLAIM_TYPES
 
 
 @pytest.mark.parametrize(
