@@ -31,7 +31,9 @@ to the one Patient of the input set that carries it; no such Patient, or two, is
 `urn:uuid:` is compared in lower case (RFC 4122), so an upper-case copy names the same patient.
 A reference to a Medication or MedicationRequest resolves to the newest version the input set
 holds (`meta.lastUpdated`, then a numeric `meta.versionId`); two different resources under one
-reference that no version order separates are an error for the records naming them.
+reference that no version order separates are an error for the records naming them. A
+reference to a Medication or Substance pinned to a version (`/_history/<versionId>`) names that
+version when the set holds it, else the newest, with a line that says so.
 
 Times: `occurred_at` is the first present of
   - AllergyIntolerance: recordedDate, onsetDateTime, onsetPeriod.start, meta.lastUpdated; for

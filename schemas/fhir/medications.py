@@ -77,10 +77,14 @@ _ENDED_STATUSES: Final = frozenset({"stopped", "completed", "cancelled", IN_ERRO
 class Drug:
     text: str
     codes: tuple[Coding, ...]
-    unresolved: tuple[str, ...] = ()
-    """Why each ingredient reference that names nothing readable was left out (the text then
-    says an ingredient was not resolved, so the drug is judged `unverified`, never "no
-    conflict" for want of it)."""
+    reported: tuple[str, ...] = ()
+    """What is to be said of how the drug was read, a line each: an ingredient reference that
+    names nothing readable, left out, or a reference pinned to a version the input set does not
+    hold, and the version read instead."""
+    resolved: bool = True
+    """False when an ingredient reference names nothing readable: the text then says an
+    ingredient was not resolved, so the drug is judged `unverified`, never "no conflict" for
+    want of it."""
 
 
 def request_events(source: Source, index: Index) -> list[Event]:
@@ -195,7 +199,7 @@ def course_events(source: Source, course: Course) -> list[Event]:
     )
     timing = timing_of(source, course.starts)
     kind = EventType.MEDICATION_PRESCRIBED.value
-    source.passed_over.extend(f"{why} (imported without it)" for why in course.drug.unresolved)
+    source.passed_over.extend(course.drug.reported)
     until = _planned_until(source, course.planned_end, timing.occurred_at)
     prescribed = new_event(source, course.subject_id, timing, payload, kind, valid_until=until)
     events = [] if course.in_error else [prescribed]
@@ -342,8 +346,10 @@ def drug_of(resource: Json, index: Index) -> Drug:
         lambda: _drug_from_medication(medication, display, index, siblings),
         joiner=": ",
     )
-    unresolved = tuple(f"the Medication {target}: {why}" for why in drug.unresolved)
-    return Drug(drug.text, drug.codes, unresolved)
+    version = index.pinned_version_note(target)
+    reported = (*([] if version is None else [version]), *drug.reported)
+    named = tuple(f"the Medication {target}: {line}" for line in reported)
+    return Drug(drug.text, drug.codes, named, drug.resolved)
 
 
 Part = tuple[str, object]
@@ -434,7 +440,7 @@ def _drug_from_medication(
         raise refused
     code = medication.get("code")
     concept = as_object(code, "code") if code is not None else {}
-    ingredients, unresolved = _ingredients(medication, index, siblings)
+    ingredients, reported, resolved = _ingredients(medication, index, siblings)
     own = within("code", lambda: concept_text(concept))
     text = (
         _with_uncoded_ingredients(own, ingredients)
@@ -448,7 +454,7 @@ def _drug_from_medication(
         )
     codes = within("code", lambda: codings_of(concept))
     codes += tuple(c for item in ingredients for c in item.codes)
-    return Drug(text, tuple(dict.fromkeys(codes)), unresolved)
+    return Drug(text, tuple(dict.fromkeys(codes)), reported, resolved)
 
 
 def _with_uncoded_ingredients(text: str | None, ingredients: list[ReadConcept]) -> str | None:
@@ -471,17 +477,19 @@ by its other ingredients alone."""
 
 def _ingredients(
     medication: Json, index: Index | None, siblings: Sequence[Json]
-) -> tuple[list[ReadConcept], tuple[str, ...]]:
+) -> tuple[list[ReadConcept], tuple[str, ...], bool]:
     """What each ingredient names and codes: its `itemCodeableConcept` (R5 `item.concept`), or
     the Medication or Substance its `itemReference` (R5 `item.reference`) names, contained
     (`#id`, in the Medication or beside it) or, with `index`, in the input set (an ingredient
-    Medication's own references are followed to what it contains only). An ingredient that
-    cannot be read at all is passed over; a reference that names nothing readable is left out,
-    with why, and the drug's text says an ingredient was not resolved."""
+    Medication's own references are followed to what it contains only); what is to be said of
+    them (`Drug.reported`); and whether every reference named something readable (one that
+    did not is left out, and the drug's text says an ingredient was not resolved). An
+    ingredient that cannot be read at all is passed over."""
     listed = medication.get("ingredient")
     contained = (*_contained_resources(medication), *siblings)
     found: list[ReadConcept] = []
-    unresolved: list[str] = []
+    reported: list[str] = []
+    resolved = True
     for position, ingredient in enumerate(listed if isinstance(listed, list) else []):
         if not isinstance(ingredient, Mapping):
             continue
@@ -491,12 +499,13 @@ def _ingredients(
             found.extend([] if read is None else [read])
         elif reference is not None:
             where, value = reference
-            read, why = _referenced_ingredient(value, index, contained)
-            found.extend([] if read is None else [read])
-            if why is not None:
-                unresolved.append(f"{where} {why}")
+            named = _referenced_ingredient(value, index, contained)
+            found.extend([] if named.read is None else [named.read])
+            reported.extend(f"{where} {line}" for line in named.reported)
+            if not named.resolved:
                 found.append(ReadConcept(UNRESOLVED_INGREDIENT, ()))
-    return found, tuple(unresolved)
+                resolved = False
+    return found, tuple(reported), resolved
 
 
 def _contained_resources(resource: Json) -> list[Json]:
@@ -525,18 +534,33 @@ def _ingredient_item(ingredient: Json, where: str) -> tuple[object, Part | None]
     return None, None
 
 
+@dataclass(frozen=True)
+class _NamedIngredient:
+    """What an ingredient reference names, what is to be said of it, and whether it named
+    something readable (else `read` is its display, if it has one)."""
+
+    read: ReadConcept | None
+    reported: tuple[str, ...] = ()
+    resolved: bool = True
+
+
+_CANNOT_CHECK: Final = "what the ingredient is cannot be checked (imported without it)"
+
+
 def _referenced_ingredient(
     reference: object, index: Index | None, contained: Sequence[Json]
-) -> tuple[ReadConcept | None, str | None]:
-    """What the Medication or Substance an ingredient reference names is, or why it cannot be
-    told (with the reference's display, if it has one, as the ingredient's name)."""
+) -> _NamedIngredient:
+    """The Medication or Substance an ingredient reference names, or why it names nothing
+    readable."""
     if not isinstance(reference, Mapping):
-        return None, "is not a Reference (a JSON object)"
+        return _NamedIngredient(
+            None, (f"is not a Reference (a JSON object): {_CANNOT_CHECK}",), False
+        )
     target, display = reference.get("reference"), reference.get("display")
     display = (display.strip() or None) if isinstance(display, str) else None
     named = None if display is None else ReadConcept(display, ())
     if not isinstance(target, str) or not target.strip():
-        return named, "names no resource (no reference): what the ingredient is cannot be checked"
+        return _NamedIngredient(named, (f"names no resource: {_CANNOT_CHECK}",), False)
     found = _ingredient_resource(target, index, contained)
     if found is None:
         if target.startswith("#"):
@@ -545,16 +569,22 @@ def _referenced_ingredient(
             missing = "is named by an ingredient's own ingredient, which is not followed"
         else:
             missing = "is not a Medication or Substance among the imported resources"
-        return named, f"{target} {missing}: what the ingredient is cannot be checked"
+        return _NamedIngredient(named, (f"{target} {missing}: {_CANNOT_CHECK}",), False)
+    version = None if index is None else index.pinned_version_note(target)
+    noted = () if version is None else (f"{target}: {version}",)
     if found.get("resourceType") == "Substance":
-        return _substance_concept(found, target, display)
+        read = _substance_concept(found, target)
+        if read is None:
+            unreadable = f"{target} is a Substance without a readable code: {_CANNOT_CHECK}"
+            return _NamedIngredient(named, (*noted, unreadable), False)
+        return _NamedIngredient(ReadConcept(read.label or display, read.codes), noted)
     drug = within(
         f"the ingredient Medication {target}",
         lambda: _drug_from_medication(found, display, None, ()),
         joiner=": ",
     )
-    why = "; ".join(drug.unresolved) or None
-    return ReadConcept(drug.text, drug.codes), None if why is None else f"-> {target}: {why}"
+    inner = tuple(f"-> {target}: {line}" for line in drug.reported)
+    return _NamedIngredient(ReadConcept(drug.text, drug.codes), (*noted, *inner), drug.resolved)
 
 
 def _ingredient_resource(
@@ -578,12 +608,10 @@ def _ingredient_resource(
 _INGREDIENT_TYPES: Final = frozenset({"Medication", "Substance"})
 
 
-def _substance_concept(
-    substance: Json, target: str, display: str | None
-) -> tuple[ReadConcept | None, str | None]:
+def _substance_concept(substance: Json, target: str) -> ReadConcept | None:
     """A Substance's code (R4 CodeableConcept, or R5 CodeableReference's `concept`) as an
-    ingredient; a Substance that cannot be read as plain is an error for the records naming
-    it, one whose code says nothing is left out."""
+    ingredient, None when it says nothing; a Substance that cannot be read as plain is an error
+    for the records naming it."""
     refused = not_plain(substance)
     if refused is not None:
         raise refused.within(f"the ingredient Substance {target}", ": ")
@@ -591,13 +619,7 @@ def _substance_concept(
     if isinstance(code, Mapping) and isinstance(code.get("concept"), Mapping):
         code = code["concept"]
     read = optional_concept(code)
-    if read is None or (read.label is None and not read.codes):
-        named = None if display is None else ReadConcept(display, ())
-        return (
-            named,
-            f"{target} is a Substance without a readable code: what it is cannot be checked",
-        )
-    return ReadConcept(read.label or display, read.codes), None
+    return None if read is None or (read.label is None and not read.codes) else read
 
 
 def _names(names: Iterable[str | None]) -> str | None:

@@ -82,6 +82,9 @@ class Index:
     substances: Mapping[str, Json] = field(default_factory=dict)
     """`Substance/<id>` and entry fullUrls -> the newest version of that Substance (what a
     Medication's ingredient may name)."""
+    versions: Mapping[str, Mapping[str, Json]] = field(default_factory=dict)
+    """`Medication/<id>` or `Substance/<id>` -> its versions in the input set by
+    `meta.versionId`, for a reference pinned to one (`Medication/m1/_history/1`)."""
 
     @classmethod
     def of(cls, resources: Iterable[SourcedResource]) -> Index:
@@ -93,6 +96,7 @@ class Index:
         ranks: dict[str, VersionRank] = {}
         ties: dict[str, VersionRank] = {}
         replacing: dict[str, list[SourcedResource]] = {}
+        versions: dict[str, dict[str, Json]] = {}
         for item in resources:
             resource_type, identifier = item.resource_type, item.identity
             full_url = reference_key(item.full_url) if item.full_url else None
@@ -103,6 +107,9 @@ class Index:
                 _keep_newest(medications, keys, item, ranks, ties)
             if resource_type == "Substance":
                 _keep_newest(substances, keys, item, ranks, ties)
+            version = _version_id(item.resource)
+            if resource_type in _DEFINITION_TYPES and identifier and version:
+                versions.setdefault(f"{resource_type}/{identifier}", {})[version] = item.resource
             if resource_type == "MedicationRequest":
                 _keep_newest(orders, keys, item, ranks, ties)
                 prior = _prior_key(item.resource)
@@ -124,6 +131,7 @@ class Index:
             undecided=undecided,
             replacing={key: tuple(items) for key, items in replacing.items()},
             substances={key: item.resource for key, item in substances.items()},
+            versions=versions,
         )
 
     def medication(self, reference: str) -> Json | None:
@@ -135,7 +143,37 @@ class Index:
         """The Substance a reference names (as `medication` finds a Medication)."""
         return self._definition(self.substances, reference)
 
+    def pinned_version_note(self, reference: str) -> str | None:
+        """For a reference pinned to a version (`Medication/m1/_history/1`) that the input set
+        does not hold while it holds another: which version was read instead."""
+        pinned = _pinned_version(reference)
+        if pinned is None:
+            return None
+        relative, version = pinned
+        if version in self.versions.get(relative, {}):
+            return None
+        held = self.medications if relative.startswith("Medication/") else self.substances
+        used = held.get(relative)
+        if used is None:
+            return None
+        read = _version_id(used)
+        if read is None:
+            return (
+                f"the input set holds {relative} without a meta.versionId, so whether it is "
+                f"version {version} cannot be told: it was read"
+            )
+        return (
+            f"version {version} is not in the input set: version {read}, the newest it holds, "
+            "was read instead"
+        )
+
     def _definition(self, held: Mapping[str, Json], reference: str) -> Json | None:
+        pinned = _pinned_version(reference)
+        if pinned is not None:
+            named, version = pinned
+            exact = self.versions.get(named, {}).get(version)
+            if exact is not None and self._decided(named) in held:
+                return exact
         found = held.get(self._decided(reference_key(reference)))
         relative = relative_reference(reference)
         if found is None and relative is not None:
@@ -154,6 +192,25 @@ class Index:
                 "other (same meta.lastUpdated and versionId): which one is meant cannot be told",
             )
         return key
+
+
+_DEFINITION_TYPES: Final = frozenset({"Medication", "Substance"})
+
+
+def _version_id(resource: Json) -> str | None:
+    meta = resource.get("meta")
+    version = meta.get("versionId") if isinstance(meta, Mapping) else None
+    return (version.strip() or None) if isinstance(version, str) else None
+
+
+def _pinned_version(reference: str) -> tuple[str, str] | None:
+    """`Type/id` and the version a reference pinned to one (`.../Type/id/_history/<v>`) names."""
+    base, marker, version = reference.partition("/_history/")
+    version = version.strip("/")
+    relative = relative_reference(base)
+    if not marker or not version or "/" in version or relative is None:
+        return None
+    return relative, version
 
 
 def _keep_newest(

@@ -126,6 +126,52 @@ def test_a_medication_reference_names_the_newest_version_in_a_history_bundle() -
     assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]
 
 
+TWO_VERSIONS = bundle(
+    entry(medication("123", "Amoxicillin 500 MG Oral Capsule", version="2")),
+    entry(medication("123", "Acetaminophen 325 MG Oral Tablet", version="1")),
+    kind="history",
+)
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        pytest.param("Medication/123/_history/1", id="given a relative reference to version 1"),
+        pytest.param(
+            "https://ehr.example/fhir/Medication/123/_history/1",
+            id="given an absolute reference to version 1",
+        ),
+    ],
+)
+def test_a_reference_pinned_to_a_version_names_that_version_not_the_newest(reference: str) -> None:
+    """The order was written for version 1's drug: reading version 2 checked another drug."""
+    result = run(TWO_VERSIONS, order("Patient/p1", medicationReference={"reference": reference}))
+    assert (result.errors, result.passed_over) == ([], [])
+    assert drugs(result) == ["Acetaminophen 325 MG Oral Tablet"]
+
+
+def test_a_reference_pinned_to_a_version_the_set_lacks_reads_the_newest_and_says_so() -> None:
+    pinned = {"reference": "Medication/123/_history/7"}
+    result = run(TWO_VERSIONS, order("Patient/p1", medicationReference=pinned))
+    assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]
+    assert [part.message for part in result.passed_over] == [
+        "MedicationRequest/rx1: the Medication Medication/123/_history/7: version 7 is not in "
+        "the input set: version 2, the newest it holds, was read instead"
+    ]
+
+
+def test_an_ingredient_reference_pinned_to_a_version_names_that_version() -> None:
+    admixture = medication(
+        "bag",
+        "Sodium chloride 0.9% infusion",
+        ingredient=[{"itemReference": {"reference": "Medication/123/_history/1"}}],
+    )
+    reference = {"reference": "Medication/bag"}
+    result = run(TWO_VERSIONS, admixture, order("Patient/p1", medicationReference=reference))
+    assert (result.errors, result.passed_over) == ([], [])
+    assert drugs(result) == ["Sodium chloride 0.9% infusion (Acetaminophen 325 MG Oral Tablet)"]
+
+
 @pytest.mark.parametrize("newest_first", [True, False])
 def test_a_medication_in_two_files_resolves_to_the_newer_whatever_the_file_order(
     newest_first: bool,
