@@ -213,6 +213,7 @@ from schemas.fhir.inputs import (
     missing_pages,
     parse_json_document,
     parse_ndjson,
+    unordered_versions,
     unpack,
 )
 from schemas.fhir.json_access import Problem, Unmappable, Unsupported, parse_fhir_datetime
@@ -271,10 +272,15 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
     index = Index.of(parsed.resources)
     skipped = [*parsed.skipped, *missing_pages(parsed.pages)]
     result = FhirImport(skipped=skipped, errors=list(parsed.errors))
-    for item in parsed.resources:
+    unordered = unordered_versions(parsed.resources)
+    for position, item in enumerate(parsed.resources):
         resource_type, resource_id = item.resource_type, item.identity
         label = f"{resource_type}/{resource_id}" if resource_id else resource_type
         passed_over: list[str] = []
+        if position in unordered:
+            error = FhirError(item.origin, Problem.INVALID_VALUE.value, unordered[position])
+            result.errors.append(error)
+            continue
         try:
             events = _events_of(item, index, context, passed_over)
         except Unsupported as skip:

@@ -14,7 +14,13 @@ from urllib.parse import parse_qs
 from uuid import NAMESPACE_URL, uuid5
 
 from schemas.events import Event, EventType, FactAsserted, Origin, Payload, Sensitivity
-from schemas.fhir.inputs import SourcedResource, VersionRank, reference_key, version_rank
+from schemas.fhir.inputs import (
+    SourcedResource,
+    VersionRank,
+    reference_key,
+    version_id,
+    version_rank,
+)
 from schemas.fhir.json_access import (
     Json,
     Problem,
@@ -107,7 +113,7 @@ class Index:
                 _keep_newest(medications, keys, item, ranks, ties)
             if resource_type == "Substance":
                 _keep_newest(substances, keys, item, ranks, ties)
-            version = _version_id(item.resource)
+            version = version_id(item.resource)
             if resource_type in _DEFINITION_TYPES and identifier and version:
                 versions.setdefault(f"{resource_type}/{identifier}", {})[version] = item.resource
             if resource_type == "MedicationRequest":
@@ -156,7 +162,7 @@ class Index:
         used = held.get(relative)
         if used is None:
             return None
-        read = _version_id(used)
+        read = version_id(used)
         if read is None:
             return (
                 f"the input set holds {relative} without a meta.versionId, so whether it is "
@@ -189,18 +195,13 @@ class Index:
             raise Unmappable(
                 Problem.UNRESOLVED_REFERENCE,
                 f"{key} is given by two different resources, neither a newer version of the "
-                "other (same meta.lastUpdated and versionId): which one is meant cannot be told",
+                "other (the same meta.lastUpdated, and no numeric meta.versionId that orders "
+                "them): which one is meant cannot be told",
             )
         return key
 
 
 _DEFINITION_TYPES: Final = frozenset({"Medication", "Substance"})
-
-
-def _version_id(resource: Json) -> str | None:
-    meta = resource.get("meta")
-    version = meta.get("versionId") if isinstance(meta, Mapping) else None
-    return (version.strip() or None) if isinstance(version, str) else None
 
 
 def _pinned_version(reference: str) -> tuple[str, str] | None:

@@ -404,6 +404,76 @@ def test_given_versions_without_distinct_times_then_the_highest_version_holds(
         assert AlertStatus.RAISED not in last_status.values()
 
 
+def _penicillin_version(verification: str, **meta: str) -> dict[str, Any]:
+    """The penicillin allergy with this verification status and exactly this `meta`."""
+    version = {key: value for key, value in PENICILLIN.items() if key != "meta"}
+    return version | {"verificationStatus": {"coding": [{"code": verification}]}, "meta": meta}
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        pytest.param("MTU5NjQ0", "MTYwMDAw", id="given base64 versionIds"),
+        pytest.param("abc", "abd", id="given versionIds of letters"),
+        pytest.param("1", "b", id="given a number and a versionId that is not one"),
+    ],
+)
+@pytest.mark.parametrize("newest_first", [False, True], ids=["in file order", "reversed"])
+def test_given_different_versions_that_nothing_orders_then_errors_never_an_arbitrary_pick(
+    first: str, second: str, newest_first: bool
+) -> None:
+    """Confirmed and refuted under versionIds that are not numbers, with no lastUpdated: which
+    holds was decided by whichever event id sorted first."""
+    versions = [
+        _penicillin_version("confirmed", versionId=first),
+        _penicillin_version("refuted", versionId=second),
+    ]
+    if newest_first:
+        versions.reverse()
+    context = ImportContext(tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK)
+    imported = import_fhir(
+        combine(unpack(r, f"scenario#{n}") for n, r in enumerate(versions)), context
+    )
+    assert imported.events == []
+    assert [error.reason for error in imported.errors] == ["invalid_value", "invalid_value"]
+    for error in imported.errors:
+        assert error.message.startswith(
+            f"AllergyIntolerance/{PENICILLIN['id']}: versions of this record with meta.versionId"
+        )
+        assert "nothing says which version is newer" in error.message
+
+
+@pytest.mark.parametrize(
+    ("versions", "holds"),
+    [
+        pytest.param(
+            [
+                _penicillin_version("refuted", versionId="abd", lastUpdated="2016-05-02T10:00:00Z"),
+                _penicillin_version(
+                    "confirmed", versionId="abc", lastUpdated="2016-05-01T10:00:00Z"
+                ),
+            ],
+            VerificationStatus.REFUTED,
+            id="given versionIds that are not numbers and distinct lastUpdated then the later",
+        ),
+        pytest.param(
+            [
+                _penicillin_version("confirmed", versionId="abc"),
+                _penicillin_version("confirmed", versionId="abd"),
+            ],
+            VerificationStatus.CONFIRMED,
+            id="given one content under two versionIds that are not numbers then no error",
+        ),
+    ],
+)
+def test_given_versions_that_their_times_or_contents_settle_then_no_error(
+    versions: list[dict[str, Any]], holds: VerificationStatus
+) -> None:
+    result = subject(fold(submitted_from(versions)), "pat1")
+    [allergy] = result.state.allergy_views()
+    assert allergy.verification_status is holds
+
+
 def _message(sent: str, verification: str) -> dict[str, Any]:
     """A transaction an interface engine sends: the allergy without id or meta, a fresh
     urn:uuid, and a conditional update by its business identifier."""

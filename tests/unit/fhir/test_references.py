@@ -197,6 +197,20 @@ def test_two_different_medications_under_one_id_without_versions_are_an_error() 
     assert "cannot be told" in error.message
 
 
+def test_two_medication_versions_that_nothing_orders_are_an_error_not_a_pick() -> None:
+    """Same lastUpdated, versionIds that are not numbers: their text says nothing of which
+    version is newer (it decided before, "abd" after "abc")."""
+    result = run(
+        medication("123", "Acetaminophen 325 MG Oral Tablet", version="abd"),
+        medication("123", "Amoxicillin 500 MG Oral Capsule", version="abc"),
+        order("Patient/p1", medicationReference={"reference": "Medication/123"}),
+    )
+    assert drugs(result) == []
+    (error,) = result.errors
+    assert error.reason == "unresolved_reference"
+    assert "Medication/123 is given by two different resources" in error.message
+
+
 def test_the_same_medication_given_twice_identically_is_no_ambiguity() -> None:
     copy = medication("123", "Amoxicillin 500 MG Oral Capsule")
     result = run(
@@ -378,7 +392,7 @@ def test_a_contained_medication_whose_id_is_written_with_its_hash_is_found() -> 
     assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]
 
 
-def test_a_version_id_of_thousands_of_digits_is_compared_as_text_not_a_crash() -> None:
+def test_a_version_id_of_thousands_of_digits_is_no_crash() -> None:
     huge = medication("123", "Amoxicillin 500 MG Oral Capsule", version="9" * 5000)
     result = run(huge, order("Patient/p1", medicationReference={"reference": "Medication/123"}))
     assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]
