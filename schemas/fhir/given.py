@@ -20,6 +20,7 @@ from schemas.fhir.json_access import (
     Unsupported,
     codings_of,
     concept_label,
+    end_time_at,
     object_at,
     required_object,
     required_string,
@@ -177,7 +178,7 @@ def _stops_of(
 
 
 def _period_end(resource: Json) -> tuple[datetime | None, ...]:
-    return (time_at(resource, "effectivePeriod", "end"),)
+    return (end_time_at(resource, "effectivePeriod", "end"),)
 
 
 _DISPENSE_STATUSES: Final = frozenset(

@@ -6,7 +6,7 @@ into `SourcedResource`s that remember where they came from (`file.ndjson:12`,
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import chain
@@ -245,18 +245,45 @@ def unpack(
 
 
 def _more_pages(bundle: Json, origin: str) -> ParsedInput:
-    """The page of search results this Bundle is, if it links to itself or a next page."""
-    listed = bundle.get("link")
-    links: dict[object, str] = {}
-    for link in listed if isinstance(listed, list) else []:
-        if isinstance(link, Mapping) and isinstance(url := link.get("url"), str):
-            links.setdefault(link.get("relation"), url)
-    if "self" not in links and "next" not in links:
-        return ParsedInput()
+    """The page of search results this Bundle is, if it links to itself or a next page; a
+    link that cannot be read is a notice, since it may be the next page's."""
     identifier = bundle.get("id")
     identifier = identifier if isinstance(identifier, str) else None
+    links, unreadable = _links(bundle.get("link", []))
+    notices = tuple(
+        Skipped(origin, "Bundle", identifier, _unreadable_link(problem)) for problem in unreadable
+    )
+    if "self" not in links and "next" not in links:
+        return ParsedInput(skipped=notices)
     page = SearchPage(origin, identifier, links.get("self"), links.get("next"))
-    return ParsedInput(pages=(page,))
+    return ParsedInput(skipped=notices, pages=(page,))
+
+
+def _links(listed: object) -> tuple[dict[str, str], list[str]]:
+    """A Bundle's links, the url of each relation (the first link of a relation holds), and
+    what could not be read, by path."""
+    if not isinstance(listed, list):
+        return {}, ["link is not a list"]
+    links: dict[str, str] = {}
+    unreadable: list[str] = []
+    for position, link in enumerate(listed):
+        path = f"link[{position}]"
+        if not isinstance(link, Mapping):
+            unreadable.append(f"{path} is not a JSON object")
+        elif not isinstance(relation := link.get("relation"), str):
+            unreadable.append(f"{path}.relation is not a string")
+        elif not isinstance(url := link.get("url"), str):
+            unreadable.append(f"{path}.url is not a string")
+        else:
+            links.setdefault(relation, url)
+    return links, unreadable
+
+
+def _unreadable_link(problem: str) -> str:
+    return (
+        f"a Bundle link that cannot be read ({problem}): if it names a next page of search "
+        "results, the records on that page are not in the input and nothing can say so"
+    )
 
 
 def missing_pages(pages: Iterable[SearchPage]) -> list[Skipped]:
@@ -393,27 +420,87 @@ def reference_key(reference: str) -> str:
 _URN_UUID: Final = "urn:uuid:"
 
 
-VersionRank = tuple[datetime, int, str]
+VersionRank = tuple[datetime, int]
 
 
 def version_rank(resource: Json) -> VersionRank:
     """Where a version of a resource stands among the versions of the same resource: by
-    `meta.lastUpdated`, then by a numeric `meta.versionId`, then by the versionId's text."""
+    `meta.lastUpdated`, then by a numeric `meta.versionId`. Versions that rank alike are not
+    ordered: a versionId that is not a number (`MTU5NjQ0`, `abc`) says nothing of which is
+    newer, so its text is never compared."""
     meta = resource.get("meta")
     meta = meta if isinstance(meta, Mapping) else {}
+    return (_instant_or_none(meta.get("lastUpdated")) or _NO_TIME, _version_number(meta))
+
+
+def _version_number(meta: Json) -> int:
+    """A numeric `meta.versionId` (FHIR servers number versions 1, 2, ...); -1 for none."""
     version = meta.get("versionId")
-    version = version if isinstance(version, str) else ""
-    return (
-        _instant_or_none(meta.get("lastUpdated")) or _NO_TIME,
-        int(version) if version.isdecimal() and len(version) <= _LONGEST_NUMBER else -1,
-        version,
-    )
+    return int(version) if isinstance(version, str) and _numeric(version) else -1
+
+
+def unordered_versions(resources: Sequence[SourcedResource]) -> dict[int, str]:
+    """Position -> why, for each version of a claim resource (`CLAIM_TYPES`) that nothing
+    orders against another, different version of it in the input set: recorded at the same
+    time (the same `meta.lastUpdated`; without one, the same Bundle time, or neither) under
+    another `meta.versionId` of which one is not a number. Such versions would be folded in an
+    arbitrary order (whichever event id sorts first would hold); versions under the same
+    versionId (or none) keep the same event ids, and the gate refuses the later one."""
+    groups: dict[tuple[str, str, datetime | None], list[int]] = {}
+    for position, item in enumerate(resources):
+        if item.resource_type in CLAIM_TYPES and item.identity is not None:
+            key = (item.resource_type, item.identity, _recorded_time(item))
+            groups.setdefault(key, []).append(position)
+    found: dict[int, str] = {}
+    for (resource_type, identity, _), positions in groups.items():
+        versions = {version_id(resources[position].resource) for position in positions}
+        contents = _distinct(_without_meta(resources[position].resource) for position in positions)
+        if len(versions) < 2 or len(contents) < 2 or all(_numeric(v) for v in versions if v):
+            continue
+        named = ", ".join(sorted(repr(version) for version in versions if version))
+        reason = (
+            f"{resource_type}/{identity}: versions of this record with meta.versionId {named}, "
+            "recorded at the same time (the same meta.lastUpdated, or none), are different and "
+            "nothing says which version is newer (a versionId that is not a number does not "
+            "order them): give each version meta.lastUpdated, or import the current one only"
+        )
+        found.update((position, reason) for position in positions)
+    return found
+
+
+def _recorded_time(item: SourcedResource) -> datetime | None:
+    meta = item.resource.get("meta")
+    last_updated = _instant_or_none(meta.get("lastUpdated")) if isinstance(meta, Mapping) else None
+    return last_updated or item.document_time
+
+
+def version_id(resource: Json) -> str | None:
+    """A resource's `meta.versionId`, None when it has none (or not as text)."""
+    meta = resource.get("meta")
+    version = meta.get("versionId") if isinstance(meta, Mapping) else None
+    return (version.strip() or None) if isinstance(version, str) else None
+
+
+def _numeric(version: str) -> bool:
+    return version.isdecimal() and len(version) <= _LONGEST_NUMBER
+
+
+def _without_meta(resource: Json) -> dict[str, object]:
+    return {key: value for key, value in resource.items() if key != "meta"}
+
+
+def _distinct(values: Iterable[dict[str, object]]) -> list[dict[str, object]]:
+    distinct: list[dict[str, object]] = []
+    for value in values:
+        if value not in distinct:
+            distinct.append(value)
+    return distinct
 
 
 _NO_TIME: Final = datetime(1, 1, 1, tzinfo=UTC)
 _LONGEST_NUMBER: Final = 30
-"""Digits of the longest versionId read as a number (a longer one, no server's counter, is
-compared as text)."""
+"""Digits of the longest versionId read as a number (a longer one is no server's counter: like
+any versionId that is not a number, it orders nothing)."""
 
 
 def _instant_or_none(value: object) -> datetime | None:

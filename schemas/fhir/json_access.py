@@ -204,7 +204,41 @@ def _zone(text: str | None) -> timezone:
     return timezone(sign * timedelta(hours=hours, minutes=minutes))
 
 
+def parse_fhir_period_end(text: str) -> datetime:
+    """A FHIR date or dateTime that ends a Period, as the instant the period ends before: a
+    value of reduced precision includes the whole year, month or day it names (FHIR
+    Period.end), so `2021-03` ends at 2021-04-01T00:00, `2021-03-10` at 2021-03-11T00:00 and
+    `2021` at 2022-01-01T00:00 (UTC, as a date is read); a value with a time is that time."""
+    moment = parse_fhir_datetime(text)
+    match = _FHIR_DATE_TIME.fullmatch(text.strip())
+    if match is None or match["hour"] is not None:
+        return moment
+    try:
+        if match["month"] is None:
+            return moment.replace(year=moment.year + 1)
+        if match["day"] is None:
+            return (moment + timedelta(days=31)).replace(day=1)
+        return moment + timedelta(days=1)
+    except (ValueError, OverflowError):
+        raise ValueError(
+            f"{text!r} ends at the end of the range of dates (years 1 to 9999 in UTC)"
+        ) from None
+
+
 def time_at(holder: Json, *path: str) -> datetime | None:
+    """The date or dateTime at `path`, as the instant it starts."""
+    return _read_time(holder, path, parse_fhir_datetime)
+
+
+def end_time_at(holder: Json, *path: str) -> datetime | None:
+    """The date or dateTime that ends a Period at `path`, as the instant the period ends before
+    (see `parse_fhir_period_end`)."""
+    return _read_time(holder, path, parse_fhir_period_end)
+
+
+def _read_time(
+    holder: Json, path: Sequence[str], parse: Callable[[str], datetime]
+) -> datetime | None:
     text = _value_at(holder, path)
     if text is None:
         return None
@@ -212,7 +246,7 @@ def time_at(holder: Json, *path: str) -> datetime | None:
     if not isinstance(text, str):
         raise Unmappable(Problem.INVALID_VALUE, "is not a date or dateTime", field=where)
     try:
-        return parse_fhir_datetime(text)
+        return parse(text)
     except ValueError as error:
         raise Unmappable(Problem.INVALID_VALUE, str(error), field=where) from None
 

@@ -31,7 +31,9 @@ to the one Patient of the input set that carries it; no such Patient, or two, is
 `urn:uuid:` is compared in lower case (RFC 4122), so an upper-case copy names the same patient.
 A reference to a Medication or MedicationRequest resolves to the newest version the input set
 holds (`meta.lastUpdated`, then a numeric `meta.versionId`); two different resources under one
-reference that no version order separates are an error for the records naming them.
+reference that no version order separates are an error for the records naming them. A
+reference to a Medication or Substance pinned to a version (`/_history/<versionId>`) names that
+version when the set holds it, else the newest, with a line that says so.
 
 Times: `occurred_at` is the first present of
   - AllergyIntolerance: recordedDate, onsetDateTime, onsetPeriod.start, meta.lastUpdated; for
@@ -92,12 +94,19 @@ codes (the Medication's and its ingredients': a local formulary code with RxNorm
 ingredients is known by them), dose text (dosageInstruction[0].text, else its first
 doseAndRate.doseQuantity, "500 mg"), route and notes. The
 Medication is `medicationCodeableConcept`, a contained `#id`, or a `Medication/id` / `fullUrl`
-found anywhere in the input set; a missing one is an error. A dosage instruction ends at its
+found anywhere in the input set; a missing one is an error. An ingredient is its
+`itemCodeableConcept` (R5 `item.concept`) or the Medication or Substance its `itemReference` (R5
+`item.reference`) names, contained or in the input set; one that names nothing readable is
+reported and marks the drug's text "(ingredient not resolved)", so the drug is judged
+`unverified`. A dosage instruction ends at its
 `timing.repeat.boundsPeriod.end`, else its `boundsDuration` (a UCUM time: s, min, h, d, wk, mo,
-a; or its unit text, "days") after the bounds' start or the order's `authoredOn`. A request
+a; or its unit text, "days") after the bounds' start or the order's `authoredOn`. An end (of
+boundsPeriod, effectivePeriod, validityPeriod) written as a year, month or day includes all of
+it, as FHIR reads a Period: `2021-03` ends at 2021-04-01T00:00 UTC. A request
 still under way (active, on-hold, unknown) whose every dosage instruction ends plans its therapy
 to end at the latest of them: that is the prescription's `valid_until`, so rules and reads stop
-using it then (a dosage without an end goes on: no `valid_until`). R5's `medication`
+using it then (a dosage without an end goes on: no `valid_until`; an end not after the order's
+start is reported and left out, like an end that cannot be read). R5's `medication`
 CodeableReference is read as its `concept`, else its `reference` (next to an R4 medication[x],
 an error). Intents order, original-order,
 reflex-order, filler-order, instance-order and plan are prescriptions; proposal and option are
@@ -124,12 +133,13 @@ dosage[0] text or dose quantity, route, notes). Its prescription id is the Medic
 is `basedOn` (so a statement about an imported order updates that order instead of duplicating
 it), else `MedicationStatement/<id>`. `occurred_at`: effectiveDateTime, effectivePeriod.start,
 dateAsserted, meta.lastUpdated. A statement still taken with an effectivePeriod.end is valid
-until then. Completed and stopped statements also yield a MedicationStopped
-at effectivePeriod.end (capped and defaulted as for requests); entered-in-error yields only
-the stop, except that a statement `basedOn` an order leaves the order alone and is skipped (the
-statement was wrong, not the order, whose alerts stay open); not-taken is skipped (the
-patient does not take the drug), and so is an IPS "no known medications" or "no medication
-information" statement (absent-unknown code, or that text without a code): it names no drug.
+until then (an end not after its start is reported and left out). Completed and stopped
+statements also yield a MedicationStopped at effectivePeriod.end (capped and defaulted as for
+requests); entered-in-error yields only the stop, except that a statement `basedOn` an order
+leaves the order alone and is skipped (the statement was wrong, not the order, whose alerts
+stay open); not-taken is skipped (the patient does not take the drug), and so is an IPS "no
+known medications" or "no medication information" statement (absent-unknown code, or that text
+without a code): it names no drug.
 
 A later version of a resource that names another patient than the version before it (a record
 filed under the wrong patient, corrected at the source) ends the claim for the earlier patient
@@ -204,6 +214,7 @@ from schemas.fhir.inputs import (
     missing_pages,
     parse_json_document,
     parse_ndjson,
+    unordered_versions,
     unpack,
 )
 from schemas.fhir.json_access import Problem, Unmappable, Unsupported, parse_fhir_datetime
@@ -262,10 +273,15 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
     index = Index.of(parsed.resources)
     skipped = [*parsed.skipped, *missing_pages(parsed.pages)]
     result = FhirImport(skipped=skipped, errors=list(parsed.errors))
-    for item in parsed.resources:
+    unordered = unordered_versions(parsed.resources)
+    for position, item in enumerate(parsed.resources):
         resource_type, resource_id = item.resource_type, item.identity
         label = f"{resource_type}/{resource_id}" if resource_id else resource_type
         passed_over: list[str] = []
+        if position in unordered:
+            error = FhirError(item.origin, Problem.INVALID_VALUE.value, unordered[position])
+            result.errors.append(error)
+            continue
         try:
             events = _events_of(item, index, context, passed_over)
         except Unsupported as skip:
@@ -349,6 +365,10 @@ def _medication_definition(_source: Source, _index: Index) -> list[Event]:
     raise Unsupported("Medication: no event of its own (it resolves medication references)")
 
 
+def _substance_definition(_source: Source, _index: Index) -> list[Event]:
+    raise Unsupported("Substance: no event of its own (it resolves ingredient references)")
+
+
 _MAPPERS: Final[dict[str, Mapper]] = {
     "AllergyIntolerance": allergy_events,
     "MedicationRequest": request_events,
@@ -358,6 +378,7 @@ _MAPPERS: Final[dict[str, Mapper]] = {
     "Immunization": immunization_events,
     "Patient": patient_events,
     "Medication": _medication_definition,
+    "Substance": _substance_definition,
 }
 MAPPED_TYPES: Final = frozenset(_MAPPERS)
 """The resource types mapped to events."""

@@ -25,6 +25,7 @@ from schemas.fhir.json_access import (
     concept_label,
     concept_text,
     duration_of,
+    end_time_at,
     first_code,
     first_object,
     items_at,
@@ -76,6 +77,14 @@ _ENDED_STATUSES: Final = frozenset({"stopped", "completed", "cancelled", IN_ERRO
 class Drug:
     text: str
     codes: tuple[Coding, ...]
+    reported: tuple[str, ...] = ()
+    """What is to be said of how the drug was read, a line each: an ingredient reference that
+    names nothing readable, left out, or a reference pinned to a version the input set does not
+    hold, and the version read instead."""
+    resolved: bool = True
+    """False when an ingredient reference names nothing readable: the text then says an
+    ingredient was not resolved, so the drug is judged `unverified`, never "no conflict" for
+    want of it."""
 
 
 def request_events(source: Source, index: Index) -> list[Event]:
@@ -164,9 +173,18 @@ class Course:
     stop: Callable[[datetime], datetime | None] | None = None
     """For a course that is over: when it stopped, given when it started (None: not yet)."""
     stop_reason: str | None = None
-    planned_end: datetime | None = None
+    planned_end: PlannedEnd | None = None
     """For a course still under way: when it is planned to end (the prescription's
     `valid_until`, so rules stop using it then); None when open-ended."""
+
+
+@dataclass(frozen=True)
+class PlannedEnd:
+    """When a course still under way is planned to end, and the part of the record that says
+    so (`effectivePeriod.end`)."""
+
+    at: datetime
+    part: str
 
 
 def course_events(source: Source, course: Course) -> list[Event]:
@@ -181,7 +199,8 @@ def course_events(source: Source, course: Course) -> list[Event]:
     )
     timing = timing_of(source, course.starts)
     kind = EventType.MEDICATION_PRESCRIBED.value
-    until = _after(course.planned_end, timing.occurred_at)
+    source.passed_over.extend(course.drug.reported)
+    until = _planned_until(source, course.planned_end, timing.occurred_at)
     prescribed = new_event(source, course.subject_id, timing, payload, kind, valid_until=until)
     events = [] if course.in_error else [prescribed]
     stopped_at = course.stop(timing.occurred_at) if course.stop is not None else None
@@ -195,6 +214,22 @@ def course_events(source: Source, course: Course) -> list[Event]:
         kind = EventType.MEDICATION_STOPPED.value
         events.append(new_event(source, course.subject_id, stop_timing, stop, kind))
     return events
+
+
+def _planned_until(source: Source, end: PlannedEnd | None, started: datetime) -> datetime | None:
+    """The prescription's `valid_until`: a planned end that is not after the course starts
+    ends nothing (a date typed in the wrong year, or the course's own start for its end) and
+    is reported and left out, as an end that cannot be read is: the course is checked as
+    open-ended until it is stopped, rather than end before it began and hide its alerts."""
+    if end is None:
+        return None
+    if end.at <= started:
+        source.passed_over.append(
+            f"{end.part} ends the course at {end.at.isoformat()}, not after it starts "
+            f"({started.isoformat()}): it is checked until it is stopped (imported without it)"
+        )
+        return None
+    return end.at
 
 
 def stopped_by(
@@ -305,11 +340,16 @@ def drug_of(resource: Json, index: Index) -> Drug:
             )
         return Drug(display, ())
     target = string_at(reference_object, "reference") or ""
-    return within(
+    siblings = tuple(objects_at(resource, "contained")) if target.startswith("#") else ()
+    drug = within(
         f"the Medication {target}",
-        lambda: _drug_from_medication(medication, display, index),
+        lambda: _drug_from_medication(medication, display, index, siblings),
         joiner=": ",
     )
+    version = index.pinned_version_note(target)
+    reported = (*([] if version is None else [version]), *drug.reported)
+    named = tuple(f"the Medication {target}: {line}" for line in reported)
+    return Drug(drug.text, drug.codes, named, drug.resolved)
 
 
 Part = tuple[str, object]
@@ -383,21 +423,24 @@ def _contained(resource: Json, identifier: str) -> Json:
 
 
 def _drug_from_medication(
-    medication: Json, display: str | None, index: Index | None = None
+    medication: Json,
+    display: str | None,
+    index: Index | None = None,
+    siblings: Sequence[Json] = (),
 ) -> Drug:
     """The drug a Medication names: its code's text (with the names of ingredients it does not
     already name and no code identifies: "Ward stock suspension (amoxicillin)"), else its
     ingredients' names, else the reference's display, else a code; coded by its own codings
     and those of its ingredients (a local formulary code with RxNorm-coded ingredients is still
-    known by its ingredients). An ingredient given as a reference to a Medication of the input
-    set is that Medication's drug (followed one level, with `index`). A Medication that cannot
-    be read as plain (`schemas.fhir.modifiers`) is an error for the records naming it."""
+    known by its ingredients). An ingredient is read as `_ingredients` reads it; `siblings` are
+    the resources contained beside a contained Medication. A Medication that cannot be read as
+    plain (`schemas.fhir.modifiers`) is an error for the records naming it."""
     refused = not_plain(medication)
     if refused is not None:
         raise refused
     code = medication.get("code")
     concept = as_object(code, "code") if code is not None else {}
-    ingredients = _ingredient_concepts(medication, index)
+    ingredients, reported, resolved = _ingredients(medication, index, siblings)
     own = within("code", lambda: concept_text(concept))
     text = (
         _with_uncoded_ingredients(own, ingredients)
@@ -411,7 +454,7 @@ def _drug_from_medication(
         )
     codes = within("code", lambda: codings_of(concept))
     codes += tuple(c for item in ingredients for c in item.codes)
-    return Drug(text, tuple(dict.fromkeys(codes)))
+    return Drug(text, tuple(dict.fromkeys(codes)), reported, resolved)
 
 
 def _with_uncoded_ingredients(text: str | None, ingredients: list[ReadConcept]) -> str | None:
@@ -426,37 +469,157 @@ def _with_uncoded_ingredients(text: str | None, ingredients: list[ReadConcept]) 
     return f"{text} ({', '.join(dict.fromkeys(more))})" if more else text
 
 
-def _ingredient_concepts(medication: Json, index: Index | None) -> list[ReadConcept]:
-    """What each ingredient's `itemCodeableConcept` or `itemReference` names and codes (one
-    that cannot be read is passed over)."""
-    ingredients = medication.get("ingredient")
-    found = []
-    for ingredient in ingredients if isinstance(ingredients, list) else []:
+UNRESOLVED_INGREDIENT: Final = "ingredient not resolved"
+"""Added to a drug's text for an ingredient reference that names nothing readable: words no
+drug knowledge recognises, so the drug is judged `unverified` (partly recognised) instead of
+by its other ingredients alone."""
+
+
+def _ingredients(
+    medication: Json, index: Index | None, siblings: Sequence[Json]
+) -> tuple[list[ReadConcept], tuple[str, ...], bool]:
+    """What each ingredient names and codes: its `itemCodeableConcept` (R5 `item.concept`), or
+    the Medication or Substance its `itemReference` (R5 `item.reference`) names, contained
+    (`#id`, in the Medication or beside it) or, with `index`, in the input set (an ingredient
+    Medication's own references are followed to what it contains only); what is to be said of
+    them (`Drug.reported`); and whether every reference named something readable (one that
+    did not is left out, and the drug's text says an ingredient was not resolved). An
+    ingredient that cannot be read at all is passed over."""
+    listed = medication.get("ingredient")
+    contained = (*_contained_resources(medication), *siblings)
+    found: list[ReadConcept] = []
+    reported: list[str] = []
+    resolved = True
+    for position, ingredient in enumerate(listed if isinstance(listed, list) else []):
         if not isinstance(ingredient, Mapping):
             continue
-        referenced = _referenced_ingredient(ingredient.get("itemReference"), index)
-        read = referenced or optional_concept(
-            ingredient.get("itemCodeableConcept") or ingredient.get("itemReference")
+        concept, reference = _ingredient_item(ingredient, f"ingredient[{position}]")
+        if concept is not None:
+            read = optional_concept(concept)
+            found.extend([] if read is None else [read])
+        elif reference is not None:
+            where, value = reference
+            named = _referenced_ingredient(value, index, contained)
+            found.extend([] if named.read is None else [named.read])
+            reported.extend(f"{where} {line}" for line in named.reported)
+            if not named.resolved:
+                found.append(ReadConcept(UNRESOLVED_INGREDIENT, ()))
+                resolved = False
+    return found, tuple(reported), resolved
+
+
+def _contained_resources(resource: Json) -> list[Json]:
+    contained = resource.get("contained")
+    return (
+        [item for item in contained if isinstance(item, Mapping)]
+        if isinstance(contained, list)
+        else []
+    )
+
+
+def _ingredient_item(ingredient: Json, where: str) -> tuple[object, Part | None]:
+    """An ingredient's concept, or its reference with its path: R4's `itemCodeableConcept` or
+    `itemReference`, or R5's `item` CodeableReference (`item.concept`, else `item.reference`)."""
+    if ingredient.get("itemCodeableConcept") is not None:
+        return ingredient["itemCodeableConcept"], None
+    if ingredient.get("itemReference") is not None:
+        return None, (f"{where}.itemReference", ingredient["itemReference"])
+    item = ingredient.get("item")
+    if not isinstance(item, Mapping):
+        return None, None
+    if item.get("concept") is not None:
+        return item["concept"], None
+    if item.get("reference") is not None:
+        return None, (f"{where}.item.reference", item["reference"])
+    return None, None
+
+
+@dataclass(frozen=True)
+class _NamedIngredient:
+    """What an ingredient reference names, what is to be said of it, and whether it named
+    something readable (else `read` is its display, if it has one)."""
+
+    read: ReadConcept | None
+    reported: tuple[str, ...] = ()
+    resolved: bool = True
+
+
+_CANNOT_CHECK: Final = "what the ingredient is cannot be checked (imported without it)"
+
+
+def _referenced_ingredient(
+    reference: object, index: Index | None, contained: Sequence[Json]
+) -> _NamedIngredient:
+    """The Medication or Substance an ingredient reference names, or why it names nothing
+    readable."""
+    if not isinstance(reference, Mapping):
+        return _NamedIngredient(
+            None, (f"is not a Reference (a JSON object): {_CANNOT_CHECK}",), False
         )
-        if read is not None:
-            found.append(read)
-    return found
-
-
-def _referenced_ingredient(reference: object, index: Index | None) -> ReadConcept | None:
-    """The drug of a Medication of the input set that an ingredient's `itemReference` names."""
-    if index is None or not isinstance(reference, Mapping):
-        return None
     target, display = reference.get("reference"), reference.get("display")
-    medication = index.medication(target) if isinstance(target, str) and target else None
-    if medication is None:
-        return None
+    display = (display.strip() or None) if isinstance(display, str) else None
+    named = None if display is None else ReadConcept(display, ())
+    if not isinstance(target, str) or not target.strip():
+        return _NamedIngredient(named, (f"names no resource: {_CANNOT_CHECK}",), False)
+    found = _ingredient_resource(target, index, contained)
+    if found is None:
+        if target.startswith("#"):
+            missing = "is not a Medication or Substance contained"
+        elif index is None:
+            missing = "is named by an ingredient's own ingredient, which is not followed"
+        else:
+            missing = "is not a Medication or Substance among the imported resources"
+        return _NamedIngredient(named, (f"{target} {missing}: {_CANNOT_CHECK}",), False)
+    version = None if index is None else index.pinned_version_note(target)
+    noted = () if version is None else (f"{target}: {version}",)
+    if found.get("resourceType") == "Substance":
+        read = _substance_concept(found, target)
+        if read is None:
+            unreadable = f"{target} is a Substance without a readable code: {_CANNOT_CHECK}"
+            return _NamedIngredient(named, (*noted, unreadable), False)
+        return _NamedIngredient(ReadConcept(read.label or display, read.codes), noted)
     drug = within(
         f"the ingredient Medication {target}",
-        lambda: _drug_from_medication(medication, display if isinstance(display, str) else None),
+        lambda: _drug_from_medication(found, display, None, ()),
         joiner=": ",
     )
-    return ReadConcept(drug.text, drug.codes)
+    inner = tuple(f"-> {target}: {line}" for line in drug.reported)
+    return _NamedIngredient(ReadConcept(drug.text, drug.codes), (*noted, *inner), drug.resolved)
+
+
+def _ingredient_resource(
+    target: str, index: Index | None, contained: Sequence[Json]
+) -> Json | None:
+    if target.startswith("#"):
+        return next(
+            (
+                item
+                for item in contained
+                if item.get("resourceType") in _INGREDIENT_TYPES
+                and item.get("id") in (target[1:], target)
+            ),
+            None,
+        )
+    if index is None:
+        return None
+    return index.medication(target) or index.substance(target)
+
+
+_INGREDIENT_TYPES: Final = frozenset({"Medication", "Substance"})
+
+
+def _substance_concept(substance: Json, target: str) -> ReadConcept | None:
+    """A Substance's code (R4 CodeableConcept, or R5 CodeableReference's `concept`) as an
+    ingredient, None when it says nothing; a Substance that cannot be read as plain is an error
+    for the records naming it."""
+    refused = not_plain(substance)
+    if refused is not None:
+        raise refused.within(f"the ingredient Substance {target}", ": ")
+    code = substance.get("code")
+    if isinstance(code, Mapping) and isinstance(code.get("concept"), Mapping):
+        code = code["concept"]
+    read = optional_concept(code)
+    return None if read is None or (read.label is None and not read.codes) else read
 
 
 def _names(names: Iterable[str | None]) -> str | None:
@@ -465,8 +628,9 @@ def _names(names: Iterable[str | None]) -> str | None:
 
 def _request_ends(resource: Json) -> tuple[datetime | None, ...]:
     """A request's therapy end (latest dosage bounds), then its dispense validity end."""
-    validity_end = time_at(resource, "dispenseRequest", "validityPeriod", "end")
-    return (_latest(_bounds_ends(resource)), validity_end)
+    validity_end = end_time_at(resource, "dispenseRequest", "validityPeriod", "end")
+    latest = _latest(_bounds_ends(resource))
+    return (None if latest is None else latest.at, validity_end)
 
 
 def _stop_time(
@@ -482,7 +646,7 @@ def _stop_time(
     return last_updated or started + JUST_AFTER
 
 
-def _planned_therapy_end(resource: Json) -> datetime | None:
+def _planned_therapy_end(resource: Json) -> PlannedEnd | None:
     """When a request still under way plans its therapy to end: the latest dosage bound, when
     every dosage instruction is bounded (one without an end goes on)."""
     ends = _bounds_ends(resource)
@@ -491,23 +655,24 @@ def _planned_therapy_end(resource: Json) -> datetime | None:
     return _latest(ends)
 
 
-def _bounds_ends(resource: Json) -> list[datetime | None]:
+def _bounds_ends(resource: Json) -> list[PlannedEnd | None]:
     """Each dosage instruction's end: its `timing.repeat.boundsPeriod.end`, else its
     `boundsDuration` after the bounds' start or, without one, after the order (`authoredOn`);
     None for an instruction with neither (or a duration with no start to count from)."""
     dosages = resource.get("dosageInstruction")
     ordered = time_at(resource, "authoredOn")
     return [
-        within(f"dosageInstruction[{n}]", partial(_bound_end, dosage, ordered))
+        within(f"dosageInstruction[{n}]", partial(_bound_end, dosage, ordered, n))
         for n, dosage in enumerate(dosages if isinstance(dosages, list) else [])
         if isinstance(dosage, Mapping)
     ]
 
 
-def _bound_end(dosage: Json, ordered: datetime | None) -> datetime | None:
-    end = time_at(dosage, "timing", "repeat", "boundsPeriod", "end")
+def _bound_end(dosage: Json, ordered: datetime | None, position: int) -> PlannedEnd | None:
+    where = f"dosageInstruction[{position}].timing.repeat"
+    end = end_time_at(dosage, "timing", "repeat", "boundsPeriod", "end")
     if end is not None:
-        return end
+        return PlannedEnd(end, f"{where}.boundsPeriod.end")
     repeat = within("timing", lambda: object_at(object_at(dosage, "timing"), "repeat"))
     duration = within("timing.repeat", lambda: object_at(repeat, "boundsDuration"))
     if not duration:
@@ -517,15 +682,15 @@ def _bound_end(dosage: Json, ordered: datetime | None) -> datetime | None:
         return None
     length = within("timing.repeat.boundsDuration", lambda: duration_of(duration))
     try:
-        return start + length
+        return PlannedEnd(start + length, f"{where}.boundsDuration")
     except OverflowError:
         message = "ends after the year 9999"
         field = "timing.repeat.boundsDuration"
         raise Unmappable(Problem.INVALID_VALUE, message, field=field) from None
 
 
-def _latest(times: Iterable[datetime | None]) -> datetime | None:
-    return max((time for time in times if time is not None), default=None)
+def _latest(ends: Iterable[PlannedEnd | None]) -> PlannedEnd | None:
+    return max((end for end in ends if end is not None), key=lambda end: end.at, default=None)
 
 
 def _after(time: datetime | None, start: datetime) -> datetime | None:
@@ -580,7 +745,7 @@ def statement_events(source: Source, index: Index) -> list[Event]:
         stop_reason=stop_reason_of(source, status),
         planned_end=None
         if status in _TAKEN_STATUSES
-        else optional_part(source, lambda: time_at(resource, "effectivePeriod", "end"), None),
+        else optional_part(source, lambda: _statement_planned_end(resource), None),
     )
     return course_events(source, course)
 
@@ -597,8 +762,13 @@ def _statement_starts(resource: Json) -> tuple[datetime | None, ...]:
     return (effective, asserted)
 
 
+def _statement_planned_end(resource: Json) -> PlannedEnd | None:
+    end = end_time_at(resource, "effectivePeriod", "end")
+    return None if end is None else PlannedEnd(end, "effectivePeriod.end")
+
+
 def _statement_ends(resource: Json) -> tuple[datetime | None, ...]:
-    return (time_at(resource, "effectivePeriod", "end"),)
+    return (end_time_at(resource, "effectivePeriod", "end"),)
 
 
 _NO_MEDICATION_CODES: Final = frozenset(

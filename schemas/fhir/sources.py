@@ -14,7 +14,13 @@ from urllib.parse import parse_qs
 from uuid import NAMESPACE_URL, uuid5
 
 from schemas.events import Event, EventType, FactAsserted, Origin, Payload, Sensitivity
-from schemas.fhir.inputs import SourcedResource, VersionRank, reference_key, version_rank
+from schemas.fhir.inputs import (
+    SourcedResource,
+    VersionRank,
+    reference_key,
+    version_id,
+    version_rank,
+)
 from schemas.fhir.json_access import (
     Json,
     Problem,
@@ -79,16 +85,24 @@ class Index:
     replacing: Mapping[str, tuple[SourcedResource, ...]] = field(default_factory=dict)
     """`MedicationRequest/<id>` or an entry's `urn:uuid:` -> the MedicationRequests (every
     version) whose `priorPrescription` names it, as written."""
+    substances: Mapping[str, Json] = field(default_factory=dict)
+    """`Substance/<id>` and entry fullUrls -> the newest version of that Substance (what a
+    Medication's ingredient may name)."""
+    versions: Mapping[str, Mapping[str, Json]] = field(default_factory=dict)
+    """`Medication/<id>` or `Substance/<id>` -> its versions in the input set by
+    `meta.versionId`, for a reference pinned to one (`Medication/m1/_history/1`)."""
 
     @classmethod
     def of(cls, resources: Iterable[SourcedResource]) -> Index:
         medications: dict[str, SourcedResource] = {}
+        substances: dict[str, SourcedResource] = {}
         patients: dict[str, str] = {}
         orders: dict[str, SourcedResource] = {}
         identifiers: dict[tuple[str, str], str | None] = {}
         ranks: dict[str, VersionRank] = {}
         ties: dict[str, VersionRank] = {}
         replacing: dict[str, list[SourcedResource]] = {}
+        versions: dict[str, dict[str, Json]] = {}
         for item in resources:
             resource_type, identifier = item.resource_type, item.identity
             full_url = reference_key(item.full_url) if item.full_url else None
@@ -97,6 +111,11 @@ class Index:
             ]
             if resource_type == "Medication":
                 _keep_newest(medications, keys, item, ranks, ties)
+            if resource_type == "Substance":
+                _keep_newest(substances, keys, item, ranks, ties)
+            version = version_id(item.resource)
+            if resource_type in _DEFINITION_TYPES and identifier and version:
+                versions.setdefault(f"{resource_type}/{identifier}", {})[version] = item.resource
             if resource_type == "MedicationRequest":
                 _keep_newest(orders, keys, item, ranks, ties)
                 prior = _prior_key(item.resource)
@@ -117,16 +136,54 @@ class Index:
             identifiers,
             undecided=undecided,
             replacing={key: tuple(items) for key, items in replacing.items()},
+            substances={key: item.resource for key, item in substances.items()},
+            versions=versions,
         )
 
     def medication(self, reference: str) -> Json | None:
         """The Medication a reference names (`urn:uuid:...`, `Medication/<id>` or a URL ending
         in it), None if the input set does not hold it."""
-        key = self._decided(reference_key(reference))
-        found = self.medications.get(key)
+        return self._definition(self.medications, reference)
+
+    def substance(self, reference: str) -> Json | None:
+        """The Substance a reference names (as `medication` finds a Medication)."""
+        return self._definition(self.substances, reference)
+
+    def pinned_version_note(self, reference: str) -> str | None:
+        """For a reference pinned to a version (`Medication/m1/_history/1`) that the input set
+        does not hold while it holds another: which version was read instead."""
+        pinned = _pinned_version(reference)
+        if pinned is None:
+            return None
+        relative, version = pinned
+        if version in self.versions.get(relative, {}):
+            return None
+        held = self.medications if relative.startswith("Medication/") else self.substances
+        used = held.get(relative)
+        if used is None:
+            return None
+        read = version_id(used)
+        if read is None:
+            return (
+                f"the input set holds {relative} without a meta.versionId, so whether it is "
+                f"version {version} cannot be told: it was read"
+            )
+        return (
+            f"version {version} is not in the input set: version {read}, the newest it holds, "
+            "was read instead"
+        )
+
+    def _definition(self, held: Mapping[str, Json], reference: str) -> Json | None:
+        pinned = _pinned_version(reference)
+        if pinned is not None:
+            named, version = pinned
+            exact = self.versions.get(named, {}).get(version)
+            if exact is not None and self._decided(named) in held:
+                return exact
+        found = held.get(self._decided(reference_key(reference)))
         relative = relative_reference(reference)
         if found is None and relative is not None:
-            found = self.medications.get(self._decided(relative))
+            found = held.get(self._decided(relative))
         return found
 
     def order(self, reference: str) -> SourcedResource | None:
@@ -138,9 +195,23 @@ class Index:
             raise Unmappable(
                 Problem.UNRESOLVED_REFERENCE,
                 f"{key} is given by two different resources, neither a newer version of the "
-                "other (same meta.lastUpdated and versionId): which one is meant cannot be told",
+                "other (the same meta.lastUpdated, and no numeric meta.versionId that orders "
+                "them): which one is meant cannot be told",
             )
         return key
+
+
+_DEFINITION_TYPES: Final = frozenset({"Medication", "Substance"})
+
+
+def _pinned_version(reference: str) -> tuple[str, str] | None:
+    """`Type/id` and the version a reference pinned to one (`.../Type/id/_history/<v>`) names."""
+    base, marker, version = reference.partition("/_history/")
+    version = version.strip("/")
+    relative = relative_reference(base)
+    if not marker or not version or "/" in version or relative is None:
+        return None
+    return relative, version
 
 
 def _keep_newest(

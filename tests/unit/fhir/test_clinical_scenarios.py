@@ -11,7 +11,7 @@ import copy
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import permutations
 from pathlib import Path
 from typing import Any
@@ -404,6 +404,76 @@ def test_given_versions_without_distinct_times_then_the_highest_version_holds(
         assert AlertStatus.RAISED not in last_status.values()
 
 
+def _penicillin_version(verification: str, **meta: str) -> dict[str, Any]:
+    """The penicillin allergy with this verification status and exactly this `meta`."""
+    version = {key: value for key, value in PENICILLIN.items() if key != "meta"}
+    return version | {"verificationStatus": {"coding": [{"code": verification}]}, "meta": meta}
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        pytest.param("MTU5NjQ0", "MTYwMDAw", id="given base64 versionIds"),
+        pytest.param("abc", "abd", id="given versionIds of letters"),
+        pytest.param("1", "b", id="given a number and a versionId that is not one"),
+    ],
+)
+@pytest.mark.parametrize("newest_first", [False, True], ids=["in file order", "reversed"])
+def test_given_different_versions_that_nothing_orders_then_errors_never_an_arbitrary_pick(
+    first: str, second: str, newest_first: bool
+) -> None:
+    """Confirmed and refuted under versionIds that are not numbers, with no lastUpdated: which
+    holds was decided by whichever event id sorted first."""
+    versions = [
+        _penicillin_version("confirmed", versionId=first),
+        _penicillin_version("refuted", versionId=second),
+    ]
+    if newest_first:
+        versions.reverse()
+    context = ImportContext(tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK)
+    imported = import_fhir(
+        combine(unpack(r, f"scenario#{n}") for n, r in enumerate(versions)), context
+    )
+    assert imported.events == []
+    assert [error.reason for error in imported.errors] == ["invalid_value", "invalid_value"]
+    for error in imported.errors:
+        assert error.message.startswith(
+            f"AllergyIntolerance/{PENICILLIN['id']}: versions of this record with meta.versionId"
+        )
+        assert "nothing says which version is newer" in error.message
+
+
+@pytest.mark.parametrize(
+    ("versions", "holds"),
+    [
+        pytest.param(
+            [
+                _penicillin_version("refuted", versionId="abd", lastUpdated="2016-05-02T10:00:00Z"),
+                _penicillin_version(
+                    "confirmed", versionId="abc", lastUpdated="2016-05-01T10:00:00Z"
+                ),
+            ],
+            VerificationStatus.REFUTED,
+            id="given versionIds that are not numbers and distinct lastUpdated then the later",
+        ),
+        pytest.param(
+            [
+                _penicillin_version("confirmed", versionId="abc"),
+                _penicillin_version("confirmed", versionId="abd"),
+            ],
+            VerificationStatus.CONFIRMED,
+            id="given one content under two versionIds that are not numbers then no error",
+        ),
+    ],
+)
+def test_given_versions_that_their_times_or_contents_settle_then_no_error(
+    versions: list[dict[str, Any]], holds: VerificationStatus
+) -> None:
+    result = subject(fold(submitted_from(versions)), "pat1")
+    [allergy] = result.state.allergy_views()
+    assert allergy.verification_status is holds
+
+
 def _message(sent: str, verification: str) -> dict[str, Any]:
     """A transaction an interface engine sends: the allergy without id or meta, a fresh
     urn:uuid, and a conditional update by its business identifier."""
@@ -672,6 +742,62 @@ def test_given_an_active_course_with_a_planned_end_then_its_alert_is_resolved_on
     assert still_active == (statuses == ["raised"])
 
 
+def _recorded_on(day: str) -> dict[str, Any]:
+    """The penicillin allergy, recorded (and known) from `day` only."""
+    return PENICILLIN | {"recordedDate": day, "onsetDateTime": day}
+
+
+def _statement_ending(end: str) -> dict[str, Any]:
+    return STATEMENT_WITH_END | {"effectivePeriod": {"start": "2016-03-01", "end": end}}
+
+
+@pytest.mark.parametrize(
+    ("course", "prescription_id", "recorded", "over"),
+    [
+        pytest.param(
+            _bounded("2016-03-08"),
+            "rx-course",
+            "2016-03-08T20:00:00Z",
+            datetime(2016, 3, 9, tzinfo=UTC),
+            id="given bounds ending on a day and an allergy recorded that evening then an alert",
+        ),
+        pytest.param(
+            _bounded("2016-03"),
+            "rx-course",
+            "2016-03-20",
+            datetime(2016, 4, 1, tzinfo=UTC),
+            id="given bounds ending in a month and an allergy recorded in it then an alert",
+        ),
+        pytest.param(
+            _bounded("2016"),
+            "rx-course",
+            "2016-12-31",
+            datetime(2017, 1, 1, tzinfo=UTC),
+            id="given bounds ending in a year and an allergy recorded on its last day then an alert",
+        ),
+        pytest.param(
+            _statement_ending("2016-03"),
+            "MedicationStatement/ms-amox",
+            "2016-03-20",
+            datetime(2016, 4, 1, tzinfo=UTC),
+            id="given a statement taken until a month and an allergy recorded in it then an alert",
+        ),
+    ],
+)
+def test_given_a_course_ending_on_a_date_then_it_runs_through_that_whole_day_month_or_year(
+    course: dict[str, Any], prescription_id: str, recorded: str, over: datetime
+) -> None:
+    """FHIR: a Period.end of reduced precision includes the whole day, month or year it names;
+    read as its first instant, a course until March was over on March 1."""
+    results = fold(submitted_from([_recorded_on(recorded), course]))
+    advance_clocks(results, over - timedelta(seconds=1), context_for, RULES)
+    records = drug_allergy_alerts(subject(results, "pat1"), prescription_id)
+    assert [a.status.value for a in records] == ["raised"]
+    advance_clocks(results, over, context_for, RULES)
+    records = drug_allergy_alerts(subject(results, "pat1"), prescription_id)
+    assert [a.status.value for a in records] == ["raised", "resolved"]
+
+
 def test_given_a_planned_end_that_cannot_be_read_then_the_course_is_open_ended_and_reported() -> (
     None
 ):
@@ -689,6 +815,74 @@ def test_given_a_planned_end_that_cannot_be_read_then_the_course_is_open_ended_a
     assert drug_allergy_alerts(_judged_at(unreadable, AFTER), "rx-course")[-1].status.value == (
         "raised"
     )
+
+
+SEVEN_DAYS_FROM_MARCH_1 = {
+    "dosageInstruction": [
+        {
+            "timing": {
+                "repeat": {"boundsPeriod": {"start": "2016-03-01"}, "boundsDuration": SEVEN_DAYS}
+            }
+        }
+    ]
+}
+
+
+def _ordered_after_its_bounds(order: dict[str, Any]) -> dict[str, Any]:
+    """The order, written a year after the bounds of its dosage (a year typed wrong)."""
+    return order | {"authoredOn": "2017-03-01"}
+
+
+@pytest.mark.parametrize(
+    ("course", "prescription_id", "passed_over"),
+    [
+        pytest.param(
+            _ordered_after_its_bounds(_bounded("2016-03-08")),
+            "rx-course",
+            "MedicationRequest/rx-course: dosageInstruction[0].timing.repeat.boundsPeriod.end "
+            "ends the course at 2016-03-09T00:00:00+00:00, not after it starts "
+            "(2017-03-01T00:00:00+00:00)",
+            id="given bounds ending before the order then reported and open-ended",
+        ),
+        pytest.param(
+            _ordered_after_its_bounds(_bounded(None) | SEVEN_DAYS_FROM_MARCH_1),
+            "rx-course",
+            "MedicationRequest/rx-course: dosageInstruction[0].timing.repeat.boundsDuration "
+            "ends the course at 2016-03-08T00:00:00+00:00, not after it starts "
+            "(2017-03-01T00:00:00+00:00)",
+            id="given a duration from a start before the order then reported and open-ended",
+        ),
+        pytest.param(
+            AMOXICILLIN_TAKEN
+            | {
+                "effectiveDateTime": None,
+                "effectivePeriod": {"end": "2016-02-10"},
+                "dateAsserted": "2016-03-01",
+            },
+            "MedicationStatement/ms-amox",
+            "MedicationStatement/ms-amox: effectivePeriod.end ends the course at "
+            "2016-02-11T00:00:00+00:00, not after it starts (2016-03-01T00:00:00+00:00)",
+            id="given a statement taken until before it began then reported and open-ended",
+        ),
+    ],
+)
+def test_given_a_planned_end_before_the_course_starts_then_it_stays_checked_and_is_reported(
+    course: dict[str, Any], prescription_id: str, passed_over: str
+) -> None:
+    """An end before the start ends nothing: left out silently, the course ran for ever
+    without a word; now it is reported, and the course is checked until it is stopped (the
+    safe reading: its alerts stay open rather than end before it began)."""
+    context = ImportContext(tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK)
+    imported = import_fhir(unpack(course, "scenario#0"), context)
+    assert imported.errors == []
+    (prescribed,) = [event for _, event in imported.events]
+    assert prescribed.valid_until is None
+    assert [part.message for part in imported.passed_over] == [
+        f"{passed_over}: it is checked until it is stopped (imported without it)"
+    ]
+    later = datetime(2018, 1, 1, tzinfo=UTC)
+    records = drug_allergy_alerts(_judged_at(course, later), prescription_id)
+    assert [a.status.value for a in records] == ["raised"]
 
 
 @pytest.mark.parametrize(
@@ -973,6 +1167,115 @@ def test_given_a_local_medication_code_with_rxnorm_coded_ingredients_then_a_crit
     assert alert.drug_allergy is not None
     assert (alert.severity, alert.drug_allergy.level) == (Severity.CRITICAL, "same_class")
     assert alert.drug_allergy.matched == ("piperacillin",)
+
+
+AMOXICILLIN_CODE = {"coding": [{"system": RXNORM, "code": "723", "display": "Amoxicillin"}]}
+SALINE_BAG = "Sodium chloride 0.9% 100 mL infusion"
+
+
+def _admixture(ingredient: dict[str, Any], *contained: dict[str, Any]) -> dict[str, Any]:
+    """A bag of saline with one more ingredient (`Medication/bag`), holding `contained`."""
+    return {
+        "resourceType": "Medication",
+        "id": "bag",
+        "code": {"text": SALINE_BAG},
+        "contained": list(contained),
+        "ingredient": [ingredient, {"itemCodeableConcept": {"text": "sodium chloride"}}],
+    }
+
+
+def _order_of(medication: str, *contained: dict[str, Any]) -> dict[str, Any]:
+    return ACTIVE_ZOSYN | {
+        "contained": list(contained),
+        "medicationReference": {"reference": medication},
+    }
+
+
+ABX_MEDICATION = {"resourceType": "Medication", "id": "abx", "code": AMOXICILLIN_CODE}
+ABX_SUBSTANCE = {"resourceType": "Substance", "id": "abx", "code": AMOXICILLIN_CODE}
+
+
+@pytest.mark.parametrize(
+    "resources",
+    [
+        pytest.param(
+            [_admixture({"itemReference": {"reference": "#abx"}}, ABX_MEDICATION)],
+            id="given an ingredient that is a Medication the Medication contains",
+        ),
+        pytest.param(
+            [_admixture({"itemReference": {"reference": "#abx"}}, ABX_SUBSTANCE)],
+            id="given an ingredient that is a Substance the Medication contains",
+        ),
+        pytest.param(
+            [_admixture({"itemReference": {"reference": "Substance/abx"}}), ABX_SUBSTANCE],
+            id="given an ingredient that is a Substance of the input set",
+        ),
+        pytest.param(
+            [_admixture({"item": {"concept": AMOXICILLIN_CODE}})],
+            id="given an R5 ingredient item.concept",
+        ),
+        pytest.param(
+            [_admixture({"item": {"reference": {"reference": "Medication/abx"}}}), ABX_MEDICATION],
+            id="given an R5 ingredient item.reference to a Medication of the input set",
+        ),
+    ],
+)
+def test_given_an_admixture_whose_ingredient_is_a_penicillin_then_a_critical_alert(
+    resources: list[dict[str, Any]],
+) -> None:
+    """An antibiotic added to a bag of saline, named by reference or in R5's form: dropped,
+    the bag was judged as saline alone and raised nothing."""
+    order = _order_of("Medication/bag")
+    result = subject(fold(submitted_from([PENICILLIN, *resources, order])), "pat1")
+    [alert] = drug_allergy_alerts(result, "medrx0319")
+    assert alert.drug_allergy is not None
+    assert (alert.severity, alert.drug_allergy.level) == (Severity.CRITICAL, "same_class")
+
+
+def test_given_a_contained_admixture_whose_ingredient_is_contained_beside_it_then_an_alert() -> (
+    None
+):
+    bag = _admixture({"itemReference": {"reference": "#abx"}})
+    order = _order_of("#bag", bag | {"contained": []}, ABX_MEDICATION)
+    result = subject(fold(submitted_from([PENICILLIN, order])), "pat1")
+    [alert] = drug_allergy_alerts(result, "medrx0319")
+    assert alert.severity is Severity.CRITICAL
+
+
+@pytest.mark.parametrize(
+    ("ingredient", "passed_over"),
+    [
+        pytest.param(
+            {"itemReference": {"reference": "Medication/gone"}},
+            "ingredient[0].itemReference Medication/gone is not a Medication or Substance "
+            "among the imported resources",
+            id="given an ingredient reference the input set does not hold",
+        ),
+        pytest.param(
+            {"item": {"reference": {"reference": "#gone"}}},
+            "ingredient[0].item.reference #gone is not a Medication or Substance contained",
+            id="given an R5 ingredient reference to nothing contained",
+        ),
+    ],
+)
+def test_given_an_ingredient_that_cannot_be_resolved_then_reported_and_judged_unverified(
+    ingredient: dict[str, Any], passed_over: str
+) -> None:
+    """Never "no conflict" for want of what the bag holds: the drug cannot be verified."""
+    resources = [PENICILLIN, _admixture(ingredient), _order_of("Medication/bag")]
+    context = ImportContext(tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK)
+    imported = import_fhir(
+        combine(unpack(r, f"scenario#{n}") for n, r in enumerate(resources)), context
+    )
+    assert [part.message for part in imported.passed_over] == [
+        f"MedicationRequest/medrx0319: the Medication Medication/bag: {passed_over}: what the "
+        "ingredient is cannot be checked (imported without it)"
+    ]
+    result = subject(fold(submitted_from(resources)), "pat1")
+    [alert] = drug_allergy_alerts(result, "medrx0319")
+    assert alert.drug_allergy is not None
+    assert (alert.severity, alert.drug_allergy.level) == (Severity.WARNING, "unverified")
+    assert alert.drug_allergy.drug == f"{SALINE_BAG} (ingredient not resolved)"
 
 
 def test_given_a_general_allergy_code_whose_reaction_names_the_agent_then_a_critical_alert() -> (

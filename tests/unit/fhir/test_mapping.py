@@ -31,7 +31,7 @@ from schemas.events import (
     VerificationStatus,
 )
 from schemas.fhir.inputs import CLAIM_TYPES, conditional_identifier
-from schemas.fhir.json_access import Unmappable, duration_of
+from schemas.fhir.json_access import Unmappable, duration_of, parse_fhir_period_end
 from schemas.fhir.mapping import (
     MAPPED_TYPES,
     FhirImport,
@@ -565,6 +565,32 @@ def test_fhir_dates(text: str, expected: datetime) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("2015", utc(2016, 1, 1), id="given a year then the end of that year"),
+        pytest.param("2015-02", utc(2015, 3, 1), id="given a month then the end of that month"),
+        pytest.param("2016-02", utc(2016, 3, 1), id="given February of a leap year then 1 March"),
+        pytest.param("2015-12", utc(2016, 1, 1), id="given December then the next year"),
+        pytest.param("2015-01-31", utc(2015, 2, 1), id="given a day then the end of that day"),
+        pytest.param(
+            "2015-08-06T15:37:31-06:00",
+            datetime(2015, 8, 6, 15, 37, 31, tzinfo=timezone(timedelta(hours=-6))),
+            id="given a time then that instant",
+        ),
+    ],
+)
+def test_a_period_end_of_reduced_precision_includes_the_whole_of_it(
+    text: str, expected: datetime
+) -> None:
+    assert parse_fhir_period_end(text) == expected
+
+
+def test_a_period_end_on_the_last_day_of_the_calendar_is_refused_with_its_reason() -> None:
+    with pytest.raises(ValueError, match="'9999-12-31' ends at the end of the range of dates"):
+        parse_fhir_period_end("9999-12-31")
+
+
+@pytest.mark.parametrize(
     "text",
     [
         pytest.param("2015-08-06T15:37:31", id="given a time without a zone then refused"),
@@ -704,8 +730,9 @@ def test_given_a_contained_medication_when_imported_then_its_code_and_the_dosage
         pytest.param(
             [example("MedicationRequest-medrx002"), example("Medication-med0316")],
             "Chlorthalidone 50mg tablet (product)",
-            ((SNOMED, "317935006"),),
-            id="given Medication/id found in the input set when imported then that Medication",
+            ((SNOMED, "317935006"), (SNOMED, "387324004")),
+            id="given Medication/id found in the input set when imported then that Medication "
+            "and the code of the Substance it contains as its ingredient",
         ),
         pytest.param(
             [example("MedicationRequest-medrx0308")],
@@ -757,7 +784,7 @@ def test_given_a_contained_medication_when_imported_then_its_code_and_the_dosage
                 }
             ],
             "Chlorthalidone 50mg tablet (product)",
-            ((SNOMED, "317935006"),),
+            ((SNOMED, "317935006"), (SNOMED, "387324004")),
             id="given a urn:uuid reference to a bundle entry when imported then that Medication",
         ),
         pytest.param(
@@ -858,8 +885,8 @@ ORDERED = utc(2015, 1, 15)
                 "status": "completed",
                 "dispenseRequest": {"validityPeriod": {"start": "2015-01-15", "end": "2016-01-15"}},
             },
-            ("completed", utc(2016, 1, 15)),
-            id="given completed and a validity period then stopped at its end",
+            ("completed", utc(2016, 1, 16)),
+            id="given completed and a validity period ending on a date then stopped after that day",
         ),
         pytest.param(
             {
@@ -879,7 +906,7 @@ ORDERED = utc(2015, 1, 15)
                     {"timing": {"repeat": {"boundsPeriod": {"end": "2015-01-25"}}}},
                 ],
             },
-            ("completed", utc(2015, 1, 25)),
+            ("completed", utc(2015, 1, 26)),
             id="given dosage bounds then the latest therapy end wins over the validity end",
         ),
         pytest.param(
@@ -1149,8 +1176,8 @@ def test_given_a_drug_being_taken_then_a_prescription_without_a_stop(state: str)
                 "effectiveDateTime": None,
                 "effectivePeriod": {"start": "2024-02-01", "end": "2024-02-10"},
             },
-            ("completed", utc(2024, 2, 10)),
-            id="given a completed course then stopped at the end of its period",
+            ("completed", utc(2024, 2, 11)),
+            id="given a completed course then stopped after the last day of its period",
         ),
         pytest.param(
             {"status": "stopped", "statusReason": [{"text": "rash"}]},
@@ -1871,7 +1898,7 @@ def test_given_a_bundle_entry_deleting_a_claim_then_an_error_names_it(url: str, 
 
 
 def test_every_resource_type_that_becomes_claims_is_one_whose_deletion_is_refused() -> None:
-    assert MAPPED_TYPES - {"Medication"} == CLAIM_TYPES
+    assert MAPPED_TYPES - {"Medication", "Substance"} == CLAIM_TYPES
 
 
 @pytest.mark.parametrize(

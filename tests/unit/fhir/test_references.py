@@ -126,6 +126,52 @@ def test_a_medication_reference_names_the_newest_version_in_a_history_bundle() -
     assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]
 
 
+TWO_VERSIONS = bundle(
+    entry(medication("123", "Amoxicillin 500 MG Oral Capsule", version="2")),
+    entry(medication("123", "Acetaminophen 325 MG Oral Tablet", version="1")),
+    kind="history",
+)
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        pytest.param("Medication/123/_history/1", id="given a relative reference to version 1"),
+        pytest.param(
+            "https://ehr.example/fhir/Medication/123/_history/1",
+            id="given an absolute reference to version 1",
+        ),
+    ],
+)
+def test_a_reference_pinned_to_a_version_names_that_version_not_the_newest(reference: str) -> None:
+    """The order was written for version 1's drug: reading version 2 checked another drug."""
+    result = run(TWO_VERSIONS, order("Patient/p1", medicationReference={"reference": reference}))
+    assert (result.errors, result.passed_over) == ([], [])
+    assert drugs(result) == ["Acetaminophen 325 MG Oral Tablet"]
+
+
+def test_a_reference_pinned_to_a_version_the_set_lacks_reads_the_newest_and_says_so() -> None:
+    pinned = {"reference": "Medication/123/_history/7"}
+    result = run(TWO_VERSIONS, order("Patient/p1", medicationReference=pinned))
+    assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]
+    assert [part.message for part in result.passed_over] == [
+        "MedicationRequest/rx1: the Medication Medication/123/_history/7: version 7 is not in "
+        "the input set: version 2, the newest it holds, was read instead"
+    ]
+
+
+def test_an_ingredient_reference_pinned_to_a_version_names_that_version() -> None:
+    admixture = medication(
+        "bag",
+        "Sodium chloride 0.9% infusion",
+        ingredient=[{"itemReference": {"reference": "Medication/123/_history/1"}}],
+    )
+    reference = {"reference": "Medication/bag"}
+    result = run(TWO_VERSIONS, admixture, order("Patient/p1", medicationReference=reference))
+    assert (result.errors, result.passed_over) == ([], [])
+    assert drugs(result) == ["Sodium chloride 0.9% infusion (Acetaminophen 325 MG Oral Tablet)"]
+
+
 @pytest.mark.parametrize("newest_first", [True, False])
 def test_a_medication_in_two_files_resolves_to_the_newer_whatever_the_file_order(
     newest_first: bool,
@@ -149,6 +195,20 @@ def test_two_different_medications_under_one_id_without_versions_are_an_error() 
     assert error.reason == "unresolved_reference"
     assert "Medication/123" in error.message
     assert "cannot be told" in error.message
+
+
+def test_two_medication_versions_that_nothing_orders_are_an_error_not_a_pick() -> None:
+    """Same lastUpdated, versionIds that are not numbers: their text says nothing of which
+    version is newer (it decided before, "abd" after "abc")."""
+    result = run(
+        medication("123", "Acetaminophen 325 MG Oral Tablet", version="abd"),
+        medication("123", "Amoxicillin 500 MG Oral Capsule", version="abc"),
+        order("Patient/p1", medicationReference={"reference": "Medication/123"}),
+    )
+    assert drugs(result) == []
+    (error,) = result.errors
+    assert error.reason == "unresolved_reference"
+    assert "Medication/123 is given by two different resources" in error.message
 
 
 def test_the_same_medication_given_twice_identically_is_no_ambiguity() -> None:
@@ -332,7 +392,7 @@ def test_a_contained_medication_whose_id_is_written_with_its_hash_is_found() -> 
     assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]
 
 
-def test_a_version_id_of_thousands_of_digits_is_compared_as_text_not_a_crash() -> None:
+def test_a_version_id_of_thousands_of_digits_is_no_crash() -> None:
     huge = medication("123", "Amoxicillin 500 MG Oral Capsule", version="9" * 5000)
     result = run(huge, order("Patient/p1", medicationReference={"reference": "Medication/123"}))
     assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]

@@ -373,6 +373,50 @@ def test_a_page_missing_from_the_middle_of_a_search_is_named() -> None:
     assert f"({SEARCH}&page=2)" in skip.reason
 
 
+@pytest.mark.parametrize(
+    ("links", "problem"),
+    [
+        pytest.param(
+            [{"relation": ["next"], "url": f"{SEARCH}&page=2"}],
+            "link[0].relation is not a string",
+            id="given a link whose relation is a list then a notice, not a crash",
+        ),
+        pytest.param(
+            [{"relation": {"code": "next"}, "url": f"{SEARCH}&page=2"}],
+            "link[0].relation is not a string",
+            id="given a link whose relation is an object then a notice, not a crash",
+        ),
+        pytest.param(
+            [{"relation": "self", "url": SEARCH}, {"relation": "next", "url": [SEARCH]}],
+            "link[1].url is not a string",
+            id="given a next link whose url is a list then a notice naming it",
+        ),
+        pytest.param(
+            ["next"],
+            "link[0] is not a JSON object",
+            id="given a link that is a string then a notice",
+        ),
+        pytest.param(
+            {"relation": "next", "url": f"{SEARCH}&page=2"},
+            "link is not a list",
+            id="given the links as one object then a notice",
+        ),
+    ],
+)
+def test_a_bundle_link_that_cannot_be_read_is_a_notice_and_the_entries_are_imported(
+    links: Any, problem: str
+) -> None:
+    page = {**bundle("searchset", {"resource": ALLERGY}), "id": "page1", "link": links}
+    result = run(PATIENT, page)
+    assert result.errors == []
+    ((skip),) = result.skipped
+    assert (skip.resource_type, skip.resource_id) == ("Bundle", "page1")
+    assert skip.reason.startswith(f"a Bundle link that cannot be read ({problem}): if it names")
+    assert event_types([PATIENT, page], "AllergyIntolerance/a1") == [
+        EventType.ALLERGY_RECORDED.value
+    ]
+
+
 def test_a_json_array_of_resources_is_told_how_to_send_them() -> None:
     (error,) = unpack([PATIENT, ALLERGY], "array.json").errors
     assert error.reason == "not_a_resource"
