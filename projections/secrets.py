@@ -23,7 +23,7 @@ _CREDENTIAL_VALUE = r"(?=\S*?(?:\d|[a-z][A-Z]|[_@#$%^&*+=\\|<>~`]))\S{4,}"
 letter after a small one (`hunter22`, `p@ss`, `eyJhbGci`): what a credential looks like, and
 what an ordinary word (`Secret: patient does not want family informed`) does not."""
 
-_PASSWORD_WORD = r"(?:password|passwd|pwd|passcode)"
+_LOGIN_WORD = r"(?:password|passwd|pwd|passcode)"
 """A password given as the whole of its line (`password: letmein`) is one, whatever it looks
 like; `Password: reset by the IT desk` goes on in words and is not."""
 
@@ -56,7 +56,7 @@ _TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             rf"(?i:\b{_CREDENTIAL_WORD}\s*=\s*)\S{{4,}}"
             rf"|(?i:\b{_CREDENTIAL_WORD}\s*(?:is|:)\s*){_CREDENTIAL_VALUE}"
-            rf"|(?i:\b{_PASSWORD_WORD}\s*:\s*)\S{{4,}}?(?=[.,;!)]*(?:$|[\r\n]))"
+            rf"|(?i:\b{_LOGIN_WORD}\s*:\s*)\S{{4,}}?(?=[.,;!)]*(?:$|[\r\n]))"
         ),
     ),
 )
