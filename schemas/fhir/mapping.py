@@ -96,9 +96,9 @@ doseAndRate.doseQuantity, "500 mg"), route and notes. The
 Medication is `medicationCodeableConcept`, a contained `#id`, or a `Medication/id` / `fullUrl`
 found anywhere in the input set; a missing one is an error. An ingredient is its
 `itemCodeableConcept` (R5 `item.concept`) or the Medication or Substance its `itemReference` (R5
-`item.reference`) names, contained or in the input set; one that names nothing readable is
-reported and marks the drug's text "(ingredient not resolved)", so the drug is judged
-`unverified`. A dosage instruction ends at its
+`item.reference`) names, contained or in the input set; one that names nothing readable, or
+cannot be read at all, is reported and marks the drug's text "(ingredient not resolved)", so
+the drug is judged `unverified` whatever the Medication's own code says. A dosage instruction ends at its
 `timing.repeat.boundsPeriod.end`, else its `boundsDuration` (a UCUM time: s, min, h, d, wk, mo,
 a; or its unit text, "days") after the bounds' start or the order's `authoredOn`. An end (of
 boundsPeriod, effectivePeriod, validityPeriod) written as a year, month or day includes all of
