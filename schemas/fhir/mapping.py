@@ -29,6 +29,10 @@ Patient entry's `fullUrl`, else the uuid itself, or a logical reference by `iden
 to the one Patient of the input set that carries it; no such Patient, or two, is an error), with
 `%`, `:` and white space percent-encoded (`a:b` is `a%3Ab`, so it never merges with `a-b`); a
 `urn:uuid:` is compared in lower case (RFC 4122), so an upper-case copy names the same patient.
+Ids are unique per server only: an entry's fullUrl ending in `<type>/<id>` gives the
+resource's server, its relative references resolve on that server first, and a record whose
+type and id (or whose patient's id) the input set holds from two servers is an error, never
+merged with the other (`schemas.fhir.sources.Index.across_servers`).
 A reference to a Medication or MedicationRequest resolves to the newest version the input set
 holds (`meta.lastUpdated`, then a numeric `meta.versionId`); two different resources under one
 reference that no version order separates are an error for the records naming them. A
@@ -344,11 +348,19 @@ def _events_of(
             Problem.MISSING_FIELD,
             "id is missing (and no urn:uuid or resource URL fullUrl): no stable event id is possible",
         )
+    servers = index.across_servers.get(f"{item.resource_type}/{item.identity}")
+    if item.resource_type in CLAIM_TYPES and servers is not None:
+        raise Unmappable(
+            Problem.INVALID_VALUE,
+            f"{item.resource_type}/{item.identity} is in the input set from {len(servers)} "
+            f"servers ({', '.join(servers)}, as resources or references): ids are unique per "
+            "server only, so their records would be merged as one",
+        )
     refused = not_plain(item.resource) if item.resource_type in CLAIM_TYPES else None
     if refused is not None:
         raise refused
     source = Source(item.resource, item.identity, context, item.document_time, passed_over)
-    return mapper(source, index)
+    return mapper(source, index.seen_from(item.server_base))
 
 
 def _meant(resource_type: str) -> str | None:
