@@ -148,7 +148,9 @@ without a code): it names no drug.
 A later version of a resource that names another patient than the version before it (a record
 filed under the wrong patient, corrected at the source) ends the claim for the earlier patient
 at the later version's time: the allergy is entered-in-error, the prescription stopped
-(`schemas.fhir.moves`; within one input set).
+(`schemas.fhir.moves`; within one input set). So does a later version whose subject is a Group;
+a later version skipped for another reason (doNotPerform, a proposal, a draft) leaves the
+earlier one in force, and a line says so.
 
 OperationOutcome (a bulk export's error file): an `error` or `fatal` issue is an import error
 `source_reported_error` quoting it (the export is incomplete), else a skip quoting the issues
@@ -220,14 +222,28 @@ from schemas.fhir.inputs import (
     parse_ndjson,
     unordered_versions,
     unpack,
+    version_id,
 )
-from schemas.fhir.json_access import Problem, Unmappable, Unsupported, parse_fhir_datetime
+from schemas.fhir.json_access import (
+    NotForAPatient,
+    Problem,
+    Unmappable,
+    Unsupported,
+    parse_fhir_datetime,
+)
 from schemas.fhir.medications import request_events, statement_events
 from schemas.fhir.modifiers import not_plain
-from schemas.fhir.moves import moved_away
+from schemas.fhir.moves import SkippedVersion, left_in_force, moved_away
 from schemas.fhir.outcomes import OPERATION_OUTCOME, reported
 from schemas.fhir.patients import country_code, patient_events
-from schemas.fhir.sources import ImportContext, Index, Mapper, Source, fhir_event_id
+from schemas.fhir.sources import (
+    ImportContext,
+    Index,
+    Mapper,
+    Source,
+    fhir_event_id,
+    recorded_time,
+)
 from schemas.json_lines import validation_summary
 
 __all__ = [
@@ -278,6 +294,7 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
     skipped = [*parsed.skipped, *missing_pages(parsed.pages)]
     result = FhirImport(skipped=skipped, errors=list(parsed.errors))
     unordered = unordered_versions(parsed.resources)
+    skipped_versions: list[SkippedVersion] = []
     for position, item in enumerate(parsed.resources):
         resource_type, resource_id = item.resource_type, item.identity
         label = f"{resource_type}/{resource_id}" if resource_id else resource_type
@@ -290,6 +307,17 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
             events = _events_of(item, index, context, passed_over)
         except Unsupported as skip:
             result.skipped.append(Skipped(item.origin, resource_type, resource_id, skip.reason))
+            if resource_type in _VERSIONED_CLAIMS and resource_id:
+                skipped_versions.append(
+                    SkippedVersion(
+                        item.origin,
+                        label,
+                        recorded_time(item, context),
+                        version_id(item.resource),
+                        skip.reason,
+                        isinstance(skip, NotForAPatient),
+                    )
+                )
         except Unmappable as error:
             message = f"{label}: {error.message}"
             result.errors.append(FhirError(item.origin, error.problem.value, message))
@@ -305,7 +333,15 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
                 PassedOver(item.origin, label, detail) for detail in passed_over
             )
     result.events.extend(moved_away(result.events))
+    ended, said = left_in_force(result.events, skipped_versions)
+    result.events.extend(ended)
+    result.passed_over.extend(PassedOver(*line) for line in said)
     return result
+
+
+_VERSIONED_CLAIMS: Final = CLAIM_TYPES - {"Patient"}
+"""The claim resources a later version of which, skipped, would leave an earlier one in force
+(a Patient's home country is a fact of its own)."""
 
 
 def without_unmapped(parsed: ParsedInput) -> ParsedInput:

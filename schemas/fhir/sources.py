@@ -26,9 +26,9 @@ from schemas.fhir.inputs import (
 )
 from schemas.fhir.json_access import (
     Json,
+    NotForAPatient,
     Problem,
     Unmappable,
-    Unsupported,
     object_at,
     relative_reference,
     required_object,
@@ -464,7 +464,7 @@ def _subject_of(resource: Json, field_name: str, index: Index) -> str:
             f"patient.reference {reference!r} is not a Patient (the element is Reference(Patient))",
         )
     if resource_type != "Patient":
-        raise Unsupported(f"the subject is a {resource_type}, not a Patient")
+        raise NotForAPatient(f"the subject is a {resource_type}, not a Patient")
     return _patient_subject(identifier, index)
 
 
@@ -552,6 +552,17 @@ def timing_of(source: Source, candidates: Sequence[datetime | None]) -> Timing:
         recorded, version = source.document_time, f"{version}|{source.last_resort_mark}"
         return Timing(found, recorded + offset, version)
     return Timing(found, (last_updated or found) + offset, version)
+
+
+def recorded_time(item: SourcedResource, context: ImportContext) -> datetime | None:
+    """When a version of a resource was recorded, as its events would be (meta.lastUpdated, else
+    the Bundle's time, else the fallback, placed by a numeric versionId); None when its meta
+    cannot be read."""
+    source = Source(item.resource, item.identity or "", context, item.document_time)
+    try:
+        return timing_of(source, ()).recorded_at
+    except Unmappable:
+        return None
 
 
 def version_offset(version_id: str | None) -> timedelta:
