@@ -166,7 +166,9 @@ replaces the ordered drug), never a stop (one dose given or one fill dispensed d
 order; an entered-in-error record leaves the order alone and is skipped). When the order is in
 the input set (by `MedicationRequest/<id>` or its entry's `urn:uuid`) and its own import, or that
 of an order of the input set replacing it, ends it before the record, the record is skipped:
-it would restart the order with no end, and the order was checked while it ran. A record that
+it would restart the order with no end, and the order was checked while it ran. A record (or
+a statement) naming an order the input set holds for another patient is reported and read as
+if it named none: a record of one patient never changes another's order. A record that
 names no order is a course of its own, `<ResourceType>/<id>`:
   - Immunization (vaccineCode, dose from doseQuantity, route; `occurred_at` occurrenceDateTime,
     recorded, meta.lastUpdated; subject `patient`): completed is a single dose, a prescription

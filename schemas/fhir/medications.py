@@ -759,14 +759,15 @@ _STATEMENT_STATUSES: Final = _TAKING_STATUSES | _TAKEN_STATUSES | {"not-taken"}
 def statement_events(source: Source, index: Index) -> list[Event]:
     resource = source.resource
     status = _statement_status(resource)
-    order = based_on_request(resource, "basedOn", index)
+    subject_id = subject_of(resource, "subject", index)
+    order = patients_order(source, "basedOn", index, subject_id)
     if order is not None and status == IN_ERROR:
         raise Unsupported(
             f"MedicationStatement entered-in-error: MedicationRequest/{order} is unchanged"
         )
     course = Course(
         prescription_id=order or f"{source.resource_type}/{source.resource_id}",
-        subject_id=subject_of(resource, "subject", index),
+        subject_id=subject_id,
         drug=drug_of(resource, index),
         dosage=first_dosage(source, "dosage"),
         starts=_statement_starts(resource),
@@ -846,6 +847,27 @@ def _states_no_medication(resource: Json) -> bool:
     return (
         not codes and text is not None and " ".join(text.casefold().split()) in _NO_MEDICATION_TEXTS
     )
+
+
+def patients_order(source: Source, field_name: str, index: Index, subject_id: str) -> str | None:
+    """The order a record reports on (`based_on_request`) when it is the record's patient's: an
+    order of the input set for another patient is reported and not reported on (the record is
+    a course of its own), so a record of one patient never changes another's order."""
+    order = based_on_request(source.resource, field_name, index)
+    held = None if order is None else index.order(f"MedicationRequest/{order}")
+    if held is None or held.identity is None:
+        return order
+    try:
+        ordered_for = subject_of(held.resource, "subject", index)
+    except (Unmappable, Unsupported):
+        return order
+    if ordered_for == subject_id:
+        return order
+    source.passed_over.append(
+        f"{field_name} names MedicationRequest/{order}, an order for another patient: the "
+        "record is read as a course of its own, not as news of that order"
+    )
+    return None
 
 
 def based_on_request(resource: Json, field_name: str, index: Index) -> str | None:

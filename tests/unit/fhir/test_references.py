@@ -509,3 +509,59 @@ def test_one_unversioned_record_id_for_two_patients_is_an_error_not_one_event_id
         ("file0#entry[1]", "invalid_value"),
     ]
     assert "name different patients: nothing says which is the record" in result.errors[0].message
+
+
+def _record_of_a_drug(resource_type: str, field_name: str, reference: object) -> dict[str, Any]:
+    timing = {"MedicationDispense": {"whenHandedOver": "2024-05-02"}}.get(
+        resource_type, {"effectiveDateTime": "2024-05-02"}
+    )
+    return {
+        "resourceType": resource_type,
+        "id": "given1",
+        "status": "completed",
+        "subject": {"reference": "Patient/p2"},
+        field_name: reference,
+        "medicationCodeableConcept": AMOXICILLIN,
+        **timing,
+    }
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "field_name", "reference"),
+    [
+        pytest.param(
+            "MedicationStatement",
+            "basedOn",
+            [{"reference": "MedicationRequest/rx1"}],
+            id="given a statement of patient p2 based on patient p1's order",
+        ),
+        pytest.param(
+            "MedicationAdministration",
+            "request",
+            {"reference": "MedicationRequest/rx1"},
+            id="given an administration to patient p2 under patient p1's order",
+        ),
+        pytest.param(
+            "MedicationDispense",
+            "authorizingPrescription",
+            [{"reference": "MedicationRequest/rx1"}],
+            id="given a dispense to patient p2 under patient p1's order",
+        ),
+    ],
+)
+def test_a_record_naming_another_patients_order_is_reported_and_a_course_of_its_own(
+    resource_type: str, field_name: str, reference: object
+) -> None:
+    """Patient p2's record created prescription 'rx1' under p2 without a word."""
+    record = _record_of_a_drug(resource_type, field_name, reference)
+    result = run(order("Patient/p1", medicationCodeableConcept=AMOXICILLIN), record)
+    given = [
+        (event.subject_id, event.payload.prescription_id)
+        for _, event in result.events
+        if isinstance(event.payload, MedicationPrescribed) and event.subject_id == "p2"
+    ]
+    assert given == [("p2", f"{resource_type}/given1")]
+    assert [part.message for part in result.passed_over] == [
+        f"{resource_type}/given1: {field_name} names MedicationRequest/rx1, an order for another "
+        "patient: the record is read as a course of its own, not as news of that order"
+    ]
