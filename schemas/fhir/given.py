@@ -32,11 +32,11 @@ from schemas.fhir.medications import (
     NO_DOSAGE,
     Course,
     Drug,
-    based_on_request,
     course_events,
     dosage_of,
     drug_of,
     first_dosage,
+    patients_order,
     request_events,
     stop_reason_of,
     stopped_by,
@@ -98,7 +98,8 @@ def administration_events(source: Source, index: Index) -> list[Event]:
         time_at(resource, "effectiveDateTime"),
         time_at(resource, "effectivePeriod", "start"),
     )
-    order = _reported_order(source, index, "request", starts)
+    subject_id = subject_of(resource, "subject", index)
+    order = _reported_order(source, index, "request", starts, subject_id)
     if order is not None and status == IN_ERROR:
         raise Unsupported(
             f"MedicationAdministration entered-in-error: MedicationRequest/{order} is unchanged"
@@ -108,7 +109,7 @@ def administration_events(source: Source, index: Index) -> list[Event]:
     over = order is None and status not in _ADMINISTRATION_UNDER_WAY
     course = Course(
         prescription_id=order or f"{source.resource_type}/{source.resource_id}",
-        subject_id=subject_of(resource, "subject", index),
+        subject_id=subject_id,
         drug=drug_of(resource, index),
         dosage=dosage_of(source, dosage, "dosage", dose_key="dose"),
         starts=starts,
@@ -120,12 +121,17 @@ def administration_events(source: Source, index: Index) -> list[Event]:
 
 
 def _reported_order(
-    source: Source, index: Index, field_name: str, starts: tuple[datetime | None, ...]
+    source: Source,
+    index: Index,
+    field_name: str,
+    starts: tuple[datetime | None, ...],
+    subject_id: str,
 ) -> str | None:
-    """The order a record of a drug given reports on, if it names one. When that order is in
-    the input set and had ended before the record, the record is skipped: reported on the
-    order, it would restart it (with no end), and the order was checked while it ran."""
-    order = based_on_request(source.resource, field_name, index)
+    """The order of the record's patient a record of a drug given reports on, if it names one
+    (`patients_order`). When that order is in the input set and had ended before the record,
+    the record is skipped: reported on the order, it would restart it (with no end), and the
+    order was checked while it ran."""
+    order = patients_order(source, field_name, index, subject_id)
     if order is None:
         return None
     ordered = index.order(f"MedicationRequest/{order}")
@@ -205,14 +211,15 @@ def dispense_events(source: Source, index: Index) -> list[Event]:
     if status in _NOT_DISPENSED:
         raise Unsupported(f"MedicationDispense {status}: nothing was dispensed")
     starts = (time_at(resource, "whenHandedOver"), time_at(resource, "whenPrepared"))
-    order = _reported_order(source, index, "authorizingPrescription", starts)
+    subject_id = subject_of(resource, "subject", index)
+    order = _reported_order(source, index, "authorizingPrescription", starts, subject_id)
     if order is not None and status == IN_ERROR:
         raise Unsupported(
             f"MedicationDispense entered-in-error: MedicationRequest/{order} is unchanged"
         )
     course = Course(
         prescription_id=order or f"{source.resource_type}/{source.resource_id}",
-        subject_id=subject_of(resource, "subject", index),
+        subject_id=subject_id,
         drug=drug_of(resource, index),
         dosage=first_dosage(source, "dosageInstruction"),
         starts=starts,

@@ -60,6 +60,55 @@ class SourcedResource:
             return identifier
         return self.conditional or _id_in_full_url(self.full_url, self.resource_type)
 
+    @property
+    def server_base(self) -> str | None:
+        """The base of the server the resource is from, when its entry's fullUrl is a URL
+        ending in `<resourceType>/<id>` (see `server_base_of`)."""
+        if self.full_url is None or self.identity is None:
+            return None
+        base, relative = _split_absolute(self.full_url)
+        return base if relative == f"{self.resource_type}/{self.identity}" else None
+
+
+def server_base_of(reference: str, base: str | None) -> str | None:
+    """The base of the server a literal reference names a resource on: an absolute URL's own
+    (`https://hospA.example/fhir/Patient/1` is on `hospa.example/fhir`), a relative reference's
+    that of the resource it is written in (FHIR resolves `Patient/1` in a Bundle entry against
+    the base of the entry's fullUrl); None when unknown. Bases are compared without their
+    scheme, host in lower case and without a trailing `/`: `http://` and `https://` name one
+    server."""
+    absolute_base, _ = _split_absolute(reference)
+    if absolute_base is not None:
+        return absolute_base
+    return base if relative_reference(reference) is not None and ":" not in reference else None
+
+
+def located(reference: str, base: str | None) -> str | None:
+    """`<server base>/<Type>/<id>` of the resource a literal reference names, when the server
+    is known (see `server_base_of`): what tells apart two servers' resources of one id."""
+    server = server_base_of(reference, base)
+    relative = relative_reference(reference.split("#", 1)[0])
+    return None if server is None or relative is None else f"{server}/{relative}"
+
+
+def _split_absolute(url: str) -> tuple[str | None, str | None]:
+    """The normalized server base and `Type/id` of an absolute http(s) reference or fullUrl
+    (a version suffix is dropped), else (None, None)."""
+    scheme, marker, rest = url.strip().partition("://")
+    if not marker or scheme.lower() not in ("http", "https"):
+        return None, None
+    path = rest.split("?", 1)[0].split("#", 1)[0]
+    parts = [part for part in path.split("/") if part]
+    if "_history" in parts:
+        parts = parts[: parts.index("_history")]
+    if len(parts) < _HOST_TYPE_AND_ID:
+        return None, None
+    base = "/".join([parts[0].lower(), *parts[1:-2]])
+    return base, f"{parts[-2]}/{parts[-1]}"
+
+
+_HOST_TYPE_AND_ID: Final = 3
+
 
 def _id_in_full_url(full_url: str | None, resource_type: str) -> str | None:
     if full_url is None:
@@ -443,16 +492,20 @@ def unordered_versions(resources: Sequence[SourcedResource]) -> dict[int, str]:
     """Position -> why, for each version of a claim resource (`CLAIM_TYPES`) that nothing
     orders against another, different version of it in the input set: recorded at the same
     time (the same `meta.lastUpdated`; without one, the same Bundle time, or neither) under
-    another `meta.versionId` of which one is not a number. Such versions would be folded in an
-    arbitrary order (whichever event id sorts first would hold); versions under the same
-    versionId (or none) keep the same event ids, and the gate refuses the later one."""
-    groups: dict[tuple[str, str, datetime | None], list[int]] = {}
+    another `meta.versionId` of which one is not a number, or under one `meta.versionId` (or
+    none) naming different patients (one event id for two subjects). Such versions would be
+    folded in an arbitrary order (whichever event id sorts first would hold); versions of one
+    patient under the same versionId (or none) keep the same event ids, and the gate refuses
+    the later one. Resources from different servers (`server_base`) are not versions of one
+    another."""
+    groups: dict[tuple[str, str, str | None, datetime | None], list[int]] = {}
     for position, item in enumerate(resources):
         if item.resource_type in CLAIM_TYPES and item.identity is not None:
-            key = (item.resource_type, item.identity, _recorded_time(item))
+            key = (item.resource_type, item.identity, item.server_base, _recorded_time(item))
             groups.setdefault(key, []).append(position)
     found: dict[int, str] = {}
-    for (resource_type, identity, _), positions in groups.items():
+    for (resource_type, identity, _, _), positions in groups.items():
+        found.update(_one_version_two_patients(resources, positions))
         versions = {version_id(resources[position].resource) for position in positions}
         contents = _distinct(_without_meta(resources[position].resource) for position in positions)
         if len(versions) < 2 or len(contents) < 2 or all(_numeric(v) for v in versions if v):
@@ -466,6 +519,49 @@ def unordered_versions(resources: Sequence[SourcedResource]) -> dict[int, str]:
         )
         found.update((position, reason) for position in positions)
     return found
+
+
+def _one_version_two_patients(
+    resources: Sequence[SourcedResource], positions: Sequence[int]
+) -> dict[int, str]:
+    """Position -> why, for each of the resources of one id, recorded at one time, under one
+    `meta.versionId` (or none) that name different patients: nothing says which is the
+    record (or that one moved it from the other patient), and they would share one event id
+    for two subjects."""
+    by_version: dict[str | None, list[int]] = {}
+    for position in positions:
+        by_version.setdefault(version_id(resources[position].resource), []).append(position)
+    found: dict[int, str] = {}
+    for version, same in by_version.items():
+        patients = {_patient_named(resources[position].resource) for position in same}
+        if len(patients - {None}) < 2:
+            continue
+        item = resources[same[0]]
+        named = "no meta.versionId" if version is None else f"meta.versionId {version!r}"
+        reason = (
+            f"{item.resource_type}/{item.identity}: resources with this id, {named} and the "
+            "same recorded time (the same meta.lastUpdated, or none) name different patients: "
+            "nothing says which is the record, or that it moved from one patient to the other "
+            "(give each version meta.versionId or meta.lastUpdated)"
+        )
+        found.update((position, reason) for position in same)
+    return found
+
+
+def _patient_named(resource: Json) -> str | None:
+    """The patient a resource names (`patient` or `subject`) by a reference that can be read
+    (`Patient/<id>`, whatever server URL it is written under, or a `urn:uuid:`), else None: a
+    resource naming none is an error of its own."""
+    for key in ("patient", "subject"):
+        holder = resource.get(key)
+        reference = holder.get("reference") if isinstance(holder, Mapping) else None
+        if not isinstance(reference, str):
+            continue
+        if reference.lower().startswith("urn:"):
+            return reference_key(reference)
+        relative = relative_reference(reference)
+        return relative if relative is not None and relative.split("/")[1].strip() else None
+    return None
 
 
 def _recorded_time(item: SourcedResource) -> datetime | None:

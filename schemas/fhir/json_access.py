@@ -88,6 +88,11 @@ class Unsupported(Exception):
         self.reason = reason
 
 
+class NotForAPatient(Unsupported):
+    """A record whose subject is not a Patient (a Group): skipped, and no longer the record of
+    the patient an earlier version of it named."""
+
+
 def first_object(holder: Json, key: str) -> Json:
     return next(iter(objects_at(holder, key)), {})
 

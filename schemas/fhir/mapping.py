@@ -29,6 +29,10 @@ Patient entry's `fullUrl`, else the uuid itself, or a logical reference by `iden
 to the one Patient of the input set that carries it; no such Patient, or two, is an error), with
 `%`, `:` and white space percent-encoded (`a:b` is `a%3Ab`, so it never merges with `a-b`); a
 `urn:uuid:` is compared in lower case (RFC 4122), so an upper-case copy names the same patient.
+Ids are unique per server only: an entry's fullUrl ending in `<type>/<id>` gives the
+resource's server, its relative references resolve on that server first, and a record whose
+type and id (or whose patient's id) the input set holds from two servers is an error, never
+merged with the other (`schemas.fhir.sources.Index.across_servers`).
 A reference to a Medication or MedicationRequest resolves to the newest version the input set
 holds (`meta.lastUpdated`, then a numeric `meta.versionId`); two different resources under one
 reference that no version order separates are an error for the records naming them. A
@@ -96,9 +100,9 @@ doseAndRate.doseQuantity, "500 mg"), route and notes. The
 Medication is `medicationCodeableConcept`, a contained `#id`, or a `Medication/id` / `fullUrl`
 found anywhere in the input set; a missing one is an error. An ingredient is its
 `itemCodeableConcept` (R5 `item.concept`) or the Medication or Substance its `itemReference` (R5
-`item.reference`) names, contained or in the input set; one that names nothing readable is
-reported and marks the drug's text "(ingredient not resolved)", so the drug is judged
-`unverified`. A dosage instruction ends at its
+`item.reference`) names, contained or in the input set; one that names nothing readable, or
+cannot be read at all, is reported and marks the drug's text "(ingredient not resolved)", so
+the drug is judged `unverified` whatever the Medication's own code says. A dosage instruction ends at its
 `timing.repeat.boundsPeriod.end`, else its `boundsDuration` (a UCUM time: s, min, h, d, wk, mo,
 a; or its unit text, "days") after the bounds' start or the order's `authoredOn`. An end (of
 boundsPeriod, effectivePeriod, validityPeriod) written as a year, month or day includes all of
@@ -144,7 +148,9 @@ without a code): it names no drug.
 A later version of a resource that names another patient than the version before it (a record
 filed under the wrong patient, corrected at the source) ends the claim for the earlier patient
 at the later version's time: the allergy is entered-in-error, the prescription stopped
-(`schemas.fhir.moves`; within one input set).
+(`schemas.fhir.moves`; within one input set). So does a later version whose subject is a Group;
+a later version skipped for another reason (doNotPerform, a proposal, a draft) leaves the
+earlier one in force, and a line says so.
 
 OperationOutcome (a bulk export's error file): an `error` or `fatal` issue is an import error
 `source_reported_error` quoting it (the export is incomplete), else a skip quoting the issues
@@ -160,7 +166,9 @@ replaces the ordered drug), never a stop (one dose given or one fill dispensed d
 order; an entered-in-error record leaves the order alone and is skipped). When the order is in
 the input set (by `MedicationRequest/<id>` or its entry's `urn:uuid`) and its own import, or that
 of an order of the input set replacing it, ends it before the record, the record is skipped:
-it would restart the order with no end, and the order was checked while it ran. A record that
+it would restart the order with no end, and the order was checked while it ran. A record (or
+a statement) naming an order the input set holds for another patient is reported and read as
+if it named none: a record of one patient never changes another's order. A record that
 names no order is a course of its own, `<ResourceType>/<id>`:
   - Immunization (vaccineCode, dose from doseQuantity, route; `occurred_at` occurrenceDateTime,
     recorded, meta.lastUpdated; subject `patient`): completed is a single dose, a prescription
@@ -216,14 +224,28 @@ from schemas.fhir.inputs import (
     parse_ndjson,
     unordered_versions,
     unpack,
+    version_id,
 )
-from schemas.fhir.json_access import Problem, Unmappable, Unsupported, parse_fhir_datetime
+from schemas.fhir.json_access import (
+    NotForAPatient,
+    Problem,
+    Unmappable,
+    Unsupported,
+    parse_fhir_datetime,
+)
 from schemas.fhir.medications import request_events, statement_events
 from schemas.fhir.modifiers import not_plain
-from schemas.fhir.moves import moved_away
+from schemas.fhir.moves import SkippedVersion, left_in_force, moved_away
 from schemas.fhir.outcomes import OPERATION_OUTCOME, reported
 from schemas.fhir.patients import country_code, patient_events
-from schemas.fhir.sources import ImportContext, Index, Mapper, Source, fhir_event_id
+from schemas.fhir.sources import (
+    ImportContext,
+    Index,
+    Mapper,
+    Source,
+    fhir_event_id,
+    recorded_time,
+)
 from schemas.json_lines import validation_summary
 
 __all__ = [
@@ -274,6 +296,7 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
     skipped = [*parsed.skipped, *missing_pages(parsed.pages)]
     result = FhirImport(skipped=skipped, errors=list(parsed.errors))
     unordered = unordered_versions(parsed.resources)
+    skipped_versions: list[SkippedVersion] = []
     for position, item in enumerate(parsed.resources):
         resource_type, resource_id = item.resource_type, item.identity
         label = f"{resource_type}/{resource_id}" if resource_id else resource_type
@@ -286,6 +309,17 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
             events = _events_of(item, index, context, passed_over)
         except Unsupported as skip:
             result.skipped.append(Skipped(item.origin, resource_type, resource_id, skip.reason))
+            if resource_type in _VERSIONED_CLAIMS and resource_id:
+                skipped_versions.append(
+                    SkippedVersion(
+                        item.origin,
+                        label,
+                        recorded_time(item, context),
+                        version_id(item.resource),
+                        skip.reason,
+                        isinstance(skip, NotForAPatient),
+                    )
+                )
         except Unmappable as error:
             message = f"{label}: {error.message}"
             result.errors.append(FhirError(item.origin, error.problem.value, message))
@@ -301,7 +335,15 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
                 PassedOver(item.origin, label, detail) for detail in passed_over
             )
     result.events.extend(moved_away(result.events))
+    ended, said = left_in_force(result.events, skipped_versions)
+    result.events.extend(ended)
+    result.passed_over.extend(PassedOver(*line) for line in said)
     return result
+
+
+_VERSIONED_CLAIMS: Final = CLAIM_TYPES - {"Patient"}
+"""The claim resources a later version of which, skipped, would leave an earlier one in force
+(a Patient's home country is a fact of its own)."""
 
 
 def without_unmapped(parsed: ParsedInput) -> ParsedInput:
@@ -344,11 +386,19 @@ def _events_of(
             Problem.MISSING_FIELD,
             "id is missing (and no urn:uuid or resource URL fullUrl): no stable event id is possible",
         )
+    servers = index.across_servers.get(f"{item.resource_type}/{item.identity}")
+    if item.resource_type in CLAIM_TYPES and servers is not None:
+        raise Unmappable(
+            Problem.INVALID_VALUE,
+            f"{item.resource_type}/{item.identity} is in the input set from {len(servers)} "
+            f"servers ({', '.join(servers)}, as resources or references): ids are unique per "
+            "server only, so their records would be merged as one",
+        )
     refused = not_plain(item.resource) if item.resource_type in CLAIM_TYPES else None
     if refused is not None:
         raise refused
     source = Source(item.resource, item.identity, context, item.document_time, passed_over)
-    return mapper(source, index)
+    return mapper(source, index.seen_from(item.server_base))
 
 
 def _meant(resource_type: str) -> str | None:

@@ -482,30 +482,55 @@ def _ingredients(
     the Medication or Substance its `itemReference` (R5 `item.reference`) names, contained
     (`#id`, in the Medication or beside it) or, with `index`, in the input set (an ingredient
     Medication's own references are followed to what it contains only); what is to be said of
-    them (`Drug.reported`); and whether every reference named something readable (one that
-    did not is left out, and the drug's text says an ingredient was not resolved). An
-    ingredient that cannot be read at all is passed over."""
+    them (`Drug.reported`); and whether every ingredient named something readable. One that
+    did not (an unreadable list or entry, a concept that cannot be read or says nothing, a
+    reference that names nothing readable) is left out, and the drug's text says an
+    ingredient was not resolved: the product's own code is no proof that an admixture holds
+    nothing else."""
     listed = medication.get("ingredient")
+    if listed is not None and not isinstance(listed, list):
+        unreadable = f"ingredient is not a list: {_CANNOT_CHECK}"
+        return [ReadConcept(UNRESOLVED_INGREDIENT, ())], (unreadable,), False
     contained = (*_contained_resources(medication), *siblings)
     found: list[ReadConcept] = []
     reported: list[str] = []
     resolved = True
-    for position, ingredient in enumerate(listed if isinstance(listed, list) else []):
-        if not isinstance(ingredient, Mapping):
-            continue
-        concept, reference = _ingredient_item(ingredient, f"ingredient[{position}]")
-        if concept is not None:
-            read = optional_concept(concept)
-            found.extend([] if read is None else [read])
-        elif reference is not None:
-            where, value = reference
-            named = _referenced_ingredient(value, index, contained)
-            found.extend([] if named.read is None else [named.read])
-            reported.extend(f"{where} {line}" for line in named.reported)
-            if not named.resolved:
-                found.append(ReadConcept(UNRESOLVED_INGREDIENT, ()))
-                resolved = False
+    for position, ingredient in enumerate(listed or []):
+        named = _ingredient_named(ingredient, f"ingredient[{position}]", index, contained)
+        found.extend([] if named.read is None else [named.read])
+        reported.extend(named.reported)
+        if not named.resolved:
+            found.append(ReadConcept(UNRESOLVED_INGREDIENT, ()))
+            resolved = False
     return found, tuple(reported), resolved
+
+
+def _ingredient_named(
+    ingredient: object, where: str, index: Index | None, contained: Sequence[Json]
+) -> _NamedIngredient:
+    """What one entry of a Medication's `ingredient` list names, or why it names nothing
+    readable."""
+    if not isinstance(ingredient, Mapping):
+        return _NamedIngredient(None, (f"{where} is not a JSON object: {_CANNOT_CHECK}",), False)
+    concept, reference = _ingredient_item(ingredient, where)
+    if concept is not None:
+        at, value = concept
+        try:
+            read = within(at, lambda: _ingredient_concept(as_object(value, at)))
+        except Unmappable as error:
+            return _NamedIngredient(None, (f"{error.message}: {_CANNOT_CHECK}",), False)
+        if read.label is None and not read.codes:
+            nothing = f"{at} names nothing (no text, display or code): {_CANNOT_CHECK}"
+            return _NamedIngredient(None, (nothing,), False)
+        return _NamedIngredient(read)
+    if reference is None:
+        missing = f"{where} has no item (itemCodeableConcept or itemReference): {_CANNOT_CHECK}"
+        return _NamedIngredient(None, (missing,), False)
+    at, value = reference
+    named = _referenced_ingredient(value, index, contained)
+    return _NamedIngredient(
+        named.read, tuple(f"{at} {line}" for line in named.reported), named.resolved
+    )
 
 
 def _contained_resources(resource: Json) -> list[Json]:
@@ -517,18 +542,23 @@ def _contained_resources(resource: Json) -> list[Json]:
     )
 
 
-def _ingredient_item(ingredient: Json, where: str) -> tuple[object, Part | None]:
-    """An ingredient's concept, or its reference with its path: R4's `itemCodeableConcept` or
+def _ingredient_concept(concept: Json) -> ReadConcept:
+    """An ingredient's concept: its text, else a coding's display, else its first code."""
+    return ReadConcept(concept_text(concept) or first_code(concept), codings_of(concept))
+
+
+def _ingredient_item(ingredient: Json, where: str) -> tuple[Part | None, Part | None]:
+    """An ingredient's concept or its reference, with its path: R4's `itemCodeableConcept` or
     `itemReference`, or R5's `item` CodeableReference (`item.concept`, else `item.reference`)."""
     if ingredient.get("itemCodeableConcept") is not None:
-        return ingredient["itemCodeableConcept"], None
+        return (f"{where}.itemCodeableConcept", ingredient["itemCodeableConcept"]), None
     if ingredient.get("itemReference") is not None:
         return None, (f"{where}.itemReference", ingredient["itemReference"])
     item = ingredient.get("item")
     if not isinstance(item, Mapping):
         return None, None
     if item.get("concept") is not None:
-        return item["concept"], None
+        return (f"{where}.item.concept", item["concept"]), None
     if item.get("reference") is not None:
         return None, (f"{where}.item.reference", item["reference"])
     return None, None
@@ -729,14 +759,15 @@ _STATEMENT_STATUSES: Final = _TAKING_STATUSES | _TAKEN_STATUSES | {"not-taken"}
 def statement_events(source: Source, index: Index) -> list[Event]:
     resource = source.resource
     status = _statement_status(resource)
-    order = based_on_request(resource, "basedOn", index)
+    subject_id = subject_of(resource, "subject", index)
+    order = patients_order(source, "basedOn", index, subject_id)
     if order is not None and status == IN_ERROR:
         raise Unsupported(
             f"MedicationStatement entered-in-error: MedicationRequest/{order} is unchanged"
         )
     course = Course(
         prescription_id=order or f"{source.resource_type}/{source.resource_id}",
-        subject_id=subject_of(resource, "subject", index),
+        subject_id=subject_id,
         drug=drug_of(resource, index),
         dosage=first_dosage(source, "dosage"),
         starts=_statement_starts(resource),
@@ -816,6 +847,27 @@ def _states_no_medication(resource: Json) -> bool:
     return (
         not codes and text is not None and " ".join(text.casefold().split()) in _NO_MEDICATION_TEXTS
     )
+
+
+def patients_order(source: Source, field_name: str, index: Index, subject_id: str) -> str | None:
+    """The order a record reports on (`based_on_request`) when it is the record's patient's: an
+    order of the input set for another patient is reported and not reported on (the record is
+    a course of its own), so a record of one patient never changes another's order."""
+    order = based_on_request(source.resource, field_name, index)
+    held = None if order is None else index.order(f"MedicationRequest/{order}")
+    if held is None or held.identity is None:
+        return order
+    try:
+        ordered_for = subject_of(held.resource, "subject", index)
+    except (Unmappable, Unsupported):
+        return order
+    if ordered_for == subject_id:
+        return order
+    source.passed_over.append(
+        f"{field_name} names MedicationRequest/{order}, an order for another patient: the "
+        "record is read as a course of its own, not as news of that order"
+    )
+    return None
 
 
 def based_on_request(resource: Json, field_name: str, index: Index) -> str | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Final, TypeVar
 from urllib.parse import parse_qs
@@ -15,17 +15,20 @@ from uuid import NAMESPACE_URL, uuid5
 
 from schemas.events import Event, EventType, FactAsserted, Origin, Payload, Sensitivity
 from schemas.fhir.inputs import (
+    CLAIM_TYPES,
     SourcedResource,
     VersionRank,
+    located,
     reference_key,
+    server_base_of,
     version_id,
     version_rank,
 )
 from schemas.fhir.json_access import (
     Json,
+    NotForAPatient,
     Problem,
     Unmappable,
-    Unsupported,
     object_at,
     relative_reference,
     required_object,
@@ -89,8 +92,16 @@ class Index:
     """`Substance/<id>` and entry fullUrls -> the newest version of that Substance (what a
     Medication's ingredient may name)."""
     versions: Mapping[str, Mapping[str, Json]] = field(default_factory=dict)
-    """`Medication/<id>` or `Substance/<id>` -> its versions in the input set by
-    `meta.versionId`, for a reference pinned to one (`Medication/m1/_history/1`)."""
+    """`Medication/<id>` or `Substance/<id>` (and, from a known server, `<base>/Medication/<id>`)
+    -> its versions in the input set by `meta.versionId`, for a reference pinned to one
+    (`Medication/m1/_history/1`)."""
+    across_servers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """`Type/<id>` -> the server bases (two or more) the input set holds or names it on: ids
+    are unique per server only, so `Type/<id>` alone does not say which is meant (see
+    `inputs.server_base_of`)."""
+    base: str | None = None
+    """The server base of the resource being mapped, against which its relative references
+    resolve first (`seen_from`)."""
 
     @classmethod
     def of(cls, resources: Iterable[SourcedResource]) -> Index:
@@ -103,19 +114,25 @@ class Index:
         ties: dict[str, VersionRank] = {}
         replacing: dict[str, list[SourcedResource]] = {}
         versions: dict[str, dict[str, Json]] = {}
+        servers: dict[str, set[str]] = {}
         for item in resources:
             resource_type, identifier = item.resource_type, item.identity
             full_url = reference_key(item.full_url) if item.full_url else None
-            keys = [
-                key for key in (full_url, identifier and f"{resource_type}/{identifier}") if key
-            ]
+            relative = identifier and f"{resource_type}/{identifier}"
+            base = item.server_base
+            on_server = f"{base}/{relative}" if base and relative else None
+            keys = [key for key in (on_server, full_url, relative) if key]
+            for named, server in _server_keys(item):
+                servers.setdefault(named, set()).add(server)
             if resource_type == "Medication":
                 _keep_newest(medications, keys, item, ranks, ties)
             if resource_type == "Substance":
                 _keep_newest(substances, keys, item, ranks, ties)
             version = version_id(item.resource)
-            if resource_type in _DEFINITION_TYPES and identifier and version:
-                versions.setdefault(f"{resource_type}/{identifier}", {})[version] = item.resource
+            if resource_type in _DEFINITION_TYPES and relative and version:
+                for held_as in (on_server, relative):
+                    if held_as:
+                        versions.setdefault(held_as, {})[version] = item.resource
             if resource_type == "MedicationRequest":
                 _keep_newest(orders, keys, item, ranks, ties)
                 prior = _prior_key(item.resource)
@@ -129,6 +146,7 @@ class Index:
                         identifier if identifiers.get(key, identifier) == identifier else None
                     )
         undecided = frozenset(key for key, rank in ties.items() if ranks[key] == rank)
+        across = {key: tuple(sorted(held)) for key, held in servers.items() if len(held) > 1}
         return cls(
             {key: item.resource for key, item in medications.items()},
             patients,
@@ -138,7 +156,13 @@ class Index:
             replacing={key: tuple(items) for key, items in replacing.items()},
             substances={key: item.resource for key, item in substances.items()},
             versions=versions,
+            across_servers=across,
         )
+
+    def seen_from(self, base: str | None) -> Index:
+        """This index as the resource from server `base` sees it: its relative references
+        resolve against its own server first."""
+        return replace(self, base=base)
 
     def medication(self, reference: str) -> Json | None:
         """The Medication a reference names (`urn:uuid:...`, `Medication/<id>` or a URL ending
@@ -174,12 +198,17 @@ class Index:
         )
 
     def _definition(self, held: Mapping[str, Json], reference: str) -> Json | None:
+        on_server = located(reference, self.base)
         pinned = _pinned_version(reference)
         if pinned is not None:
             named, version = pinned
+            if on_server is not None and on_server in held:
+                named = on_server
             exact = self.versions.get(named, {}).get(version)
             if exact is not None and self._decided(named) in held:
                 return exact
+        if on_server is not None and on_server in held:
+            return held[on_server]
         found = held.get(self._decided(reference_key(reference)))
         relative = relative_reference(reference)
         if found is None and relative is not None:
@@ -188,9 +217,27 @@ class Index:
 
     def order(self, reference: str) -> SourcedResource | None:
         """The MedicationRequest a reference names, None if the input set does not hold it."""
+        on_server = located(reference, self.base)
+        if on_server is not None and on_server in self.orders:
+            return self.orders[on_server]
         return self.orders.get(self._decided(reference_key(reference)))
 
+    def on_one_server(self, relative: str) -> str:
+        """`relative` (`Patient/1`), or an error when the input set holds or names it on two
+        servers: ids are unique per server only, so their records would become one."""
+        servers = self.across_servers.get(relative)
+        if servers is not None:
+            raise Unmappable(
+                Problem.UNRESOLVED_REFERENCE,
+                f"{relative} is in the input set from {len(servers)} servers "
+                f"({', '.join(servers)}): ids are unique per server only, so which one is meant "
+                "cannot be told, and their records would be merged",
+            )
+        return relative
+
     def _decided(self, key: str) -> str:
+        if relative_reference(key) == key:
+            self.on_one_server(key)
         if key in self.undecided:
             raise Unmappable(
                 Problem.UNRESOLVED_REFERENCE,
@@ -202,6 +249,25 @@ class Index:
 
 
 _DEFINITION_TYPES: Final = frozenset({"Medication", "Substance"})
+_SERVER_TYPES: Final = CLAIM_TYPES | _DEFINITION_TYPES
+
+
+def _server_keys(item: SourcedResource) -> list[tuple[str, str]]:
+    """(`Type/<id>`, server base) of the resource, when its server is known, and of the patient
+    a claim names, when the reference says on which server."""
+    found: list[tuple[str, str]] = []
+    if item.resource_type in _SERVER_TYPES and item.server_base and item.identity:
+        found.append((f"{item.resource_type}/{item.identity}", item.server_base))
+    if item.resource_type not in CLAIM_TYPES:
+        return found
+    for field_name in ("patient", "subject"):
+        holder = item.resource.get(field_name)
+        reference = holder.get("reference") if isinstance(holder, Mapping) else None
+        relative = relative_reference(reference) if isinstance(reference, str) else None
+        if isinstance(reference, str) and relative and relative.startswith("Patient/"):
+            server = server_base_of(reference, item.server_base)
+            found.extend([] if server is None else [(relative, server)])
+    return found
 
 
 def _pinned_version(reference: str) -> tuple[str, str] | None:
@@ -376,7 +442,9 @@ def _subject_of(resource: Json, field_name: str, index: Index) -> str:
         return _subject_by_identifier(holder, field_name, index)
     if reference.startswith("urn:"):
         reference = reference_key(reference)
-        return subject_id_of(index.patients.get(reference) or reference.rsplit(":", 1)[-1])
+        return _patient_subject(
+            index.patients.get(reference) or reference.rsplit(":", 1)[-1], index
+        )
     if reference.startswith("#"):
         raise Unmappable(Problem.UNRESOLVED_REFERENCE, "a contained patient is not supported")
     if "?" in reference:
@@ -396,8 +464,8 @@ def _subject_of(resource: Json, field_name: str, index: Index) -> str:
             f"patient.reference {reference!r} is not a Patient (the element is Reference(Patient))",
         )
     if resource_type != "Patient":
-        raise Unsupported(f"the subject is a {resource_type}, not a Patient")
-    return subject_id_of(identifier)
+        raise NotForAPatient(f"the subject is a {resource_type}, not a Patient")
+    return _patient_subject(identifier, index)
 
 
 def _subject_by_condition(reference: str, field_name: str, index: Index) -> str:
@@ -439,6 +507,13 @@ def _patient_carrying(key: tuple[str, str], field_name: str, index: Index) -> st
             Problem.UNRESOLVED_REFERENCE,
             f"{field_name} identifier {key[0]}|{key[1]} is carried by more than one Patient",
         )
+    return _patient_subject(patient_id, index)
+
+
+def _patient_subject(patient_id: str, index: Index) -> str:
+    """The subject id of a Patient id that names one patient of the input set: a Patient id
+    the set holds or names on two servers is two patients, never one subject."""
+    index.on_one_server(f"Patient/{patient_id}")
     return subject_id_of(patient_id)
 
 
@@ -477,6 +552,17 @@ def timing_of(source: Source, candidates: Sequence[datetime | None]) -> Timing:
         recorded, version = source.document_time, f"{version}|{source.last_resort_mark}"
         return Timing(found, recorded + offset, version)
     return Timing(found, (last_updated or found) + offset, version)
+
+
+def recorded_time(item: SourcedResource, context: ImportContext) -> datetime | None:
+    """When a version of a resource was recorded, as its events would be (meta.lastUpdated, else
+    the Bundle's time, else the fallback, placed by a numeric versionId); None when its meta
+    cannot be read."""
+    source = Source(item.resource, item.identity or "", context, item.document_time)
+    try:
+        return timing_of(source, ()).recorded_at
+    except Unmappable:
+        return None
 
 
 def version_offset(version_id: str | None) -> timedelta:

@@ -1173,7 +1173,7 @@ AMOXICILLIN_CODE = {"coding": [{"system": RXNORM, "code": "723", "display": "Amo
 SALINE_BAG = "Sodium chloride 0.9% 100 mL infusion"
 
 
-def _admixture(ingredient: dict[str, Any], *contained: dict[str, Any]) -> dict[str, Any]:
+def _admixture(ingredient: object, *contained: dict[str, Any]) -> dict[str, Any]:
     """A bag of saline with one more ingredient (`Medication/bag`), holding `contained`."""
     return {
         "resourceType": "Medication",
@@ -1256,10 +1256,25 @@ def test_given_a_contained_admixture_whose_ingredient_is_contained_beside_it_the
             "ingredient[0].item.reference #gone is not a Medication or Substance contained",
             id="given an R5 ingredient reference to nothing contained",
         ),
+        pytest.param(
+            {"itemCodeableConcept": "amoxicillin"},
+            "ingredient[0].itemCodeableConcept is not a JSON object",
+            id="given an ingredient concept that is not an object",
+        ),
+        pytest.param(
+            {"item": {}},
+            "ingredient[0] has no item (itemCodeableConcept or itemReference)",
+            id="given an R5 ingredient item that names nothing",
+        ),
+        pytest.param(
+            "amoxicillin",
+            "ingredient[0] is not a JSON object",
+            id="given an ingredient that is not an object",
+        ),
     ],
 )
 def test_given_an_ingredient_that_cannot_be_resolved_then_reported_and_judged_unverified(
-    ingredient: dict[str, Any], passed_over: str
+    ingredient: object, passed_over: str
 ) -> None:
     """Never "no conflict" for want of what the bag holds: the drug cannot be verified."""
     resources = [PENICILLIN, _admixture(ingredient), _order_of("Medication/bag")]

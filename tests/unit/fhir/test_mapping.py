@@ -1986,21 +1986,54 @@ def test_version_offsets(version_id: str | None, milliseconds: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "ingredient",
+    ("ingredient", "reported"),
     [
-        pytest.param("piperacillin", id="ingredient not a list"),
-        pytest.param([1, 2], id="ingredients not objects"),
-        pytest.param([{"itemCodeableConcept": {"coding": "8339"}}], id="codings not a list"),
+        pytest.param("piperacillin", "ingredient is not a list", id="ingredient not a list"),
+        pytest.param([1], "ingredient[0] is not a JSON object", id="an ingredient not an object"),
+        pytest.param(
+            [{"itemCodeableConcept": {"coding": "8339"}}],
+            "ingredient[0].itemCodeableConcept.coding is not a list of objects",
+            id="codings not a list",
+        ),
+        pytest.param(
+            [{"itemCodeableConcept": "tazobactam"}],
+            "ingredient[0].itemCodeableConcept is not a JSON object",
+            id="a concept that is not an object",
+        ),
+        pytest.param(
+            [{"itemCodeableConcept": {}}],
+            "ingredient[0].itemCodeableConcept names nothing (no text, display or code)",
+            id="a concept that names nothing",
+        ),
+        pytest.param(
+            [{"item": {}}],
+            "ingredient[0] has no item (itemCodeableConcept or itemReference)",
+            id="an R5 item that names nothing",
+        ),
     ],
 )
-def test_given_unreadable_ingredients_then_the_prescription_stands_on_its_code(
-    ingredient: Any,
+def test_given_an_unreadable_ingredient_then_reported_and_the_drug_marked_unresolved(
+    ingredient: Any, reported: str
 ) -> None:
+    """The product's code is no proof of what a bag holds (saline with an antibiotic added is
+    still coded as saline), and the importer cannot tell whether the code names every
+    ingredient: the drug is read as partly unresolved, so it is judged `unverified`."""
     order = example("MedicationRequest-medrx0319")
     order["contained"][0]["ingredient"] = ingredient
-    [payload] = [e.payload for e in events_of(order) if isinstance(e.payload, MedicationPrescribed)]
-    assert payload.drug == "Zosyn (piperacillin/tazobactam) 4.5gm injection"
+    result = run(order)
+    [payload] = [
+        event.payload
+        for _, event in result.events
+        if isinstance(event.payload, MedicationPrescribed)
+    ]
+    assert (
+        payload.drug == "Zosyn (piperacillin/tazobactam) 4.5gm injection (ingredient not resolved)"
+    )
     assert [c.code for c in payload.codes] == ["0206-8862-02"]
+    assert [part.detail for part in result.passed_over] == [
+        f"the Medication #med0302: {reported}: what the ingredient is cannot be checked "
+        "(imported without it)"
+    ]
 
 
 def test_given_a_reaction_substance_with_unreadable_codings_then_the_allergy_stands_on_its_code() -> (

@@ -9,7 +9,15 @@ import pytest
 
 from projections.queries import active_allergies, active_medications
 from schemas.alerts import AlertStatus
-from tests.unit.fhir.test_clinical_scenarios import DRUG_ALLERGY, fold, submitted_from
+from schemas.fhir.mapping import FhirImport, ImportContext, combine, import_fhir, unpack
+from tests.unit.fhir.test_clinical_scenarios import (
+    ACTOR,
+    DRUG_ALLERGY,
+    FALLBACK,
+    TENANT,
+    fold,
+    submitted_from,
+)
 
 
 def allergy(patient: str, version: int, updated: str) -> dict[str, Any]:
@@ -131,3 +139,87 @@ def test_given_a_statement_about_an_order_moved_then_the_order_stays_with_its_pa
     results = fold(submitted_from(resources))
 
     assert [m.prescription_id for m in active_medications(results["clinic-a:A"].state)] == ["rx-a"]
+
+
+def versions_of_an_order(**later: Any) -> list[dict[str, Any]]:
+    """Version 1 of an order for patient A, then version 2 changed by `later`."""
+    first = order("rx-v", "A", "2024-03-02")
+    first["meta"] = {"versionId": "1", "lastUpdated": "2024-03-02T09:00:00Z"}
+    return [
+        first,
+        first | {"meta": {"versionId": "2", "lastUpdated": "2024-03-03T09:00:00Z"}} | later,
+    ]
+
+
+def imported(resources: list[dict[str, Any]]) -> FhirImport:
+    context = ImportContext(tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK)
+    return import_fhir(
+        combine(unpack(r, f"scenario#{n}") for n, r in enumerate(resources)), context
+    )
+
+
+@pytest.mark.parametrize(
+    ("later", "why"),
+    [
+        pytest.param(
+            {"doNotPerform": True},
+            "MedicationRequest doNotPerform: an instruction not to give the drug",
+            id="given a later version that is an instruction not to give the drug",
+        ),
+        pytest.param(
+            {"intent": "proposal"},
+            "MedicationRequest intent proposal is not a prescription",
+            id="given a later version that is a proposal",
+        ),
+        pytest.param(
+            {"status": "draft"},
+            "MedicationRequest status draft is not yet a prescription",
+            id="given a later version that is a draft",
+        ),
+    ],
+)
+def test_a_later_version_skipped_by_design_is_reported_and_the_order_stays_in_force(
+    later: dict[str, Any], why: str
+) -> None:
+    """The order and its alerts stayed in force without a word: the safe reading keeps them,
+    and a line says so."""
+    resources = versions_of_an_order(**later)
+    assert [(part.source_ref, part.detail) for part in imported(resources).passed_over] == [
+        (
+            "MedicationRequest/rx-v",
+            f"a later version (meta.versionId 2) is skipped ({why}): the earlier version "
+            "imported stays in force, and its alerts with it; check the record at the source",
+        )
+    ]
+    results = fold(submitted_from(resources))
+    assert [m.prescription_id for m in active_medications(results["clinic-a:A"].state)] == ["rx-v"]
+
+
+def test_a_later_version_for_a_group_ends_the_order_for_the_patient_as_a_move_does() -> None:
+    resources = versions_of_an_order(subject={"reference": "Group/ward-3"})
+    [part] = imported(resources).passed_over
+    assert part.detail.endswith(
+        "it is no longer the record of patient A, so it ends there as a move to another patient does"
+    )
+    results = fold(submitted_from(resources))
+    assert active_medications(results["clinic-a:A"].state) == []
+    assert [m.entered_in_error for m in results["clinic-a:A"].state.medication_views()] == [True]
+
+
+def test_a_later_statement_version_not_taken_is_reported_and_the_statement_stays() -> None:
+    taken = {
+        "resourceType": "MedicationStatement",
+        "id": "st-v",
+        "meta": {"versionId": "1", "lastUpdated": "2024-03-02T09:00:00Z"},
+        "status": "active",
+        "subject": {"reference": "Patient/A"},
+        "effectiveDateTime": "2024-03-02",
+        "medicationCodeableConcept": {"text": "amoxicillin"},
+    }
+    not_taken = taken | {
+        "status": "not-taken",
+        "meta": {"versionId": "2", "lastUpdated": "2024-03-03T09:00:00Z"},
+    }
+    [part] = imported([taken, not_taken]).passed_over
+    assert part.source_ref == "MedicationStatement/st-v"
+    assert "the earlier version imported stays in force" in part.detail

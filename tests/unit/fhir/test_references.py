@@ -396,3 +396,172 @@ def test_a_version_id_of_thousands_of_digits_is_no_crash() -> None:
     huge = medication("123", "Amoxicillin 500 MG Oral Capsule", version="9" * 5000)
     result = run(huge, order("Patient/p1", medicationReference={"reference": "Medication/123"}))
     assert drugs(result) == ["Amoxicillin 500 MG Oral Capsule"]
+
+
+HOSPITAL_A = "https://hospA.example/fhir"
+HOSPITAL_B = "http://hospB.example/fhir"
+AMOXICILLIN = {"coding": [{"system": RXNORM, "code": "723", "display": "Amoxicillin"}]}
+
+
+def on_server(base: str, resource: dict[str, Any]) -> dict[str, Any]:
+    return entry(resource, f"{base}/{resource['resourceType']}/{resource['id']}")
+
+
+def error_reasons(result: FhirImport) -> list[tuple[str, str]]:
+    return [(error.origin, error.reason) for error in result.errors]
+
+
+def test_one_allergy_id_on_two_servers_is_an_error_for_both_never_a_move() -> None:
+    """Hospital B's AllergyIntolerance/1 (another patient's) read as a later version of
+    hospital A's: A's patient lost a penicillin allergy as 'moved to another patient'."""
+    hospital_a = bundle(
+        on_server(HOSPITAL_A, patient("1")),
+        on_server(HOSPITAL_A, penicillin_allergy("Patient/1", allergy_id="1")),
+    )
+    peanut = penicillin_allergy("Patient/2", allergy_id="1") | {"code": {"text": "Peanut"}}
+    hospital_b = bundle(on_server(HOSPITAL_B, patient("2")), on_server(HOSPITAL_B, peanut))
+    result = run(hospital_a, hospital_b)
+    assert error_reasons(result) == [
+        ("file0#entry[1]", "invalid_value"),
+        ("file1#entry[1]", "invalid_value"),
+    ]
+    assert (
+        "AllergyIntolerance/1 is in the input set from 2 servers (hospa.example/fhir, "
+        "hospb.example/fhir, as resources or references): ids are unique per server only"
+        in result.errors[0].message
+    )
+    assert not [e for _, e in result.events if isinstance(e.payload, AllergyRecorded)]
+
+
+def test_one_patient_id_on_two_servers_never_becomes_one_subject() -> None:
+    """A's allergy alerted on B's prescription: both patients were subject '1'."""
+    result = run(
+        bundle(
+            on_server(HOSPITAL_A, patient("1")),
+            on_server(HOSPITAL_B, patient("1")),
+            on_server(HOSPITAL_A, penicillin_allergy(f"{HOSPITAL_A}/Patient/1")),
+            on_server(
+                HOSPITAL_B,
+                order(f"{HOSPITAL_B}/Patient/1", medicationCodeableConcept=AMOXICILLIN),
+            ),
+        )
+    )
+    assert result.events == []
+    assert [error.reason for error in result.errors] == [
+        "invalid_value",
+        "invalid_value",
+        "unresolved_reference",
+        "unresolved_reference",
+    ]
+    assert result.errors[2].message.startswith(
+        "AllergyIntolerance/a1: Patient/1 is in the input set from 2 servers"
+    )
+
+
+def test_patients_named_by_url_on_two_servers_are_an_error_without_their_patients() -> None:
+    result = run(
+        bundle(
+            entry(penicillin_allergy(f"{HOSPITAL_A}/Patient/1")),
+            entry(order(f"{HOSPITAL_B}/Patient/1", medicationCodeableConcept=AMOXICILLIN)),
+        )
+    )
+    assert result.events == []
+    assert [error.reason for error in result.errors] == ["unresolved_reference"] * 2
+
+
+def test_a_relative_medication_reference_names_the_medication_of_its_own_server() -> None:
+    """Hospital A's order for Medication/1 was read with hospital B's newer Medication/1."""
+    hospital_a = bundle(
+        on_server(
+            HOSPITAL_A, order("Patient/1", medicationReference={"reference": "Medication/1"})
+        ),
+        on_server(HOSPITAL_A, medication("1", "Amoxicillin", version="1")),
+    )
+    acetaminophen = medication("1", "Acetaminophen", version="1")
+    acetaminophen["meta"]["lastUpdated"] = "2025-01-01T00:00:00Z"
+    hospital_b = bundle(on_server(HOSPITAL_B, acetaminophen))
+    for documents in ((hospital_a, hospital_b), (hospital_b, hospital_a)):
+        assert drugs(run(*documents)) == ["Amoxicillin"]
+
+
+def test_a_reference_from_no_known_server_to_an_id_on_two_servers_is_an_error() -> None:
+    result = run(
+        bundle(
+            on_server(HOSPITAL_A, medication("1", "Amoxicillin")),
+            on_server(HOSPITAL_B, medication("1", "Acetaminophen")),
+        ),
+        order("Patient/1", medicationReference={"reference": "Medication/1"}),
+    )
+    assert drugs(result) == []
+    [error] = result.errors
+    assert error.reason == "unresolved_reference"
+    assert "Medication/1 is in the input set from 2 servers" in error.message
+
+
+def test_one_unversioned_record_id_for_two_patients_is_an_error_not_one_event_id() -> None:
+    """Both patients got AllergyIntolerance/a1 under one event id."""
+    result = run(
+        bundle(entry(penicillin_allergy("Patient/p1")), entry(penicillin_allergy("Patient/p2")))
+    )
+    assert result.events == []
+    assert error_reasons(result) == [
+        ("file0#entry[0]", "invalid_value"),
+        ("file0#entry[1]", "invalid_value"),
+    ]
+    assert "name different patients: nothing says which is the record" in result.errors[0].message
+
+
+def _record_of_a_drug(resource_type: str, field_name: str, reference: object) -> dict[str, Any]:
+    timing = {"MedicationDispense": {"whenHandedOver": "2024-05-02"}}.get(
+        resource_type, {"effectiveDateTime": "2024-05-02"}
+    )
+    return {
+        "resourceType": resource_type,
+        "id": "given1",
+        "status": "completed",
+        "subject": {"reference": "Patient/p2"},
+        field_name: reference,
+        "medicationCodeableConcept": AMOXICILLIN,
+        **timing,
+    }
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "field_name", "reference"),
+    [
+        pytest.param(
+            "MedicationStatement",
+            "basedOn",
+            [{"reference": "MedicationRequest/rx1"}],
+            id="given a statement of patient p2 based on patient p1's order",
+        ),
+        pytest.param(
+            "MedicationAdministration",
+            "request",
+            {"reference": "MedicationRequest/rx1"},
+            id="given an administration to patient p2 under patient p1's order",
+        ),
+        pytest.param(
+            "MedicationDispense",
+            "authorizingPrescription",
+            [{"reference": "MedicationRequest/rx1"}],
+            id="given a dispense to patient p2 under patient p1's order",
+        ),
+    ],
+)
+def test_a_record_naming_another_patients_order_is_reported_and_a_course_of_its_own(
+    resource_type: str, field_name: str, reference: object
+) -> None:
+    """Patient p2's record created prescription 'rx1' under p2 without a word."""
+    record = _record_of_a_drug(resource_type, field_name, reference)
+    result = run(order("Patient/p1", medicationCodeableConcept=AMOXICILLIN), record)
+    given = [
+        (event.subject_id, event.payload.prescription_id)
+        for _, event in result.events
+        if isinstance(event.payload, MedicationPrescribed) and event.subject_id == "p2"
+    ]
+    assert given == [("p2", f"{resource_type}/given1")]
+    assert [part.message for part in result.passed_over] == [
+        f"{resource_type}/given1: {field_name} names MedicationRequest/rx1, an order for another "
+        "patient: the record is read as a course of its own, not as news of that order"
+    ]
