@@ -43,6 +43,9 @@ class SourcedResource:
     conditional: str | None = None
     """The business identifier (`system|value`) a transaction entry's conditional create or
     update names the resource by, if it does (see `conditional_identifier`)."""
+    request_url: str | None = None
+    """The url of a batch or transaction entry's `PUT` request (`Type/id` or a conditional
+    `Type?...`), if it has one."""
 
     @property
     def resource_type(self) -> str:
@@ -59,6 +62,26 @@ class SourcedResource:
         if isinstance(identifier, str) and identifier.strip():
             return identifier
         return self.conditional or _id_in_full_url(self.full_url, self.resource_type)
+
+    @property
+    def identity_conflict(self) -> str | None:
+        """Why the resource's own `id` and the id its entry names it by (a fullUrl ending in
+        `<Type>/<id>`, a `PUT <Type>/<id>` request) cannot both be its identity, when they name
+        different resources: importing it under either id could file it as another record, or
+        under another patient."""
+        own = self.resource.get("id")
+        if not isinstance(own, str) or not own.strip():
+            return None
+        itself = f"{self.resource_type}/{own}"
+        for where, url in (("fullUrl", self.full_url), ("request.url (PUT)", self.request_url)):
+            named = _type_and_id_named(url)
+            if named is not None and named != itself:
+                return (
+                    f"its Bundle entry's {where} {url!r} names {named}, but the resource is "
+                    f"{itself}: which id is the record's cannot be told, so it is imported "
+                    "under neither"
+                )
+        return None
 
     @property
     def server_base(self) -> str | None:
@@ -108,6 +131,18 @@ def _split_absolute(url: str) -> tuple[str | None, str | None]:
 
 
 _HOST_TYPE_AND_ID: Final = 3
+
+
+def _type_and_id_named(url: str | None) -> str | None:
+    """`Type/id` of a fullUrl or request url that names a resource by its type and id (an
+    http(s) URL or a relative `Type/id`, a version suffix dropped); None for a `urn:` or a
+    conditional (`Type?...`) one, which names no id."""
+    if url is None or url.strip().lower().startswith("urn:") or "?" in url:
+        return None
+    _, relative = _split_absolute(url)
+    if relative is None and "://" not in url:
+        relative = relative_reference(url.split("#", 1)[0])
+    return relative
 
 
 def _id_in_full_url(full_url: str | None, resource_type: str) -> str | None:
@@ -276,6 +311,7 @@ def unpack(
     full_url: str | None = None,
     document_time: datetime | None = None,
     conditional: str | None = None,
+    request_url: str | None = None,
 ) -> ParsedInput:
     """One parsed JSON value as resources: a Bundle's entries, or the resource itself."""
     if not isinstance(document, Mapping) or not isinstance(document.get("resourceType"), str):
@@ -289,7 +325,7 @@ def unpack(
     if document["resourceType"] == "Bundle":
         entries = _bundle_entries(document, origin, bundle_time(document) or document_time)
         return combine((entries, _more_pages(document, origin)))
-    resource = SourcedResource(origin, document, full_url, document_time, conditional)
+    resource = SourcedResource(origin, document, full_url, document_time, conditional, request_url)
     return ParsedInput(resources=(resource,))
 
 
@@ -419,7 +455,15 @@ def _bundle_entry(entry: object, origin: str, document_time: datetime | None) ->
         full_url if isinstance(full_url, str) else None,
         document_time,
         conditional_identifier(entry.get("request")),
+        _put_url(entry.get("request")),
     )
+
+
+def _put_url(request: object) -> str | None:
+    if not isinstance(request, Mapping) or request.get("method") != "PUT":
+        return None
+    url = request.get("url")
+    return url if isinstance(url, str) else None
 
 
 def conditional_identifier(request: object) -> str | None:

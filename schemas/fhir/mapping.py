@@ -19,7 +19,9 @@ Mapping decisions
 Identity: a resource's `id`; a resource without one (a new resource in a document or
 transaction Bundle) is identified by its entry's fullUrl: the uuid of `urn:uuid:<uuid>`, the oid
 of `urn:oid:<oid>`, or `<id>` of a URL ending in `<resourceType>/<id>`. With neither, the
-resource is an error (no stable event id is possible).
+resource is an error (no stable event id is possible). An `id` that differs from the one its
+entry's fullUrl (ending in `<resourceType>/<id>`) or `PUT <resourceType>/<id>` request names is
+an error, imported under neither id, and so is a reference to that fullUrl.
 
 Envelope: `origin=imported`, `source_ref=ResourceType/id`, `confidence=1.0`, `purpose=care`,
 `scope=subject`, tenant and actor from the caller; allergies and medications are
@@ -386,6 +388,8 @@ def _events_of(
             Problem.MISSING_FIELD,
             "id is missing (and no urn:uuid or resource URL fullUrl): no stable event id is possible",
         )
+    if item.identity_conflict is not None:
+        raise Unmappable(Problem.INVALID_VALUE, item.identity_conflict)
     servers = index.across_servers.get(f"{item.resource_type}/{item.identity}")
     if item.resource_type in CLAIM_TYPES and servers is not None:
         raise Unmappable(

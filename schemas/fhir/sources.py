@@ -99,6 +99,9 @@ class Index:
     """`Type/<id>` -> the server bases (two or more) the input set holds or names it on: ids
     are unique per server only, so `Type/<id>` alone does not say which is meant (see
     `inputs.server_base_of`)."""
+    disputed: Mapping[str, str] = field(default_factory=dict)
+    """An entry's fullUrl (also as `<server base>/<Type>/<id>`) -> why it names no resource:
+    its entry holds a resource of another id (`SourcedResource.identity_conflict`)."""
     base: str | None = None
     """The server base of the resource being mapped, against which its relative references
     resolve first (`seen_from`)."""
@@ -115,7 +118,14 @@ class Index:
         replacing: dict[str, list[SourcedResource]] = {}
         versions: dict[str, dict[str, Json]] = {}
         servers: dict[str, set[str]] = {}
-        for item in resources:
+        collected = list(resources)
+        disputed = {
+            key: why
+            for item in collected
+            if item.identity_conflict is not None
+            for key, why in _disputed_keys(item).items()
+        }
+        for item in (item for item in collected if item.identity_conflict is None):
             resource_type, identifier = item.resource_type, item.identity
             full_url = reference_key(item.full_url) if item.full_url else None
             relative = identifier and f"{resource_type}/{identifier}"
@@ -157,6 +167,7 @@ class Index:
             substances={key: item.resource for key, item in substances.items()},
             versions=versions,
             across_servers=across,
+            disputed=disputed,
         )
 
     def seen_from(self, base: str | None) -> Index:
@@ -197,7 +208,17 @@ class Index:
             "was read instead"
         )
 
+    def undisputed(self, reference: str) -> None:
+        """An error when `reference` names the fullUrl of an entry whose resource has another
+        id: which record it names cannot be told."""
+        for key in (reference_key(reference.strip()), located(reference, self.base)):
+            if key is not None and key in self.disputed:
+                raise Unmappable(
+                    Problem.UNRESOLVED_REFERENCE, f"{reference} names {self.disputed[key]}"
+                )
+
     def _definition(self, held: Mapping[str, Json], reference: str) -> Json | None:
+        self.undisputed(reference)
         on_server = located(reference, self.base)
         pinned = _pinned_version(reference)
         if pinned is not None:
@@ -217,6 +238,7 @@ class Index:
 
     def order(self, reference: str) -> SourcedResource | None:
         """The MedicationRequest a reference names, None if the input set does not hold it."""
+        self.undisputed(reference)
         on_server = located(reference, self.base)
         if on_server is not None and on_server in self.orders:
             return self.orders[on_server]
@@ -250,6 +272,19 @@ class Index:
 
 _DEFINITION_TYPES: Final = frozenset({"Medication", "Substance"})
 _SERVER_TYPES: Final = CLAIM_TYPES | _DEFINITION_TYPES
+
+
+def _disputed_keys(item: SourcedResource) -> dict[str, str]:
+    """The keys a reference to the entry of a resource whose id its entry contradicts would
+    name it by, and why they name no resource."""
+    if item.full_url is None:
+        return {}
+    why = (
+        f"the Bundle entry of fullUrl {item.full_url!r}, which holds "
+        f"{item.resource_type}/{item.resource.get('id')}: which record is meant cannot be told"
+    )
+    keys = (reference_key(item.full_url.strip()), located(item.full_url, None))
+    return {key: why for key in keys if key is not None}
 
 
 def _server_keys(item: SourcedResource) -> list[tuple[str, str]]:
@@ -445,8 +480,16 @@ def _subject_of(resource: Json, field_name: str, index: Index) -> str:
         return _patient_subject(
             index.patients.get(reference) or reference.rsplit(":", 1)[-1], index
         )
+    index.undisputed(reference)
     if reference.startswith("#"):
         raise Unmappable(Problem.UNRESOLVED_REFERENCE, "a contained patient is not supported")
+    if "#" in reference:
+        container = reference.split("#", 1)[0]
+        raise Unmappable(
+            Problem.UNRESOLVED_REFERENCE,
+            f"{field_name}.reference {reference!r} names a resource contained in {container}, "
+            f"not {container} itself: which patient is meant is not guessed",
+        )
     if "?" in reference:
         return _subject_by_condition(reference, field_name, index)
     relative = relative_reference(reference)

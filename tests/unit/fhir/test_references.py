@@ -565,3 +565,52 @@ def test_a_record_naming_another_patients_order_is_reported_and_a_course_of_its_
         f"{resource_type}/given1: {field_name} names MedicationRequest/rx1, an order for another "
         "patient: the record is read as a course of its own, not as news of that order"
     ]
+
+
+def test_an_entry_whose_full_url_names_another_id_is_imported_under_neither() -> None:
+    result = run(
+        bundle(
+            entry(penicillin_allergy("Patient/p1"), "http://s/fhir/AllergyIntolerance/a9"),
+            entry(order("Patient/p1", medicationCodeableConcept={"text": "amoxicillin"})),
+        )
+    )
+    assert [error.origin for error in result.errors] == ["file0#entry[0]"]
+    assert "AllergyIntolerance/a9" in result.errors[0].message
+    assert "AllergyIntolerance/a1" in result.errors[0].message
+    assert not any(isinstance(e.payload, AllergyRecorded) for _, e in result.events)
+
+
+def test_a_record_naming_a_patient_by_a_full_url_that_holds_another_patient_is_an_error() -> None:
+    result = run(
+        bundle(
+            entry(patient("p1"), "http://s/fhir/Patient/p2"),
+            entry(
+                penicillin_allergy("http://s/fhir/Patient/p2"),
+                "http://s/fhir/AllergyIntolerance/a1",
+            ),
+        )
+    )
+    assert result.events == []
+    assert [error.reason for error in result.errors] == ["invalid_value", "unresolved_reference"]
+    assert all("Patient/p1" in e.message and "Patient/p2" in e.message for e in result.errors)
+
+
+def test_a_transaction_entry_putting_another_id_than_its_resource_is_imported_under_neither() -> (
+    None
+):
+    put = {
+        "resource": penicillin_allergy("Patient/p1"),
+        "request": {"method": "PUT", "url": "AllergyIntolerance/a9"},
+    }
+    result = run(bundle(put, kind="transaction"))
+    assert result.events == []
+    assert len(result.errors) == 1
+    assert "AllergyIntolerance/a9" in result.errors[0].message
+    assert "AllergyIntolerance/a1" in result.errors[0].message
+
+
+def test_a_patient_reference_with_a_fragment_names_no_patient() -> None:
+    result = run(order("Patient/p1#frag", medicationCodeableConcept={"text": "amoxicillin"}))
+    assert result.events == []
+    assert [error.reason for error in result.errors] == ["unresolved_reference"]
+    assert "Patient/p1#frag" in result.errors[0].message
