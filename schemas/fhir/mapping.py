@@ -29,7 +29,9 @@ Envelope: `origin=imported`, `source_ref=ResourceType/id`, `confidence=1.0`, `pu
 `Patient/<id>`, an absolute `.../Patient/<id>[/_history/n]` URL, or a `urn:uuid:` matched to a
 Patient entry's `fullUrl`, else the uuid itself, or a logical reference by `identifier` matched
 to the one Patient of the input set that carries it; no such Patient, or two, is an error), with
-`%`, `:` and white space percent-encoded (`a:b` is `a%3Ab`, so it never merges with `a-b`); a
+`%`, `:` and white space percent-encoded (a conditional `system|value` identity can hold them);
+a resource `id` or a `Patient/<id>` reference outside the FHIR id shape (1 to 64 letters,
+digits, `-`, `.`) is an error; a
 `urn:uuid:` is compared in lower case (RFC 4122), so an upper-case copy names the same patient.
 Ids are unique per server only: an entry's fullUrl ending in `<type>/<id>` gives the
 resource's server, its relative references resolve on that server first, and a record whose
@@ -241,11 +243,14 @@ from schemas.fhir.moves import SkippedVersion, left_in_force, moved_away
 from schemas.fhir.outcomes import OPERATION_OUTCOME, reported
 from schemas.fhir.patients import country_code, patient_events
 from schemas.fhir.sources import (
+    FHIR_ID,
+    ID_RULE,
     ImportContext,
     Index,
     Mapper,
     Source,
     fhir_event_id,
+    quoted,
     recorded_time,
 )
 from schemas.json_lines import validation_summary
@@ -387,6 +392,11 @@ def _events_of(
         raise Unmappable(
             Problem.MISSING_FIELD,
             "id is missing (and no urn:uuid or resource URL fullUrl): no stable event id is possible",
+        )
+    own_id = item.resource.get("id")
+    if isinstance(own_id, str) and not FHIR_ID.fullmatch(own_id):
+        raise Unmappable(
+            Problem.INVALID_VALUE, f"id {quoted(own_id)} is not a valid id ({ID_RULE})"
         )
     if item.identity_conflict is not None:
         raise Unmappable(Problem.INVALID_VALUE, item.identity_conflict)

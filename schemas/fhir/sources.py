@@ -422,6 +422,8 @@ def new_event(
     )
 
 
+FHIR_ID: Final = re.compile(r"[A-Za-z0-9\-.]{1,64}")
+"""The shape of a FHIR id (R4 `id`): letters, digits, `-` and `.`, 1 to 64 of them."""
 _UNSAFE_IN_SUBJECT: Final = re.compile(r"[%:\s]")
 _FHIR_TYPE_NAME: Final = re.compile(r"[A-Z][A-Za-z]+")
 """The shape of a FHIR resource type name (Patient, Group): a reference whose type segment is
@@ -508,7 +510,24 @@ def _subject_of(resource: Json, field_name: str, index: Index) -> str:
         )
     if resource_type != "Patient":
         raise NotForAPatient(f"the subject is a {resource_type}, not a Patient")
+    if not FHIR_ID.fullmatch(identifier.strip()):
+        raise Unmappable(
+            Problem.INVALID_VALUE,
+            f"{field_name}.reference {quoted(reference)} names no valid Patient id ({ID_RULE})",
+        )
     return _patient_subject(identifier, index)
+
+
+ID_RULE: Final = "a FHIR id is 1 to 64 letters, digits, '-' or '.'"
+_QUOTED_LENGTH: Final = 100
+
+
+def quoted(text: str) -> str:
+    """`text` as an error message quotes it, cut after `_QUOTED_LENGTH` characters (an id of
+    thousands of characters is named, not repeated)."""
+    if len(text) <= _QUOTED_LENGTH:
+        return repr(text)
+    return f"{text[:_QUOTED_LENGTH]!r}... ({len(text)} characters)"
 
 
 def _subject_by_condition(reference: str, field_name: str, index: Index) -> str:

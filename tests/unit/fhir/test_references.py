@@ -100,20 +100,31 @@ def test_an_upper_case_urn_uuid_of_a_patient_not_in_the_set_is_the_lower_case_su
     assert subjects(result) == {PATIENT_UUID}
 
 
-def test_patient_ids_that_a_subject_id_cannot_hold_never_merge_two_patients() -> None:
+def test_a_patient_id_that_is_no_fhir_id_is_an_error_never_merged_with_another() -> None:
     result = run(
         penicillin_allergy("Patient/a:b"),
         order("Patient/a-b", medicationCodeableConcept={"text": "amoxicillin"}),
     )
-    assert result.errors == []
-    allergy_subject = {
-        e.subject_id for _, e in result.events if isinstance(e.payload, AllergyRecorded)
-    }
-    order_subject = {
-        e.subject_id for _, e in result.events if isinstance(e.payload, MedicationPrescribed)
-    }
-    assert allergy_subject == {"a%3Ab"}
-    assert order_subject == {"a-b"}
+    assert [error.origin for error in result.errors] == ["file0"]
+    assert "'Patient/a:b' names no valid Patient id" in result.errors[0].message
+    assert subjects(result) == {"a-b"}
+    assert not any(isinstance(e.payload, AllergyRecorded) for _, e in result.events)
+
+
+@pytest.mark.parametrize("patient_id", ["x y", "p\u200b1", "x" * 65])
+def test_patient_references_outside_the_fhir_id_shape_are_errors(patient_id: str) -> None:
+    result = run(penicillin_allergy(f"Patient/{patient_id}"))
+    assert result.events == []
+    assert [error.reason for error in result.errors] == ["invalid_value"]
+    assert "AllergyIntolerance/a1" in result.errors[0].message
+
+
+@pytest.mark.parametrize("resource_id", ["a/1", "r 1", "x" * 65])
+def test_a_record_whose_own_id_is_no_fhir_id_is_an_error_naming_it(resource_id: str) -> None:
+    result = run(penicillin_allergy("Patient/p1", allergy_id=resource_id))
+    assert result.events == []
+    assert [error.reason for error in result.errors] == ["invalid_value"]
+    assert f"AllergyIntolerance/{resource_id}" in result.errors[0].message
 
 
 def test_a_medication_reference_names_the_newest_version_in_a_history_bundle() -> None:
