@@ -41,7 +41,9 @@ A reference to a Medication or MedicationRequest resolves to the newest version 
 holds (`meta.lastUpdated`, then a numeric `meta.versionId`); two different resources under one
 reference that no version order separates are an error for the records naming them. A
 reference to a Medication or Substance pinned to a version (`/_history/<versionId>`) names that
-version when the set holds it, else the newest, with a line that says so.
+version when the set holds it, else the newest, with a line that says so; one pinned to a
+version of a MedicationRequest is read as the order's newest version (its patient, status and
+end), with a line when that is not the version named.
 
 Times: `occurred_at` is the first present of
   - AllergyIntolerance: recordedDate, onsetDateTime, onsetPeriod.start, meta.lastUpdated; for

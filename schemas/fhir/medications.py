@@ -123,6 +123,7 @@ def _replaced_order(source: Source, course: Course, index: Index) -> Event | Non
     set holds as ended already keeps its own stop, and a version of this order that the input
     set holds a newer cancelled or entered-in-error version of replaced nothing."""
     prior = based_on_request(source.resource, "priorPrescription", index)
+    source.passed_over.extend(pinned_order_notes(source.resource, "priorPrescription", index))
     if prior is None or prior == course.prescription_id:
         return None
     newest = _status_of(index.order(f"MedicationRequest/{course.prescription_id}"))
@@ -854,6 +855,7 @@ def patients_order(source: Source, field_name: str, index: Index, subject_id: st
     order of the input set for another patient is reported and not reported on (the record is
     a course of its own), so a record of one patient never changes another's order."""
     order = based_on_request(source.resource, field_name, index)
+    source.passed_over.extend(pinned_order_notes(source.resource, field_name, index))
     held = None if order is None else index.order(f"MedicationRequest/{order}")
     if held is None or held.identity is None:
         return order
@@ -868,6 +870,16 @@ def patients_order(source: Source, field_name: str, index: Index, subject_id: st
         "record is read as a course of its own, not as news of that order"
     )
     return None
+
+
+def pinned_order_notes(resource: Json, field_name: str, index: Index) -> list[str]:
+    """A line for each reference in `field_name` pinned to a version of an order that is not
+    the version the order is read as (`Index.pinned_order_note`)."""
+    value = resource.get(field_name)
+    references = [value] if isinstance(value, Mapping) else value if isinstance(value, list) else []
+    targets = (item.get("reference") for item in references if isinstance(item, Mapping))
+    notes = (index.pinned_order_note(t) for t in targets if isinstance(t, str))
+    return [f"{field_name}: {note}" for note in notes if note is not None]
 
 
 def based_on_request(resource: Json, field_name: str, index: Index) -> str | None:

@@ -92,9 +92,9 @@ class Index:
     """`Substance/<id>` and entry fullUrls -> the newest version of that Substance (what a
     Medication's ingredient may name)."""
     versions: Mapping[str, Mapping[str, Json]] = field(default_factory=dict)
-    """`Medication/<id>` or `Substance/<id>` (and, from a known server, `<base>/Medication/<id>`)
-    -> its versions in the input set by `meta.versionId`, for a reference pinned to one
-    (`Medication/m1/_history/1`)."""
+    """`Medication/<id>`, `Substance/<id>` or `MedicationRequest/<id>` (and, from a known
+    server, `<base>/Medication/<id>`) -> its versions in the input set by `meta.versionId`, for
+    a reference pinned to one (`Medication/m1/_history/1`)."""
     across_servers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """`Type/<id>` -> the server bases (two or more) the input set holds or names it on: ids
     are unique per server only, so `Type/<id>` alone does not say which is meant (see
@@ -139,7 +139,7 @@ class Index:
             if resource_type == "Substance":
                 _keep_newest(substances, keys, item, ranks, ties)
             version = version_id(item.resource)
-            if resource_type in _DEFINITION_TYPES and relative and version:
+            if resource_type in _VERSIONED_TYPES and relative and version:
                 for held_as in (on_server, relative):
                     if held_as:
                         versions.setdefault(held_as, {})[version] = item.resource
@@ -197,16 +197,27 @@ class Index:
         used = held.get(relative)
         if used is None:
             return None
-        read = version_id(used)
-        if read is None:
+        return _version_read_instead(relative, version, used)
+
+    def pinned_order_note(self, reference: str) -> str | None:
+        """For a reference pinned to a version of a MedicationRequest
+        (`MedicationRequest/r1/_history/1`) that is not the newest the input set holds: that the
+        order is read as its newest version (its patient, status and end: a later version may
+        have stopped it or moved it to another patient), and which version that is."""
+        pinned = _pinned_version(reference)
+        if pinned is None or not pinned[0].startswith("MedicationRequest/"):
+            return None
+        relative, version = pinned
+        used = self.orders.get(relative)
+        if used is None or version_id(used.resource) == version:
+            return None
+        if version in self.versions.get(relative, {}):
             return (
-                f"the input set holds {relative} without a meta.versionId, so whether it is "
-                f"version {version} cannot be told: it was read"
+                f"{reference} names version {version}: the order is read as version "
+                f"{version_id(used.resource)}, the newest the input set holds (its patient, "
+                "status and end)"
             )
-        return (
-            f"version {version} is not in the input set: version {read}, the newest it holds, "
-            "was read instead"
-        )
+        return f"{reference}: {_version_read_instead(relative, version, used.resource)}"
 
     def undisputed(self, reference: str) -> None:
         """An error when `reference` names the fullUrl of an entry whose resource has another
@@ -270,7 +281,23 @@ class Index:
         return key
 
 
+def _version_read_instead(relative: str, version: str, used: Json) -> str:
+    """That the version a reference is pinned to is not in the input set, and what was read."""
+    read = version_id(used)
+    if read is None:
+        return (
+            f"the input set holds {relative} without a meta.versionId, so whether it is "
+            f"version {version} cannot be told: it was read"
+        )
+    return (
+        f"version {version} is not in the input set: version {read}, the newest it holds, "
+        "was read instead"
+    )
+
+
 _DEFINITION_TYPES: Final = frozenset({"Medication", "Substance"})
+_VERSIONED_TYPES: Final = _DEFINITION_TYPES | {"MedicationRequest"}
+"""The resource types a reference may name a version of (`.../_history/<versionId>`)."""
 _SERVER_TYPES: Final = CLAIM_TYPES | _DEFINITION_TYPES
 
 

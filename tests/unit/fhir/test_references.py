@@ -625,3 +625,52 @@ def test_a_patient_reference_with_a_fragment_names_no_patient() -> None:
     assert result.events == []
     assert [error.reason for error in result.errors] == ["unresolved_reference"]
     assert "Patient/p1#frag" in result.errors[0].message
+
+
+def versioned_order(version: str, status: str) -> dict[str, Any]:
+    return {
+        **order("Patient/p1", medicationCodeableConcept={"text": "amoxicillin"}),
+        "status": status,
+        "meta": {"versionId": version, "lastUpdated": f"2024-05-0{version}T00:00:00Z"},
+    }
+
+
+def administration(request_reference: str) -> dict[str, Any]:
+    return {
+        "resourceType": "MedicationAdministration",
+        "id": "ad1",
+        "status": "in-progress",
+        "subject": {"reference": "Patient/p1"},
+        "medicationCodeableConcept": {"text": "amoxicillin"},
+        "effectiveDateTime": "2024-05-01T08:00:00Z",
+        "request": {"reference": request_reference},
+    }
+
+
+def test_a_record_naming_an_older_order_version_says_the_newest_is_read() -> None:
+    result = run(
+        bundle(
+            entry(versioned_order("2", "active")),
+            entry(versioned_order("1", "active")),
+            kind="history",
+        ),
+        administration("MedicationRequest/rx1/_history/1"),
+    )
+    lines = [line.message for line in result.passed_over]
+    assert lines == [
+        "MedicationAdministration/ad1: request: MedicationRequest/rx1/_history/1 names version 1:"
+        " the order is read as version 2, the newest the input set holds (its patient, status"
+        " and end)"
+    ]
+
+
+def test_an_order_version_not_in_the_input_set_is_reported_with_the_version_read() -> None:
+    replacing = {
+        **order("Patient/p1", "rx2", medicationCodeableConcept={"text": "amoxicillin"}),
+        "priorPrescription": {"reference": "MedicationRequest/rx1/_history/7"},
+    }
+    result = run(versioned_order("2", "active"), replacing)
+    assert [line.message for line in result.passed_over] == [
+        "MedicationRequest/rx2: priorPrescription: MedicationRequest/rx1/_history/7: version 7"
+        " is not in the input set: version 2, the newest it holds, was read instead"
+    ]
