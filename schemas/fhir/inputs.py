@@ -14,7 +14,13 @@ from typing import Final
 from urllib.parse import parse_qs
 
 from schemas.errors import MalformedJson
-from schemas.fhir.json_access import Json, Problem, parse_fhir_datetime, relative_reference
+from schemas.fhir.json_access import (
+    Json,
+    Problem,
+    parse_fhir_datetime,
+    relative_reference,
+    unversioned_parts,
+)
 from schemas.json_lines import NotUtf8, strict_json
 
 CLAIM_TYPES: Final = frozenset(
@@ -120,10 +126,7 @@ def _split_absolute(url: str) -> tuple[str | None, str | None]:
     scheme, marker, rest = url.strip().partition("://")
     if not marker or scheme.lower() not in ("http", "https"):
         return None, None
-    path = rest.split("?", 1)[0].split("#", 1)[0]
-    parts = [part for part in path.split("/") if part]
-    if "_history" in parts:
-        parts = parts[: parts.index("_history")]
+    parts = unversioned_parts(rest.split("?", 1)[0].split("#", 1)[0])
     if len(parts) < _HOST_TYPE_AND_ID:
         return None, None
     base = "/".join([parts[0].lower(), *parts[1:-2]])

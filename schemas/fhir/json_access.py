@@ -154,11 +154,16 @@ def duration_of(duration: Json) -> timedelta:
         raise Unmappable(Problem.INVALID_VALUE, "is too long a time", field="value") from None
 
 
+def unversioned_parts(path: str) -> list[str]:
+    """The non-empty `/`-separated parts of a reference's path, its version suffix
+    (`/_history/<v>`) dropped."""
+    parts = [part for part in path.split("/") if part]
+    return parts[: parts.index("_history")] if "_history" in parts else parts
+
+
 def relative_reference(reference: str) -> str | None:
     """`Type/id` of a relative or absolute literal reference (a version suffix is dropped)."""
-    parts = [part for part in reference.split("/") if part]
-    if "_history" in parts:
-        parts = parts[: parts.index("_history")]
+    parts = unversioned_parts(reference)
     if len(parts) < 2:
         return None
     return f"{parts[-2]}/{parts[-1]}"
