@@ -18,7 +18,14 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from projections.queries import claim_history, events_in_order, open_conflicts, trips
+from projections.queries import (
+    MEDICATION_STANDINGS,
+    claim_history,
+    events_in_order,
+    medication_standing,
+    open_conflicts,
+    trips,
+)
 from projections.state import Kind, UserState, initial_state, replay
 from projections.views import (
     DEFAULT_POLICY,
@@ -33,7 +40,7 @@ from schemas.base import field_names
 from schemas.checkpoint import StateCheckpoint
 from schemas.events import Event
 
-DOCUMENT_VERSION = 2
+DOCUMENT_VERSION = 3
 T = TypeVar("T")
 
 
@@ -142,7 +149,7 @@ def state_document(state: UserState, *, policy: FoldPolicy = DEFAULT_POLICY) -> 
         "as_of": plain(state.as_of),
         "erased": state.erased,
         "allergies": [_allergy(view) for view in state.allergy_views()],
-        "medications": _medications(state.medication_views()),
+        "medications": _medications(state.medication_views(), state.as_of),
         "trips": [_trip(trip) for trip in trips(state)],
         "preferences": _claims(state, Kind.PREFERENCE, state.preference_views(), policy),
         "facts": _claims(state, Kind.FACT, state.fact_views(), policy),
@@ -265,11 +272,13 @@ def _medication(view: MedicationView) -> dict[str, Any]:
     }
 
 
-def _medications(views: list[MedicationView]) -> dict[str, list[dict[str, Any]]]:
-    return {
-        "active": [_medication(view) for view in views if view.active],
-        "stopped": [_medication(view) for view in views if not view.active],
-    }
+def _medications(
+    views: list[MedicationView], moment: datetime | None
+) -> dict[str, list[dict[str, Any]]]:
+    standings: dict[str, list[dict[str, Any]]] = {standing: [] for standing in MEDICATION_STANDINGS}
+    for view in views:
+        standings[medication_standing(view, moment)].append(_medication(view))
+    return standings
 
 
 def _trip(trip: Any) -> dict[str, Any]:

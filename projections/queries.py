@@ -120,10 +120,25 @@ def no_known_allergy_statements(state: UserState, at: datetime | None = None) ->
 def active_medications(state: UserState, at: datetime | None = None) -> list[MedicationView]:
     moment = at or state.as_of
     return [
-        view
-        for view in state.medication_views()
-        if view.active and (moment is None or valid_at(view.prescribed, moment))
+        view for view in state.medication_views() if medication_standing(view, moment) == ACTIVE
     ]
+
+
+ACTIVE = "active"
+MEDICATION_STANDINGS = (ACTIVE, "scheduled", "expired", "stopped")
+"""How a prescription stands at the state's `as_of`: in force; not stopped but its `valid_from`
+still to come; not stopped but past its `valid_until`; stopped (or entered in error)."""
+
+
+def medication_standing(view: MedicationView, moment: datetime | None) -> str:
+    prescribed = view.prescribed
+    if not view.active:
+        return "stopped"
+    if moment is not None and prescribed.valid_from is not None and moment < prescribed.valid_from:
+        return "scheduled"
+    if moment is not None and prescribed.valid_until is not None:
+        return ACTIVE if moment < prescribed.valid_until else "expired"
+    return ACTIVE
 
 
 def open_conflicts(state: UserState) -> list[Conflict]:

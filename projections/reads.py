@@ -103,15 +103,26 @@ def readable_document_as_of(
     return document
 
 
+def _readable_medications(
+    standings: Mapping[str, list[dict[str, Any]]], check: _Filter
+) -> dict[str, list[dict[str, Any]]]:
+    """The prescriptions a read may use, `active` (in force at the moment of the read, which
+    may differ from the state's `as_of` that the document's standings are judged at) and
+    `stopped`; one scheduled or expired at that moment is withheld."""
+    readable = {
+        standing: [m for m in entries if check.allows(m["prescribed"], health=True)]
+        for standing, entries in standings.items()
+    }
+    stopped = readable.pop("stopped", [])
+    return {"active": [m for entries in readable.values() for m in entries], "stopped": stopped}
+
+
 def _restricted(state: UserState, check: _Filter, policy: FoldPolicy) -> dict[str, Any]:
     document = state_document(state, policy=policy)
     document["allergies"] = [
         a for a in document["allergies"] if check.allows(a["recorded"], health=True)
     ]
-    document["medications"] = {
-        status: [m for m in entries if check.allows(m["prescribed"], health=True)]
-        for status, entries in document["medications"].items()
-    }
+    document["medications"] = _readable_medications(document["medications"], check)
     home = document["facts"].get(HOME_COUNTRY)
     home_usable = home is None or all(check.may_use(claim) for claim in home["history"])
     document["trips"] = [

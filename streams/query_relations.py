@@ -178,6 +178,8 @@ FROM (
         tupleElement(entry, 1) AS medication, tupleElement(entry, 2) AS active
     FROM ({_LATEST_DOCUMENTS}) ARRAY JOIN arrayConcat(
         arrayMap(m -> (m, true), JSONExtractArrayRaw(state_json, 'state', 'medications', 'active')),
+        arrayMap(m -> (m, true), JSONExtractArrayRaw(state_json, 'state', 'medications', 'scheduled')),
+        arrayMap(m -> (m, true), JSONExtractArrayRaw(state_json, 'state', 'medications', 'expired')),
         arrayMap(m -> (m, false), JSONExtractArrayRaw(state_json, 'state', 'medications', 'stopped'))
     ) AS entry
 )

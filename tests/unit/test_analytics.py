@@ -2368,3 +2368,41 @@ def test_a_home_country_told_for_another_purpose_does_not_reach_the_trips_of_a_r
     sql = "SELECT subject_id, home_country, international FROM trips ORDER BY subject_id"
     result = query(client, sql, homes, "care")
     assert result.rows == [["care-home", "NL", True], ["research-home", None, None]]
+
+
+def _course(name: str, days: int, **window: datetime) -> Event:
+    return make_event(
+        "MedicationPrescribed",
+        name,
+        at=timedelta(days=days),
+        tenant="clinic-standing",
+        subject="standing",
+        payload={"prescription_id": name},
+        **window,
+    )
+
+
+def test_prescriptions_are_those_in_force_at_the_read_whatever_their_standing_at_the_checkpoint(
+    client: Client,
+) -> None:
+    """The checkpoint files each course by how it stood at the subject's last event; the view
+    shows the ones in force when the analyst reads: one scheduled then and begun since, not one
+    that ran out since or had already run out."""
+    history = [
+        _course("long-gone", 0, valid_until=T0 + timedelta(hours=1)),
+        _course("ran-out-since", 1, valid_until=T0 + timedelta(days=10)),
+        _course("ongoing", 2),
+        _course("begun-since", 2, valid_from=T0 + timedelta(days=30)),
+    ]
+    standings = state_document(replay(history))["medications"]
+    assert {key: [m["prescription_id"] for m in ms] for key, ms in standings.items()} == {
+        "active": ["ongoing", "ran-out-since"],
+        "scheduled": ["begun-since"],
+        "expired": ["long-gone"],
+        "stopped": [],
+    }
+    _store_histories(client, {"standing": history}, 5600, "standings")
+    result = query(
+        client, "SELECT prescription_id, active FROM medications ORDER BY 1", "clinic-standing"
+    )
+    assert result.rows == [["begun-since", True], ["ongoing", True]]

@@ -525,6 +525,45 @@ def test_given_as_of_a_later_time_then_the_course_is_no_longer_listed_as_active(
 
 
 @pytest.mark.parametrize(
+    ("as_of", "standing"),
+    [
+        pytest.param([], "active", id="judged at the last event"),
+        pytest.param(["--as-of", "2024-03-01"], "expired", id="after the course"),
+    ],
+)
+def test_given_a_course_then_its_json_state_files_it_by_how_it_stands_at_that_time(
+    tmp_path: Path, as_of: list[str], standing: str
+) -> None:
+    result = runner.invoke(app, ["replay", str(_course_file(tmp_path)), *as_of, "--json"])
+    (subject,) = [json.loads(line) for line in result.stdout.splitlines()]
+    filed = {
+        key: [m["prescription_id"] for m in ms]
+        for key, ms in subject["state"]["medications"].items()
+    }
+    assert filed == {"active": [], "scheduled": [], "expired": [], "stopped": []} | {
+        standing: ["rx-1"]
+    }
+
+
+def test_given_a_course_not_yet_begun_then_its_json_state_files_it_as_scheduled(
+    tmp_path: Path,
+) -> None:
+    later = make_event(
+        "MedicationPrescribed",
+        "later-course",
+        valid_from=T0 + timedelta(days=10),
+        valid_until=T0 + timedelta(days=17),
+    )
+    path = tmp_path / "later.ndjson"
+    path.write_text(later.model_dump_json() + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["replay", str(path), "--json"])
+    (subject,) = [json.loads(line) for line in result.stdout.splitlines()]
+    medications = subject["state"]["medications"]
+    assert [m["prescription_id"] for m in medications["scheduled"]] == ["rx-1"]
+    assert medications["active"] == []
+
+
+@pytest.mark.parametrize(
     ("options", "message"),
     [
         pytest.param(["--as-of", "2999-01-01"], "not after now", id="a future time"),
