@@ -19,7 +19,7 @@ from projections.state import Kind, UserState, claim_address
 from projections.views import valid_at, weaker_than
 from schemas.allergy_statements import statement_categories
 from schemas.base import blank_required_text
-from schemas.countries import HOME_COUNTRY, iso_country
+from schemas.countries import HOME_COUNTRY, iso_country, names_a_country
 from schemas.events import (
     CLOCK_ACTOR,
     AlertAcknowledged,
@@ -35,6 +35,7 @@ from schemas.events import (
     MedicationStopped,
     Origin,
     Sensitivity,
+    TravelRecorded,
 )
 from schemas.reasons import ReasonCode
 
@@ -144,7 +145,7 @@ def admit(event: Event, state: UserState, context: GateContext) -> Decision:
         + _privacy(event, state, context, text)
         + _references(event, state, context)
         + _coherence(event)
-        + _home_country(event)
+        + _countries(event)
         + _blank_text(event)
         + _unprintable_text(event, text)
     )
@@ -311,20 +312,36 @@ def _coherence(event: Event) -> tuple[Problem, ...]:
     return (Problem(ReasonCode.NEGATION_NOT_FLAGGED, detail),)
 
 
-def _home_country(event: Event) -> tuple[Problem, ...]:
-    """A `home_country` fact whose value is not a country code as a trip's countries are
-    (`iso_country`): held, no trip could be told international or not against it. The detail
-    names the field, never the value."""
+def _countries(event: Event) -> tuple[Problem, ...]:
+    """A trip's country, or a `home_country` fact, that is not an ISO 3166-1 alpha-2 code as
+    the fold compares them (`iso_country`), or a code that names no country
+    (`names_a_country`): held, a `home_country` could tell no trip international or not, and a
+    trip to "XX" would count as international. The detail names the field, never the value."""
     payload = event.payload
-    if not isinstance(payload, FactAsserted) or payload.key != HOME_COUNTRY:
+    if isinstance(payload, TravelRecorded):
+        codes = {
+            "payload.origin_country": payload.origin_country,
+            "payload.destination_country": payload.destination_country,
+        }
+    elif isinstance(payload, FactAsserted) and payload.key == HOME_COUNTRY:
+        if not isinstance(payload.value, str) or iso_country(payload.value) is None:
+            detail = (
+                "payload.value is not an ISO 3166-1 alpha-2 country code (two letters, e.g. NL; "
+                f"UK is read as GB), which the fact {HOME_COUNTRY} takes"
+            )
+            return (Problem(ReasonCode.INVALID_RECORD, detail),)
+        codes = {"payload.value": payload.value}
+    else:
         return ()
-    if isinstance(payload.value, str) and iso_country(payload.value) is not None:
-        return ()
-    detail = (
-        f"payload.value is not an ISO 3166-1 alpha-2 country code (two letters, e.g. NL; UK is "
-        f"read as GB), which the fact {HOME_COUNTRY} takes"
+    return tuple(
+        Problem(
+            ReasonCode.INVALID_RECORD,
+            f"{path} is a two-letter code that names no country (ISO 3166-1 alpha-2 codes "
+            "assigned now or formerly, and XK for Kosovo, do)",
+        )
+        for path, value in codes.items()
+        if not names_a_country(iso_country(value) or value)
     )
-    return (Problem(ReasonCode.INVALID_RECORD, detail),)
 
 
 def _blank_text(event: Event) -> tuple[Problem, ...]:

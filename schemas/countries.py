@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Final
 
+import pycountry
+
 HOME_COUNTRY: Final = "home_country"
 """The fact key that names the subject's home country, against which a trip is international."""
 
@@ -21,3 +23,23 @@ def iso_country(value: str) -> str | None:
     if len(code) != 2 or not code.isascii() or not code.isalpha():
         return None
     return _ALIASES.get(code, code)
+
+
+_NAMED: Final = frozenset(
+    {country.alpha_2 for country in pycountry.countries}
+    | {
+        code
+        for country in pycountry.historic_countries
+        if (code := getattr(country, "alpha_2", None)) is not None
+    }
+    | {"XK"}
+)
+"""The alpha-2 codes that name a country: assigned in ISO 3166-1 (pycountry's data), formerly
+assigned (ISO 3166-3: YU, SU, AN... for a trip long ago), and XK, the code in common use for
+Kosovo (ISO reserves the X range for such use)."""
+
+
+def names_a_country(code: str) -> bool:
+    """Whether an alpha-2 code (as `iso_country` reads it) names a country, rather than one
+    unassigned ("XX", "QQ", "AB") or reserved for private use ("ZZ")."""
+    return code in _NAMED

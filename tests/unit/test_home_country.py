@@ -8,11 +8,14 @@ from datetime import timedelta
 import pytest
 
 from projections.document import state_hash
+from projections.gate import Admitted, GateContext, GatePolicy, Rejected, TenantPolicy, admit
 from projections.queries import trips
-from projections.state import replay
+from projections.state import initial_state, replay
 from schemas.countries import iso_country
 from schemas.events import Event
-from tests.factories import make_event
+from tests.factories import T0, make_event
+
+POLICY = GatePolicy(tenants={"clinic-a": TenantPolicy(frozenset({"ehr-adapter"}))})
 
 
 def _home(value: str) -> Event:
@@ -73,3 +76,52 @@ def test_given_codes_already_in_iso_form_then_the_state_hash_is_the_one_before_t
 
 
 PINNED_HASH = "c147cf5b941653b8f46504e6975cff250d41b17b4a261fc3f8e71d397c6283e9"
+
+
+def _admit(event: Event) -> Admitted | Rejected:
+    context = GateContext(now=T0 + timedelta(days=30), policy=POLICY, encoded_size=100)
+    return admit(event, initial_state("clinic-a", "patient-1"), context)
+
+
+NAMES_NO_COUNTRY = "is a two-letter code that names no country"
+
+
+@pytest.mark.parametrize(
+    ("event", "refused"),
+    [
+        pytest.param(_trip("t", "NL", "XX"), ["payload.destination_country"], id="trip to XX"),
+        pytest.param(_trip("t", "zz", "NL"), ["payload.origin_country"], id="trip from zz"),
+        pytest.param(
+            _trip("t", "QM", "AB"),
+            ["payload.origin_country", "payload.destination_country"],
+            id="both codes unassigned",
+        ),
+        pytest.param(_home("XX"), ["payload.value"], id="home XX"),
+        pytest.param(_trip("t", "NL", "XK"), [], id="trip to Kosovo (XK)"),
+        pytest.param(_trip("t", "YU", "DE"), [], id="trip from Yugoslavia, a former code"),
+        pytest.param(_trip("t", "uk", "fr"), [], id="trip from UK in lower case"),
+        pytest.param(_home("UK"), [], id="home UK"),
+    ],
+)
+def test_given_a_code_that_names_no_country_then_the_gate_refuses_it_naming_the_field(
+    event: Event, refused: list[str]
+) -> None:
+    decision = _admit(event)
+    if not refused:
+        assert isinstance(decision, Admitted)
+        return
+    assert isinstance(decision, Rejected)
+    assert decision.detail == "; ".join(
+        f"invalid_record: {path} {NAMES_NO_COUNTRY} (ISO 3166-1 alpha-2 codes assigned now or "
+        "formerly, and XK for Kosovo, do)"
+        for path in refused
+    )
+
+
+def test_given_a_trip_to_an_unassigned_code_accepted_before_then_the_fold_reads_it_as_given() -> (
+    None
+):
+    """The gate refuses such a code from now on; one already in the log still folds (it was
+    accepted, it is never lost), counted against the home country as before."""
+    (trip,) = trips(replay([_home("NL"), _trip("t1", "NL", "XX")]))
+    assert (trip.destination_country, trip.international) == ("XX", True)
