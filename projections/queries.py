@@ -120,7 +120,9 @@ def no_known_allergy_statements(state: UserState, at: datetime | None = None) ->
 def active_medications(state: UserState, at: datetime | None = None) -> list[MedicationView]:
     moment = at or state.as_of
     return [
-        view for view in state.medication_views() if medication_standing(view, moment) == ACTIVE
+        view
+        for view in state.unstopped_medication_views()
+        if medication_standing(view, moment) == ACTIVE
     ]
 
 

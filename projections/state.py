@@ -119,6 +119,7 @@ def bounds_of(event: Event, address: tuple[Kind, str]) -> list[Bound]:
 Timelines = Map[str, Timeline[Any]]
 _NO_TIMELINES: Timelines = Map()
 _NO_EVENTS: Map[str, Event] = Map()
+_NO_KEYS: Map[str, bool] = Map()
 
 
 class UserState(BaseModel):
@@ -142,6 +143,10 @@ class UserState(BaseModel):
     bounds: tuple[Bound, ...] = ()
     """Every validity bound of the claims' events, in time order (an index: derived from
     `events`, so it is not part of the checkpoint document)."""
+    unstopped_medications: Map[str, bool] = _NO_KEYS
+    """The prescription ids whose prescription holds no stop (an index derived from
+    `medications`, not part of the checkpoint document): the rules look for the active ones on
+    every event, so a subject with a long history of ended courses costs no more to judge."""
 
     @property
     def key(self) -> str:
@@ -171,6 +176,16 @@ class UserState(BaseModel):
 
     def medication_views(self) -> list[MedicationView]:
         return _resolved(self.medications)
+
+    def unstopped_medication_views(self) -> list[MedicationView]:
+        """The prescriptions that hold no stop, by prescription id (`medication_views` of those
+        whose `active` is true)."""
+        medications = self.medications
+        return [
+            view
+            for key in sorted(self.unstopped_medications.keys())
+            if (view := medications[key].resolution) is not None
+        ]
 
     def trip_views(self) -> list[TripView]:
         return _resolved(self.trips)
@@ -281,6 +296,10 @@ def evolve(state: UserState, event: Event, policy: FoldPolicy = DEFAULT_POLICY) 
             timelines.get(claim_key), event, step_for(kind, policy), retracted=retracted
         )
         update[field] = timelines.set(claim_key, timeline)
+        if kind is Kind.MEDICATION:
+            update["unstopped_medications"] = _unstopped(
+                state.unstopped_medications, claim_key, timeline
+            )
         if event.valid_from is not None or event.valid_until is not None:
             update["bounds"] = tuple(sorted((*state.bounds, *bounds_of(event, address))))
     return _next(state, update)
@@ -315,7 +334,19 @@ def _retraction(
     kind, claim_key = address
     timelines = state.timelines(kind)
     timeline = with_retraction(timelines[claim_key], claim_id, step_for(kind, policy))
-    return {_FIELDS[kind]: timelines.set(claim_key, timeline)}
+    update: dict[str, Any] = {_FIELDS[kind]: timelines.set(claim_key, timeline)}
+    if kind is Kind.MEDICATION:
+        update["unstopped_medications"] = _unstopped(
+            state.unstopped_medications, claim_key, timeline
+        )
+    return update
+
+
+def _unstopped(index: Map[str, bool], key: str, timeline: Timeline[Any]) -> Map[str, bool]:
+    view: MedicationView | None = timeline.resolution
+    if view is not None and view.active:
+        return index if key in index else index.set(key, True)
+    return index.delete(key) if key in index else index
 
 
 def _erased(state: UserState, erasure: Event) -> UserState:
@@ -411,6 +442,13 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
         "bounds": tuple(sorted(bounds)),
     }
     update.update({_FIELDS[kind]: Map(by_key) for kind, by_key in timelines.items() if by_key})
+    update["unstopped_medications"] = Map(
+        {
+            key: True
+            for key, timeline in timelines[Kind.MEDICATION].items()
+            if timeline.resolution is not None and timeline.resolution.active
+        }
+    )
     return _next(empty, update)
 
 

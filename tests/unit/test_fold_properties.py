@@ -127,6 +127,19 @@ def test_given_any_arrival_order_when_replayed_in_bulk_then_the_state_of_one_eve
     assert state_hash(bulk) == state_hash(single)
 
 
+@given(mixed_histories(max_size=30), st.randoms(use_true_random=False))
+def test_given_any_history_then_the_unstopped_index_lists_the_prescriptions_without_a_stop(
+    events: list[Event], rng: Random
+) -> None:
+    """The index the rules read active prescriptions from agrees with the views, whether the
+    state was folded in bulk or one event at a time (stops, retractions, corrections, in any
+    arrival order)."""
+    rng.shuffle(events)
+    for state in (replay(events), _one_by_one(events)):
+        expected = [view for view in state.medication_views() if view.active]
+        assert state.unstopped_medication_views() == expected
+
+
 @given(event_histories(), st.data())
 @settings(max_examples=60)
 def test_given_a_checkpoint_read_back_when_the_tail_is_folded_then_equal_to_the_full_replay(
