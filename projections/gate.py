@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from enum import Enum
 from typing import NamedTuple
 
@@ -197,13 +197,35 @@ def _unsigned(event: Event, signature: Signature) -> Problem:
     return Problem(ReasonCode.SIGNATURE_INVALID, detail)
 
 
+_DAY_BEGUN_SOMEWHERE = timedelta(hours=14)
+"""How far ahead of UTC a day begins (UTC+14): a date without a time, read as the start of its
+day in UTC, may be today for its producer that long before it is in UTC."""
+
+
+def _in_future(moment: datetime, context: GateContext) -> bool:
+    """After now plus the clock skew allowed; a time at the start of a UTC day (a date written
+    without a time, as a FHIR `authoredOn` "2026-12-07" is read) only once its day has begun
+    nowhere on earth."""
+    latest = context.now + context.policy.max_future_skew
+    if moment.astimezone(UTC).time() == time(0):
+        latest = max(latest, context.now + _DAY_BEGUN_SOMEWHERE)
+    return moment > latest
+
+
+def _utc(moment: datetime) -> str:
+    return f"{moment.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
+
+
 def _plausibility(event: Event, context: GateContext) -> tuple[Problem, ...]:
-    policy, latest = context.policy, context.now + context.policy.max_future_skew
+    policy = context.policy
     problems = []
-    if event.occurred_at > latest:
-        problems.append(Problem(ReasonCode.OCCURRED_IN_FUTURE, "occurred_at is in the future"))
-    if event.recorded_at > latest:
-        problems.append(Problem(ReasonCode.RECORDED_IN_FUTURE, "recorded_at is in the future"))
+    for moment, name, reason in (
+        (event.occurred_at, "occurred_at", ReasonCode.OCCURRED_IN_FUTURE),
+        (event.recorded_at, "recorded_at", ReasonCode.RECORDED_IN_FUTURE),
+    ):
+        if _in_future(moment, context):
+            detail = f"{name} {_utc(moment)} is in the future (now is {_utc(context.now)})"
+            problems.append(Problem(reason, detail))
     if min(event.occurred_at, event.recorded_at) < policy.earliest_plausible:
         detail = f"times before {policy.earliest_plausible:%Y-%m-%d} are not plausible"
         problems.append(Problem(ReasonCode.TOO_OLD, detail))

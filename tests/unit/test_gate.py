@@ -882,3 +882,41 @@ def test_given_unprintable_characters_then_the_event_is_refused_naming_field_and
 def test_given_free_text_with_marks_that_belong_to_writing_then_it_is_admitted(note: str) -> None:
     event = make_event("PreferenceStated", "written", payload={"note": note})
     assert isinstance(_decide(event), Admitted)
+
+
+MIDNIGHT = datetime(2024, 2, 1, tzinfo=UTC)
+"""The start of a UTC day: how a date without a time (FHIR `authoredOn: "2024-02-01"`) reads."""
+
+
+@pytest.mark.parametrize(
+    ("occurred", "now", "admitted"),
+    [
+        pytest.param(MIDNIGHT, MIDNIGHT - timedelta(hours=13), True, id="a date begun at UTC+13"),
+        pytest.param(MIDNIGHT, MIDNIGHT - timedelta(hours=14), True, id="a date begun at UTC+14"),
+        pytest.param(MIDNIGHT, MIDNIGHT - timedelta(hours=15), False, id="a date begun nowhere"),
+        pytest.param(
+            MIDNIGHT - timedelta(hours=1),
+            MIDNIGHT - timedelta(hours=13),
+            False,
+            id="a time of day twelve hours ahead",
+        ),
+    ],
+)
+def test_given_a_date_without_a_time_then_it_is_in_the_future_only_once_begun_nowhere(
+    occurred: datetime, now: datetime, admitted: bool
+) -> None:
+    """A record dated today by a producer ahead of UTC (New Zealand, Kiribati) is not refused
+    for its date; a time of day ahead of the clock still is."""
+    decision = _decide(make_event("PreferenceStated", "dated", at=occurred), now=now)
+    assert isinstance(decision, Admitted) is admitted
+
+
+def test_given_a_time_in_the_future_then_the_detail_names_it_and_now() -> None:
+    event = make_event("PreferenceStated", "far", at=datetime(2042, 1, 1, tzinfo=UTC))
+    decision = _decide(event)
+    assert isinstance(decision, Rejected)
+    assert decision.detail == (
+        "occurred_in_future: occurred_at 2042-01-01T00:00:00Z is in the future "
+        "(now is 2024-01-31T09:00:00Z); recorded_in_future: recorded_at 2042-01-01T00:00:00Z "
+        "is in the future (now is 2024-01-31T09:00:00Z)"
+    )
