@@ -232,7 +232,7 @@ def export(
     if found is None and not receipts:
         err.print(f"nothing is held about {key}")
         raise typer.Exit(code=4)
-    subject_state = found if found is not None else initial_state(tenant, subject)
+    subject_state = found if found is not None else _erased_state(tenant, subject)
     alerts = [
         a
         for a in _alerts_of(
@@ -245,6 +245,12 @@ def export(
     written = (write_json if output is ExportFormat.JSON else write_csv)(document, out_dir)
     for path in written:
         out.print(f"wrote {path}")
+
+
+def _erased_state(tenant: str, subject: str) -> UserState:
+    """What is held of a subject with an erasure receipt and no state (its state was
+    tombstoned): nothing, and that it was erased."""
+    return initial_state(tenant, subject).model_copy(update={"erased": True})
 
 
 def erase(

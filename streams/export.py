@@ -13,6 +13,7 @@ Re-reading `claims` and folding them gives the exported `state_hash` (checked by
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ from schemas.alerts import Alert
 from schemas.erasures import subject_ref
 from schemas.events import ClaimRetracted, Event
 from streams.json_out import json_line
+from streams.private_files import private_directory, write_private
 from streams.query_clients import open_query_client
 from streams.settings import Settings
 
@@ -124,12 +126,15 @@ def export_document(
 
 
 def write_json(document: dict[str, Any], directory: Path) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "export.json"
-    path.write_text(
-        json.dumps(document, ensure_ascii=False, indent=2, sort_keys=True), encoding="utf-8"
-    )
+    """`DIR/export.json`. Like every export file it holds health data: it is written readable
+    by its owner only (and a directory the export creates, likewise)."""
+    path = private_directory(directory) / "export.json"
+    write_private(path, _json_text(document))
     return [path]
+
+
+def _json_text(document: dict[str, Any]) -> bytes:
+    return json.dumps(document, ensure_ascii=False, indent=2, sort_keys=True).encode("utf-8")
 
 
 def _cell(value: Any) -> Any:
@@ -137,17 +142,17 @@ def _cell(value: Any) -> Any:
 
 
 def _write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({column: _cell(row.get(column)) for column in columns})
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(columns), extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({column: _cell(row.get(column)) for column in columns})
+    write_private(path, text.getvalue().encode("utf-8"))
     return path
 
 
 def write_csv(document: dict[str, Any], directory: Path) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
-    state_path = directory / "state.json"
+    state_path = private_directory(directory) / "state.json"
     summary = {
         key: document[key]
         for key in (
@@ -159,9 +164,7 @@ def write_csv(document: dict[str, Any], directory: Path) -> list[Path]:
             "state_hash",
         )
     }
-    state_path.write_text(
-        json.dumps(summary, ensure_ascii=False, indent=2, sort_keys=True), encoding="utf-8"
-    )
+    write_private(state_path, _json_text(summary))
     receipts = document["erasure_receipts"]
     receipt_columns = sorted({name for receipt in receipts for name in receipt}) or ["erasure_id"]
     return [

@@ -17,7 +17,9 @@ log = logging.getLogger(__name__)
 
 def private_directory(path: Path) -> Path:
     """`path` as a directory; created (with its missing parents) for the owner only."""
-    path.mkdir(mode=PRIVATE_DIRECTORY, parents=True, exist_ok=True)
+    missing = [directory for directory in (path, *path.parents) if not directory.exists()]
+    for directory in reversed(missing):
+        directory.mkdir(mode=PRIVATE_DIRECTORY, exist_ok=True)
     return path
 
 

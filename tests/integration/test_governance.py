@@ -187,7 +187,7 @@ def assert_others_untouched(pipeline: Pipeline) -> None:
 
 
 def test_given_an_erased_subject_then_no_copy_survives_replays_resends_or_restarts(
-    pipeline: Pipeline,
+    pipeline: Pipeline, tmp_path: Path
 ) -> None:
     worker = pipeline.start("worker", "--loglevel", "info")
     pipeline.start("sink")
@@ -205,6 +205,17 @@ def test_given_an_erased_subject_then_no_copy_survives_replays_resends_or_restar
     erase_victim(pipeline)
     assert_no_trace(pipeline)
     assert_others_untouched(pipeline)
+    export = pipeline.uac(
+        "export", "--tenant", "clinic-a", "--subject", VICTIM, "--out", str(tmp_path)
+    )
+    assert export.returncode == 0, export.stderr
+    exported = json.loads((tmp_path / "export.json").read_text(encoding="utf-8"))
+    assert (exported["state"]["erased"], exported["state"]["version"], exported["claims"]) == (
+        True,
+        0,
+        [],
+    )
+    assert len(exported["erasure_receipts"]) == 1
     again = pipeline.uac("erase", "--tenant", "clinic-a", "--subject", VICTIM)
     assert again.returncode == 0, again.stderr
     assert "already erased" in again.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import stat
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -94,3 +95,16 @@ def test_given_csv_then_one_row_per_claim_and_alert_and_the_state_alongside(tmp_
         rows = list(csv.DictReader(handle))
     assert [row["event_id"] for row in rows] == [claim["event_id"] for claim in document["claims"]]
     assert json.loads(rows[0]["payload"]) == document["claims"][0]["payload"]
+
+
+def test_given_an_export_then_only_its_owner_may_read_its_files(tmp_path: Path) -> None:
+    """An export holds health data: its files (json and csv) and a directory it creates are
+    owner-only, whatever the umask."""
+    document = exported(tmp_path / "json")
+    written = [*write_csv(document, tmp_path / "new" / "csv"), tmp_path / "json" / "export.json"]
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in written}
+    assert modes == dict.fromkeys(
+        ["alerts.csv", "claims.csv", "erasure_receipts.csv", "state.json", "export.json"], 0o600
+    )
+    for directory in (tmp_path / "new", tmp_path / "new" / "csv", tmp_path / "json"):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
