@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from projections.document import CorruptCheckpoint, plain, state_from_checkpoint, state_hash
+from projections.gate import TenantPolicy
 from projections.reads import DEFAULT_PURPOSE, readable_document, readable_document_as_of
 from projections.secrets import secrets_in_text
 from projections.state import UserState, initial_state
@@ -52,6 +53,7 @@ from streams.rebuild import checkpoint_of_subject
 from streams.result_view import result_view
 from streams.sealing import readable
 from streams.settings import Settings
+from streams.signatures import Signer
 from streams.tenants import gate_policy_of
 from streams.topic_reader import follow_topic, read_topic
 
@@ -247,6 +249,20 @@ def export(
         out.print(f"wrote {path}")
 
 
+def _erasure_refusal(
+    policy: TenantPolicy | None, tenant: str, actor: str, signer: Signer | None
+) -> str | None:
+    """Why the gate would refuse this erasure request (by the tenants file this command reads),
+    so it is said here instead of a request that looks sent and erases nothing."""
+    if policy is None:
+        return f"unknown tenant {tenant!r}: it is not in the tenants file"
+    if actor not in policy.actors:
+        return f"actor {actor!r} may not write for tenant {tenant!r} (give --actor)"
+    if actor in policy.signing_actors and signer is None:
+        return f"actor {actor!r} signs its events: give --signing-key"
+    return None
+
+
 def _erased_state(tenant: str, subject: str) -> UserState:
     """What is held of a subject with an erasure receipt and no state (its state was
     tombstoned): nothing, and that it was erased."""
@@ -276,6 +292,10 @@ def erase(
         )
     settings = Settings()
     signer = signer_from(signing_key)
+    refusal = _erasure_refusal(gate_policy_of(settings).tenants.get(tenant), tenant, actor, signer)
+    if refusal is not None:
+        err.print(f"refused: {refusal}; nothing was sent")
+        raise typer.Exit(code=2)
     now = datetime.now(UTC)
     request = Event(
         event_id=str(uuid.uuid4()),

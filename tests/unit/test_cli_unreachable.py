@@ -3,6 +3,7 @@ or does not answer: exit code 3, never a traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -10,6 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from streams.signatures import Signer
 
 
 def _closed_port() -> int:
@@ -19,9 +23,12 @@ def _closed_port() -> int:
     return port
 
 
-def _uac(args: list[str], home: Path, bootstrap: str | None) -> subprocess.CompletedProcess[str]:
+def _uac(
+    args: list[str], home: Path, bootstrap: str | None, settings: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "UAC_KAFKA_BOOTSTRAP"} | {
-        "UAC_HOME": str(home)
+        "UAC_HOME": str(home),
+        **(settings or {}),
     }
     if bootstrap is not None:
         env["UAC_KAFKA_BOOTSTRAP"] = bootstrap
@@ -89,6 +96,44 @@ def test_given_an_erasure_reason_that_looks_like_a_secret_then_refused_before_se
     result = _uac(args, tmp_path, f"127.0.0.1:{_closed_port()}")
     assert result.returncode == 2
     assert "secret_in_text" in " ".join(result.stderr.split())
+
+
+@pytest.mark.parametrize(
+    ("options", "refusal"),
+    [
+        pytest.param(
+            ["--tenant", "clinic-x"],
+            "unknown tenant 'clinic-x': it is not in the tenants file",
+            id="a tenant the tenants file does not name",
+        ),
+        pytest.param(
+            ["--tenant", "clinic-a", "--actor", "intruder"],
+            "actor 'intruder' may not write for tenant 'clinic-a' (give --actor)",
+            id="an actor not allowed for the tenant",
+        ),
+        pytest.param(
+            ["--tenant", "clinic-a", "--actor", "dpo-desk"],
+            "actor 'dpo-desk' signs its events: give --signing-key",
+            id="a signing actor without its key",
+        ),
+    ],
+)
+def test_given_an_erasure_the_gate_would_refuse_then_refused_before_sending(
+    tmp_path: Path, options: list[str], refusal: str
+) -> None:
+    """A request the gate would quarantine erases nothing: the command says why instead of
+    reporting it requested (no broker is reachable here, so nothing can have been sent)."""
+    tenants = tmp_path / "tenants.json"
+    clinic = {"actors": ["uac-cli", "dpo-desk"], "actor_keys": {"dpo-desk": _PUBLIC_KEY}}
+    tenants.write_text(json.dumps({"tenants": {"clinic-a": clinic}}), encoding="utf-8")
+    args = ["erase", "--subject", "p-1", *options]
+    env = {"UAC_TENANTS_FILE": str(tenants)}
+    result = _uac(args, tmp_path, f"127.0.0.1:{_closed_port()}", env)
+    assert result.returncode == 2, result.stderr
+    assert " ".join(result.stderr.split()) == f"refused: {refusal}; nothing was sent"
+
+
+_PUBLIC_KEY = Signer(Ed25519PrivateKey.generate()).public_key_text()
 
 
 @pytest.mark.parametrize(
