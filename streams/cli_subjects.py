@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -51,7 +52,7 @@ from streams.publisher import Published
 from streams.query_clients import open_query_client
 from streams.rebuild import checkpoint_of_subject
 from streams.result_view import result_view
-from streams.sealing import readable
+from streams.sealing import Sealer, readable
 from streams.settings import Settings
 from streams.signatures import Signer
 from streams.tenants import gate_policy_of
@@ -86,6 +87,9 @@ def query(
 
 
 def alerts(
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant whose alerts to read.")],
+    purpose: PurposeOption = DEFAULT_PURPOSE,
+    actor: ReaderOption = None,
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing new alerts.")
     ] = False,
@@ -101,24 +105,56 @@ def alerts(
         ),
     ] = AlertFormat.TABLE,
 ) -> None:
-    """Print the alerts topic (every lifecycle record), optionally following it."""
+    """Print one tenant's alert lifecycle records from the alerts topic, optionally following
+    it (audited; alerts are health data, read for a purpose the tenant may use them for)."""
     settings = Settings()
+    refusal = _alerts_refusal(gate_policy_of(settings).tenants.get(tenant), tenant, purpose)
+    if refusal is not None:
+        err.print(f"refused: {refusal}")
+        raise typer.Exit(code=2)
     bootstrap, topic = bootstrap_servers(settings), topics_of(settings).alerts
     sealer, output = sealer_of(settings), AlertFormat.JSON if as_json else output
     if not follow:
         records = asyncio.run(read_topic(bootstrap, topic))
-        print_alerts(readable_alerts(records, sealer), out, output)
+        _audit(settings, tenant, None, actor, purpose, "alerts")
+        print_alerts(_of_tenant(records, tenant, sealer), out, output)
         return
+    _audit(settings, tenant, None, actor, purpose, "alerts-follow")
 
     async def tail() -> None:
         async for record in follow_topic(bootstrap, topic, asyncio.Event()):
-            for alert in readable_alerts([record], sealer):
+            for alert in _of_tenant([record], tenant, sealer):
                 print_alert(alert, out, output)
 
     try:
         asyncio.run(tail())
     except KeyboardInterrupt:
         return
+
+
+def _alerts_refusal(policy: TenantPolicy | None, tenant: str, purpose: str) -> str | None:
+    """Why this read of the alerts topic may not run: a tenant the tenants file does not name,
+    or a purpose without a legal basis for every subject (alerts are special-category data;
+    only the tenant's consent-exempt purposes have one without each subject's consent, which
+    `uac query` checks per subject)."""
+    if policy is None:
+        return f"unknown tenant {tenant!r}: it is not in the tenants file"
+    if purpose not in policy.consent_exempt_purposes:
+        exempt = ", ".join(sorted(policy.consent_exempt_purposes)) or "none"
+        return (
+            f"alerts are health data and purpose {purpose!r} is not consent-exempt for tenant "
+            f"{tenant!r} (exempt: {exempt}); `uac query` reads the alerts of the subjects whose "
+            "consent allows it"
+        )
+    return None
+
+
+def _of_tenant(records: Iterable[Any], tenant: str, sealer: Sealer) -> list[Alert]:
+    """The tenant's alerts among the records: only records keyed to one of its subjects are
+    opened at all (another tenant's are not decrypted), and each is checked for the tenant."""
+    prefix = f"{tenant}:".encode()
+    ours = [record for record in records if (record.key or b"").startswith(prefix)]
+    return [alert for alert in readable_alerts(ours, sealer) if alert.tenant_id == tenant]
 
 
 def _alerts_of(settings: Settings, records: list[Any]) -> list[Alert]:

@@ -3,6 +3,9 @@
 Decisions
 ---------
 - `id` is the alert_id (stable across the lifecycle); `identifier` carries it as a urn:uuid.
+- The tenant: `meta.tag` (system `urn:uac:tenant`, code the tenant id) and the patient's
+  `identifier` (system `urn:uac:tenant:<tenant>`, value the subject id) beside its reference
+  `Patient/<subject>`: a subject id is unique within its tenant only.
 - `status` (R4 binds DetectedIssue.status to observation-status): `raised` -> `final` (the
   rule's finding is complete); `acknowledged` / `overridden` -> `amended` (a final issue to which
   a mitigation was added); `resolved` -> `cancelled` (the issue no longer applies because its
@@ -34,6 +37,10 @@ from typing import Any, Final
 from schemas.alerts import Alert, AlertStatus, Evidence, Severity
 
 ACT_CODE: Final = "http://terminology.hl7.org/CodeSystem/v3-ActCode"
+TENANT_SYSTEM: Final = "urn:uac:tenant"
+"""The tenant of an alert: the code of its `meta.tag` in this system, and the identifier system
+of its patient (`urn:uac:tenant:<tenant>`), so the same subject id in two tenants stays two
+people in a Bundle that holds both."""
 URI: Final = "urn:ietf:rfc:3986"
 
 STATUS: Final = {
@@ -73,7 +80,14 @@ def detected_issue(alert: Alert, identified_at: datetime | None = None) -> dict[
         "status": STATUS[alert.status],
         "code": _issue_code(alert),
         "severity": SEVERITY[alert.severity],
-        "patient": {"reference": f"Patient/{alert.subject_id}"},
+        "meta": {"tag": [{"system": TENANT_SYSTEM, "code": alert.tenant_id}]},
+        "patient": {
+            "reference": f"Patient/{alert.subject_id}",
+            "identifier": {
+                "system": f"{TENANT_SYSTEM}:{alert.tenant_id}",
+                "value": alert.subject_id,
+            },
+        },
         "identifiedDateTime": fhir_instant(identified_at or alert.occurred_at),
         "author": {"display": f"UaC rule {alert.rule_id} v{alert.rule_version}"},
         "implicated": _implicated(alert),

@@ -102,7 +102,11 @@ def test_given_an_authorizer_then_the_documented_acls_are_all_the_pipeline_needs
         assert again.returncode == 0, again.stderr
 
         pipeline.settings.update(as_account(acl_broker, NOBODY))
-        for refused_command in (("publish", str(SAMPLE)), ("alerts", "--json"), ("lag",)):
+        for refused_command in (
+            ("publish", str(SAMPLE)),
+            ("alerts", "--tenant", "clinic-a", "--json"),
+            ("lag",),
+        ):
             refused = pipeline.uac(*refused_command)
             assert refused.returncode == 3, (refused_command, refused.stdout)
             assert "may not describe topic" in refused.stderr

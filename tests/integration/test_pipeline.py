@@ -181,10 +181,20 @@ def run_sample_through(pipeline: Pipeline) -> None:
     assert published.returncode == 0, published.stderr
     alerts = wait_for(pipeline.alerts, lambda found: len(found) >= len(expected), what="alerts")
     assert alert_pairs(alerts) == expected
-    read = pipeline.uac("alerts", "--json")
-    assert read.returncode == 0, read.stderr
-    assert len(read.stdout.splitlines()) == len(alerts)
+    for tenant in ("clinic-a", "clinic-b"):
+        read = pipeline.uac("alerts", "--tenant", tenant, "--json")
+        assert read.returncode == 0, read.stderr
+        shown = sorted(json.loads(line)["lifecycle_id"] for line in read.stdout.splitlines())
+        assert shown == sorted(str(a.lifecycle_id) for a in alerts if a.tenant_id == tenant)
     wait_for_history(pipeline, events)
+    wait_for(
+        lambda: pipeline.clickhouse(
+            "SELECT action, purpose, subject_ref FROM audit_reads WHERE action = 'alerts'",
+            "clinic-a",
+        ),
+        lambda rows: [list(row) for row in rows] == [["alerts", "care", None]],
+        what="the read of clinic-a's alerts in audit_reads",
+    )
     no_group_behind(pipeline)
 
 
@@ -703,14 +713,15 @@ def test_given_a_transactional_producer_then_its_commit_markers_lose_and_stall_n
 
 def alert_ids_shown_by_the_cli(pipeline: Pipeline) -> set[str]:
     """`uac alerts --json` and `--format fhir` (DetectedIssue ids are alert ids) agree."""
-    as_json = pipeline.uac("alerts", "--json")
+    as_json = pipeline.uac("alerts", "--tenant", "clinic-a", "--json")
     assert as_json.returncode == 0, as_json.stderr
     shown = {json.loads(line)["alert_id"] for line in as_json.stdout.splitlines()}
-    as_fhir = pipeline.uac("alerts", "--format", "fhir")
+    as_fhir = pipeline.uac("alerts", "--tenant", "clinic-a", "--format", "fhir")
     assert as_fhir.returncode == 0, as_fhir.stderr
     bundle = json.loads(as_fhir.stdout)
     resources = [entry["resource"] for entry in bundle["entry"]]
     assert {r["resourceType"] for r in resources} == {"DetectedIssue"}
+    assert {r["meta"]["tag"][0]["code"] for r in resources} == {"clinic-a"}
     assert {r["id"] for r in resources} == shown
     return shown
 

@@ -42,7 +42,7 @@ def _uac(
     "args",
     [
         pytest.param(["state", "--tenant", "clinic-a", "--subject", "p-1"], id="state"),
-        pytest.param(["alerts", "--json"], id="alerts"),
+        pytest.param(["alerts", "--tenant", "clinic-a", "--json"], id="alerts"),
         pytest.param(["erase", "--tenant", "clinic-a", "--subject", "p-1"], id="erase"),
         pytest.param(["check-log"], id="check-log"),
         pytest.param(["lag"], id="lag"),
@@ -60,7 +60,8 @@ def test_given_no_known_broker_then_one_line_and_exit_code_3(
 def test_given_a_broker_address_nobody_answers_then_one_line_and_exit_code_3(
     tmp_path: Path,
 ) -> None:
-    result = _uac(["alerts", "--json"], tmp_path, bootstrap=f"127.0.0.1:{_closed_port()}")
+    args = ["alerts", "--tenant", "clinic-a", "--json"]
+    result = _uac(args, tmp_path, bootstrap=f"127.0.0.1:{_closed_port()}")
     assert result.returncode == 3
     assert "Unable to bootstrap" in result.stderr
     assert "Traceback" not in result.stderr
@@ -131,6 +132,31 @@ def test_given_an_erasure_the_gate_would_refuse_then_refused_before_sending(
     result = _uac(args, tmp_path, f"127.0.0.1:{_closed_port()}", env)
     assert result.returncode == 2, result.stderr
     assert " ".join(result.stderr.split()) == f"refused: {refusal}; nothing was sent"
+
+
+@pytest.mark.parametrize(
+    ("options", "refusal"),
+    [
+        pytest.param(
+            ["--tenant", "clinic-x"],
+            "unknown tenant 'clinic-x': it is not in the tenants file",
+            id="an unknown tenant",
+        ),
+        pytest.param(
+            ["--tenant", "clinic-a", "--purpose", "research"],
+            "alerts are health data and purpose 'research' is not consent-exempt for tenant "
+            "'clinic-a' (exempt: care); `uac query` reads the alerts of the subjects whose "
+            "consent allows it",
+            id="a purpose without a legal basis for every subject",
+        ),
+    ],
+)
+def test_given_an_alerts_read_without_a_basis_then_refused_before_reading(
+    tmp_path: Path, options: list[str], refusal: str
+) -> None:
+    result = _uac(["alerts", *options], tmp_path, f"127.0.0.1:{_closed_port()}")
+    assert result.returncode == 2, result.stderr
+    assert " ".join(result.stderr.split()) == f"refused: {refusal}"
 
 
 _PUBLIC_KEY = Signer(Ed25519PrivateKey.generate()).public_key_text()

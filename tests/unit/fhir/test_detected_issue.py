@@ -179,7 +179,11 @@ def test_given_a_raised_drug_allergy_alert_then_the_issue_names_patient_code_and
     assert issue["resourceType"] == "DetectedIssue"
     assert issue["id"] == str(ALERT_ID)
     assert issue["identifier"] == [{"system": "urn:ietf:rfc:3986", "value": f"urn:uuid:{ALERT_ID}"}]
-    assert issue["patient"] == {"reference": "Patient/pat1"}
+    assert issue["patient"] == {
+        "reference": "Patient/pat1",
+        "identifier": {"system": f"urn:uac:tenant:{RAISED.tenant_id}", "value": "pat1"},
+    }
+    assert issue["meta"] == {"tag": [{"system": "urn:uac:tenant", "code": RAISED.tenant_id}]}
     assert issue["code"]["coding"] == [
         {"system": ACT_CODE, "code": "ALGY", "display": "Allergy Alert"}
     ]
@@ -323,7 +327,7 @@ def test_shape_matches_the_official_examples(alert: Alert) -> None:
     assert _shape(issue["code"]["coding"]) == _shape(ddi["code"]["coding"])
     assert issue["code"]["coding"][0]["system"] == ddi["code"]["coding"][0]["system"]
     assert issue["severity"] in {"high", "moderate", "low"}
-    assert _shape(issue["patient"]) == _shape(duplicate["patient"])
+    assert _shape(issue["patient"]["reference"]) == _shape(duplicate["patient"]["reference"])
     assert _shape(issue["implicated"]) == _shape(ddi["implicated"])
     assert FHIR_DATE_TIME.fullmatch(issue["identifiedDateTime"])
     assert isinstance(issue["detail"], str)
@@ -334,3 +338,11 @@ def test_shape_matches_the_official_examples(alert: Alert) -> None:
         assert _shape(mitigation["action"]) == _shape(official["action"])
         assert FHIR_DATE_TIME.fullmatch(mitigation["date"])
     json.dumps(issue, allow_nan=False)
+
+
+def test_given_one_subject_id_in_two_tenants_then_two_patients_told_apart_by_their_tenant() -> None:
+    other = RAISED.model_copy(update={"tenant_id": "clinic-b"})
+    first, second = detected_issue(RAISED)["patient"], detected_issue(other)["patient"]
+    assert first["reference"] == second["reference"] == "Patient/pat1"
+    assert first["identifier"] != second["identifier"]
+    assert detected_issue(other)["meta"]["tag"][0]["code"] == "clinic-b"
