@@ -26,9 +26,11 @@ an error, imported under neither id, and so is a reference to that fullUrl.
 Envelope: `origin=imported`, `source_ref=ResourceType/id`, `confidence=1.0`, `purpose=care`,
 `scope=subject`, tenant and actor from the caller; allergies and medications are
 `special_category`, the home-country fact is `normal`. `subject_id` is the FHIR Patient id (from
-`Patient/<id>`, an absolute `.../Patient/<id>[/_history/n]` URL, or a `urn:uuid:` matched to a
-Patient entry's `fullUrl`, else the uuid itself, or a logical reference by `identifier` matched
-to the one Patient of the input set that carries it; no such Patient, or two, is an error), with
+`Patient/<id>`, an absolute `.../Patient/<id>[/_history/n]` URL, or a `urn:uuid:` (`urn:oid:`)
+that is the `fullUrl` of a Patient entry of the input set, in any file of it, or a logical
+reference by `identifier` matched to the one Patient of the input set that carries it; a urn
+that is no Patient entry's fullUrl (FHIR resolves a urn only as an entry's fullUrl), or an
+identifier that no Patient carries, or two do, is an error), with
 `%`, `:` and white space percent-encoded (a conditional `system|value` identity can hold them);
 a resource `id` or a `Patient/<id>` reference outside the FHIR id shape (1 to 64 letters,
 digits, `-`, `.`) is an error; a

@@ -505,10 +505,7 @@ def _subject_of(resource: Json, field_name: str, index: Index) -> str:
     if reference is None:
         return _subject_by_identifier(holder, field_name, index)
     if reference.startswith("urn:"):
-        reference = reference_key(reference)
-        return _patient_subject(
-            index.patients.get(reference) or reference.rsplit(":", 1)[-1], index
-        )
+        return _patient_subject(_patient_entry(reference, field_name, index), index)
     index.undisputed(reference)
     if reference.startswith("#"):
         raise Unmappable(Problem.UNRESOLVED_REFERENCE, "a contained patient is not supported")
@@ -543,6 +540,23 @@ def _subject_of(resource: Json, field_name: str, index: Index) -> str:
             f"{field_name}.reference {quoted(reference)} names no valid Patient id ({ID_RULE})",
         )
     return _patient_subject(identifier, index)
+
+
+def _patient_entry(reference: str, field_name: str, index: Index) -> str:
+    """The id of the Patient whose Bundle entry's fullUrl a `urn:uuid:` (or `urn:oid:`)
+    reference is: such a urn names nothing but an entry of the input set (FHIR R4 Bundle
+    reference resolution), so one that matches no Patient entry names no patient, never a
+    patient of that id."""
+    patient_id = index.patients.get(reference_key(reference))
+    if patient_id is None:
+        raise Unmappable(
+            Problem.UNRESOLVED_REFERENCE,
+            f"{field_name}.reference {quoted(reference)} is the fullUrl of no Patient entry of "
+            "the input set: a urn names only the Bundle entry it is the fullUrl of, so which "
+            "patient is meant cannot be told (import the Patient's entry with it, or name the "
+            "patient as Patient/<id>)",
+        )
+    return patient_id
 
 
 ID_RULE: Final = "a FHIR id is 1 to 64 letters, digits, '-' or '.'"
