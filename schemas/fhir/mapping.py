@@ -202,9 +202,14 @@ Not plain records: a claim resource (or a Medication it names) with a `modifierE
 anywhere or `implicitRules` is an error `modifier_not_understood`, one tagged `SUBSETTED` an
 error `subsetted_resource` (`schemas.fhir.modifiers`): neither is read as if it were plain.
 
-Medication -> no event of its own (it only resolves references); every other resource type is
-skipped as unsupported. Missing required fields, malformed JSON and unresolved references are
-errors with their origin.
+Medication -> no event of its own (it only resolves references); every other FHIR R4 resource
+type is skipped as unsupported, and so is a type a later release added (R4B, R5: `Permission`,
+`NutritionIntake`; `schemas.fhir.resource_types`), while a `resourceType` that names no FHIR
+resource type (a typo `AllergyIntolerence`, DSTU2's `MedicationOrder`, `Foo`) is an error
+`not_a_resource` that suggests the R4 type it most likely means (the same letters in another
+case or with spaces, or at most 2 letters added, dropped or changed): skipped, a misspelt
+allergy would be lost while the import says it succeeded. Missing required fields, malformed
+JSON and unresolved references are errors with their origin.
 """
 
 from __future__ import annotations
@@ -246,6 +251,13 @@ from schemas.fhir.modifiers import not_plain
 from schemas.fhir.moves import SkippedVersion, left_in_force, moved_away
 from schemas.fhir.outcomes import OPERATION_OUTCOME, reported
 from schemas.fhir.patients import country_code, patient_events
+from schemas.fhir.resource_types import (
+    LATER_RESOURCE_TYPES,
+    R4_RESOURCE_TYPES,
+    RENAMED_TYPES,
+    folded,
+    meant_type,
+)
 from schemas.fhir.sources import (
     FHIR_ID,
     ID_RULE,
@@ -363,7 +375,7 @@ def without_unmapped(parsed: ParsedInput) -> ParsedInput:
     kept: list[SourcedResource] = []
     skipped = list(parsed.skipped)
     for item in parsed.resources:
-        if item.resource_type in READ_TYPES or _meant(item.resource_type):
+        if item.resource_type in READ_TYPES or not _fhir_type(item.resource_type):
             kept.append(item)
         else:
             reason = _unsupported(item.resource_type)
@@ -371,8 +383,32 @@ def without_unmapped(parsed: ParsedInput) -> ParsedInput:
     return ParsedInput(tuple(kept), tuple(skipped), parsed.errors, parsed.pages)
 
 
+def _fhir_type(resource_type: str) -> bool:
+    return resource_type in R4_RESOURCE_TYPES or resource_type in LATER_RESOURCE_TYPES
+
+
 def _unsupported(resource_type: str) -> str:
-    return f"unsupported resource type {resource_type}"
+    """Why a resource of a FHIR type that no mapper reads is skipped."""
+    if resource_type in R4_RESOURCE_TYPES:
+        return f"unsupported resource type {resource_type}"
+    return f"unsupported resource type {resource_type} (of a later FHIR release than R4)"
+
+
+def _not_a_resource_type(resource_type: str) -> Unmappable:
+    """The error for a `resourceType` that names no FHIR resource type (a typo, a name of an
+    earlier release): skipped as unsupported, an allergy spelt wrong would be lost while the
+    import says it succeeded."""
+    meant = meant_type(resource_type, READ_TYPES | {"Bundle"})
+    if resource_type in RENAMED_TYPES:
+        hint = f" (a DSTU2 name: R4 calls it {meant})"
+    elif meant is not None and folded(meant) == folded(resource_type):
+        hint = f" (did you mean {meant}? resource types are case-sensitive and have no spaces)"
+    else:
+        hint = "" if meant is None else f" (did you mean {meant}?)"
+    return Unmappable(
+        Problem.NOT_A_RESOURCE,
+        f"resourceType {quoted(resource_type)} is not a FHIR R4 resource type{hint}",
+    )
 
 
 def _events_of(
@@ -381,13 +417,8 @@ def _events_of(
     if item.resource_type == OPERATION_OUTCOME:
         raise reported(item.resource)
     mapper = _MAPPERS.get(item.resource_type)
-    meant = _meant(item.resource_type)
-    if meant is not None:
-        raise Unmappable(
-            Problem.NOT_A_RESOURCE,
-            f"resourceType {item.resource_type!r} is not a FHIR resource type (did you mean "
-            f"{meant}? resource types are case-sensitive and have no spaces)",
-        )
+    if mapper is None and not _fhir_type(item.resource_type):
+        raise _not_a_resource_type(item.resource_type)
     if mapper is None:
         raise Unsupported(_unsupported(item.resource_type))
     if item.identity is None and not isinstance(item.resource.get("id"), str | None):
@@ -417,16 +448,6 @@ def _events_of(
         raise refused
     source = Source(item.resource, item.identity, context, item.document_time, passed_over)
     return mapper(source, index.seen_from(item.server_base))
-
-
-def _meant(resource_type: str) -> str | None:
-    """The resource type read here (or Bundle, whose entries are) that `resource_type` differs
-    from only in case or spaces: a `"resourceType": "bundle"` would otherwise drop every record
-    it holds as one unsupported resource."""
-    if resource_type in _MAPPERS:
-        return None
-    written = "".join(resource_type.split()).lower()
-    return next((known for known in (*_MAPPERS, "Bundle") if known.lower() == written), None)
 
 
 def _medication_definition(_source: Source, _index: Index) -> list[Event]:
