@@ -35,6 +35,14 @@ identifier that no Patient carries, or two do, is an error), with
 a resource `id` or a `Patient/<id>` reference outside the FHIR id shape (1 to 64 letters,
 digits, `-`, `.`) is an error; a
 `urn:uuid:` is compared in lower case (RFC 4122), so an upper-case copy names the same patient.
+A patient merged into another at the source (`Patient.link` `replaced-by` in its Patient, or
+`replaces` in the Patient replacing it) is that other patient: the records naming it, by any of
+the references above, are filed under the patient replacing it, at the end of a chain
+(old -> mid -> new), and one line per replaced patient says so and names them; its own Patient
+is skipped (no longer used). A replacement that cannot be followed (a cycle, two patients
+replacing one, a link naming no Patient, a urn of no entry or a patient on another server)
+makes the records naming that patient errors, never filed under a patient guessed; `refer` and
+`seealso` links merge nothing (`schemas.fhir.patient_links`).
 Ids are unique per server only: an entry's fullUrl ending in `<type>/<id>` gives the
 resource's server, its relative references resolve on that server first, and a record whose
 type and id (or whose patient's id) the input set holds from two servers is an error, never
@@ -250,6 +258,7 @@ from schemas.fhir.medications import request_events, statement_events
 from schemas.fhir.modifiers import not_plain
 from schemas.fhir.moves import SkippedVersion, left_in_force, moved_away
 from schemas.fhir.outcomes import OPERATION_OUTCOME, reported
+from schemas.fhir.patient_links import linked_patients, named_subject, replacement_notices
 from schemas.fhir.patients import country_code, patient_events
 from schemas.fhir.resource_types import (
     LATER_RESOURCE_TYPES,
@@ -315,7 +324,10 @@ _AT_THE_EDGE_OF_TIME = (
 
 def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
     """Map every resource of the input set to events, skips or errors (in input order)."""
-    index = Index.of(parsed.resources)
+    plain = Index.of(parsed.resources)
+    index = plain.linked(linked_patients(plain, parsed.resources))
+    replacing = {replacement.chain[-1] for replacement in index.links.replaced.values()}
+    filed: dict[str, list[str]] = {}
     skipped = [*parsed.skipped, *missing_pages(parsed.pages)]
     result = FhirImport(skipped=skipped, errors=list(parsed.errors))
     unordered = unordered_versions(parsed.resources)
@@ -357,11 +369,26 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
             result.passed_over.extend(
                 PassedOver(item.origin, label, detail) for detail in passed_over
             )
+            replaced = _replaced_patient_named(item, events, index, replacing)
+            if replaced is not None:
+                filed.setdefault(replaced, []).append(label)
+    result.passed_over.extend(replacement_notices(index.links, filed))
     result.events.extend(moved_away(result.events))
     ended, said = left_in_force(result.events, skipped_versions)
     result.events.extend(ended)
     result.passed_over.extend(PassedOver(*line) for line in said)
     return result
+
+
+def _replaced_patient_named(
+    item: SourcedResource, events: list[Event], index: Index, replacing: set[str]
+) -> str | None:
+    """The subject id of the patient replaced at the source that a record names, when its
+    events were filed under a patient `replacing` one."""
+    if item.resource_type == "Patient" or not any(e.subject_id in replacing for e in events):
+        return None
+    named = named_subject(item.resource, index.seen_from(item.server_base))
+    return named if named in index.links.replaced else None
 
 
 _VERSIONED_CLAIMS: Final = CLAIM_TYPES - {"Patient"}
