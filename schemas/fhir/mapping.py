@@ -147,6 +147,23 @@ replaced order's own start when the input set dates that later; a replaced order
 holds as ended keeps its own stop, and an order whose newest version in the input set is
 cancelled or entered-in-error replaced nothing.
 
+One therapy, several requests: a request whose `basedOn` names a MedicationRequest of the input
+set for the same patient that is itself a prescription (a filler-order fulfilling an order, an
+instance-order being one occurrence of it, an order carrying out a plan) is part of that
+order's therapy, followed to the first request based on none (`medications.therapy_root`). Its
+events carry that order's prescription id, as a statement based on an order does: a
+MedicationPrescribed with the drug, dose and route it names and the therapy's planned end
+(the order's `valid_until`), never a stop, whatever its status (a completed instance-order is
+one occurrence done, the therapy goes on as its order says; the order's stop, or that of an
+order replacing it or one of its requests, ends the therapy). A fulfilment cancelled or
+entered in error is skipped (the therapy is unchanged), and so is one written after the therapy
+ended (it would restart it). So one therapy is one course: checked once, never a duplicate of
+itself. A `basedOn` naming an order the input set does not hold, one for another patient
+(reported), one that is no prescription, or a chain that loops (reported) leaves the request a
+therapy of its own. The records naming a request of a therapy (a statement's `basedOn`, an
+administration's `request`, a dispense's `authorizingPrescription`, a `priorPrescription`)
+report on, or replace, the therapy.
+
 MedicationStatement -> MedicationPrescribed: the patient takes (status active, intended,
 on-hold, unknown) or took (completed, stopped) the drug, mapped like a request (medication,
 dosage[0] text or dose quantity, route, notes). Its prescription id is the MedicationRequest it
