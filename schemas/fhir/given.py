@@ -15,14 +15,13 @@ from schemas.fhir.json_access import (
     Problem,
     Unmappable,
     Unsupported,
-    codings_of,
     concept_label,
     end_time_at,
+    named_concept,
     object_at,
     required_object,
     required_string,
     time_at,
-    within,
 )
 from schemas.fhir.medications import (
     IN_ERROR,
@@ -54,13 +53,14 @@ def immunization_events(source: Source, index: Index) -> list[Event]:
     if status not in ("completed", IN_ERROR):
         raise Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not an immunization status")
     vaccine = required_object(resource, "vaccineCode")
-    codes = within("vaccineCode", lambda: codings_of(vaccine))
+    concept = named_concept(vaccine, "vaccineCode")
+    codes = concept.codes
     if any(SYSTEM_ALIASES.get(c.system, c.system) == IPS_ABSENT_UNKNOWN for c in codes):
         raise Unsupported("Immunization states that no immunization is known (or no info)")
     course = Course(
         prescription_id=f"{source.resource_type}/{source.resource_id}",
         subject_id=subject_of(resource, "patient", index),
-        drug=Drug(concept_label(vaccine, "vaccineCode"), codes),
+        drug=Drug(concept_label(vaccine, "vaccineCode"), codes, concepts=(concept,)),
         dosage=dosage_of(source, resource, "", dose_key="doseQuantity", text=False),
         starts=(time_at(resource, "occurrenceDateTime"), time_at(resource, "recorded")),
         in_error=status == IN_ERROR,

@@ -235,6 +235,12 @@ resource type (a typo `AllergyIntolerence`, DSTU2's `MedicationOrder`, `Foo`) is
 case or with spaces, or at most 2 letters added, dropped or changed): skipped, a misspelt
 allergy would be lost while the import says it succeeded. Missing required fields, malformed
 JSON and unresolved references are errors with their origin.
+
+The concepts that name each imported record's drug or allergen (`medicationCodeableConcept`, a
+Medication's code and its ingredients' concepts, an allergy's code and reaction substances, a
+vaccineCode) are returned with their words and codings (`FhirImport.concepts`), so that where
+drug knowledge is at hand a concept whose words and codes name different substances is
+reported (`streams.fhir_files.names_differing`); the mapping itself knows no drugs.
 """
 
 from __future__ import annotations
@@ -265,6 +271,7 @@ from schemas.fhir.inputs import (
     version_id,
 )
 from schemas.fhir.json_access import (
+    NamedConcept,
     NotForAPatient,
     Problem,
     Unmappable,
@@ -302,9 +309,11 @@ __all__ = [
     "FhirError",
     "FhirImport",
     "ImportContext",
+    "NamedConcept",
     "ParsedInput",
     "PassedOver",
     "Problem",
+    "RecordConcept",
     "Skipped",
     "SourcedResource",
     "combine",
@@ -320,6 +329,16 @@ __all__ = [
 
 
 @dataclass(frozen=True)
+class RecordConcept:
+    """A concept that names the drug or allergen of an imported record, and the record."""
+
+    origin: str
+    source_ref: str
+    """The record, `ResourceType/id`."""
+    concept: NamedConcept
+
+
+@dataclass(frozen=True)
 class FhirImport:
     """Every input accounted for: `(origin, event)` pairs, explained skips and errors."""
 
@@ -327,6 +346,9 @@ class FhirImport:
     skipped: list[Skipped] = field(default_factory=list)
     errors: list[FhirError] = field(default_factory=list)
     passed_over: list[PassedOver] = field(default_factory=list)
+    concepts: list[RecordConcept] = field(default_factory=list)
+    """The concepts naming the drugs and allergens of the records imported, as read (the
+    words and codes of each, for a check that they name the same substance)."""
 
     def skip_counts(self) -> dict[str, int]:
         """How many inputs were skipped for each reason, most frequent first."""
@@ -353,12 +375,13 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
         resource_type, resource_id = item.resource_type, item.identity
         label = f"{resource_type}/{resource_id}" if resource_id else resource_type
         passed_over: list[str] = []
+        concepts: list[NamedConcept] = []
         if position in unordered:
             error = FhirError(item.origin, Problem.INVALID_VALUE.value, unordered[position])
             result.errors.append(error)
             continue
         try:
-            events = _events_of(item, index, context, passed_over)
+            events = _events_of(item, index, context, passed_over, concepts)
         except Unsupported as skip:
             result.skipped.append(Skipped(item.origin, resource_type, resource_id, skip.reason))
             if resource_type in _VERSIONED_CLAIMS and resource_id:
@@ -386,6 +409,7 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
             result.passed_over.extend(
                 PassedOver(item.origin, label, detail) for detail in passed_over
             )
+            result.concepts.extend(RecordConcept(item.origin, label, read) for read in concepts)
             replaced = _replaced_patient_named(item, events, index, replacing)
             if replaced is not None:
                 filed.setdefault(replaced, []).append(label)
@@ -456,7 +480,11 @@ def _not_a_resource_type(resource_type: str) -> Unmappable:
 
 
 def _events_of(
-    item: SourcedResource, index: Index, context: ImportContext, passed_over: list[str]
+    item: SourcedResource,
+    index: Index,
+    context: ImportContext,
+    passed_over: list[str],
+    concepts: list[NamedConcept],
 ) -> list[Event]:
     if item.resource_type == OPERATION_OUTCOME:
         raise reported(item.resource)
@@ -490,7 +518,9 @@ def _events_of(
     refused = not_plain(item.resource) if item.resource_type in CLAIM_TYPES else None
     if refused is not None:
         raise refused
-    source = Source(item.resource, item.identity, context, item.document_time, passed_over)
+    source = Source(
+        item.resource, item.identity, context, item.document_time, passed_over, concepts
+    )
     return mapper(source, index.seen_from(item.server_base))
 
 

@@ -18,6 +18,7 @@ from schemas.fhir.json_access import (
     IPS_ABSENT_UNKNOWN,
     SYSTEM_ALIASES,
     Json,
+    NamedConcept,
     Problem,
     ReadConcept,
     Unmappable,
@@ -31,6 +32,7 @@ from schemas.fhir.json_access import (
     first_code,
     first_object,
     items_at,
+    named_concept,
     notes_of,
     object_at,
     objects_at,
@@ -88,6 +90,9 @@ class Drug:
     """False when an ingredient reference names nothing readable: the text then says an
     ingredient was not resolved, so the drug is judged `unverified`, never "no conflict" for
     want of it."""
+    concepts: tuple[NamedConcept, ...] = ()
+    """The concepts that name the drug (the record's, or its Medication's code and the
+    concepts its ingredients name), for a check that each one's words and codes agree."""
 
 
 def request_events(source: Source, index: Index) -> list[Event]:
@@ -396,6 +401,7 @@ class PlannedEnd:
 
 def course_events(source: Source, course: Course) -> list[Event]:
     """The prescription (none when entered in error) and, for a course that is over, its stop."""
+    source.concepts.extend(course.drug.concepts)
     payload = MedicationPrescribed(
         prescription_id=course.prescription_id,
         drug=course.drug.text,
@@ -528,7 +534,8 @@ def drug_of(resource: Json, index: Index) -> Drug:
     if concept is not None:
         where, value = concept
         found = as_object(value, where)
-        return Drug(concept_label(found, where), within(where, lambda: codings_of(found)))
+        read = named_concept(found, where)
+        return Drug(concept_label(found, where), read.codes, concepts=(read,))
     if reference is None:
         raise Unmappable(
             Problem.MISSING_FIELD, "medication[x] (medicationCodeableConcept or Reference)"
@@ -556,7 +563,11 @@ def drug_of(resource: Json, index: Index) -> Drug:
     version = index.pinned_version_note(target)
     reported = (*([] if version is None else [version]), *drug.reported)
     named = tuple(f"the Medication {target}: {line}" for line in reported)
-    return Drug(drug.text, drug.codes, named, drug.resolved)
+    concepts = tuple(
+        concept._replace(where=f"the Medication {target}: {concept.where}")
+        for concept in drug.concepts
+    )
+    return Drug(drug.text, drug.codes, named, drug.resolved, concepts)
 
 
 Part = tuple[str, object]
@@ -659,9 +670,27 @@ def _drug_from_medication(
         raise Unmappable(
             Problem.MISSING_FIELD, "the Medication has no code, ingredient names or display"
         )
-    codes = within("code", lambda: codings_of(concept))
-    codes += tuple(c for item in ingredients for c in item.codes)
-    return Drug(text, tuple(dict.fromkeys(codes)), reported, resolved)
+    own_concept = named_concept(concept, "code")
+    codes = own_concept.codes + tuple(c for item in ingredients for c in item.codes)
+    concepts = (own_concept, *_ingredient_concepts(medication))
+    return Drug(text, tuple(dict.fromkeys(codes)), reported, resolved, concepts)
+
+
+def _ingredient_concepts(medication: Json) -> tuple[NamedConcept, ...]:
+    """The concepts a Medication's ingredients name themselves (`itemCodeableConcept`, R5
+    `item.concept`), those that can be read (`_ingredients` reports the others)."""
+    listed = medication.get("ingredient")
+    found: list[NamedConcept] = []
+    for position, ingredient in enumerate(listed if isinstance(listed, list) else []):
+        if not isinstance(ingredient, Mapping):
+            continue
+        concept, _ = _ingredient_item(ingredient, f"ingredient[{position}]")
+        if concept is not None and isinstance(concept[1], Mapping):
+            try:
+                found.append(named_concept(concept[1], concept[0]))
+            except Unmappable:
+                continue
+    return tuple(found)
 
 
 def _with_uncoded_ingredients(text: str | None, ingredients: list[ReadConcept]) -> str | None:

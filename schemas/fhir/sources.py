@@ -26,6 +26,7 @@ from schemas.fhir.inputs import (
 )
 from schemas.fhir.json_access import (
     Json,
+    NamedConcept,
     NotForAPatient,
     Problem,
     Unmappable,
@@ -413,6 +414,8 @@ class Source:
     """The time of the Bundle the resource came in (`inputs.bundle_time`), if any."""
     passed_over: list[str] = field(default_factory=list, compare=False)
     """Why each optional part that could not be read was left out (see `optional_part`)."""
+    concepts: list[NamedConcept] = field(default_factory=list, compare=False)
+    """The concepts that name the record's drug or allergen, as read."""
 
     @property
     def resource_type(self) -> str:
