@@ -16,6 +16,9 @@ from typing import NamedTuple
 from projections.gate import DEFAULT_MAX_EVENT_BYTES
 from projections.secrets import note_withheld
 from rules.batch import Submitted
+from rules.knowledge.bundled import load_bundled_knowledge
+from rules.knowledge.coded_names import CodedNames, NamesDiffer
+from rules.knowledge.model import Coding, DrugKnowledge
 from schemas.codec import event_codec
 from schemas.events import Event
 from schemas.fhir.mapping import (
@@ -24,6 +27,7 @@ from schemas.fhir.mapping import (
     ImportContext,
     ParsedInput,
     Problem,
+    RecordConcept,
     Skipped,
     combine,
     import_fhir,
@@ -86,7 +90,30 @@ class LeftOut:
         return f"{self.origin}: {self.source_ref}: {self.detail}"
 
 
-NoteNotice = WithheldNote | CutNote | LeftOut
+@dataclass(frozen=True)
+class DrugNamesDiffer:
+    """A concept of a record whose words and a code of which name different substances (a
+    drug coded as amoxicillin, written "Ibuprofen"): the record is imported and judged by
+    both, but a clinician reads the words."""
+
+    origin: str
+    source_ref: str
+    where: str
+    """The concept, by its path in the record (`medicationCodeableConcept`, `code`)."""
+    found: NamesDiffer
+
+    def message(self) -> str:
+        coding = self.found.coding
+        return (
+            f"{self.origin}: {self.source_ref}: {self.where} names different substances: "
+            f"{self.found.name!r} reads as {self.found.named}, but its coding "
+            f"{coding.system}|{coding.code} is {self.found.coded}; the record is imported and "
+            "checked against both, but it may be shown by the words: check at the source "
+            "which is meant"
+        )
+
+
+NoteNotice = WithheldNote | CutNote | LeftOut | DrugNamesDiffer
 
 
 class FhirFiles(NamedTuple):
@@ -117,10 +144,13 @@ def read_fhir_files(
     actor: str,
     fallback_time: datetime,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    knowledge: DrugKnowledge | None = None,
 ) -> FhirFiles:
     """Every event of the files, every error (with its origin), every explained skip, and
     every note withheld because it looked like it held a secret (see `note_withheld`) or
-    shortened because it made its record larger than `max_event_bytes` (see `note_shortened`)."""
+    shortened because it made its record larger than `max_event_bytes` (see `note_shortened`),
+    and every concept whose words and codes name different substances to `knowledge` (the
+    bundled knowledge by default)."""
     imported = import_fhir_files(
         paths, ImportContext(tenant_id=tenant_id, actor=actor, fallback_time=fallback_time)
     )
@@ -143,8 +173,28 @@ def read_fhir_files(
             event, size = cut.event, size_of(cut.event)
             notes.append(CutNote(origin, event.source_ref, cut.kept, cut.dropped, max_event_bytes))
         submitted.append(Submitted(origin, event, size))
+    notes.extend(names_differing(imported.concepts, knowledge or load_bundled_knowledge()))
     errors = [LineError(error.origin, error.reason, error.message) for error in imported.errors]
     return FhirFiles(submitted, errors, imported.skipped, notes)
+
+
+def names_differing(
+    concepts: Sequence[RecordConcept], knowledge: DrugKnowledge
+) -> list[DrugNamesDiffer]:
+    """The concepts whose words (text, coding displays) and a code name different substances
+    (`CodedNames`), a line each."""
+    checker = CodedNames(knowledge)
+    found: list[DrugNamesDiffer] = []
+    for read in concepts:
+        codes = read.concept.codes
+        names = [name for name in (read.concept.text, *(c.display for c in codes)) if name]
+        codings = [Coding(coding.system, coding.code) for coding in codes]
+        differing = checker.differ(names, codings)
+        if differing is not None:
+            found.append(
+                DrugNamesDiffer(read.origin, read.source_ref, read.concept.where, differing)
+            )
+    return found
 
 
 SKIP_EXAMPLES = 3

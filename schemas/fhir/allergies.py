@@ -26,14 +26,15 @@ from schemas.fhir.json_access import (
     SNOMED,
     SYSTEM_ALIASES,
     Json,
+    NamedConcept,
     Problem,
     Unmappable,
     Unsupported,
-    codings_of,
     concept_label,
     concept_text,
     items_at,
     lookup,
+    named_concept,
     notes_of,
     optional_concept,
     required_lookup,
@@ -97,11 +98,13 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
     resource = source.resource
     subject_id = subject_of(resource, "patient", index)
     code, where = _allergen_concept(resource)
-    codes = within(where, lambda: codings_of(code))
+    concept = named_concept(code, where)
+    codes = concept.codes
     if any((c.system, c.code) in _UNKNOWN_ALLERGY_STATUS for c in codes):
         raise Unsupported("allergy status unknown (no information): neither allergy nor negation")
     negation = within(where, lambda: _negated_categories(code, codes))
     substance, codes = _with_reaction_substances(resource, concept_label(code, where), codes)
+    source.concepts.extend((concept, *_reaction_substances(resource, where)))
     payload = AllergyRecorded(
         allergy_id=source.resource_id,
         substance=substance,
@@ -176,6 +179,22 @@ def _with_reaction_substances(
     more = [name for name in dict.fromkeys(labels) if name.casefold() != label.casefold()]
     coded = codes + tuple(coding for concept in named for coding in concept.codes)
     return (f"{label} ({', '.join(more)})" if more else label), tuple(dict.fromkeys(coded))
+
+
+def _reaction_substances(resource: Json, allergen: str) -> list[NamedConcept]:
+    """The concepts the reactions name as their substance, those that can be read, but the one
+    read as the allergen (`allergen`, its path)."""
+    reactions = resource.get("reaction")
+    found: list[NamedConcept] = []
+    for position, reaction in enumerate(reactions if isinstance(reactions, list) else []):
+        where = f"reaction[{position}].substance"
+        substance = reaction.get("substance") if isinstance(reaction, Mapping) else None
+        if where != allergen and isinstance(substance, Mapping):
+            try:
+                found.append(named_concept(substance, where))
+            except Unmappable:
+                continue
+    return found
 
 
 def _no_longer_holds(allergy: AllergyRecorded) -> bool:

@@ -7,10 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Final
 
-from pydantic import ValidationError
-
-from schemas.events import Event, MedicationStopped
-from schemas.fhir.inputs import SourcedResource, reference_key
+from schemas.events import Event
 from schemas.fhir.json_access import (
     IPS_ABSENT_UNKNOWN,
     SYSTEM_ALIASES,
@@ -18,14 +15,13 @@ from schemas.fhir.json_access import (
     Problem,
     Unmappable,
     Unsupported,
-    codings_of,
     concept_label,
     end_time_at,
+    named_concept,
     object_at,
     required_object,
     required_string,
     time_at,
-    within,
 )
 from schemas.fhir.medications import (
     IN_ERROR,
@@ -36,19 +32,16 @@ from schemas.fhir.medications import (
     dosage_of,
     drug_of,
     first_dosage,
-    patients_order,
-    request_events,
+    reported_order,
     stop_reason_of,
     stopped_by,
 )
 from schemas.fhir.sources import (
     JUST_AFTER,
-    ImportContext,
     Index,
     Source,
     optional_part,
     subject_of,
-    timing_of,
 )
 
 
@@ -60,13 +53,14 @@ def immunization_events(source: Source, index: Index) -> list[Event]:
     if status not in ("completed", IN_ERROR):
         raise Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not an immunization status")
     vaccine = required_object(resource, "vaccineCode")
-    codes = within("vaccineCode", lambda: codings_of(vaccine))
+    concept = named_concept(vaccine, "vaccineCode")
+    codes = concept.codes
     if any(SYSTEM_ALIASES.get(c.system, c.system) == IPS_ABSENT_UNKNOWN for c in codes):
         raise Unsupported("Immunization states that no immunization is known (or no info)")
     course = Course(
         prescription_id=f"{source.resource_type}/{source.resource_id}",
         subject_id=subject_of(resource, "patient", index),
-        drug=Drug(concept_label(vaccine, "vaccineCode"), codes),
+        drug=Drug(concept_label(vaccine, "vaccineCode"), codes, concepts=(concept,)),
         dosage=dosage_of(source, resource, "", dose_key="doseQuantity", text=False),
         starts=(time_at(resource, "occurrenceDateTime"), time_at(resource, "recorded")),
         in_error=status == IN_ERROR,
@@ -99,7 +93,7 @@ def administration_events(source: Source, index: Index) -> list[Event]:
         time_at(resource, "effectivePeriod", "start"),
     )
     subject_id = subject_of(resource, "subject", index)
-    order = _reported_order(source, index, "request", starts, subject_id)
+    order = reported_order(source, index, "request", starts, subject_id)
     if order is not None and status == IN_ERROR:
         raise Unsupported(
             f"MedicationAdministration entered-in-error: MedicationRequest/{order} is unchanged"
@@ -118,69 +112,6 @@ def administration_events(source: Source, index: Index) -> list[Event]:
         stop_reason=stop_reason_of(source, status),
     )
     return course_events(source, course)
-
-
-def _reported_order(
-    source: Source,
-    index: Index,
-    field_name: str,
-    starts: tuple[datetime | None, ...],
-    subject_id: str,
-) -> str | None:
-    """The order of the record's patient a record of a drug given reports on, if it names one
-    (`patients_order`). When that order is in the input set and had ended before the record,
-    the record is skipped: reported on the order, it would restart it (with no end), and the
-    order was checked while it ran."""
-    order = patients_order(source, field_name, index, subject_id)
-    if order is None:
-        return None
-    ordered = index.order(f"MedicationRequest/{order}")
-    if ordered is None:
-        return order
-    if order not in index.order_ends:
-        index.order_ends[order] = _order_end(ordered, index, source.context)
-    ended = index.order_ends[order]
-    given = timing_of(source, starts).occurred_at
-    if ended is not None and given >= ended:
-        reason = f"after MedicationRequest/{order} ended (it would restart the order)"
-        raise Unsupported(f"{source.resource_type} {reason}")
-    return order
-
-
-def _order_end(order: SourcedResource, index: Index, context: ImportContext) -> datetime | None:
-    """When an order of the input set stopped, as its own import or that of an order of the
-    input set replacing it says (None: not stopped, or not importable)."""
-    identity = order.identity
-    if identity is None:
-        return None
-    keys = [f"MedicationRequest/{identity}"]
-    if order.full_url:
-        keys.append(reference_key(order.full_url))
-    replacing = [item for key in keys for item in index.replacing.get(key, ())]
-    stops = [
-        stop for item in (order, *replacing) for stop in _stops_of(identity, item, index, context)
-    ]
-    return min(stops, default=None)
-
-
-def _stops_of(
-    order_id: str, request: SourcedResource, index: Index, context: ImportContext
-) -> list[datetime]:
-    """When the import of `request` stops the order `order_id` (none if it cannot be imported)."""
-    if request.identity is None:
-        return []
-    try:
-        events = request_events(
-            Source(request.resource, request.identity, context, request.document_time), index
-        )
-    except (Unsupported, Unmappable, ValidationError, OverflowError):
-        return []
-    return [
-        event.occurred_at
-        for event in events
-        if isinstance(event.payload, MedicationStopped)
-        and event.payload.prescription_id == order_id
-    ]
 
 
 def _period_end(resource: Json) -> tuple[datetime | None, ...]:
@@ -212,7 +143,7 @@ def dispense_events(source: Source, index: Index) -> list[Event]:
         raise Unsupported(f"MedicationDispense {status}: nothing was dispensed")
     starts = (time_at(resource, "whenHandedOver"), time_at(resource, "whenPrepared"))
     subject_id = subject_of(resource, "subject", index)
-    order = _reported_order(source, index, "authorizingPrescription", starts, subject_id)
+    order = reported_order(source, index, "authorizingPrescription", starts, subject_id)
     if order is not None and status == IN_ERROR:
         raise Unsupported(
             f"MedicationDispense entered-in-error: MedicationRequest/{order} is unchanged"

@@ -419,6 +419,22 @@ class ReadConcept(NamedTuple):
     codes: tuple[Coding, ...]
 
 
+class NamedConcept(NamedTuple):
+    """A CodeableConcept that names a drug or an allergen, as read: where it is in the record,
+    its text and its codings (each with its display), so that whether its words and its codes
+    name the same substance can be checked where drug knowledge is at hand."""
+
+    where: str
+    text: str | None
+    codes: tuple[Coding, ...]
+
+
+def named_concept(concept: Json, where: str) -> NamedConcept:
+    return within(
+        where, lambda: NamedConcept(where, string_at(concept, "text"), codings_of(concept))
+    )
+
+
 def optional_concept(value: object) -> ReadConcept | None:
     """The label (text, else a coding's display, else the reference's display, else the first
     code) and codings of an optional CodeableConcept or Reference, or None when it cannot be

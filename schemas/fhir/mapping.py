@@ -26,13 +26,23 @@ an error, imported under neither id, and so is a reference to that fullUrl.
 Envelope: `origin=imported`, `source_ref=ResourceType/id`, `confidence=1.0`, `purpose=care`,
 `scope=subject`, tenant and actor from the caller; allergies and medications are
 `special_category`, the home-country fact is `normal`. `subject_id` is the FHIR Patient id (from
-`Patient/<id>`, an absolute `.../Patient/<id>[/_history/n]` URL, or a `urn:uuid:` matched to a
-Patient entry's `fullUrl`, else the uuid itself, or a logical reference by `identifier` matched
-to the one Patient of the input set that carries it; no such Patient, or two, is an error), with
+`Patient/<id>`, an absolute `.../Patient/<id>[/_history/n]` URL, or a `urn:uuid:` (`urn:oid:`)
+that is the `fullUrl` of a Patient entry of the input set, in any file of it, or a logical
+reference by `identifier` matched to the one Patient of the input set that carries it; a urn
+that is no Patient entry's fullUrl (FHIR resolves a urn only as an entry's fullUrl), or an
+identifier that no Patient carries, or two do, is an error), with
 `%`, `:` and white space percent-encoded (a conditional `system|value` identity can hold them);
 a resource `id` or a `Patient/<id>` reference outside the FHIR id shape (1 to 64 letters,
 digits, `-`, `.`) is an error; a
 `urn:uuid:` is compared in lower case (RFC 4122), so an upper-case copy names the same patient.
+A patient merged into another at the source (`Patient.link` `replaced-by` in its Patient, or
+`replaces` in the Patient replacing it) is that other patient: the records naming it, by any of
+the references above, are filed under the patient replacing it, at the end of a chain
+(old -> mid -> new), and one line per replaced patient says so and names them; its own Patient
+is skipped (no longer used). A replacement that cannot be followed (a cycle, two patients
+replacing one, a link naming no Patient, a urn of no entry or a patient on another server)
+makes the records naming that patient errors, never filed under a patient guessed; `refer` and
+`seealso` links merge nothing (`schemas.fhir.patient_links`).
 Ids are unique per server only: an entry's fullUrl ending in `<type>/<id>` gives the
 resource's server, its relative references resolve on that server first, and a record whose
 type and id (or whose patient's id) the input set holds from two servers is an error, never
@@ -137,6 +147,23 @@ replaced order's own start when the input set dates that later; a replaced order
 holds as ended keeps its own stop, and an order whose newest version in the input set is
 cancelled or entered-in-error replaced nothing.
 
+One therapy, several requests: a request whose `basedOn` names a MedicationRequest of the input
+set for the same patient that is itself a prescription (a filler-order fulfilling an order, an
+instance-order being one occurrence of it, an order carrying out a plan) is part of that
+order's therapy, followed to the first request based on none (`medications.therapy_root`). Its
+events carry that order's prescription id, as a statement based on an order does: a
+MedicationPrescribed with the drug, dose and route it names and the therapy's planned end
+(the order's `valid_until`), never a stop, whatever its status (a completed instance-order is
+one occurrence done, the therapy goes on as its order says; the order's stop, or that of an
+order replacing it or one of its requests, ends the therapy). A fulfilment cancelled or
+entered in error is skipped (the therapy is unchanged), and so is one written after the therapy
+ended (it would restart it). So one therapy is one course: checked once, never a duplicate of
+itself. A `basedOn` naming an order the input set does not hold, one for another patient
+(reported), one that is no prescription, or a chain that loops (reported) leaves the request a
+therapy of its own. The records naming a request of a therapy (a statement's `basedOn`, an
+administration's `request`, a dispense's `authorizingPrescription`, a `priorPrescription`)
+report on, or replace, the therapy.
+
 MedicationStatement -> MedicationPrescribed: the patient takes (status active, intended,
 on-hold, unknown) or took (completed, stopped) the drug, mapped like a request (medication,
 dosage[0] text or dose quantity, route, notes). Its prescription id is the MedicationRequest it
@@ -200,9 +227,20 @@ Not plain records: a claim resource (or a Medication it names) with a `modifierE
 anywhere or `implicitRules` is an error `modifier_not_understood`, one tagged `SUBSETTED` an
 error `subsetted_resource` (`schemas.fhir.modifiers`): neither is read as if it were plain.
 
-Medication -> no event of its own (it only resolves references); every other resource type is
-skipped as unsupported. Missing required fields, malformed JSON and unresolved references are
-errors with their origin.
+Medication -> no event of its own (it only resolves references); every other FHIR R4 resource
+type is skipped as unsupported, and so is a type a later release added (R4B, R5: `Permission`,
+`NutritionIntake`; `schemas.fhir.resource_types`), while a `resourceType` that names no FHIR
+resource type (a typo `AllergyIntolerence`, DSTU2's `MedicationOrder`, `Foo`) is an error
+`not_a_resource` that suggests the R4 type it most likely means (the same letters in another
+case or with spaces, or at most 2 letters added, dropped or changed): skipped, a misspelt
+allergy would be lost while the import says it succeeded. Missing required fields, malformed
+JSON and unresolved references are errors with their origin.
+
+The concepts that name each imported record's drug or allergen (`medicationCodeableConcept`, a
+Medication's code and its ingredients' concepts, an allergy's code and reaction substances, a
+vaccineCode) are returned with their words and codings (`FhirImport.concepts`), so that where
+drug knowledge is at hand a concept whose words and codes name different substances is
+reported (`streams.fhir_files.names_differing`); the mapping itself knows no drugs.
 """
 
 from __future__ import annotations
@@ -233,6 +271,7 @@ from schemas.fhir.inputs import (
     version_id,
 )
 from schemas.fhir.json_access import (
+    NamedConcept,
     NotForAPatient,
     Problem,
     Unmappable,
@@ -243,7 +282,15 @@ from schemas.fhir.medications import request_events, statement_events
 from schemas.fhir.modifiers import not_plain
 from schemas.fhir.moves import SkippedVersion, left_in_force, moved_away
 from schemas.fhir.outcomes import OPERATION_OUTCOME, reported
+from schemas.fhir.patient_links import linked_patients, named_subject, replacement_notices
 from schemas.fhir.patients import country_code, patient_events
+from schemas.fhir.resource_types import (
+    LATER_RESOURCE_TYPES,
+    R4_RESOURCE_TYPES,
+    RENAMED_TYPES,
+    folded,
+    meant_type,
+)
 from schemas.fhir.sources import (
     FHIR_ID,
     ID_RULE,
@@ -262,9 +309,11 @@ __all__ = [
     "FhirError",
     "FhirImport",
     "ImportContext",
+    "NamedConcept",
     "ParsedInput",
     "PassedOver",
     "Problem",
+    "RecordConcept",
     "Skipped",
     "SourcedResource",
     "combine",
@@ -280,6 +329,16 @@ __all__ = [
 
 
 @dataclass(frozen=True)
+class RecordConcept:
+    """A concept that names the drug or allergen of an imported record, and the record."""
+
+    origin: str
+    source_ref: str
+    """The record, `ResourceType/id`."""
+    concept: NamedConcept
+
+
+@dataclass(frozen=True)
 class FhirImport:
     """Every input accounted for: `(origin, event)` pairs, explained skips and errors."""
 
@@ -287,6 +346,9 @@ class FhirImport:
     skipped: list[Skipped] = field(default_factory=list)
     errors: list[FhirError] = field(default_factory=list)
     passed_over: list[PassedOver] = field(default_factory=list)
+    concepts: list[RecordConcept] = field(default_factory=list)
+    """The concepts naming the drugs and allergens of the records imported, as read (the
+    words and codes of each, for a check that they name the same substance)."""
 
     def skip_counts(self) -> dict[str, int]:
         """How many inputs were skipped for each reason, most frequent first."""
@@ -301,7 +363,10 @@ _AT_THE_EDGE_OF_TIME = (
 
 def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
     """Map every resource of the input set to events, skips or errors (in input order)."""
-    index = Index.of(parsed.resources)
+    plain = Index.of(parsed.resources)
+    index = plain.linked(linked_patients(plain, parsed.resources))
+    replacing = {replacement.chain[-1] for replacement in index.links.replaced.values()}
+    filed: dict[str, list[str]] = {}
     skipped = [*parsed.skipped, *missing_pages(parsed.pages)]
     result = FhirImport(skipped=skipped, errors=list(parsed.errors))
     unordered = unordered_versions(parsed.resources)
@@ -310,12 +375,13 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
         resource_type, resource_id = item.resource_type, item.identity
         label = f"{resource_type}/{resource_id}" if resource_id else resource_type
         passed_over: list[str] = []
+        concepts: list[NamedConcept] = []
         if position in unordered:
             error = FhirError(item.origin, Problem.INVALID_VALUE.value, unordered[position])
             result.errors.append(error)
             continue
         try:
-            events = _events_of(item, index, context, passed_over)
+            events = _events_of(item, index, context, passed_over, concepts)
         except Unsupported as skip:
             result.skipped.append(Skipped(item.origin, resource_type, resource_id, skip.reason))
             if resource_type in _VERSIONED_CLAIMS and resource_id:
@@ -343,11 +409,27 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
             result.passed_over.extend(
                 PassedOver(item.origin, label, detail) for detail in passed_over
             )
+            result.concepts.extend(RecordConcept(item.origin, label, read) for read in concepts)
+            replaced = _replaced_patient_named(item, events, index, replacing)
+            if replaced is not None:
+                filed.setdefault(replaced, []).append(label)
+    result.passed_over.extend(replacement_notices(index.links, filed))
     result.events.extend(moved_away(result.events))
     ended, said = left_in_force(result.events, skipped_versions)
     result.events.extend(ended)
     result.passed_over.extend(PassedOver(*line) for line in said)
     return result
+
+
+def _replaced_patient_named(
+    item: SourcedResource, events: list[Event], index: Index, replacing: set[str]
+) -> str | None:
+    """The subject id of the patient replaced at the source that a record names, when its
+    events were filed under a patient `replacing` one."""
+    if item.resource_type == "Patient" or not any(e.subject_id in replacing for e in events):
+        return None
+    named = named_subject(item.resource, index.seen_from(item.server_base))
+    return named if named in index.links.replaced else None
 
 
 _VERSIONED_CLAIMS: Final = CLAIM_TYPES - {"Patient"}
@@ -361,7 +443,7 @@ def without_unmapped(parsed: ParsedInput) -> ParsedInput:
     kept: list[SourcedResource] = []
     skipped = list(parsed.skipped)
     for item in parsed.resources:
-        if item.resource_type in READ_TYPES or _meant(item.resource_type):
+        if item.resource_type in READ_TYPES or not _fhir_type(item.resource_type):
             kept.append(item)
         else:
             reason = _unsupported(item.resource_type)
@@ -369,23 +451,46 @@ def without_unmapped(parsed: ParsedInput) -> ParsedInput:
     return ParsedInput(tuple(kept), tuple(skipped), parsed.errors, parsed.pages)
 
 
+def _fhir_type(resource_type: str) -> bool:
+    return resource_type in R4_RESOURCE_TYPES or resource_type in LATER_RESOURCE_TYPES
+
+
 def _unsupported(resource_type: str) -> str:
-    return f"unsupported resource type {resource_type}"
+    """Why a resource of a FHIR type that no mapper reads is skipped."""
+    if resource_type in R4_RESOURCE_TYPES:
+        return f"unsupported resource type {resource_type}"
+    return f"unsupported resource type {resource_type} (of a later FHIR release than R4)"
+
+
+def _not_a_resource_type(resource_type: str) -> Unmappable:
+    """The error for a `resourceType` that names no FHIR resource type (a typo, a name of an
+    earlier release): skipped as unsupported, an allergy spelt wrong would be lost while the
+    import says it succeeded."""
+    meant = meant_type(resource_type, READ_TYPES | {"Bundle"})
+    if resource_type in RENAMED_TYPES:
+        hint = f" (a DSTU2 name: R4 calls it {meant})"
+    elif meant is not None and folded(meant) == folded(resource_type):
+        hint = f" (did you mean {meant}? resource types are case-sensitive and have no spaces)"
+    else:
+        hint = "" if meant is None else f" (did you mean {meant}?)"
+    return Unmappable(
+        Problem.NOT_A_RESOURCE,
+        f"resourceType {quoted(resource_type)} is not a FHIR R4 resource type{hint}",
+    )
 
 
 def _events_of(
-    item: SourcedResource, index: Index, context: ImportContext, passed_over: list[str]
+    item: SourcedResource,
+    index: Index,
+    context: ImportContext,
+    passed_over: list[str],
+    concepts: list[NamedConcept],
 ) -> list[Event]:
     if item.resource_type == OPERATION_OUTCOME:
         raise reported(item.resource)
     mapper = _MAPPERS.get(item.resource_type)
-    meant = _meant(item.resource_type)
-    if meant is not None:
-        raise Unmappable(
-            Problem.NOT_A_RESOURCE,
-            f"resourceType {item.resource_type!r} is not a FHIR resource type (did you mean "
-            f"{meant}? resource types are case-sensitive and have no spaces)",
-        )
+    if mapper is None and not _fhir_type(item.resource_type):
+        raise _not_a_resource_type(item.resource_type)
     if mapper is None:
         raise Unsupported(_unsupported(item.resource_type))
     if item.identity is None and not isinstance(item.resource.get("id"), str | None):
@@ -413,18 +518,10 @@ def _events_of(
     refused = not_plain(item.resource) if item.resource_type in CLAIM_TYPES else None
     if refused is not None:
         raise refused
-    source = Source(item.resource, item.identity, context, item.document_time, passed_over)
+    source = Source(
+        item.resource, item.identity, context, item.document_time, passed_over, concepts
+    )
     return mapper(source, index.seen_from(item.server_base))
-
-
-def _meant(resource_type: str) -> str | None:
-    """The resource type read here (or Bundle, whose entries are) that `resource_type` differs
-    from only in case or spaces: a `"resourceType": "bundle"` would otherwise drop every record
-    it holds as one unsupported resource."""
-    if resource_type in _MAPPERS:
-        return None
-    written = "".join(resource_type.split()).lower()
-    return next((known for known in (*_MAPPERS, "Bundle") if known.lower() == written), None)
 
 
 def _medication_definition(_source: Source, _index: Index) -> list[Event]:

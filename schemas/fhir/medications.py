@@ -10,12 +10,15 @@ from datetime import datetime
 from functools import partial
 from typing import Final
 
+from pydantic import ValidationError
+
 from schemas.events import Coding, Event, EventType, MedicationPrescribed, MedicationStopped
 from schemas.fhir.inputs import SourcedResource
 from schemas.fhir.json_access import (
     IPS_ABSENT_UNKNOWN,
     SYSTEM_ALIASES,
     Json,
+    NamedConcept,
     Problem,
     ReadConcept,
     Unmappable,
@@ -29,6 +32,7 @@ from schemas.fhir.json_access import (
     first_code,
     first_object,
     items_at,
+    named_concept,
     notes_of,
     object_at,
     objects_at,
@@ -43,6 +47,7 @@ from schemas.fhir.json_access import (
 from schemas.fhir.modifiers import not_plain
 from schemas.fhir.sources import (
     JUST_AFTER,
+    ImportContext,
     Index,
     Source,
     Timing,
@@ -85,29 +90,232 @@ class Drug:
     """False when an ingredient reference names nothing readable: the text then says an
     ingredient was not resolved, so the drug is judged `unverified`, never "no conflict" for
     want of it."""
+    concepts: tuple[NamedConcept, ...] = ()
+    """The concepts that name the drug (the record's, or its Medication's code and the
+    concepts its ingredients name), for a check that each one's words and codes agree."""
 
 
 def request_events(source: Source, index: Index) -> list[Event]:
     resource = source.resource
     status = _prescription_status(resource)
-    course = Course(
-        prescription_id=source.resource_id,
-        subject_id=subject_of(resource, "subject", index),
-        drug=drug_of(resource, index),
-        dosage=first_dosage(source, "dosageInstruction"),
-        starts=(time_at(resource, "authoredOn"),),
-        in_error=status == IN_ERROR,
-        stop=stopped_by(source, _request_ends) if status in _ENDED_STATUSES else None,
-        stop_reason=stop_reason_of(source, status),
-        planned_end=None
-        if status in _ENDED_STATUSES
-        else optional_part(source, lambda: _planned_therapy_end(resource), None),
-    )
+    subject_id = subject_of(resource, "subject", index)
+    therapy = optional_part(source, lambda: _therapy_of(source, index, subject_id), None)
+    if therapy is not None:
+        course = _fulfilment(source, index, status, therapy, subject_id)
+    else:
+        course = Course(
+            prescription_id=source.resource_id,
+            subject_id=subject_id,
+            drug=drug_of(resource, index),
+            dosage=first_dosage(source, "dosageInstruction"),
+            starts=(time_at(resource, "authoredOn"),),
+            in_error=status == IN_ERROR,
+            stop=stopped_by(source, _request_ends) if status in _ENDED_STATUSES else None,
+            stop_reason=stop_reason_of(source, status),
+            planned_end=None
+            if status in _ENDED_STATUSES
+            else optional_part(source, lambda: _planned_therapy_end(resource), None),
+        )
     events = course_events(source, course)
     if status not in _REPLACING_STATUSES:
         return events
     replaced = optional_part(source, lambda: _replaced_order(source, course, index), None)
     return events if replaced is None else [*events, replaced]
+
+
+def _therapy_of(source: Source, index: Index, subject_id: str) -> str | None:
+    """The id of the order whose therapy this request fulfils (`therapy_root`), when its
+    `basedOn` names a prescription of the input set for the same patient; None when it is a
+    therapy of its own (it names none, one the input set does not hold, or one whose `basedOn`
+    leads back to this request: the loop is not followed, and a line says so)."""
+    named = patients_order(source, "basedOn", index, subject_id)
+    if named is None or index.order(f"MedicationRequest/{named}") is None:
+        return None
+    root = therapy_root(source.resource_id, source.resource, index, subject_id)
+    if root != source.resource_id:
+        return root
+    if _fulfilled_order(source.resource, index, subject_id) is not None:
+        source.passed_over.append(
+            f"basedOn names MedicationRequest/{named}, whose own basedOn leads back to this "
+            "request: the loop is not followed, and the request is read as a therapy of its own"
+        )
+    return None
+
+
+def therapy_root(order_id: str, order: Json, index: Index, subject_id: str) -> str:
+    """The id of the order that starts the therapy `order` is part of: following `basedOn`
+    from request to request of the input set (each a prescription for the patient
+    `subject_id`: a filler-order fulfils the order it names, an instance-order is one
+    occurrence of it, an order carries out a plan) to the first based on none; `order_id`
+    itself when it is based on none, or when the chain meets a loop (not followed)."""
+    walked = [order_id]
+    current = order
+    while True:
+        parent = _fulfilled_order(current, index, subject_id)
+        if parent is None or parent.identity is None:
+            return walked[-1]
+        if parent.identity in walked:
+            return order_id
+        walked.append(parent.identity)
+        current = parent.resource
+
+
+def _fulfilled_order(request: Json, index: Index, subject_id: str) -> SourcedResource | None:
+    """The request of the input set that `request`'s `basedOn` names, when it is a prescription
+    for the patient `subject_id` (one that cannot be told is none)."""
+    try:
+        named = based_on_request(request, "basedOn", index)
+        held = None if named is None else index.order(f"MedicationRequest/{named}")
+        if held is None or not _prescribes(held.resource):
+            return None
+        return held if subject_of(held.resource, "subject", index) == subject_id else None
+    except (Unmappable, Unsupported):
+        return None
+
+
+def _prescribes(request: Json) -> bool:
+    """Whether a MedicationRequest is imported as a prescription (not a proposal, a draft, a
+    doNotPerform or one entered in error)."""
+    try:
+        return _prescription_status(request) != IN_ERROR
+    except (Unmappable, Unsupported):
+        return False
+
+
+_LEAVES_THERAPY: Final = frozenset({"cancelled", IN_ERROR})
+"""The statuses of a request fulfilling another that change nothing of the therapy: withdrawn
+before anything was given, or never valid."""
+
+
+def _fulfilment(source: Source, index: Index, status: str, therapy: str, subject_id: str) -> Course:
+    """A request that fulfils an order of the input set, as news of that order's therapy (its
+    prescription id, the drug, dose and route it names), like a record of a drug given: never a
+    stop, whatever its status (an instance-order completed is one occurrence done, a filler-order
+    stopped is the fulfiller's, not the prescriber's), and the therapy's planned end. One
+    cancelled or entered in error, or one written after the therapy ended (its order's stop,
+    or that of an order replacing it, or its planned end), is skipped: the therapy is
+    unchanged, and it would be restarted with no end."""
+    if status in _LEAVES_THERAPY:
+        raise Unsupported(
+            f"MedicationRequest {status}, part of the therapy of MedicationRequest/{therapy}: "
+            "the therapy is unchanged"
+        )
+    order = index.order(f"MedicationRequest/{therapy}")
+    planned = None if order is None else _planned_end_of(order.resource)
+    stopped = None if order is None else therapy_stop(order, index, source.context)
+    starts = (time_at(source.resource, "authoredOn"),)
+    ends = [end for end in (stopped, None if planned is None else planned.at) if end is not None]
+    if ends and timing_of(source, starts).occurred_at >= min(ends):
+        raise Unsupported(
+            f"MedicationRequest after MedicationRequest/{therapy} ended (it would restart the "
+            "order)"
+        )
+    return Course(
+        prescription_id=therapy,
+        subject_id=subject_id,
+        drug=drug_of(source.resource, index),
+        dosage=first_dosage(source, "dosageInstruction"),
+        starts=starts,
+        planned_end=planned,
+    )
+
+
+def _planned_end_of(order: Json) -> PlannedEnd | None:
+    """When an order still under way plans its therapy to end (None: ended, open-ended, or not
+    readable: its own import reports that)."""
+    if order.get("status") in _ENDED_STATUSES:
+        return None
+    try:
+        return _planned_therapy_end(order)
+    except Unmappable:
+        return None
+
+
+def reported_order(
+    source: Source,
+    index: Index,
+    field_name: str,
+    starts: tuple[datetime | None, ...],
+    subject_id: str,
+) -> str | None:
+    """The therapy of the record's patient a record of a drug given reports on, if it names an
+    order (`patients_order`). When that order is in the input set and its therapy had ended
+    before the record, the record is skipped: reported on the order, it would restart it
+    (with no end), and the order was checked while it ran."""
+    order = patients_order(source, field_name, index, subject_id)
+    if order is None:
+        return None
+    ordered = index.order(f"MedicationRequest/{order}")
+    if ordered is None:
+        return order
+    ended = therapy_stop(ordered, index, source.context)
+    given = timing_of(source, starts).occurred_at
+    if ended is not None and given >= ended:
+        reason = f"after MedicationRequest/{order} ended (it would restart the order)"
+        raise Unsupported(f"{source.resource_type} {reason}")
+    return order
+
+
+def therapy_stop(order: SourcedResource, index: Index, context: ImportContext) -> datetime | None:
+    """When the therapy an order of the input set starts stopped, as its own import or that of
+    an order of the input set replacing it (or replacing a request fulfilling it) says (None:
+    not stopped, or not importable); worked out once per order (`Index.order_ends`)."""
+    identity = order.identity
+    if identity is None:
+        return None
+    if identity not in index.order_ends:
+        index.order_ends[identity] = None
+        replacing = _replacing(order, identity, index)
+        stops = [
+            stop
+            for item in (order, *replacing)
+            for stop in _stops_of(identity, item, index, context)
+        ]
+        index.order_ends[identity] = min(stops, default=None)
+    return index.order_ends[identity]
+
+
+def _replacing(order: SourcedResource, identity: str, index: Index) -> list[SourcedResource]:
+    """The requests of the input set whose `priorPrescription` names the order, or a request
+    of its therapy."""
+    try:
+        subject_id = subject_of(order.resource, "subject", index)
+    except (Unmappable, Unsupported):
+        subject_id = None
+    found: list[SourcedResource] = []
+    for key, requests in index.replacing.items():
+        try:
+            named = index.order(key)
+        except Unmappable:
+            continue
+        if named is None or named.identity is None:
+            continue
+        if named.identity == identity or (
+            subject_id is not None
+            and therapy_root(named.identity, named.resource, index, subject_id) == identity
+        ):
+            found.extend(requests)
+    return found
+
+
+def _stops_of(
+    order_id: str, request: SourcedResource, index: Index, context: ImportContext
+) -> list[datetime]:
+    """When the import of `request` stops the order `order_id` (none if it cannot be imported)."""
+    if request.identity is None:
+        return []
+    try:
+        events = request_events(
+            Source(request.resource, request.identity, context, request.document_time), index
+        )
+    except (Unsupported, Unmappable, ValidationError, OverflowError):
+        return []
+    return [
+        event.occurred_at
+        for event in events
+        if isinstance(event.payload, MedicationStopped)
+        and event.payload.prescription_id == order_id
+    ]
 
 
 _REPLACING_STATUSES: Final = frozenset({"active", "on-hold", "completed", "stopped", "unknown"})
@@ -124,9 +332,12 @@ def _replaced_order(source: Source, course: Course, index: Index) -> Event | Non
     set holds a newer cancelled or entered-in-error version of replaced nothing."""
     prior = based_on_request(source.resource, "priorPrescription", index)
     source.passed_over.extend(pinned_order_notes(source.resource, "priorPrescription", index))
+    named = None if prior is None else index.order(f"MedicationRequest/{prior}")
+    if prior is not None and named is not None:
+        prior = therapy_root(prior, named.resource, index, course.subject_id)
     if prior is None or prior == course.prescription_id:
         return None
-    newest = _status_of(index.order(f"MedicationRequest/{course.prescription_id}"))
+    newest = _status_of(index.order(f"MedicationRequest/{source.resource_id}"))
     held = index.order(f"MedicationRequest/{prior}")
     if (newest is not None and newest not in _REPLACING_STATUSES) or (
         _status_of(held) in _ENDED_STATUSES
@@ -190,6 +401,7 @@ class PlannedEnd:
 
 def course_events(source: Source, course: Course) -> list[Event]:
     """The prescription (none when entered in error) and, for a course that is over, its stop."""
+    source.concepts.extend(course.drug.concepts)
     payload = MedicationPrescribed(
         prescription_id=course.prescription_id,
         drug=course.drug.text,
@@ -322,7 +534,8 @@ def drug_of(resource: Json, index: Index) -> Drug:
     if concept is not None:
         where, value = concept
         found = as_object(value, where)
-        return Drug(concept_label(found, where), within(where, lambda: codings_of(found)))
+        read = named_concept(found, where)
+        return Drug(concept_label(found, where), read.codes, concepts=(read,))
     if reference is None:
         raise Unmappable(
             Problem.MISSING_FIELD, "medication[x] (medicationCodeableConcept or Reference)"
@@ -350,7 +563,11 @@ def drug_of(resource: Json, index: Index) -> Drug:
     version = index.pinned_version_note(target)
     reported = (*([] if version is None else [version]), *drug.reported)
     named = tuple(f"the Medication {target}: {line}" for line in reported)
-    return Drug(drug.text, drug.codes, named, drug.resolved)
+    concepts = tuple(
+        concept._replace(where=f"the Medication {target}: {concept.where}")
+        for concept in drug.concepts
+    )
+    return Drug(drug.text, drug.codes, named, drug.resolved, concepts)
 
 
 Part = tuple[str, object]
@@ -453,9 +670,27 @@ def _drug_from_medication(
         raise Unmappable(
             Problem.MISSING_FIELD, "the Medication has no code, ingredient names or display"
         )
-    codes = within("code", lambda: codings_of(concept))
-    codes += tuple(c for item in ingredients for c in item.codes)
-    return Drug(text, tuple(dict.fromkeys(codes)), reported, resolved)
+    own_concept = named_concept(concept, "code")
+    codes = own_concept.codes + tuple(c for item in ingredients for c in item.codes)
+    concepts = (own_concept, *_ingredient_concepts(medication))
+    return Drug(text, tuple(dict.fromkeys(codes)), reported, resolved, concepts)
+
+
+def _ingredient_concepts(medication: Json) -> tuple[NamedConcept, ...]:
+    """The concepts a Medication's ingredients name themselves (`itemCodeableConcept`, R5
+    `item.concept`), those that can be read (`_ingredients` reports the others)."""
+    listed = medication.get("ingredient")
+    found: list[NamedConcept] = []
+    for position, ingredient in enumerate(listed if isinstance(listed, list) else []):
+        if not isinstance(ingredient, Mapping):
+            continue
+        concept, _ = _ingredient_item(ingredient, f"ingredient[{position}]")
+        if concept is not None and isinstance(concept[1], Mapping):
+            try:
+                found.append(named_concept(concept[1], concept[0]))
+            except Unmappable:
+                continue
+    return tuple(found)
 
 
 def _with_uncoded_ingredients(text: str | None, ingredients: list[ReadConcept]) -> str | None:
@@ -851,20 +1086,22 @@ def _states_no_medication(resource: Json) -> bool:
 
 
 def patients_order(source: Source, field_name: str, index: Index, subject_id: str) -> str | None:
-    """The order a record reports on (`based_on_request`) when it is the record's patient's: an
-    order of the input set for another patient is reported and not reported on (the record is
-    a course of its own), so a record of one patient never changes another's order."""
+    """The order a record reports on (`based_on_request`) when it is the record's patient's,
+    read as the order that starts its therapy (`therapy_root`: a statement about a filler-order
+    reports on the order it fulfils): an order of the input set for another patient is
+    reported and not reported on (the record is a course of its own), so a record of one
+    patient never changes another's order."""
     order = based_on_request(source.resource, field_name, index)
     source.passed_over.extend(pinned_order_notes(source.resource, field_name, index))
     held = None if order is None else index.order(f"MedicationRequest/{order}")
-    if held is None or held.identity is None:
+    if order is None or held is None or held.identity is None:
         return order
     try:
         ordered_for = subject_of(held.resource, "subject", index)
     except (Unmappable, Unsupported):
         return order
     if ordered_for == subject_id:
-        return order
+        return therapy_root(order, held.resource, index, subject_id)
     source.passed_over.append(
         f"{field_name} names MedicationRequest/{order}, an order for another patient: the "
         "record is read as a course of its own, not as news of that order"

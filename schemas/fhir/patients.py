@@ -48,7 +48,13 @@ def country_code(text: str) -> str | None:
     return _COUNTRY_ALIASES.get(key)
 
 
-def patient_events(source: Source, _index: Index) -> list[Event]:
+def patient_events(source: Source, index: Index) -> list[Event]:
+    subject_id = index.current_patient(subject_id_of(source.resource_id))
+    if subject_id != subject_id_of(source.resource_id):
+        raise Unsupported(
+            "Patient replaced by another at the source (Patient.link): no longer used, the "
+            "records naming it are filed under the patient replacing it"
+        )
     address = _home_address(source.resource)
     country = None if address is None else string_at(address, "country", at="address")
     if address is None or country is None:
@@ -59,7 +65,6 @@ def patient_events(source: Source, _index: Index) -> list[Event]:
     start = within("address", lambda: time_at(address, "period", "start"))
     timing = timing_of(source, (start,))
     payload = FactAsserted(key=HOME_COUNTRY, value=code)
-    subject_id = subject_id_of(source.resource_id)
     return [
         new_event(
             source, subject_id, timing, payload, f"{EventType.FACT_ASSERTED.value}:{HOME_COUNTRY}"

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Final, TypeVar
+from typing import Final, NamedTuple, TypeVar
 from urllib.parse import parse_qs
 from uuid import NAMESPACE_URL, uuid5
 
@@ -26,6 +26,7 @@ from schemas.fhir.inputs import (
 )
 from schemas.fhir.json_access import (
     Json,
+    NamedConcept,
     NotForAPatient,
     Problem,
     Unmappable,
@@ -63,6 +64,28 @@ def fhir_event_id(
     """The deterministic event id of one event made from one version of one resource."""
     name = "/".join((tenant_id, resource_type, resource_id, version, kind))
     return str(uuid5(FHIR_IMPORT_NAMESPACE, name))
+
+
+class Replacement(NamedTuple):
+    """The patients that replace a patient at the source (`Patient.link`), in turn, and where
+    the link that says so was read."""
+
+    chain: tuple[str, ...]
+    """Subject ids: the patient that replaces it, the one that replaces that one, ...; the last
+    holds its records."""
+    origin: str
+
+
+@dataclass(frozen=True)
+class PatientLinks:
+    """Patients merged at the source, as `Patient.link` says (`schemas.fhir.patient_links`)."""
+
+    replaced: Mapping[str, Replacement] = field(default_factory=dict)
+    """Subject id of a patient that another replaces -> the patients replacing it."""
+    unfollowed: Mapping[str, str] = field(default_factory=dict)
+    """Subject id of a patient whose replacement cannot be followed -> why."""
+    notices: tuple[tuple[str, str, str], ...] = ()
+    """(origin, record, detail) of each link read past: one whose patient cannot be told."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +128,9 @@ class Index:
     base: str | None = None
     """The server base of the resource being mapped, against which its relative references
     resolve first (`seen_from`)."""
+    links: PatientLinks = PatientLinks()
+    """The patients replaced by others at the source, whose records are filed under the
+    patient replacing them (`current_patient`)."""
 
     @classmethod
     def of(cls, resources: Iterable[SourcedResource]) -> Index:
@@ -169,6 +195,21 @@ class Index:
             across_servers=across,
             disputed=disputed,
         )
+
+    def linked(self, links: PatientLinks) -> Index:
+        """This index with the patients `links` says are replaced by others."""
+        return replace(self, links=links)
+
+    def current_patient(self, subject_id: str) -> str:
+        """The subject id the records of a patient are filed under: that of the patient that
+        replaces it at the source, at the end of the chain (`Patient.link`), else its own; an
+        error for a patient whose replacement cannot be followed (its records are not filed
+        under a patient guessed)."""
+        why = self.links.unfollowed.get(subject_id)
+        if why is not None:
+            raise Unmappable(Problem.UNRESOLVED_REFERENCE, f"Patient/{subject_id} {why}")
+        replacement = self.links.replaced.get(subject_id)
+        return subject_id if replacement is None else replacement.chain[-1]
 
     def seen_from(self, base: str | None) -> Index:
         """This index as the resource from server `base` sees it: its relative references
@@ -373,6 +414,8 @@ class Source:
     """The time of the Bundle the resource came in (`inputs.bundle_time`), if any."""
     passed_over: list[str] = field(default_factory=list, compare=False)
     """Why each optional part that could not be read was left out (see `optional_part`)."""
+    concepts: list[NamedConcept] = field(default_factory=list, compare=False)
+    """The concepts that name the record's drug or allergen, as read."""
 
     @property
     def resource_type(self) -> str:
@@ -505,10 +548,7 @@ def _subject_of(resource: Json, field_name: str, index: Index) -> str:
     if reference is None:
         return _subject_by_identifier(holder, field_name, index)
     if reference.startswith("urn:"):
-        reference = reference_key(reference)
-        return _patient_subject(
-            index.patients.get(reference) or reference.rsplit(":", 1)[-1], index
-        )
+        return _patient_subject(_patient_entry(reference, field_name, index), index)
     index.undisputed(reference)
     if reference.startswith("#"):
         raise Unmappable(Problem.UNRESOLVED_REFERENCE, "a contained patient is not supported")
@@ -543,6 +583,23 @@ def _subject_of(resource: Json, field_name: str, index: Index) -> str:
             f"{field_name}.reference {quoted(reference)} names no valid Patient id ({ID_RULE})",
         )
     return _patient_subject(identifier, index)
+
+
+def _patient_entry(reference: str, field_name: str, index: Index) -> str:
+    """The id of the Patient whose Bundle entry's fullUrl a `urn:uuid:` (or `urn:oid:`)
+    reference is: such a urn names nothing but an entry of the input set (FHIR R4 Bundle
+    reference resolution), so one that matches no Patient entry names no patient, never a
+    patient of that id."""
+    patient_id = index.patients.get(reference_key(reference))
+    if patient_id is None:
+        raise Unmappable(
+            Problem.UNRESOLVED_REFERENCE,
+            f"{field_name}.reference {quoted(reference)} is the fullUrl of no Patient entry of "
+            "the input set: a urn names only the Bundle entry it is the fullUrl of, so which "
+            "patient is meant cannot be told (import the Patient's entry with it, or name the "
+            "patient as Patient/<id>)",
+        )
+    return patient_id
 
 
 ID_RULE: Final = "a FHIR id is 1 to 64 letters, digits, '-' or '.'"
@@ -601,9 +658,10 @@ def _patient_carrying(key: tuple[str, str], field_name: str, index: Index) -> st
 
 def _patient_subject(patient_id: str, index: Index) -> str:
     """The subject id of a Patient id that names one patient of the input set: a Patient id
-    the set holds or names on two servers is two patients, never one subject."""
+    the set holds or names on two servers is two patients, never one subject; a patient
+    replaced at the source is the patient replacing it (`Index.current_patient`)."""
     index.on_one_server(f"Patient/{patient_id}")
-    return subject_id_of(patient_id)
+    return index.current_patient(subject_id_of(patient_id))
 
 
 def subject_id_of(identifier: str) -> str:

@@ -1288,11 +1288,6 @@ def test_given_a_statement_based_on_an_order_then_it_reports_on_that_prescriptio
             "pat1",
             id="given an absolute versioned URL then the id",
         ),
-        pytest.param(
-            "urn:uuid:0f7a7a4e-1111-4222-8333-944444444444",
-            "0f7a7a4e-1111-4222-8333-944444444444",
-            id="given an unmatched urn:uuid then the uuid",
-        ),
     ],
 )
 def test_subject_references(reference: str, subject: str) -> None:

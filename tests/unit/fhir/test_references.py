@@ -95,8 +95,54 @@ def test_an_upper_case_urn_uuid_names_the_same_patient_as_the_lower_case_one() -
     assert subjects(result) == {PATIENT_UUID}
 
 
-def test_an_upper_case_urn_uuid_of_a_patient_not_in_the_set_is_the_lower_case_subject() -> None:
-    result = run(penicillin_allergy(f"urn:uuid:{PATIENT_UUID.upper()}"))
+@pytest.mark.parametrize(
+    "reference",
+    [
+        pytest.param(f"urn:uuid:{PATIENT_UUID}", id="a urn:uuid"),
+        pytest.param(f"urn:uuid:{PATIENT_UUID.upper()}", id="an upper-case urn:uuid"),
+        pytest.param("urn:oid:1.2.840.99.7", id="a urn:oid"),
+    ],
+)
+def test_a_urn_that_is_the_full_url_of_no_patient_entry_is_unresolved_not_a_new_subject(
+    reference: str,
+) -> None:
+    result = run(
+        bundle(
+            entry(patient("p1"), f"urn:uuid:{PATIENT_UUID.replace('aa', 'bb')}"),
+            entry(penicillin_allergy(reference)),
+            entry(
+                order(reference, medicationCodeableConcept={"text": "amoxicillin"}),
+                "urn:uuid:5a0e9c1e-2222-4c2b-9a6e-0000000000cc",
+            ),
+            kind="transaction",
+        )
+    )
+    assert result.events == []
+    assert [error.reason for error in result.errors] == ["unresolved_reference"] * 2
+    allergy_error, order_error = (error.message for error in result.errors)
+    assert allergy_error.startswith(f"AllergyIntolerance/a1: patient.reference '{reference}'")
+    assert order_error.startswith(f"MedicationRequest/rx1: subject.reference '{reference}'")
+    assert "is the fullUrl of no Patient entry of the input set" in allergy_error
+
+
+def test_a_urn_uuid_names_the_patient_whose_entry_another_file_of_the_set_holds() -> None:
+    result = run(
+        bundle(entry(patient("p7"), f"urn:uuid:{PATIENT_UUID}")),
+        bundle(entry(penicillin_allergy(f"urn:uuid:{PATIENT_UUID}")), kind="transaction"),
+    )
+    assert result.errors == []
+    assert subjects(result) == {"p7"}
+
+
+def test_a_urn_uuid_names_a_patient_entry_without_an_id_by_its_uuid() -> None:
+    nameless = {"resourceType": "Patient"}
+    result = run(
+        bundle(
+            entry(nameless, f"urn:uuid:{PATIENT_UUID}"),
+            entry(penicillin_allergy(f"urn:uuid:{PATIENT_UUID}")),
+            kind="transaction",
+        )
+    )
     assert subjects(result) == {PATIENT_UUID}
 
 

@@ -1,0 +1,91 @@
+"""Whether the words and the codes of one concept name the same substance: a drug coded as
+amoxicillin (RxNorm 723) whose text says "Ibuprofen" is judged by both, yet a clinician reads
+"Ibuprofen" in the alert. Judged through the knowledge layer; a name or a code it cannot
+resolve is never said to differ. Pure: each name and code is resolved once per checker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from rules.knowledge.model import Coding, DrugKnowledge, DrugResolution, MatchLevel
+
+_UNRELATED: Final = frozenset({MatchLevel.NONE, MatchLevel.LOW_RISK, MatchLevel.PARTIAL})
+"""Levels at which two substances are different ones, related at most (not one the same
+ingredient or within the class the other names; not `unverified`: that cannot be told)."""
+
+
+@dataclass(frozen=True)
+class NamesDiffer:
+    """A name of a concept and one of its codings that name different substances."""
+
+    name: str
+    named: str
+    """What the name is read as (its ingredients, else its classes)."""
+    coding: Coding
+    coded: str
+    """What the code is read as."""
+
+
+class CodedNames:
+    """Compares the names and the codes of concepts with one knowledge layer."""
+
+    def __init__(self, knowledge: DrugKnowledge) -> None:
+        self._knowledge = knowledge
+        self._names: dict[str, DrugResolution] = {}
+        self._codes: dict[tuple[str, str], DrugResolution] = {}
+
+    def differ(self, names: Sequence[str], codings: Sequence[Coding]) -> NamesDiffer | None:
+        """The first name and coding of a concept (its text, the displays of its codings; each
+        coding read by its code alone) that the knowledge layer resolves, both, to different
+        substances: ingredients that share none, or, where one names a class only ("Sulfa
+        drugs", "Allergy to penicillin"), no class in common and no relation closer than
+        `_UNRELATED` either way (a class covers its members: "Opioids" and morphine agree);
+        None when every pair names the same substance or cannot be told."""
+        for name in dict.fromkeys(names):
+            by_name = self._resolved_name(name)
+            if not _names_something(by_name):
+                continue
+            for coding in codings:
+                by_code = self._resolved_code(coding)
+                if _names_something(by_code) and self._different(name, by_name, coding, by_code):
+                    return NamesDiffer(name, _read_as(by_name), coding, _read_as(by_code))
+        return None
+
+    def _resolved_name(self, name: str) -> DrugResolution:
+        if name not in self._names:
+            self._names[name] = self._knowledge.resolve(name)
+        return self._names[name]
+
+    def _resolved_code(self, coding: Coding) -> DrugResolution:
+        key = (coding.system, coding.code)
+        if key not in self._codes:
+            self._codes[key] = self._knowledge.resolve("", (Coding(*key),))
+        return self._codes[key]
+
+    def _different(
+        self, name: str, by_name: DrugResolution, coding: Coding, by_code: DrugResolution
+    ) -> bool:
+        if by_name.ingredients and by_code.ingredients:
+            return not set(by_name.ingredients) & set(by_code.ingredients)
+        if set(by_name.classes) & set(by_code.classes):
+            return False
+        code = (Coding(coding.system, coding.code),)
+        levels = {
+            self._knowledge.cross_reactivity(name, "", drug_codes=code).level,
+            self._knowledge.cross_reactivity("", name, allergen_codes=code).level,
+        }
+        return levels <= _UNRELATED
+
+
+def _names_something(resolution: DrugResolution) -> bool:
+    """Resolved in full, to ingredients or classes."""
+    return resolution.resolved and bool(resolution.ingredients or resolution.classes)
+
+
+def _read_as(resolution: DrugResolution) -> str:
+    if resolution.ingredients:
+        return ", ".join(resolution.ingredients)
+    return ", ".join(resolution.label(concept) for concept in resolution.classes)

@@ -1,0 +1,212 @@
+"""Patients merged at the source (FHIR R4 `Patient.link`): a Patient `replaced-by` another
+"must no longer be used" (R4), and a Patient that `replaces` another holds what was merged into
+it. The records naming a replaced patient are filed under the patient that replaces it, at the
+end of the chain (old -> mid -> new), through the path every patient reference takes
+(`sources.Index.current_patient`). A replacement that cannot be followed (a cycle, two
+patients replacing one, a link whose patient cannot be told or is on another server) makes
+the records naming that patient errors, never filed under a patient guessed. `refer` and
+`seealso` links merge nothing. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final, NamedTuple
+
+from schemas.fhir.inputs import PassedOver, SourcedResource, server_base_of, version_rank
+from schemas.fhir.json_access import (
+    Json,
+    Unmappable,
+    Unsupported,
+    items_at,
+    string_at,
+    within,
+)
+from schemas.fhir.sources import (
+    Index,
+    PatientLinks,
+    Replacement,
+    subject_id_of,
+    subject_of,
+)
+
+REPLACED_BY: Final = "replaced-by"
+REPLACES: Final = "replaces"
+_MERGING: Final = frozenset({REPLACED_BY, REPLACES})
+_EXAMPLES: Final = 3
+"""How many of the records filed under the replacing patient a notice names."""
+
+
+class _Link(NamedTuple):
+    """One `Patient.link` entry that merges (or may merge) patients, as read."""
+
+    where: str
+    kind: str | None
+    """`replaced-by` or `replaces`; None when the entry cannot be read (it may be either)."""
+    other: str | None
+    """The subject id of the patient it names; None when that cannot be told."""
+    problem: str | None
+
+
+def linked_patients(index: Index, resources: Iterable[SourcedResource]) -> PatientLinks:
+    """The replacements the newest version of each Patient of the input set states, followed to
+    the end of each chain, and why any cannot be followed."""
+    edges: dict[str, set[str]] = {}
+    said_by: dict[str, tuple[int, str]] = {}
+    problems: dict[str, str] = {}
+    notices: list[tuple[str, str, str]] = []
+    for item in _newest_patients(resources):
+        subject = subject_id_of(item.identity or "")
+        for link in _links(item, index.seen_from(item.server_base)):
+            if link.other is None:
+                problem = f"{link.where} {link.problem}"
+                if link.kind == REPLACES:
+                    detail = f"{problem}: which patient it replaces cannot be told (read past)"
+                    notices.append((item.origin, f"Patient/{subject}", detail))
+                else:
+                    problems.setdefault(subject, _cannot_follow(problem))
+                continue
+            old, new = (subject, link.other) if link.kind == REPLACED_BY else (link.other, subject)
+            edges.setdefault(old, set()).add(new)
+            rank = (0 if link.kind == REPLACED_BY else 1, item.origin)
+            said_by[old] = min(said_by.get(old, rank), rank)
+    for old, targets in edges.items():
+        if len(targets) > 1:
+            named = ", ".join(f"Patient/{target}" for target in sorted(targets))
+            problems.setdefault(
+                old,
+                f"is replaced by {len(targets)} patients at the source ({named}, Patient.link): "
+                "which one holds its records cannot be told",
+            )
+    replaced: dict[str, Replacement] = {}
+    unfollowed = dict(problems)
+    for old in sorted(edges.keys() - problems.keys()):
+        chain, why = _followed(old, edges, problems)
+        if why is None:
+            replaced[old] = Replacement(chain, said_by[old][1])
+        else:
+            unfollowed[old] = why
+    return PatientLinks(replaced, unfollowed, tuple(sorted(notices)))
+
+
+def _cannot_follow(problem: str) -> str:
+    return (
+        f"has a link that cannot be followed ({problem}): which patient holds its records "
+        "cannot be told"
+    )
+
+
+def _followed(
+    old: str, edges: Mapping[str, set[str]], problems: Mapping[str, str]
+) -> tuple[tuple[str, ...], str | None]:
+    """The patients that replace `old` in turn, or why the chain cannot be followed (a cycle,
+    or a patient in it whose own replacement cannot be followed)."""
+    chain: list[str] = []
+    current = old
+    while True:
+        if current in problems:
+            return (), f"is replaced by Patient/{current}, whose replacement cannot be followed"
+        if current not in edges:
+            return tuple(chain), None
+        (following,) = edges[current]
+        if following == old or following in chain:
+            cycle = " -> ".join(f"Patient/{name}" for name in (old, *chain, following))
+            return (), (
+                f"is in a cycle of replacements at the source ({cycle}, Patient.link): which "
+                "patient holds its records cannot be told"
+            )
+        chain.append(following)
+        current = following
+
+
+def _newest_patients(resources: Iterable[SourcedResource]) -> list[SourcedResource]:
+    """The newest version of each Patient (all of those that rank alike), in a stable order."""
+    versions: dict[str, list[SourcedResource]] = {}
+    for item in resources:
+        if item.resource_type == "Patient" and item.identity and item.identity_conflict is None:
+            versions.setdefault(item.identity, []).append(item)
+    newest: list[SourcedResource] = []
+    for held in versions.values():
+        top = max(version_rank(item.resource) for item in held)
+        newest.extend(item for item in held if version_rank(item.resource) == top)
+    return sorted(newest, key=lambda item: item.origin)
+
+
+def _links(item: SourcedResource, index: Index) -> list[_Link]:
+    """The entries of a Patient's `link` that merge patients, each with the patient it names."""
+    try:
+        entries = items_at(item.resource, "link")
+    except Unmappable as error:
+        return [_Link("link", None, None, error.detail)]
+    links: list[_Link] = []
+    for where, entry in entries:
+        try:
+            kind = string_at(entry, "type", at=where)
+        except Unmappable as error:
+            links.append(_Link(where, None, None, f"type {error.detail}"))
+            continue
+        kind = None if kind is None else kind.lower()
+        if kind in _MERGING:
+            links.append(_linked(item, index, where, entry, kind))
+    return links
+
+
+def _linked(item: SourcedResource, index: Index, where: str, entry: Json, kind: str) -> _Link:
+    """The patient one merging link names, on the Patient's own server."""
+    label = f"({kind})"
+    try:
+        other = within(where, lambda: subject_of(entry, "other", index))
+    except Unmappable as error:
+        return _Link(where, kind, None, f"{label}: {error.message}")
+    except Unsupported as skip:
+        return _Link(where, kind, None, f"{label} names no Patient ({skip.reason})")
+    holder = entry.get("other")
+    reference = holder.get("reference") if isinstance(holder, Mapping) else None
+    server = server_base_of(reference, item.server_base) if isinstance(reference, str) else None
+    if item.server_base is not None and server is not None and server != item.server_base:
+        return _Link(
+            where,
+            kind,
+            None,
+            f"{label} names a patient on another server ({server}): a replacement is followed "
+            "on the patient's own server only",
+        )
+    if other == subject_id_of(item.identity or ""):
+        return _Link(where, kind, None, f"{label} names the patient itself")
+    return _Link(where, kind, other, None)
+
+
+def named_subject(resource: Json, index: Index) -> str | None:
+    """The subject id of the patient a record names as written (`patient`, else `subject`),
+    before any replacement is followed; None when it names none that can be read."""
+    as_written = index.linked(PatientLinks())
+    for field_name in ("patient", "subject"):
+        if resource.get(field_name) is not None:
+            try:
+                return subject_of(resource, field_name, as_written)
+            except (Unmappable, Unsupported):
+                return None
+    return None
+
+
+def replacement_notices(
+    links: PatientLinks, filed: Mapping[str, Sequence[str]]
+) -> list[PassedOver]:
+    """One line per replaced patient: which patient replaces it, and which records naming it
+    (`filed`: subject id -> `Type/id` of each) are filed under that patient; then each link
+    read past."""
+    lines = [PassedOver(*notice) for notice in links.notices]
+    for old, replacement in sorted(links.replaced.items()):
+        final = f"Patient/{replacement.chain[-1]}"
+        by = ", then ".join(f"Patient/{name}" for name in replacement.chain)
+        records = filed.get(old, ())
+        if records:
+            named = ", ".join(records[:_EXAMPLES])
+            more = len(records) - _EXAMPLES
+            named += f" and {more:,} more" if more > 0 else ""
+            said = f"its {len(records):,} record(s) are filed under {final} ({named})"
+        else:
+            said = "no record of the input set names it"
+        detail = f"replaced by {by} at the source (Patient.link): {said}"
+        lines.append(PassedOver(replacement.origin, f"Patient/{old}", detail))
+    return lines

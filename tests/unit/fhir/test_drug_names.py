@@ -1,0 +1,112 @@
+"""A drug or allergen whose words and code name different substances is reported, a line naming
+the record: the knowledge layer judges the record by both (safe), but a clinician reads the
+words. Before, an order coded as amoxicillin and written "Ibuprofen" gave the alert "Ibuprofen
+conflicts with the recorded penicillin allergy" without a word."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from schemas.events import AllergyRecorded, MedicationPrescribed
+from streams.cli import app
+from streams.fhir_files import DrugNamesDiffer, FhirFiles, read_fhir_files
+from tests.unit.fhir.test_mapping import EXAMPLES, FALLBACK, RXNORM, SNOMED
+
+runner = CliRunner()
+IBUPROFEN_CODED_AS_AMOXICILLIN = {
+    "resourceType": "MedicationRequest",
+    "id": "r1",
+    "status": "active",
+    "intent": "order",
+    "subject": {"reference": "Patient/p1"},
+    "authoredOn": "2024-02-01",
+    "medicationCodeableConcept": {
+        "text": "Ibuprofen",
+        "coding": [{"system": RXNORM, "code": "723", "display": "Ibuprofen"}],
+    },
+}
+SULFA_CODED_AS_PENICILLIN = {
+    "resourceType": "AllergyIntolerance",
+    "id": "a2",
+    "patient": {"reference": "Patient/p1"},
+    "recordedDate": "2024-01-01",
+    "code": {
+        "text": "Sulfa drugs",
+        "coding": [{"system": SNOMED, "code": "91936005", "display": "Allergy to penicillin"}],
+    },
+}
+
+
+def bundle_file(tmp_path: Path, *resources: dict[str, Any]) -> Path:
+    path = tmp_path / "bundle.json"
+    entries = [{"resource": resource} for resource in resources]
+    path.write_text(json.dumps({"resourceType": "Bundle", "type": "collection", "entry": entries}))
+    return path
+
+
+def read(*paths: Path) -> FhirFiles:
+    return read_fhir_files(paths, tenant_id="clinic-a", actor="fhir-import", fallback_time=FALLBACK)
+
+
+def differing(files: FhirFiles) -> list[str]:
+    return [note.message() for note in files.notes if isinstance(note, DrugNamesDiffer)]
+
+
+def test_a_drug_and_an_allergen_whose_words_and_code_differ_are_reported_and_imported(
+    tmp_path: Path,
+) -> None:
+    files = read(bundle_file(tmp_path, SULFA_CODED_AS_PENICILLIN, IBUPROFEN_CODED_AS_AMOXICILLIN))
+    assert files.errors == []
+    assert [type(item.event.payload) for item in files.submitted] == [
+        AllergyRecorded,
+        MedicationPrescribed,
+    ]
+    assert differing(files) == [
+        "bundle.json#entry[0]: AllergyIntolerance/a2: code names different substances: 'Sulfa "
+        "drugs' reads as sulfonamide antibiotics (arylamine sulfonamides), but its coding "
+        "http://snomed.info/sct|91936005 is penicillins; the record is imported and checked "
+        "against both, but it may be shown by the words: check at the source which is meant",
+        "bundle.json#entry[1]: MedicationRequest/r1: medicationCodeableConcept names different "
+        "substances: 'Ibuprofen' reads as ibuprofen, but its coding "
+        "http://www.nlm.nih.gov/research/umls/rxnorm|723 is amoxicillin; the record is imported "
+        "and checked against both, but it may be shown by the words: check at the source which "
+        "is meant",
+    ]
+
+
+def test_an_official_example_whose_display_is_another_substance_than_its_code_is_reported() -> None:
+    """HL7's R4 example medrx0329 names its contained Medication's ingredient "Salicyclic Acid"
+    under SNOMED 396458002, hydrocortisone."""
+    (line,) = differing(read(EXAMPLES / "MedicationRequest-medrx0329.json"))
+    assert line.startswith(
+        "MedicationRequest-medrx0329.json: MedicationRequest/medrx0329: the Medication #med0319: "
+        "ingredient[1].itemCodeableConcept names different substances: 'Salicyclic Acid "
+        "(substance)' reads as salicylic acid, but its coding http://snomed.info/sct|396458002 "
+        "is hydrocortisone"
+    )
+
+
+def test_words_and_codes_that_agree_are_not_reported(tmp_path: Path) -> None:
+    agreeing = {
+        **IBUPROFEN_CODED_AS_AMOXICILLIN,
+        "medicationCodeableConcept": {
+            "text": "Amoxicillin 500 mg capsule",
+            "coding": [{"system": RXNORM, "code": "723", "display": "Amoxicillin"}],
+        },
+    }
+    unknown_code = {
+        **SULFA_CODED_AS_PENICILLIN,
+        "code": {"text": "Sulfa drugs", "coding": [{"system": SNOMED, "code": "1"}]},
+    }
+    assert differing(read(bundle_file(tmp_path, agreeing, unknown_code))) == []
+
+
+def test_replay_prints_the_line_and_keeps_exit_code_zero(tmp_path: Path) -> None:
+    path = bundle_file(tmp_path, IBUPROFEN_CODED_AS_AMOXICILLIN)
+    result = runner.invoke(app, ["replay", "--format", "fhir", "--json", "--file", str(path)])
+    assert result.exit_code == 0
+    assert "medicationCodeableConcept names different substances: 'Ibuprofen'" in result.stderr

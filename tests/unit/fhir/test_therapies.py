@@ -1,0 +1,249 @@
+"""MedicationRequests of one therapy: a request `basedOn` another of the input set for the same
+patient (a filler-order, an instance-order, an order carrying out a plan) is part of that
+order's therapy, so one course is checked once, not once per fulfilment. Before, an
+original-order, its filler-order and an instance-order of amoxicillin gave three critical
+drug-allergy alerts and three duplicate-therapy warnings against one another."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from itertools import permutations
+from typing import Any
+
+import pytest
+
+from rules.batch import SubjectResult
+from schemas.alerts import AlertStatus
+from schemas.events import MedicationPrescribed, MedicationStopped
+from tests.unit.fhir.test_clinical_scenarios import (
+    DRUG_ALLERGY,
+    drug_allergy_alerts,
+    fold,
+    subject,
+    submitted_from,
+)
+from tests.unit.fhir.test_references import penicillin_allergy, run
+
+AMOXICILLIN = {"text": "amoxicillin 500 mg capsule"}
+DUPLICATE_THERAPY = "duplicate-therapy"
+
+
+def request(
+    request_id: str,
+    intent: str,
+    based_on: str | None = None,
+    *,
+    status: str = "active",
+    authored: str = "2024-05-01",
+    patient: str = "Patient/p1",
+    **fields: Any,
+) -> dict[str, Any]:
+    resource: dict[str, Any] = {
+        "resourceType": "MedicationRequest",
+        "id": request_id,
+        "status": status,
+        "intent": intent,
+        "subject": {"reference": patient},
+        "authoredOn": authored,
+        "medicationCodeableConcept": AMOXICILLIN,
+        **fields,
+    }
+    if based_on is not None:
+        resource["basedOn"] = [{"reference": based_on}]
+    return resource
+
+
+def folded(*resources: dict[str, Any]) -> SubjectResult:
+    return subject(fold(submitted_from(resources)), "p1")
+
+
+def raised(result: SubjectResult, rule_id: str) -> list[tuple[str, ...]]:
+    return [
+        tuple(alert.cause)
+        for alert in result.alerts
+        if alert.rule_id == rule_id and alert.status is AlertStatus.RAISED
+    ]
+
+
+def prescriptions(*resources: dict[str, Any]) -> dict[str, list[str]]:
+    """Prescription id -> the records whose events name it, by event type."""
+    result = run(*resources)
+    assert result.errors == []
+    found: dict[str, list[str]] = {}
+    for _, event in result.events:
+        payload = event.payload
+        if isinstance(payload, MedicationPrescribed | MedicationStopped):
+            found.setdefault(payload.prescription_id, []).append(
+                f"{event.type.value} {event.source_ref}"
+            )
+    return found
+
+
+ORIGINAL = request("r1", "original-order")
+FILLER = request("r2", "filler-order", "MedicationRequest/r1", authored="2024-05-02")
+INSTANCE = request(
+    "r3", "instance-order", "MedicationRequest/r1", status="completed", authored="2024-05-03"
+)
+
+
+def test_an_order_its_filler_and_an_instance_are_one_therapy_with_one_alert() -> None:
+    outcomes = set()
+    for resources in permutations([penicillin_allergy("Patient/p1"), ORIGINAL, FILLER, INSTANCE]):
+        result = folded(*resources)
+        outcomes.add(
+            (
+                tuple(raised(result, DRUG_ALLERGY)),
+                tuple(alert.severity.value for alert in drug_allergy_alerts(result)),
+                tuple(raised(result, DUPLICATE_THERAPY)),
+                tuple((v.prescription_id, v.active) for v in result.state.medication_views()),
+            )
+        )
+    assert outcomes == {
+        ((("allergy:a1", "medication:r1"),), ("critical",), (), (("r1", True),)),
+    }
+
+
+def test_a_completed_instance_order_does_not_stop_the_order_it_is_an_occurrence_of() -> None:
+    assert prescriptions(ORIGINAL, INSTANCE) == {
+        "r1": [
+            "MedicationPrescribed MedicationRequest/r1",
+            "MedicationPrescribed MedicationRequest/r3",
+        ]
+    }
+
+
+def test_an_order_carrying_out_a_plan_is_no_duplicate_of_the_plan() -> None:
+    plan = request("r1", "plan")
+    carried_out = request("r2", "order", "MedicationRequest/r1", authored="2024-05-02")
+    result = folded(plan, carried_out)
+    assert raised(result, DUPLICATE_THERAPY) == []
+    assert [view.prescription_id for view in result.state.medication_views()] == ["r1"]
+
+
+def test_a_chain_of_fulfilments_is_the_therapy_of_the_first_order() -> None:
+    refill = request("r4", "instance-order", "MedicationRequest/r2", authored="2024-05-04")
+    assert set(prescriptions(ORIGINAL, FILLER, refill)) == {"r1"}
+
+
+def test_a_stopped_original_ends_the_therapy_and_a_fulfilment_after_it_is_skipped() -> None:
+    stopped = request(
+        "r1",
+        "original-order",
+        status="stopped",
+        meta={"lastUpdated": "2024-05-10T00:00:00Z"},
+    )
+    late = request("r5", "filler-order", "MedicationRequest/r1", authored="2024-06-01")
+    result = run(stopped, FILLER, late)
+    assert [(skip.resource_id, skip.reason) for skip in result.skipped] == [
+        ("r5", "MedicationRequest after MedicationRequest/r1 ended (it would restart the order)")
+    ]
+    state = folded(stopped, FILLER, late).state
+    assert [(view.prescription_id, view.active) for view in state.medication_views()] == [
+        ("r1", False)
+    ]
+
+
+@pytest.mark.parametrize("status", ["cancelled", "entered-in-error"])
+def test_a_cancelled_or_void_fulfilment_leaves_the_therapy_unchanged(status: str) -> None:
+    withdrawn = request("r2", "filler-order", "MedicationRequest/r1", status=status)
+    result = run(ORIGINAL, withdrawn)
+    assert [skip.reason for skip in result.skipped] == [
+        f"MedicationRequest {status}, part of the therapy of MedicationRequest/r1: the therapy "
+        "is unchanged"
+    ]
+    assert [
+        (view.prescription_id, view.active)
+        for view in folded(ORIGINAL, withdrawn).state.medication_views()
+    ] == [("r1", True)]
+
+
+def test_a_fulfilment_is_valid_until_the_therapy_s_planned_end() -> None:
+    bounded = request(
+        "r1",
+        "original-order",
+        dosageInstruction=[{"timing": {"repeat": {"boundsPeriod": {"end": "2024-05-08"}}}}],
+    )
+    result = run(bounded, FILLER)
+    assert [(event.source_ref, event.valid_until) for _, event in result.events] == [
+        ("MedicationRequest/r1", datetime(2024, 5, 9, tzinfo=UTC)),
+        ("MedicationRequest/r2", datetime(2024, 5, 9, tzinfo=UTC)),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("resources", "notice"),
+    [
+        pytest.param(
+            [FILLER],
+            None,
+            id="given an order the input set does not hold then a therapy of its own as before",
+        ),
+        pytest.param(
+            [request("r1", "original-order", patient="Patient/p2"), FILLER],
+            "basedOn names MedicationRequest/r1, an order for another patient: the record is "
+            "read as a course of its own, not as news of that order",
+            id="given another patient's order then a therapy of its own, reported",
+        ),
+        pytest.param(
+            [request("r1", "proposal"), FILLER],
+            None,
+            id="given a proposal then a therapy of its own",
+        ),
+        pytest.param(
+            [request("r1", "original-order", "MedicationRequest/r2"), FILLER],
+            "basedOn names MedicationRequest/r1, whose own basedOn leads back to this request: "
+            "the loop is not followed, and the request is read as a therapy of its own",
+            id="given a loop then each a therapy of its own, reported",
+        ),
+    ],
+)
+def test_a_request_based_on_no_prescription_of_its_patient_is_a_therapy_of_its_own(
+    resources: list[dict[str, Any]], notice: str | None
+) -> None:
+    result = run(*resources)
+    assert result.errors == []
+    named = {
+        event.payload.prescription_id
+        for _, event in result.events
+        if isinstance(event.payload, MedicationPrescribed)
+        and event.source_ref == "MedicationRequest/r2"
+    }
+    assert named == {"r2"}
+    lines = [
+        line.detail for line in result.passed_over if line.source_ref == "MedicationRequest/r2"
+    ]
+    assert lines == ([] if notice is None else [notice])
+
+
+def test_a_statement_or_an_administration_of_a_fulfilment_reports_on_the_therapy() -> None:
+    statement = {
+        "resourceType": "MedicationStatement",
+        "id": "ms1",
+        "status": "active",
+        "subject": {"reference": "Patient/p1"},
+        "basedOn": [{"reference": "MedicationRequest/r2"}],
+        "medicationCodeableConcept": AMOXICILLIN,
+        "effectiveDateTime": "2024-05-05",
+    }
+    given = {
+        "resourceType": "MedicationAdministration",
+        "id": "ad1",
+        "status": "completed",
+        "subject": {"reference": "Patient/p1"},
+        "request": {"reference": "MedicationRequest/r2"},
+        "medicationCodeableConcept": AMOXICILLIN,
+        "effectiveDateTime": "2024-05-06T08:00:00Z",
+    }
+    assert set(prescriptions(ORIGINAL, FILLER, statement, given)) == {"r1"}
+
+
+def test_an_order_replacing_a_fulfilment_replaces_the_therapy() -> None:
+    replacement = request(
+        "r9",
+        "order",
+        authored="2024-05-20",
+        priorPrescription={"reference": "MedicationRequest/r2"},
+        medicationCodeableConcept={"text": "cefalexin 500 mg capsule"},
+    )
+    found = prescriptions(ORIGINAL, FILLER, replacement)
+    assert found["r1"][-1] == "MedicationStopped MedicationRequest/r9"
