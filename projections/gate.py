@@ -131,7 +131,9 @@ Decision = Admitted | Rejected
 
 def admit(event: Event, state: UserState, context: GateContext) -> Decision:
     if context.erased or state.erased:
-        return Rejected((Problem(ReasonCode.SUBJECT_ERASED, f"subject {event.key} was erased"),))
+        return Rejected(
+            (Problem(ReasonCode.SUBJECT_ERASED, "the subject was erased (its key is destroyed)"),)
+        )
     duplicate = _duplicate(event, state)
     if duplicate is not None:
         return Rejected((duplicate,))

@@ -251,12 +251,20 @@ def _gate_decisions(allowed: str) -> str:
     """Every decision of the tenant, but one about a health event (an allergy or medication
     record, an acknowledgement) names its subject only where the read may see that subject's
     special-category data: that someone was prescribed something is health data, while the
-    counts of decisions by type and reason stay whole."""
+    counts of decisions by type and reason stay whole. Such a row also leaves out what would
+    name the subject through another row: its event id and its position in the log (a
+    subject's events share a partition, so the neighbouring offset is often its own)."""
     hidden = f"coalesce(event_type IN ({_HEALTH_TYPES}), false) AND NOT ({allowed})"
+    withheld = ", ".join(
+        f"if({hidden}, NULL, {column}) AS {column}" for column in _LINKING_DECISION_COLUMNS
+    )
     return (
-        f"SELECT * REPLACE (if({hidden}, NULL, subject_id) AS subject_id) "  # noqa: S608
+        f"SELECT * REPLACE ({withheld}) "  # noqa: S608
         f"FROM {DATABASE}.gate_decisions FINAL WHERE {_OF_TENANT}"
     )
+
+
+_LINKING_DECISION_COLUMNS: Final = ("subject_id", "event_id", "source_partition", "source_offset")
 
 
 def _relations(allowed: str) -> dict[str, str]:
