@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 from enum import Enum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from projections.characters import unprintable_characters
+from projections.document import plain
 from projections.secrets import FreeText, secrets_in
 from projections.state import Kind, UserState, claim_address
 from projections.views import valid_at, weaker_than
@@ -154,11 +155,23 @@ def admit(event: Event, state: UserState, context: GateContext) -> Decision:
     return Rejected(problems) if problems else Admitted(event)
 
 
+def _alike(first: Any, second: Any) -> bool:
+    """Equal JSON values, a boolean never equal to a number (Python's `True == 1` is not JSON's:
+    a fact `true` re-sent as `1` under the same event id is another event)."""
+    if isinstance(first, bool) or isinstance(second, bool):
+        return type(first) is type(second) and first == second
+    if isinstance(first, dict) and isinstance(second, dict):
+        return first.keys() == second.keys() and all(_alike(first[k], second[k]) for k in first)
+    if isinstance(first, list) and isinstance(second, list):
+        return len(first) == len(second) and all(map(_alike, first, second))
+    return bool(first == second)
+
+
 def _duplicate(event: Event, state: UserState) -> Problem | None:
     seen = state.events.get(event.id)
     if seen is None:
         return None
-    if seen == event:
+    if seen == event and _alike(plain(seen), plain(event)):
         return Problem(ReasonCode.DUPLICATE_EVENT_ID, f"event {event.id} was already accepted")
     detail = f"event id {event.id} was used for another event"
     if event.origin is Origin.IMPORTED:

@@ -2,7 +2,7 @@
 
 Events are processed in `recorded_at` order (ties: valid time, then event id), which is the
 order a live system would have learned them in, so the result does not depend on how the file
-is sorted.
+is sorted; a correction comes after the event of the batch it corrects.
 """
 
 from __future__ import annotations
@@ -59,6 +59,41 @@ def processing_order(submitted: Submitted) -> tuple[object, ...]:
     )
 
 
+def in_processing_order(batch: Sequence[Submitted]) -> list[Submitted]:
+    """The batch in `processing_order`, except that an event correcting (`supersedes`) another
+    event of the batch comes after it: a correction sent with its claim, at the same
+    `recorded_at` and dated earlier (an onset moved back) or sorting first at the same instant,
+    is not refused as correcting an unknown claim. Corrections that correct each other in a
+    loop keep `processing_order`."""
+    ordered = sorted(batch, key=processing_order)
+    present = {item.event.id for item in ordered}
+    placed_ids: set[str] = set()
+    placed_items: set[int] = set()
+    waiting: dict[str, list[Submitted]] = {}
+    result: list[Submitted] = []
+
+    def place(first: Submitted) -> None:
+        due = [first]
+        while due:
+            item = due.pop()
+            if id(item) in placed_items:
+                continue
+            result.append(item)
+            placed_items.add(id(item))
+            placed_ids.add(item.event.id)
+            due.extend(reversed(waiting.pop(item.event.id, [])))
+
+    for item in ordered:
+        target = item.event.supersedes
+        if target is not None and target in present and target not in placed_ids:
+            waiting.setdefault(target, []).append(item)
+        else:
+            place(item)
+    for item in sorted((i for items in waiting.values() for i in items), key=processing_order):
+        place(item)
+    return result
+
+
 def replay_batch(
     batch: Sequence[Submitted],
     context_for: ContextFor,
@@ -67,7 +102,7 @@ def replay_batch(
 ) -> dict[str, SubjectResult]:
     owners = {item.event.id: item.event.key for item in batch}
     results: dict[str, SubjectResult] = {}
-    for item in sorted(batch, key=processing_order):
+    for item in in_processing_order(batch):
         event = item.event
         result = results.get(event.key) or SubjectResult(
             initial_state(event.tenant_id, event.subject_id)

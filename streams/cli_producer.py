@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from projections.gate import GateContext
-from rules.batch import Submitted, advance_clocks, processing_order, replay_batch
+from rules.batch import Submitted, advance_clocks, in_processing_order, replay_batch
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from schemas.reasons import ReasonCode
@@ -108,7 +108,7 @@ def publish(
     signer = signer_from(signing_key)
     read = read_events(files, input_format, tenant, actor)
     report_reading(read, files, accounted=as_json)
-    batch = sorted(read.submitted, key=processing_order)
+    batch = in_processing_order(read.submitted)
     if as_json:
         _print_documents(input_documents(read))
     else:

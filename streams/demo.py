@@ -25,7 +25,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import Progress
 
-from rules.batch import Submitted, processing_order
+from rules.batch import Submitted, in_processing_order
 from schemas.events import subject_key
 from streams import local_kafka
 from streams.alert_output import alert_view, readable_alerts
@@ -192,7 +192,7 @@ def _sample_events() -> list[Submitted]:
         if errors:
             raise ValueError(f"{path} has unreadable lines: {errors}")
         submitted.extend(events)
-    return sorted(submitted, key=processing_order)
+    return in_processing_order(submitted)
 
 
 def run_demo(console: Console) -> None:

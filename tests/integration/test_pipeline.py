@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from projections.document import event_document
 from projections.gate import GateContext
-from rules.batch import Submitted, processing_order, replay_batch
+from rules.batch import Submitted, in_processing_order, replay_batch
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from schemas.alerts import Alert
@@ -49,7 +49,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "events.ndjson"
 def sample_events() -> list[Event]:
     submitted, errors = read_ndjson_file(SAMPLE)
     assert errors == []
-    return [item.event for item in sorted(submitted, key=processing_order)]
+    return [item.event for item in in_processing_order(submitted)]
 
 
 def expected_alerts(events: list[Event]) -> list[tuple[str, str]]:

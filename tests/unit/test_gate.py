@@ -920,3 +920,26 @@ def test_given_a_time_in_the_future_then_the_detail_names_it_and_now() -> None:
         "(now is 2024-01-31T09:00:00Z); recorded_in_future: recorded_at 2042-01-01T00:00:00Z "
         "is in the future (now is 2024-01-31T09:00:00Z)"
     )
+
+
+@pytest.mark.parametrize(
+    ("held", "sent", "reason"),
+    [
+        pytest.param(1, True, ReasonCode.EVENT_ID_REUSED, id="1 then true"),
+        pytest.param(False, 0, ReasonCode.EVENT_ID_REUSED, id="false then 0"),
+        pytest.param(True, True, ReasonCode.DUPLICATE_EVENT_ID, id="true then true"),
+        pytest.param(2, 2, ReasonCode.DUPLICATE_EVENT_ID, id="2 then 2"),
+    ],
+)
+def test_given_an_event_id_again_then_a_boolean_is_not_a_number(
+    held: object, sent: object, reason: ReasonCode
+) -> None:
+    """JSON's true is not 1: the same event id with a fact `true` where `1` was accepted is
+    another event (event_id_reused), not an exact repeat whose payload is silently dropped."""
+
+    def fact(value: object) -> Event:
+        return make_event("FactAsserted", "smoker", payload={"key": "smoker", "value": value})
+
+    decision = _decide(fact(sent), replay([fact(held)]))
+    assert isinstance(decision, Rejected)
+    assert decision.reasons == (reason,)

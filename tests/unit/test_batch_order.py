@@ -1,0 +1,70 @@
+"""A batch is processed in transaction-time order, but a correction sent with the claim it
+corrects comes after that claim, whatever their times and ids say."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from itertools import permutations
+
+import pytest
+
+from projections.gate import GateContext, GatePolicy, TenantPolicy
+from projections.queries import active_allergies
+from rules.batch import Submitted, in_processing_order, replay_batch
+from rules.engine import default_rules
+from schemas.events import Event
+from tests.factories import T0, event_id, make_event
+from tests.fakes import TableKnowledge
+
+RULES = default_rules(TableKnowledge())
+POLICY = GatePolicy(tenants={"clinic-a": TenantPolicy(frozenset({"ehr-adapter"}))})
+RECORDED = T0 + timedelta(days=150)
+
+
+def _context(item: Submitted, owners: dict[str, str]) -> GateContext:
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    return GateContext(now=now, policy=POLICY, encoded_size=100, claim_owners=owners)
+
+
+def _allergy(name: str, substance: str, days: int, corrects: str | None = None) -> Event:
+    return make_event(
+        "AllergyRecorded",
+        name,
+        at=timedelta(days=days),
+        recorded=RECORDED,
+        payload={"substance": substance},
+        supersedes=None if corrects is None else event_id(corrects),
+    )
+
+
+@pytest.mark.parametrize(
+    "history",
+    [
+        pytest.param(
+            [_allergy("first", "penicillin", 9), _allergy("fix", "codeine", 4, "first")],
+            id="a correction that moves the onset earlier, recorded with its claim",
+        ),
+        pytest.param(
+            [
+                _allergy("first", "penicillin", 9),
+                _allergy("fix", "amoxicillin", 2, "first"),
+                _allergy("fix-again", "codeine", 1, "fix"),
+            ],
+            id="a chain of corrections, each dated before the one it corrects",
+        ),
+    ],
+)
+def test_given_corrections_sent_with_their_claim_then_each_is_accepted_in_any_file_order(
+    history: list[Event],
+) -> None:
+    for order in permutations(history):
+        batch = [Submitted(f"line {n}", event, 100) for n, event in enumerate(order, 1)]
+        (result,) = replay_batch(batch, _context, RULES).values()
+        assert result.rejections == []
+        assert [view.substance for view in active_allergies(result.state)] == ["codeine"]
+
+
+def test_given_corrections_that_correct_each_other_then_each_is_processed_once() -> None:
+    loop = [_allergy("a", "penicillin", 1, "b"), _allergy("b", "codeine", 2, "a")]
+    batch = [Submitted(f"line {n}", event, 100) for n, event in enumerate(loop, 1)]
+    assert sorted(item.origin for item in in_processing_order(batch)) == ["line 1", "line 2"]
