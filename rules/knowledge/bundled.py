@@ -16,6 +16,7 @@ from rules.knowledge.judge import NO_KNOWN_ALLERGY, STRENGTH, Judge, Verdict, is
 from rules.knowledge.model import Coding, CrossReactivity, DrugResolution, MatchLevel
 from rules.knowledge.normalise import folded_tokens
 from rules.knowledge.recognise import Recogniser, Recognition, spells_codes
+from rules.knowledge.severe_reactions import SCAR_SOURCE, severe_cutaneous_reaction
 from rules.knowledge.tables import CLASS_PREFIX, KnowledgeTables, load_tables
 from schemas.allergy_statements import statement_categories
 
@@ -82,6 +83,7 @@ class BundledKnowledge:
         drug: str,
         allergen_codes: tuple[Coding, ...] = (),
         drug_codes: tuple[Coding, ...] = (),
+        reactions: tuple[str, ...] = (),
     ) -> CrossReactivity:
         allergen_text, said_tolerated = read_allergy_text(
             "" if spells_codes(allergen, allergen_codes) else allergen
@@ -97,10 +99,11 @@ class BundledKnowledge:
             said_tolerated = ", ".join(filter(None, (said_tolerated, *negated)))
         allergy = replace(recognised, query=allergen)
         medicine = self._recogniser.recognise(drug, drug_codes)
+        severe = severe_cutaneous_reaction(allergen, *reactions)
         outcome = (
             _Outcome(MatchLevel.UNVERIFIED, f"allergen '{allergen}' reads as {doubt}", DOUBT_SOURCE)
             if doubt is not None
-            else self._outcome(allergy, medicine, said_tolerated, self._carried(kept))
+            else self._outcome(allergy, medicine, said_tolerated, self._carried(kept), severe)
         )
         return CrossReactivity(
             allergen=allergen,
@@ -111,6 +114,7 @@ class BundledKnowledge:
             reason=outcome.reason,
             source=outcome.source,
             test_first_after_severe_reaction=outcome.test_first_after_severe_reaction,
+            severe_cutaneous_reaction=severe,
         )
 
     def _outcome(
@@ -119,10 +123,12 @@ class BundledKnowledge:
         medicine: Recognition,
         said_tolerated: str,
         carried: frozenset[str],
+        severe: str | None,
     ) -> _Outcome:
         """Strongest verdict over all (allergen concept, drug concept) pairs, the `carried`
         vehicles left out as allergens, each ingredient the allergy text says is tolerated at
-        most `low_risk`."""
+        most `low_risk`, and after the `severe` cutaneous adverse reaction the allergy records,
+        every other related one in need of an allergist's evaluation first."""
         failure = _unresolved(allergy, medicine)
         if failure is not None:
             return _Outcome(MatchLevel.UNVERIFIED, failure, UNRESOLVED_SOURCE)
@@ -136,7 +142,7 @@ class BundledKnowledge:
         verdicts = [
             _as_tolerated(verdict, said_tolerated)
             if tolerated & {concept, *self._judge.keys(concept)}
-            else verdict
+            else _after_severe_cutaneous_reaction(verdict, severe)
             for concept, verdict in strongest.items()
         ]
         top = max(verdicts, key=lambda verdict: verdict.rank)
@@ -286,6 +292,30 @@ def _as_tolerated(verdict: Verdict, said: str) -> Verdict:
         reason=reason,
         source=TOLERANCE_SOURCE,
         test_first_after_severe_reaction=False,
+    )
+
+
+_EVALUATE_FIRST: Final = frozenset({MatchLevel.LOW_RISK, MatchLevel.PARTIAL})
+"""Match levels that would let a related drug be given, with or without a test first."""
+
+
+def _after_severe_cutaneous_reaction(verdict: Verdict, severe: str | None) -> Verdict:
+    """A related drug (`low_risk` or `partial`) after the `severe` cutaneous adverse reaction
+    the allergy records: it needs an allergist's evaluation first, whatever its usual risk
+    (`test_first_after_severe_reaction`), and the reason says so. The same ingredient or class
+    is already the strongest level, and an unrelated drug (`none`) stays unrelated."""
+    if severe is None or verdict.level not in _EVALUATE_FIRST:
+        return verdict
+    reason = (
+        f"the allergy records a severe cutaneous adverse reaction ('{severe}'): the culprit is "
+        f"not given again and a related drug needs an allergist's evaluation first, whatever its "
+        f"usual risk; {verdict.reason}"
+    )
+    return replace(
+        verdict,
+        reason=reason,
+        source=f"{verdict.source}; {SCAR_SOURCE}",
+        test_first_after_severe_reaction=True,
     )
 
 

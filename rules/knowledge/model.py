@@ -85,9 +85,16 @@ class CrossReactivity:
     reason: str
     source: str
     test_first_after_severe_reaction: bool = False
-    """The source advises a test dose or skin test before this drug after a severe reaction
-    to the allergen, although the relation is otherwise `low_risk` (a cephalosporin with
-    dissimilar side chains after cephalosporin anaphylaxis): rules raise the severity then."""
+    """The drug needs a test or an evaluation first after a severe reaction to the allergen,
+    although the relation is otherwise `low_risk` or `partial`: the source advises a test dose
+    or skin test (a cephalosporin with dissimilar side chains after cephalosporin
+    anaphylaxis), or the allergy records a severe cutaneous adverse reaction
+    (`severe_cutaneous_reaction`). Rules raise the severity then."""
+    severe_cutaneous_reaction: str | None = None
+    """The severe cutaneous adverse reaction (SJS, TEN, DRESS, AGEP) the allergy's text or
+    reactions name, as written, or None: after one, a `low_risk` or `partial` drug needs an
+    allergist's evaluation first (its reason says so) and rules judge the allergy as one with
+    a severe reaction. A backend that does not read reactions leaves it None."""
 
 
 class DrugKnowledge(Protocol):
@@ -108,6 +115,9 @@ class DrugKnowledge(Protocol):
         drug: str,
         allergen_codes: tuple[Coding, ...] = (),
         drug_codes: tuple[Coding, ...] = (),
+        reactions: tuple[str, ...] = (),
     ) -> CrossReactivity:
-        """Judge whether giving `drug` to someone allergic to `allergen` is a risk."""
+        """Judge whether giving `drug` to someone allergic to `allergen` is a risk; `reactions`
+        are the allergy's recorded reactions (their manifestations, "Stevens-Johnson
+        syndrome"), read like the reaction words of the allergen text."""
         ...

@@ -30,6 +30,17 @@ def test_given_names_then_the_json_verdict() -> None:
     )
 
 
+def test_given_a_severe_cutaneous_reaction_as_text_or_reaction_then_a_warning_to_evaluate_first() -> (
+    None
+):
+    in_text = _verdict("--allergy", "penicillin - SJS", "--drug", "ceftriaxone")
+    as_reaction = _verdict("--allergy", "penicillin", "--reaction", "SJS", "--drug", "ceftriaxone")
+    for verdict in (in_text, as_reaction):
+        assert (verdict["level"], verdict["severity"]) == ("low_risk", "warning")
+        assert verdict["test_first_after_severe_reaction"] is True
+        assert verdict["severe_cutaneous_reaction"] == "SJS"
+
+
 def test_given_only_a_vaccine_code_then_it_is_judged_and_names_the_drug() -> None:
     verdict = _verdict("--allergy", "gelatin", "--drug-code", "cvx|21")
     assert (verdict["drug"], verdict["ingredients"], verdict["level"]) == (
