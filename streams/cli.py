@@ -112,14 +112,16 @@ def check_drug(
         list[str] | None,
         typer.Option(
             "--allergy-code",
-            help="Allergen coding system|code[|display] (rxnorm, ndc, snomed, cvx or a URI); repeatable.",
+            help="Allergen coding system|code[|display] (rxnorm, ndc, snomed, cvx or a URI) or "
+            "system:code (rxnorm:723); repeatable.",
         ),
     ] = None,
     drug_codes: Annotated[
         list[str] | None,
         typer.Option(
             "--drug-code",
-            help="Drug coding system|code[|display], e.g. rxnorm|723 or cvx|21; repeatable.",
+            help="Drug coding system|code[|display], e.g. rxnorm|723, rxnorm:723 or cvx|21; "
+            "repeatable.",
         ),
     ] = None,
     reactions: Annotated[

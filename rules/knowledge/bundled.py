@@ -15,7 +15,12 @@ from rules.knowledge.allergy_text import clauses, doubt_in, other_doubt_in, read
 from rules.knowledge.judge import NO_KNOWN_ALLERGY, STRENGTH, Judge, Verdict, is_class
 from rules.knowledge.model import Coding, CrossReactivity, DrugResolution, MatchLevel
 from rules.knowledge.normalise import folded_tokens
-from rules.knowledge.recognise import Recogniser, Recognition, spells_codes
+from rules.knowledge.recognise import (
+    Recogniser,
+    Recognition,
+    spells_codes,
+    with_written_coding,
+)
 from rules.knowledge.severe_reactions import SCAR_SOURCE, severe_cutaneous_reaction
 from rules.knowledge.tables import CLASS_PREFIX, KnowledgeTables, load_tables
 from schemas.allergy_statements import statement_categories
@@ -85,6 +90,7 @@ class BundledKnowledge:
         drug_codes: tuple[Coding, ...] = (),
         reactions: tuple[str, ...] = (),
     ) -> CrossReactivity:
+        allergen_codes = with_written_coding(allergen, allergen_codes)
         allergen_text, said_tolerated = read_allergy_text(
             "" if spells_codes(allergen, allergen_codes) else allergen
         )

@@ -66,6 +66,25 @@ def test_given_a_code_system_uri_then_it_is_read() -> None:
 
 
 @pytest.mark.parametrize(
+    ("option", "code"),
+    [
+        pytest.param("--drug-code", "rxnorm:723", id="given rxnorm:723 for the drug"),
+        pytest.param("--drug-code", "RXCUI:723", id="given RXCUI:723 for the drug"),
+        pytest.param(
+            "--drug-code",
+            "http://www.nlm.nih.gov/research/umls/rxnorm|723",
+            id="given a URI with its colon then the bar still separates",
+        ),
+        pytest.param("--drug", "rxnorm:723", id="given rxnorm:723 as the drug's text"),
+        pytest.param("--drug", "RxNorm 723", id="given RxNorm 723 as the drug's text"),
+    ],
+)
+def test_given_a_code_written_system_colon_code_then_it_is_read(option: str, code: str) -> None:
+    verdict = _verdict("--allergy", "penicillin", option, code)
+    assert (verdict["ingredients"], verdict["level"]) == (["amoxicillin"], "same_class")
+
+
+@pytest.mark.parametrize(
     "allergy",
     [
         pytest.param(
@@ -96,6 +115,9 @@ def test_given_an_unknown_code_with_its_display_then_the_display_names_it(
         pytest.param(["--drug-code", "21"], "is not system|code", id="given a code without system"),
         pytest.param(
             ["--drug-code", "atc|J01"], "is not system|code", id="given an unknown system"
+        ),
+        pytest.param(
+            ["--drug-code", "atc:J01"], "is not system|code", id="given an unknown system:code"
         ),
         pytest.param([], "give a name or a code", id="given neither name nor code"),
     ],
