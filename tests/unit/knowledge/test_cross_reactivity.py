@@ -691,3 +691,15 @@ def test_lactose_intolerance_is_no_allergy_and_raises_no_critical_alert(
 
     assert verdict.level is MatchLevel.UNVERIFIED
     assert "an intolerance of the milk sugar, not an allergy" in verdict.reason
+
+
+def test_aspirin_and_diflunisal_conflict_by_cox_1_inhibition_not_as_acetylated_salicylates(
+    knowledge: BundledKnowledge,
+) -> None:
+    """Diflunisal is a difluorophenyl derivative of salicylic acid, not acetylated: what the two
+    share, and what drives aspirin-exacerbated disease, is strong COX-1 inhibition."""
+    verdict = knowledge.cross_reactivity("aspirin", "diflunisal")
+
+    assert verdict.level is MatchLevel.SAME_CLASS
+    assert "COX-1 inhibition" in verdict.reason
+    assert "acetylated" not in verdict.reason
