@@ -172,6 +172,18 @@ def test_combination_product_reports_every_ingredient_and_the_strongest_match(
             id="given a sulfa allergy when furosemide is prescribed then Strom 2003 is cited",
         ),
         pytest.param(
+            "sulfa",
+            "zonisamide",
+            "ZONEGRAN",
+            id="given a sulfa allergy when zonisamide is prescribed then its label is cited",
+        ),
+        pytest.param(
+            "sulfa",
+            "mafenide",
+            "SULFAMYLON",
+            id="given a sulfa allergy when mafenide is applied then its label is cited",
+        ),
+        pytest.param(
             "shellfish",
             "iohexol",
             "Schabelman",
