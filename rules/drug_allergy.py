@@ -84,6 +84,7 @@ def severity_for(
     allergy: AllergyView,
     test_first_after_severe_reaction: bool = False,
     severe_cutaneous_reaction: bool = False,
+    side_effect: bool = False,
 ) -> Severity | None:
     """CDS Hooks severity of a pair, or None when it is not worth an alert.
 
@@ -95,7 +96,9 @@ def severity_for(
     cephalosporin anaphylaxis): `warning` then, for an allergy with a severe history. A severe
     cutaneous adverse reaction the allergy records (SJS, TEN, DRESS, AGEP, in its text or its
     reactions) is a severe reaction whatever severity it was given, and an immune-mediated one
-    even in a record typed as an intolerance.
+    even in a record typed as an intolerance. A record that does not say its type is an
+    intolerance when every reaction it records is a known `side_effect` of its substance
+    ("codeine - nausea"); a record typed as an allergy stays one.
     """
     base = _BASE[level]
     if base is None:
@@ -104,7 +107,7 @@ def severity_for(
         reaction.severity is ReactionSeverity.SEVERE for reaction in allergy.reactions
     )
     severe_history = allergy.criticality is Criticality.HIGH or severe_reaction
-    allergic = allergy.allergy_type is not AllergyType.INTOLERANCE or severe_cutaneous_reaction
+    allergic = not _intolerance(allergy, side_effect) or severe_cutaneous_reaction
     if level is MatchLevel.LOW_RISK:
         test_first = test_first_after_severe_reaction and severe_history and allergic
         return Severity.WARNING if test_first else base
@@ -115,6 +118,13 @@ def severity_for(
     if not allergic:
         steps -= 1
     return _shift(base, steps)
+
+
+def _intolerance(allergy: AllergyView, side_effect: bool) -> bool:
+    """The record is of an intolerance: typed so, or untyped with only side effects recorded."""
+    if allergy.allergy_type is None:
+        return side_effect
+    return allergy.allergy_type is AllergyType.INTOLERANCE
 
 
 def _codes(codes: tuple[WireCoding, ...]) -> tuple[Coding, ...]:
@@ -181,13 +191,17 @@ class DrugAllergyRule:
 
     def _finding(self, allergy: AllergyView, medication: MedicationView) -> Finding | None:
         verdict = self.verdict(allergy, medication)
-        severe_cutaneous = verdict.severe_cutaneous_reaction is not None
+        side_effect = verdict.side_effect is not None
         severity = severity_for(
-            verdict.level, allergy, verdict.test_first_after_severe_reaction, severe_cutaneous
+            verdict.level,
+            allergy,
+            verdict.test_first_after_severe_reaction,
+            severe_cutaneous_reaction=verdict.severe_cutaneous_reaction is not None,
+            side_effect=side_effect,
         )
         if severity is None:
             return None
-        kind = "intolerance" if allergy.allergy_type is AllergyType.INTOLERANCE else "allergy"
+        kind = "intolerance" if _intolerance(allergy, side_effect) else "allergy"
         raised = verdict.test_first_after_severe_reaction and severity is not _BASE[verdict.level]
         titles = _EVALUATE_FIRST if raised else _TITLES
         title = titles.get(verdict.level, _TITLES[verdict.level]).format(

@@ -22,7 +22,7 @@ from rules.knowledge.recognise import (
     with_written_coding,
 )
 from rules.knowledge.severe_reactions import SCAR_SOURCE, severe_cutaneous_reaction
-from rules.knowledge.tables import CLASS_PREFIX, KnowledgeTables, load_tables
+from rules.knowledge.tables import ANY_DRUG, CLASS_PREFIX, KnowledgeTables, load_tables
 from schemas.allergy_statements import statement_categories
 
 VEHICLES: Final = frozenset({f"{CLASS_PREFIX}infusion_vehicles", f"{CLASS_PREFIX}excipients"})
@@ -106,22 +106,53 @@ class BundledKnowledge:
         allergy = replace(recognised, query=allergen)
         medicine = self._recogniser.recognise(drug, drug_codes)
         severe = severe_cutaneous_reaction(allergen, *reactions)
+        side_effect = (
+            None
+            if severe is not None or doubt is not None
+            else self._side_effect(allergy.concepts, (kept, *reactions))
+        )
         outcome = (
             _Outcome(MatchLevel.UNVERIFIED, f"allergen '{allergen}' reads as {doubt}", DOUBT_SOURCE)
             if doubt is not None
             else self._outcome(allergy, medicine, said_tolerated, self._carried(kept), severe)
         )
+        reason = outcome.reason
+        if side_effect is not None and outcome.level is not MatchLevel.NONE:
+            reason = (
+                f"the recorded reaction ('{side_effect}') is a known side effect, not an allergic "
+                f"reaction: an intolerance; {reason}"
+            )
         return CrossReactivity(
             allergen=allergen,
             drug=drug,
             ingredients=medicine.concepts,
             matched=outcome.matched,
             level=outcome.level,
-            reason=outcome.reason,
+            reason=reason,
             source=outcome.source,
             test_first_after_severe_reaction=outcome.test_first_after_severe_reaction,
             severe_cutaneous_reaction=severe,
+            side_effect=side_effect,
         )
+
+    def _side_effect(self, allergens: tuple[str, ...], texts: tuple[str, ...]) -> str | None:
+        """The reactions the allergy records in `texts` (its allergen text and its reactions'
+        manifestations), when every one is a known side effect of one of its `allergens`
+        (`side_effects.csv`: nausea of any drug, cough of an ACE inhibitor); None when they
+        name no reaction, one that is not a side effect, or a word the tables do not know."""
+        keys = {ANY_DRUG}.union(*(self._judge.keys(c) for c in allergens if c != NO_KNOWN_ALLERGY))
+        named: list[str] = []
+        for text in texts:
+            terms, unknown = self._recogniser.terms(text)
+            if unknown:
+                return None
+            for term in terms:
+                if term not in self._tables.reactions:
+                    continue
+                if keys.isdisjoint(self._tables.side_effects.get(term, ())):
+                    return None
+                named.append(" ".join(term))
+        return ", ".join(dict.fromkeys(named)) or None
 
     def _outcome(
         self,

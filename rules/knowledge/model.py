@@ -95,6 +95,13 @@ class CrossReactivity:
     reactions name, as written, or None: after one, a `low_risk` or `partial` drug needs an
     allergist's evaluation first (its reason says so) and rules judge the allergy as one with
     a severe reaction. A backend that does not read reactions leaves it None."""
+    side_effect: str | None = None
+    """The reactions the allergy records, as read ("nausea"; "cough" of an ACE inhibitor),
+    when every one is a known side effect of its substance rather than an allergic reaction:
+    an intolerance, which rules and check-drug judge one step lower for a record that does not
+    say its type (never dropped). None when it records no reaction, one that is not a side
+    effect, or words that cannot be read. A backend that does not read reactions leaves it
+    None."""
 
 
 class DrugKnowledge(Protocol):

@@ -169,6 +169,24 @@ class Recogniser:
             unknown.append(JOINING_WORD)
         return tuple(found), tuple(unknown)
 
+    def terms(self, text: str) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
+        """(the known terms of a text, names and noise words alike, as `parse` matches them,
+        longest first; its unrecognised words)."""
+        words, _ = _words_and_items(text)
+        found: list[tuple[str, ...]] = []
+        unknown: list[str] = []
+        position = 0
+        while position < len(words):
+            length, _ = self._longest_term(words, position)
+            if length == 0:
+                if not is_quantity(words[position]):
+                    unknown.append(words[position])
+                position += 1
+                continue
+            found.append(words[position : position + length])
+            position += length
+        return tuple(found), tuple(unknown)
+
     def _longest_term(self, words: tuple[str, ...], start: int) -> tuple[int, tuple[str, ...]]:
         for end in range(min(len(words), start + self._longest), start, -1):
             concepts = self._lexicon.get(words[start:end])

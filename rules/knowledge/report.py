@@ -1,10 +1,12 @@
 """One allergen/drug judgement as JSON-ready data, with its severity.
 
-The severity depends on the match level, and on the one part of the allergy's history that
-check-drug knows: a severe cutaneous adverse reaction (SJS, TEN, DRESS, AGEP) the allergy text
-or reactions name. After one, as the alerting rules judge an allergy with a severe reaction,
+The severity depends on the match level, and on the part of the allergy's history that
+check-drug knows, its text and recorded reactions, judged as the alerting rules judge a record
+that does not say its type: after a severe cutaneous adverse reaction (SJS, TEN, DRESS, AGEP),
 a related drug in need of an evaluation first (`low_risk` with
-`test_first_after_severe_reaction`) is a warning and a `partial` one critical. The other
+`test_first_after_severe_reaction`) is a warning and a `partial` one critical; when every
+recorded reaction is a known side effect of the substance (`side_effect`: "codeine -
+nausea"), an intolerance, the severity is one step lower (never below info). The other
 modifiers, the allergy's criticality, verification status and type, are applied by the
 alerting rules only.
 """
@@ -28,16 +30,23 @@ def base_severity(level: MatchLevel) -> str:
     return BASE_SEVERITY[level]
 
 
+_ORDER = ("info", "warning", "critical")
+
+
 def severity(verdict: CrossReactivity) -> str:
     """The severity of a judgement: its level's, raised after a severe cutaneous adverse
-    reaction the allergy records."""
-    if verdict.severe_cutaneous_reaction is None:
-        return base_severity(verdict.level)
-    if verdict.level is MatchLevel.PARTIAL:
-        return "critical"
-    if verdict.level is MatchLevel.LOW_RISK and verdict.test_first_after_severe_reaction:
-        return "warning"
-    return base_severity(verdict.level)
+    reaction the allergy records, one step lower for an intolerance its reactions show."""
+    base = base_severity(verdict.level)
+    if base == "none":
+        return base
+    if verdict.severe_cutaneous_reaction is not None:
+        if verdict.level is MatchLevel.PARTIAL:
+            return "critical"
+        if verdict.level is MatchLevel.LOW_RISK and verdict.test_first_after_severe_reaction:
+            return "warning"
+    if verdict.side_effect is not None:
+        return _ORDER[max(_ORDER.index(base) - 1, 0)]
+    return base
 
 
 def check_drug(
@@ -62,5 +71,6 @@ def check_drug(
         "source": verdict.source,
         "test_first_after_severe_reaction": verdict.test_first_after_severe_reaction,
         "severe_cutaneous_reaction": verdict.severe_cutaneous_reaction,
+        "side_effect": verdict.side_effect,
         "knowledge_version": knowledge.version,
     }

@@ -164,6 +164,11 @@ class KnowledgeTables:
     side_chains: SideChainTable = field(default_factory=lambda: SideChainTable({}, {}))
     """The cephalosporins' side chains and what sharing them implies (`side_chains.csv`,
     `side_chain_levels.csv`)."""
+    reactions: frozenset[tuple[str, ...]] = frozenset()
+    """The reaction words of `noise_words.csv` (category `reaction`: "nausea", "hives")."""
+    side_effects: Mapping[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
+    """Reaction word -> the concepts it is a known side effect of, `ANY_DRUG` for any
+    (`side_effects.csv`)."""
 
 
 def load_tables() -> KnowledgeTables:
@@ -187,6 +192,10 @@ def load_tables() -> KnowledgeTables:
             _records(texts["side_chain_levels.csv"]),
             frozenset(ingredients),
         ),
+        reactions=reaction_words(texts),
+        side_effects=_side_effects(
+            _records(texts["side_effects.csv"]), reaction_words(texts), known
+        ),
     )
 
 
@@ -200,6 +209,38 @@ def qualifiers(texts: Mapping[str, str]) -> frozenset[tuple[str, ...]]:
         for record in _records(texts["noise_words.csv"])
         if record["category"] == QUALIFIER
     )
+
+
+REACTION: Final = "reaction"
+ANY_DRUG: Final = "*"
+
+
+def reaction_words(texts: Mapping[str, str]) -> frozenset[tuple[str, ...]]:
+    """The noise words that name a reaction ("nausea", "red man syndrome", "hives")."""
+    return frozenset(
+        tokens(record["word"])
+        for record in _records(texts["noise_words.csv"])
+        if record["category"] == REACTION
+    )
+
+
+def _side_effects(
+    records: Iterable[dict[str, str]],
+    reactions: frozenset[tuple[str, ...]],
+    known: frozenset[str],
+) -> dict[tuple[str, ...], frozenset[str]]:
+    found: dict[tuple[str, ...], set[str]] = {}
+    for record in records:
+        reaction, concept = tokens(record["reaction"]), record["concept"]
+        if reaction not in reactions or not record["source"]:
+            raise KnowledgeDataError(
+                f"side effect {record['reaction']}: needs a reaction word of noise_words.csv"
+                " and a source"
+            )
+        if concept != ANY_DRUG:
+            _checked((concept,), known, f"side effect {record['reaction']}")
+        found.setdefault(reaction, set()).add(concept)
+    return {reaction: frozenset(concepts) for reaction, concepts in found.items()}
 
 
 def core_tables(

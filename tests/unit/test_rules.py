@@ -581,6 +581,47 @@ def test_given_a_severe_cutaneous_reaction_in_the_allergy_text_then_the_rule_agr
     )
 
 
+@pytest.mark.parametrize(
+    ("allergy_fields", "severity", "kind"),
+    [
+        pytest.param({}, Severity.WARNING, "intolerance", id="given no type then an intolerance"),
+        pytest.param(
+            {"reactions": [{"manifestation": "Nausea"}]},
+            Severity.WARNING,
+            "intolerance",
+            id="given nausea among the reactions too then an intolerance",
+        ),
+        pytest.param(
+            {"reactions": [{"manifestation": "Urticaria"}]},
+            Severity.CRITICAL,
+            "allergy",
+            id="given hives among the reactions then an allergy",
+        ),
+        pytest.param(
+            {"allergy_type": "allergy"},
+            Severity.CRITICAL,
+            "allergy",
+            id="given a record typed as an allergy then it stays one",
+        ),
+    ],
+)
+def test_given_an_allergy_text_that_names_a_side_effect_then_the_alert_is_one_step_lower(
+    allergy_fields: dict[str, Any], severity: Severity, kind: str
+) -> None:
+    knowledge = load_bundled_knowledge()
+    (alert,) = run(
+        [allergy(substance="codeine - nausea", **allergy_fields), rx("rx-1", "Tylenol #3")],
+        default_rules(knowledge),
+    )
+    assert alert.severity is severity
+    assert alert.title.endswith(f"recorded codeine - nausea {kind}")
+    if not allergy_fields:
+        assert (
+            alert.severity.value
+            == check_drug(knowledge, "codeine - nausea", "Tylenol #3")["severity"]
+        )
+
+
 def test_given_a_correction_to_intolerance_then_the_alert_is_raised_again_as_warning() -> None:
     corrected = allergy("correction", day=2, allergy_type="intolerance")
     corrected = corrected.model_copy(update={"supersedes": allergy().id})
