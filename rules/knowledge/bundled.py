@@ -346,7 +346,7 @@ def _after_severe_cutaneous_reaction(verdict: Verdict, severe: str | None) -> Ve
     reason = (
         f"the allergy records a severe cutaneous adverse reaction ('{severe}'): the culprit is "
         f"not given again and a related drug needs an allergist's evaluation first, whatever its "
-        f"usual risk; {verdict.reason}"
+        f"usual risk; without the severe reaction it would be judged: {verdict.reason}"
     )
     return replace(
         verdict,
