@@ -332,8 +332,8 @@ def _as_tolerated(verdict: Verdict, said: str) -> Verdict:
     )
 
 
-_EVALUATE_FIRST: Final = frozenset({MatchLevel.LOW_RISK, MatchLevel.PARTIAL})
-"""Match levels that would let a related drug be given, with or without a test first."""
+_GIVEN_WITH_CARE: Final = frozenset({MatchLevel.LOW_RISK, MatchLevel.PARTIAL})
+"""Match levels that let a related drug be given, with care or a test first."""
 
 
 def _after_severe_cutaneous_reaction(verdict: Verdict, severe: str | None) -> Verdict:
@@ -341,7 +341,7 @@ def _after_severe_cutaneous_reaction(verdict: Verdict, severe: str | None) -> Ve
     the allergy records: it needs an allergist's evaluation first, whatever its usual risk
     (`test_first_after_severe_reaction`), and the reason says so. The same ingredient or class
     is already the strongest level, and an unrelated drug (`none`) stays unrelated."""
-    if severe is None or verdict.level not in _EVALUATE_FIRST:
+    if severe is None or verdict.level not in _GIVEN_WITH_CARE:
         return verdict
     reason = (
         f"the allergy records a severe cutaneous adverse reaction ('{severe}'): the culprit is "
