@@ -66,13 +66,25 @@ _TITLES: dict[MatchLevel, str] = {
 }
 
 
+_EVALUATE_FIRST: dict[MatchLevel, str] = {
+    MatchLevel.PARTIAL: "{drug} may cross-react with the recorded {allergen} {kind}: evaluate first",
+    MatchLevel.LOW_RISK: "{drug} is related to the recorded {allergen} {kind}: evaluate first",
+}
+"""Titles of a related drug whose severity a severe reaction raised because it needs a test or
+an allergist's evaluation first (`test_first_after_severe_reaction`): not "low risk" then."""
+
+
 def _shift(severity: Severity, steps: int) -> Severity:
     index = min(max(_ORDER.index(severity) + steps, 0), len(_ORDER) - 1)
     return _ORDER[index]
 
 
 def severity_for(
-    level: MatchLevel, allergy: AllergyView, test_first_after_severe_reaction: bool = False
+    level: MatchLevel,
+    allergy: AllergyView,
+    test_first_after_severe_reaction: bool = False,
+    severe_cutaneous_reaction: bool = False,
+    side_effect: bool = False,
 ) -> Severity | None:
     """CDS Hooks severity of a pair, or None when it is not worth an alert.
 
@@ -81,16 +93,21 @@ def severity_for(
     (the reaction outweighs the assessment); an intolerance (not immune-mediated)
     lowers one step. Low-risk relations stay `info` whatever the history, except where the
     knowledge says a severe reaction calls for a test first (a dissimilar cephalosporin after
-    cephalosporin anaphylaxis): `warning` then, for an allergy with a severe history.
+    cephalosporin anaphylaxis): `warning` then, for an allergy with a severe history. A severe
+    cutaneous adverse reaction the allergy records (SJS, TEN, DRESS, AGEP, in its text or its
+    reactions) is a severe reaction whatever severity it was given, and an immune-mediated one
+    even in a record typed as an intolerance. A record that does not say its type is an
+    intolerance when every reaction it records is a known `side_effect` of its substance
+    ("codeine - nausea"); a record typed as an allergy stays one.
     """
     base = _BASE[level]
     if base is None:
         return None
-    severe_reaction = any(
+    severe_reaction = severe_cutaneous_reaction or any(
         reaction.severity is ReactionSeverity.SEVERE for reaction in allergy.reactions
     )
     severe_history = allergy.criticality is Criticality.HIGH or severe_reaction
-    allergic = allergy.allergy_type is not AllergyType.INTOLERANCE
+    allergic = not _intolerance(allergy, side_effect) or severe_cutaneous_reaction
     if level is MatchLevel.LOW_RISK:
         test_first = test_first_after_severe_reaction and severe_history and allergic
         return Severity.WARNING if test_first else base
@@ -101,6 +118,13 @@ def severity_for(
     if not allergic:
         steps -= 1
     return _shift(base, steps)
+
+
+def _intolerance(allergy: AllergyView, side_effect: bool) -> bool:
+    """The record is of an intolerance: typed so, or untyped with only side effects recorded."""
+    if allergy.allergy_type is None:
+        return side_effect
+    return allergy.allergy_type is AllergyType.INTOLERANCE
 
 
 def _codes(codes: tuple[WireCoding, ...]) -> tuple[Coding, ...]:
@@ -114,7 +138,9 @@ def _read_as(resolution: DrugResolution) -> str | None:
     return ", ".join(names) or None
 
 
-Verdicts = Callable[[str, str, tuple[Coding, ...], tuple[Coding, ...]], CrossReactivity]
+Verdicts = Callable[
+    [str, str, tuple[Coding, ...], tuple[Coding, ...], tuple[str, ...]], CrossReactivity
+]
 
 
 @dataclass
@@ -156,16 +182,29 @@ class DrugAllergyRule:
 
     def verdict(self, allergy: AllergyView, medication: MedicationView) -> CrossReactivity:
         return self._verdicts(
-            allergy.substance, medication.drug, _codes(allergy.codes), _codes(medication.codes)
+            allergy.substance,
+            medication.drug,
+            _codes(allergy.codes),
+            _codes(medication.codes),
+            tuple(reaction.manifestation for reaction in allergy.reactions),
         )
 
     def _finding(self, allergy: AllergyView, medication: MedicationView) -> Finding | None:
         verdict = self.verdict(allergy, medication)
-        severity = severity_for(verdict.level, allergy, verdict.test_first_after_severe_reaction)
+        side_effect = verdict.side_effect is not None
+        severity = severity_for(
+            verdict.level,
+            allergy,
+            verdict.test_first_after_severe_reaction,
+            severe_cutaneous_reaction=verdict.severe_cutaneous_reaction is not None,
+            side_effect=side_effect,
+        )
         if severity is None:
             return None
-        kind = "intolerance" if allergy.allergy_type is AllergyType.INTOLERANCE else "allergy"
-        title = _TITLES[verdict.level].format(
+        kind = "intolerance" if _intolerance(allergy, side_effect) else "allergy"
+        raised = verdict.test_first_after_severe_reaction and severity is not _BASE[verdict.level]
+        titles = _EVALUATE_FIRST if raised else _TITLES
+        title = titles.get(verdict.level, _TITLES[verdict.level]).format(
             drug=self._names(medication.drug, medication.codes),
             allergen=self._names(allergy.substance, allergy.codes),
             kind=kind,

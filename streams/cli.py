@@ -112,14 +112,24 @@ def check_drug(
         list[str] | None,
         typer.Option(
             "--allergy-code",
-            help="Allergen coding system|code[|display] (rxnorm, ndc, snomed, cvx or a URI); repeatable.",
+            help="Allergen coding system|code[|display] (rxnorm, ndc, snomed, cvx or a URI) or "
+            "system:code (rxnorm:723); repeatable.",
         ),
     ] = None,
     drug_codes: Annotated[
         list[str] | None,
         typer.Option(
             "--drug-code",
-            help="Drug coding system|code[|display], e.g. rxnorm|723 or cvx|21; repeatable.",
+            help="Drug coding system|code[|display], e.g. rxnorm|723, rxnorm:723 or cvx|21; "
+            "repeatable.",
+        ),
+    ] = None,
+    reactions: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reaction",
+            help="A recorded reaction of the allergy (its manifestation, e.g. "
+            "'Stevens-Johnson syndrome'); repeatable.",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
@@ -128,7 +138,12 @@ def check_drug(
     allergen, allergen_codings = _named_or_coded(allergy, allergy_codes or [], "allergy")
     medicine, medicine_codings = _named_or_coded(drug, drug_codes or [], "drug")
     verdict = judge_drug(
-        load_bundled_knowledge(), allergen, medicine, allergen_codings, medicine_codings
+        load_bundled_knowledge(),
+        allergen,
+        medicine,
+        allergen_codings,
+        medicine_codings,
+        tuple(reactions or ()),
     )
     if as_json:
         out.out(json_line(verdict), highlight=False)

@@ -49,6 +49,7 @@ class TableKnowledge:
         drug: str,
         allergen_codes: tuple[Coding, ...] = (),
         drug_codes: tuple[Coding, ...] = (),
+        reactions: tuple[str, ...] = (),
     ) -> CrossReactivity:
         a, d = self.resolve(allergen), self.resolve(drug)
         if not (a.resolved and d.resolved):

@@ -15,8 +15,14 @@ from rules.knowledge.allergy_text import clauses, doubt_in, other_doubt_in, read
 from rules.knowledge.judge import NO_KNOWN_ALLERGY, STRENGTH, Judge, Verdict, is_class
 from rules.knowledge.model import Coding, CrossReactivity, DrugResolution, MatchLevel
 from rules.knowledge.normalise import folded_tokens
-from rules.knowledge.recognise import Recogniser, Recognition, spells_codes
-from rules.knowledge.tables import CLASS_PREFIX, KnowledgeTables, load_tables
+from rules.knowledge.recognise import (
+    Recogniser,
+    Recognition,
+    spells_codes,
+    with_written_coding,
+)
+from rules.knowledge.severe_reactions import SCAR_SOURCE, severe_cutaneous_reaction
+from rules.knowledge.tables import ANY_DRUG, CLASS_PREFIX, KnowledgeTables, load_tables
 from schemas.allergy_statements import statement_categories
 
 VEHICLES: Final = frozenset({f"{CLASS_PREFIX}infusion_vehicles", f"{CLASS_PREFIX}excipients"})
@@ -82,7 +88,9 @@ class BundledKnowledge:
         drug: str,
         allergen_codes: tuple[Coding, ...] = (),
         drug_codes: tuple[Coding, ...] = (),
+        reactions: tuple[str, ...] = (),
     ) -> CrossReactivity:
+        allergen_codes = with_written_coding(allergen, allergen_codes)
         allergen_text, said_tolerated = read_allergy_text(
             "" if spells_codes(allergen, allergen_codes) else allergen
         )
@@ -97,21 +105,54 @@ class BundledKnowledge:
             said_tolerated = ", ".join(filter(None, (said_tolerated, *negated)))
         allergy = replace(recognised, query=allergen)
         medicine = self._recogniser.recognise(drug, drug_codes)
+        severe = severe_cutaneous_reaction(allergen, *reactions)
+        side_effect = (
+            None
+            if severe is not None or doubt is not None
+            else self._side_effect(allergy.concepts, (kept, *reactions))
+        )
         outcome = (
             _Outcome(MatchLevel.UNVERIFIED, f"allergen '{allergen}' reads as {doubt}", DOUBT_SOURCE)
             if doubt is not None
-            else self._outcome(allergy, medicine, said_tolerated, self._carried(kept))
+            else self._outcome(allergy, medicine, said_tolerated, self._carried(kept), severe)
         )
+        reason = outcome.reason
+        if side_effect is not None and outcome.level is not MatchLevel.NONE:
+            reason = (
+                f"the recorded reaction ('{side_effect}') is a known side effect, not an allergic "
+                f"reaction: an intolerance; {reason}"
+            )
         return CrossReactivity(
             allergen=allergen,
             drug=drug,
             ingredients=medicine.concepts,
             matched=outcome.matched,
             level=outcome.level,
-            reason=outcome.reason,
+            reason=reason,
             source=outcome.source,
             test_first_after_severe_reaction=outcome.test_first_after_severe_reaction,
+            severe_cutaneous_reaction=severe,
+            side_effect=side_effect,
         )
+
+    def _side_effect(self, allergens: tuple[str, ...], texts: tuple[str, ...]) -> str | None:
+        """The reactions the allergy records in `texts` (its allergen text and its reactions'
+        manifestations), when every one is a known side effect of one of its `allergens`
+        (`side_effects.csv`: nausea of any drug, cough of an ACE inhibitor); None when they
+        name no reaction, one that is not a side effect, or a word the tables do not know."""
+        keys = {ANY_DRUG}.union(*(self._judge.keys(c) for c in allergens if c != NO_KNOWN_ALLERGY))
+        named: list[str] = []
+        for text in texts:
+            terms, unknown = self._recogniser.terms(text)
+            if unknown:
+                return None
+            for term in terms:
+                if term not in self._tables.reactions:
+                    continue
+                if keys.isdisjoint(self._tables.side_effects.get(term, ())):
+                    return None
+                named.append(" ".join(term))
+        return ", ".join(dict.fromkeys(named)) or None
 
     def _outcome(
         self,
@@ -119,10 +160,12 @@ class BundledKnowledge:
         medicine: Recognition,
         said_tolerated: str,
         carried: frozenset[str],
+        severe: str | None,
     ) -> _Outcome:
         """Strongest verdict over all (allergen concept, drug concept) pairs, the `carried`
         vehicles left out as allergens, each ingredient the allergy text says is tolerated at
-        most `low_risk`."""
+        most `low_risk`, and after the `severe` cutaneous adverse reaction the allergy records,
+        every other related one in need of an allergist's evaluation first."""
         failure = _unresolved(allergy, medicine)
         if failure is not None:
             return _Outcome(MatchLevel.UNVERIFIED, failure, UNRESOLVED_SOURCE)
@@ -136,7 +179,7 @@ class BundledKnowledge:
         verdicts = [
             _as_tolerated(verdict, said_tolerated)
             if tolerated & {concept, *self._judge.keys(concept)}
-            else verdict
+            else _after_severe_cutaneous_reaction(verdict, severe)
             for concept, verdict in strongest.items()
         ]
         top = max(verdicts, key=lambda verdict: verdict.rank)
@@ -286,6 +329,30 @@ def _as_tolerated(verdict: Verdict, said: str) -> Verdict:
         reason=reason,
         source=TOLERANCE_SOURCE,
         test_first_after_severe_reaction=False,
+    )
+
+
+_GIVEN_WITH_CARE: Final = frozenset({MatchLevel.LOW_RISK, MatchLevel.PARTIAL})
+"""Match levels that let a related drug be given, with care or a test first."""
+
+
+def _after_severe_cutaneous_reaction(verdict: Verdict, severe: str | None) -> Verdict:
+    """A related drug (`low_risk` or `partial`) after the `severe` cutaneous adverse reaction
+    the allergy records: it needs an allergist's evaluation first, whatever its usual risk
+    (`test_first_after_severe_reaction`), and the reason says so. The same ingredient or class
+    is already the strongest level, and an unrelated drug (`none`) stays unrelated."""
+    if severe is None or verdict.level not in _GIVEN_WITH_CARE:
+        return verdict
+    reason = (
+        f"the allergy records a severe cutaneous adverse reaction ('{severe}'): the culprit is "
+        f"not given again and a related drug needs an allergist's evaluation first, whatever its "
+        f"usual risk; without the severe reaction it would be judged: {verdict.reason}"
+    )
+    return replace(
+        verdict,
+        reason=reason,
+        source=f"{verdict.source}; {SCAR_SOURCE}",
+        test_first_after_severe_reaction=True,
     )
 
 

@@ -85,9 +85,23 @@ class CrossReactivity:
     reason: str
     source: str
     test_first_after_severe_reaction: bool = False
-    """The source advises a test dose or skin test before this drug after a severe reaction
-    to the allergen, although the relation is otherwise `low_risk` (a cephalosporin with
-    dissimilar side chains after cephalosporin anaphylaxis): rules raise the severity then."""
+    """The drug needs a test or an evaluation first after a severe reaction to the allergen,
+    although the relation is otherwise `low_risk` or `partial`: the source advises a test dose
+    or skin test (a cephalosporin with dissimilar side chains after cephalosporin
+    anaphylaxis), or the allergy records a severe cutaneous adverse reaction
+    (`severe_cutaneous_reaction`). Rules raise the severity then."""
+    severe_cutaneous_reaction: str | None = None
+    """The severe cutaneous adverse reaction (SJS, TEN, DRESS, AGEP) the allergy's text or
+    reactions name, as written, or None: after one, a `low_risk` or `partial` drug needs an
+    allergist's evaluation first (its reason says so) and rules judge the allergy as one with
+    a severe reaction. A backend that does not read reactions leaves it None."""
+    side_effect: str | None = None
+    """The reactions the allergy records, as read ("nausea"; "cough" of an ACE inhibitor),
+    when every one is a known side effect of its substance rather than an allergic reaction:
+    an intolerance, which rules and check-drug judge one step lower for a record that does not
+    say its type (never dropped). None when it records no reaction, one that is not a side
+    effect, or words that cannot be read. A backend that does not read reactions leaves it
+    None."""
 
 
 class DrugKnowledge(Protocol):
@@ -108,6 +122,9 @@ class DrugKnowledge(Protocol):
         drug: str,
         allergen_codes: tuple[Coding, ...] = (),
         drug_codes: tuple[Coding, ...] = (),
+        reactions: tuple[str, ...] = (),
     ) -> CrossReactivity:
-        """Judge whether giving `drug` to someone allergic to `allergen` is a risk."""
+        """Judge whether giving `drug` to someone allergic to `allergen` is a risk; `reactions`
+        are the allergy's recorded reactions (their manifestations, "Stevens-Johnson
+        syndrome"), read like the reaction words of the allergen text."""
         ...

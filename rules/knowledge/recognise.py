@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from rules.knowledge.model import Coding
 from rules.knowledge.normalise import fold, folded_tokens, is_quantity, normalise_code
-from rules.knowledge.tables import SYSTEMS, system_key
+from rules.knowledge.tables import SYSTEMS, system_key, written_coding
 
 NEGATION = "free"
 JOINING_WORD = "plus"
@@ -75,8 +75,10 @@ class Recogniser:
         chart", "Home med #3"), the displays of the unknown codes are read as text ("Allergy to
         penicillin", "amoxicillin 500 MG Oral Capsule"): the code system's name of the concept
         the record is coded as. Unknown codes are reported only when neither yields anything
-        (codings of one concept are alternatives, not parts).
+        (codings of one concept are alternatives, not parts). A text that is only a code as
+        free text writes one ("rxnorm:723", "RXCUI 723") is read as that code.
         """
+        codings = with_written_coding(text, codings)
         coded, unknown_codes = self._codes(codings)
         words = "" if spells_codes(text, codings) else text
         found, unknown_words = self.parse(words)
@@ -167,6 +169,24 @@ class Recogniser:
             unknown.append(JOINING_WORD)
         return tuple(found), tuple(unknown)
 
+    def terms(self, text: str) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
+        """(the known terms of a text, names and noise words alike, as `parse` matches them,
+        longest first; its unrecognised words)."""
+        words, _ = _words_and_items(text)
+        found: list[tuple[str, ...]] = []
+        unknown: list[str] = []
+        position = 0
+        while position < len(words):
+            length, _ = self._longest_term(words, position)
+            if length == 0:
+                if not is_quantity(words[position]):
+                    unknown.append(words[position])
+                position += 1
+                continue
+            found.append(words[position : position + length])
+            position += length
+        return tuple(found), tuple(unknown)
+
     def _longest_term(self, words: tuple[str, ...], start: int) -> tuple[int, tuple[str, ...]]:
         for end in range(min(len(words), start + self._longest), start, -1):
             concepts = self._lexicon.get(words[start:end])
@@ -220,10 +240,20 @@ def _sorted_unique(concepts: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(set(concepts)))
 
 
+def with_written_coding(text: str, codings: Iterable[Coding]) -> tuple[Coding, ...]:
+    """The codings, and the one the text spells if it is only a code ("rxnorm:723")."""
+    written = written_coding(text)
+    return (*codings, written) if written is not None else tuple(codings)
+
+
 def spells_codes(text: str, codings: Iterable[Coding]) -> bool:
     """Whether the text only spells the codings' codes, each bare or as `system|code` (the label
-    of a record coded without text or display): it names no words to recognise. Only codes
-    without letters count (RxNorm, SNOMED, NDC, CVX): a local code can be a drug's name."""
+    of a record coded without text or display), or is one code as free text writes it
+    ("rxnorm:723", `written_coding`): it names no words to recognise. Only codes without
+    letters count (RxNorm, SNOMED, NDC, CVX): a local code can be a drug's name."""
     codes = {c.code for c in codings if not any(char.isalpha() for char in c.code)}
+    spelled = written_coding(text)
+    if spelled is not None:
+        return spelled.code in codes
     written = text.split()
     return bool(written) and all(word.rpartition("|")[2] in codes for word in written)

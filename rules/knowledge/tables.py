@@ -30,6 +30,7 @@ SYSTEMS: Mapping[str, str] = {
     "http://www.nlm.nih.gov/research/umls/rxnorm": "rxnorm",
     "urn:oid:2.16.840.1.113883.6.88": "rxnorm",
     "rxnorm": "rxnorm",
+    "rxcui": "rxnorm",
     "http://hl7.org/fhir/sid/ndc": "ndc",
     "urn:oid:2.16.840.1.113883.6.69": "ndc",
     "ndc": "ndc",
@@ -61,8 +62,13 @@ SYSTEM_URIS: Mapping[str, str] = {
 def parse_coding(text: str) -> Coding:
     """A coding written `system|code` or `system|code|display`: `system` a short name (rxnorm,
     ndc, snomed, cvx, or another spelling `SYSTEMS` knows) or a code system URI
-    (`http://snomed.info/sct|91936005|Allergy to penicillin`)."""
+    (`http://snomed.info/sct|91936005|Allergy to penicillin`); with a short name, also
+    `system:code` (`rxnorm:723`). A URI keeps its own colons (`urn:oid:...|723`)."""
     system, separator, rest = (part.strip() for part in text.partition("|"))
+    if not separator:
+        system, separator, rest = (part.strip() for part in text.partition(":"))
+        if SYSTEMS.get(system_key(system)) not in SYSTEM_URIS:
+            separator = ""
     code, _, display = (part.strip() for part in rest.partition("|"))
     short_name = SYSTEMS.get(system_key(system))
     uri = SYSTEM_URIS.get(short_name or "")
@@ -71,9 +77,27 @@ def parse_coding(text: str) -> Coding:
     if not separator or not code or uri is None:
         short_names = ", ".join(SYSTEM_URIS)
         raise ValueError(
-            f"{text!r} is not system|code[|display] (system: {short_names}, or a code system URI)"
+            f"{text!r} is not system|code[|display] or system:code (system: {short_names}, "
+            "or a code system URI before a |)"
         )
     return Coding(uri, code, display or None)
+
+
+_WRITTEN_CODE: Final = re.compile(
+    r"(?P<system>rxnorm|rxcui|ndc|snomed(?:[\s-]+ct)?|cvx)\s*(?:[:|#=]\s*|\s+)"
+    r"(?P<code>\d(?:[\d-]*\d)?)"
+)
+
+
+def written_coding(text: str) -> Coding | None:
+    """The coding a text spells when it is nothing but a code of a known system written as
+    people write one in free text ("rxnorm:723", "RxNorm 723", "RXCUI 723", "rxnorm|723",
+    "NDC 0206-8862-02"); None for any other text."""
+    found = _WRITTEN_CODE.fullmatch(fold(text).strip())
+    if found is None:
+        return None
+    short_name = SYSTEMS[re.sub(r"[\s-]+", "-", found["system"])]
+    return Coding(SYSTEM_URIS[short_name], found["code"])
 
 
 CROSS_REACTIVITY_LEVELS = frozenset(
@@ -140,6 +164,11 @@ class KnowledgeTables:
     side_chains: SideChainTable = field(default_factory=lambda: SideChainTable({}, {}))
     """The cephalosporins' side chains and what sharing them implies (`side_chains.csv`,
     `side_chain_levels.csv`)."""
+    reactions: frozenset[tuple[str, ...]] = frozenset()
+    """The reaction words of `noise_words.csv` (category `reaction`: "nausea", "hives")."""
+    side_effects: Mapping[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
+    """Reaction word -> the concepts it is a known side effect of, `ANY_DRUG` for any
+    (`side_effects.csv`)."""
 
 
 def load_tables() -> KnowledgeTables:
@@ -163,6 +192,10 @@ def load_tables() -> KnowledgeTables:
             _records(texts["side_chain_levels.csv"]),
             frozenset(ingredients),
         ),
+        reactions=reaction_words(texts),
+        side_effects=_side_effects(
+            _records(texts["side_effects.csv"]), reaction_words(texts), known
+        ),
     )
 
 
@@ -176,6 +209,38 @@ def qualifiers(texts: Mapping[str, str]) -> frozenset[tuple[str, ...]]:
         for record in _records(texts["noise_words.csv"])
         if record["category"] == QUALIFIER
     )
+
+
+REACTION: Final = "reaction"
+ANY_DRUG: Final = "*"
+
+
+def reaction_words(texts: Mapping[str, str]) -> frozenset[tuple[str, ...]]:
+    """The noise words that name a reaction ("nausea", "red man syndrome", "hives")."""
+    return frozenset(
+        tokens(record["word"])
+        for record in _records(texts["noise_words.csv"])
+        if record["category"] == REACTION
+    )
+
+
+def _side_effects(
+    records: Iterable[dict[str, str]],
+    reactions: frozenset[tuple[str, ...]],
+    known: frozenset[str],
+) -> dict[tuple[str, ...], frozenset[str]]:
+    found: dict[tuple[str, ...], set[str]] = {}
+    for record in records:
+        reaction, concept = tokens(record["reaction"]), record["concept"]
+        if reaction not in reactions or not record["source"]:
+            raise KnowledgeDataError(
+                f"side effect {record['reaction']}: needs a reaction word of noise_words.csv"
+                " and a source"
+            )
+        if concept != ANY_DRUG:
+            _checked((concept,), known, f"side effect {record['reaction']}")
+        found.setdefault(reaction, set()).add(concept)
+    return {reaction: frozenset(concepts) for reaction, concepts in found.items()}
 
 
 def core_tables(

@@ -30,6 +30,7 @@ TABLES = (
     "allergy_categories.csv",
     "side_chains.csv",
     "side_chain_levels.csv",
+    "side_effects.csv",
 )
 
 

@@ -30,6 +30,17 @@ def test_given_names_then_the_json_verdict() -> None:
     )
 
 
+def test_given_a_severe_cutaneous_reaction_as_text_or_reaction_then_a_warning_to_evaluate_first() -> (
+    None
+):
+    in_text = _verdict("--allergy", "penicillin - SJS", "--drug", "ceftriaxone")
+    as_reaction = _verdict("--allergy", "penicillin", "--reaction", "SJS", "--drug", "ceftriaxone")
+    for verdict in (in_text, as_reaction):
+        assert (verdict["level"], verdict["severity"]) == ("low_risk", "warning")
+        assert verdict["test_first_after_severe_reaction"] is True
+        assert verdict["severe_cutaneous_reaction"] == "SJS"
+
+
 def test_given_only_a_vaccine_code_then_it_is_judged_and_names_the_drug() -> None:
     verdict = _verdict("--allergy", "gelatin", "--drug-code", "cvx|21")
     assert (verdict["drug"], verdict["ingredients"], verdict["level"]) == (
@@ -52,6 +63,25 @@ def test_given_a_code_system_uri_then_it_is_read() -> None:
         "--allergy-code", "http://www.nlm.nih.gov/research/umls/rxnorm|7980", "--drug", "Zosyn"
     )
     assert verdict["level"] == "same_class"
+
+
+@pytest.mark.parametrize(
+    ("option", "code"),
+    [
+        pytest.param("--drug-code", "rxnorm:723", id="given rxnorm:723 for the drug"),
+        pytest.param("--drug-code", "RXCUI:723", id="given RXCUI:723 for the drug"),
+        pytest.param(
+            "--drug-code",
+            "http://www.nlm.nih.gov/research/umls/rxnorm|723",
+            id="given a URI with its colon then the bar still separates",
+        ),
+        pytest.param("--drug", "rxnorm:723", id="given rxnorm:723 as the drug's text"),
+        pytest.param("--drug", "RxNorm 723", id="given RxNorm 723 as the drug's text"),
+    ],
+)
+def test_given_a_code_written_system_colon_code_then_it_is_read(option: str, code: str) -> None:
+    verdict = _verdict("--allergy", "penicillin", option, code)
+    assert (verdict["ingredients"], verdict["level"]) == (["amoxicillin"], "same_class")
 
 
 @pytest.mark.parametrize(
@@ -85,6 +115,9 @@ def test_given_an_unknown_code_with_its_display_then_the_display_names_it(
         pytest.param(["--drug-code", "21"], "is not system|code", id="given a code without system"),
         pytest.param(
             ["--drug-code", "atc|J01"], "is not system|code", id="given an unknown system"
+        ),
+        pytest.param(
+            ["--drug-code", "atc:J01"], "is not system|code", id="given an unknown system:code"
         ),
         pytest.param([], "give a name or a code", id="given neither name nor code"),
     ],

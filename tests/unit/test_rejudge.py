@@ -40,8 +40,9 @@ class ReleaseWithClassesAs(TableKnowledge):
         drug: str,
         allergen_codes: tuple[Coding, ...] = (),
         drug_codes: tuple[Coding, ...] = (),
+        reactions: tuple[str, ...] = (),
     ) -> CrossReactivity:
-        verdict = super().cross_reactivity(allergen, drug, allergen_codes, drug_codes)
+        verdict = super().cross_reactivity(allergen, drug, allergen_codes, drug_codes, reactions)
         if verdict.level is not MatchLevel.SAME_CLASS:
             return verdict
         return CrossReactivity(

@@ -20,6 +20,7 @@ from rules.duplicate_therapy import DuplicateTherapyRule
 from rules.engine import default_rules, evaluate
 from rules.knowledge.bundled import load_bundled_knowledge
 from rules.knowledge.model import MatchLevel
+from rules.knowledge.report import check_drug
 from schemas.alerts import Alert, AlertStatus, Severity
 from tests.factories import T0, make_event
 from tests.fakes import TableKnowledge
@@ -510,6 +511,115 @@ def test_given_penicillin_anaphylaxis_then_a_carbapenem_stays_info() -> None:
         [allergy(**severe), rx("rx-1", "meropenem")], default_rules(load_bundled_knowledge())
     )
     assert alert.severity is Severity.INFO
+
+
+@pytest.mark.parametrize(
+    ("level", "allergy_fields", "expected"),
+    [
+        pytest.param(MatchLevel.LOW_RISK, {}, Severity.WARNING, id="given low risk then warning"),
+        pytest.param(
+            MatchLevel.LOW_RISK,
+            {"allergy_type": "intolerance"},
+            Severity.WARNING,
+            id="given low risk in a record typed as an intolerance then still a warning",
+        ),
+        pytest.param(
+            MatchLevel.PARTIAL,
+            {"verification_status": "unconfirmed", "criticality": "low"},
+            Severity.CRITICAL,
+            id="given partial in an unconfirmed low-criticality record then critical",
+        ),
+        pytest.param(MatchLevel.SAME_CLASS, {}, Severity.CRITICAL, id="given same class"),
+    ],
+)
+def test_given_a_severe_cutaneous_reaction_then_it_counts_as_a_severe_immune_reaction(
+    level: MatchLevel, allergy_fields: dict[str, Any], expected: Severity
+) -> None:
+    view = _view(**allergy_fields)
+    assert severity_for(level, view, True, severe_cutaneous_reaction=True) is expected
+
+
+@pytest.mark.parametrize(
+    ("drug", "level", "severity"),
+    [
+        pytest.param("ceftriaxone", "low_risk", Severity.WARNING, id="a dissimilar cephalosporin"),
+        pytest.param("meropenem", "low_risk", Severity.WARNING, id="a carbapenem"),
+        pytest.param("cefadroxil", "partial", Severity.CRITICAL, id="a shared side chain"),
+        pytest.param("amoxicillin", "same_ingredient", Severity.CRITICAL, id="the culprit"),
+    ],
+)
+def test_given_stevens_johnson_syndrome_recorded_as_a_reaction_then_related_drugs_need_evaluation(
+    drug: str, level: str, severity: Severity
+) -> None:
+    """A reaction recorded without a severity, as FHIR imports often are: the syndrome alone
+    makes it severe."""
+    sjs: dict[str, Any] = {"reactions": [{"manifestation": "Stevens-Johnson syndrome"}]}
+    (alert,) = run(
+        [allergy(substance="amoxicillin", **sjs), rx("rx-1", drug)],
+        default_rules(load_bundled_knowledge()),
+    )
+    assert alert.drug_allergy is not None
+    assert (alert.drug_allergy.level, alert.severity) == (level, severity)
+    if level in ("low_risk", "partial"):
+        assert "severe cutaneous adverse reaction" in alert.drug_allergy.reason
+        assert alert.title.endswith("evaluate first")
+
+
+@pytest.mark.parametrize(
+    "drug", ["ceftriaxone", "cefadroxil", "meropenem", "amoxicillin", "azithromycin", "aztreonam"]
+)
+def test_given_a_severe_cutaneous_reaction_in_the_allergy_text_then_the_rule_agrees_with_check_drug(
+    drug: str,
+) -> None:
+    knowledge = load_bundled_knowledge()
+    report = check_drug(knowledge, "amoxicillin - SJS", drug)
+    alerts = run(
+        [allergy(substance="amoxicillin - SJS"), rx("rx-1", drug)], default_rules(knowledge)
+    )
+    assert [alert.severity.value for alert in alerts] == (
+        [] if report["severity"] == "none" else [report["severity"]]
+    )
+
+
+@pytest.mark.parametrize(
+    ("allergy_fields", "severity", "kind"),
+    [
+        pytest.param({}, Severity.WARNING, "intolerance", id="given no type then an intolerance"),
+        pytest.param(
+            {"reactions": [{"manifestation": "Nausea"}]},
+            Severity.WARNING,
+            "intolerance",
+            id="given nausea among the reactions too then an intolerance",
+        ),
+        pytest.param(
+            {"reactions": [{"manifestation": "Urticaria"}]},
+            Severity.CRITICAL,
+            "allergy",
+            id="given hives among the reactions then an allergy",
+        ),
+        pytest.param(
+            {"allergy_type": "allergy"},
+            Severity.CRITICAL,
+            "allergy",
+            id="given a record typed as an allergy then it stays one",
+        ),
+    ],
+)
+def test_given_an_allergy_text_that_names_a_side_effect_then_the_alert_is_one_step_lower(
+    allergy_fields: dict[str, Any], severity: Severity, kind: str
+) -> None:
+    knowledge = load_bundled_knowledge()
+    (alert,) = run(
+        [allergy(substance="codeine - nausea", **allergy_fields), rx("rx-1", "Tylenol #3")],
+        default_rules(knowledge),
+    )
+    assert alert.severity is severity
+    assert alert.title.endswith(f"recorded codeine - nausea {kind}")
+    if not allergy_fields:
+        assert (
+            alert.severity.value
+            == check_drug(knowledge, "codeine - nausea", "Tylenol #3")["severity"]
+        )
 
 
 def test_given_a_correction_to_intolerance_then_the_alert_is_raised_again_as_warning() -> None:

@@ -172,6 +172,18 @@ def test_combination_product_reports_every_ingredient_and_the_strongest_match(
             id="given a sulfa allergy when furosemide is prescribed then Strom 2003 is cited",
         ),
         pytest.param(
+            "sulfa",
+            "zonisamide",
+            "ZONEGRAN",
+            id="given a sulfa allergy when zonisamide is prescribed then its label is cited",
+        ),
+        pytest.param(
+            "sulfa",
+            "mafenide",
+            "SULFAMYLON",
+            id="given a sulfa allergy when mafenide is applied then its label is cited",
+        ),
+        pytest.param(
             "shellfish",
             "iohexol",
             "Schabelman",
@@ -691,3 +703,15 @@ def test_lactose_intolerance_is_no_allergy_and_raises_no_critical_alert(
 
     assert verdict.level is MatchLevel.UNVERIFIED
     assert "an intolerance of the milk sugar, not an allergy" in verdict.reason
+
+
+def test_aspirin_and_diflunisal_conflict_by_cox_1_inhibition_not_as_acetylated_salicylates(
+    knowledge: BundledKnowledge,
+) -> None:
+    """Diflunisal is a difluorophenyl derivative of salicylic acid, not acetylated: what the two
+    share, and what drives aspirin-exacerbated disease, is strong COX-1 inhibition."""
+    verdict = knowledge.cross_reactivity("aspirin", "diflunisal")
+
+    assert verdict.level is MatchLevel.SAME_CLASS
+    assert "COX-1 inhibition" in verdict.reason
+    assert "acetylated" not in verdict.reason

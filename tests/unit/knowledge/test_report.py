@@ -20,6 +20,8 @@ KEYS = {
     "reason",
     "source",
     "test_first_after_severe_reaction",
+    "severe_cutaneous_reaction",
+    "side_effect",
     "knowledge_version",
 }
 
@@ -55,6 +57,8 @@ def test_check_drug_returns_the_json_ready_shape(knowledge: BundledKnowledge) ->
         "reason": report["reason"],
         "source": "class membership: penicillins",
         "test_first_after_severe_reaction": False,
+        "severe_cutaneous_reaction": None,
+        "side_effect": None,
         "knowledge_version": knowledge.version,
     }
     assert json.loads(json.dumps(report, ensure_ascii=False)) == report

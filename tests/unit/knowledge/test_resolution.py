@@ -248,6 +248,49 @@ def test_codes_resolve_without_text(
     assert resolution.resolved
 
 
+@pytest.mark.parametrize(
+    ("text", "ingredients"),
+    [
+        pytest.param("rxnorm:723", ("amoxicillin",), id="given rxnorm:723"),
+        pytest.param("RxNorm 723", ("amoxicillin",), id="given RxNorm 723"),
+        pytest.param("RXCUI 723", ("amoxicillin",), id="given RXCUI 723"),
+        pytest.param("rxnorm|723", ("amoxicillin",), id="given rxnorm|723"),
+        pytest.param("RxCUI: 7980", ("penicillin g",), id="given RxCUI: 7980"),
+        pytest.param(
+            "NDC 0206-8862-02", ("piperacillin", "tazobactam"), id="given an NDC with hyphens"
+        ),
+    ],
+)
+def test_a_text_that_is_only_a_code_resolves_as_the_code(
+    knowledge: BundledKnowledge, text: str, ingredients: tuple[str, ...]
+) -> None:
+    resolution = knowledge.resolve(text)
+
+    assert (resolution.ingredients, resolution.resolved) == (ingredients, True)
+
+
+@pytest.mark.parametrize(
+    ("text", "unrecognised"),
+    [
+        pytest.param(
+            "rxnorm:99999999",
+            "http://www.nlm.nih.gov/research/umls/rxnorm|99999999",
+            id="given an unknown written code then the code is named",
+        ),
+        pytest.param(
+            "rxnorm 723 tablets please", "rxnorm", id="given more than a code then read as words"
+        ),
+    ],
+)
+def test_a_written_code_that_resolves_nothing_stays_unverified_naming_it(
+    knowledge: BundledKnowledge, text: str, unrecognised: str
+) -> None:
+    verdict = knowledge.cross_reactivity("penicillin", text)
+
+    assert verdict.level is MatchLevel.UNVERIFIED
+    assert unrecognised in verdict.reason
+
+
 def test_unknown_code_falls_back_to_text(knowledge: BundledKnowledge) -> None:
     resolution = knowledge.resolve("Amoxicillin 500 MG", (Coding(RXNORM, "999999999"),))
 

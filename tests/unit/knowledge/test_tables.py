@@ -112,3 +112,27 @@ def test_resolution_gives_the_fhir_allergy_categories_of_a_substance(
     knowledge: BundledKnowledge, substance: str, categories: tuple[str, ...]
 ) -> None:
     assert knowledge.resolve(substance).allergy_categories == categories
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "refused"),
+    [
+        pytest.param(
+            "\ncough,class:ace_inhibitors,",
+            "\ncoughz,class:ace_inhibitors,",
+            "side effect coughz",
+            id="given a reaction that is no reaction word",
+        ),
+        pytest.param(
+            "\ncough,class:ace_inhibitors,",
+            "\ncough,class:ace_inhibitorz,",
+            "side effect cough",
+            id="given an unknown concept",
+        ),
+    ],
+)
+def test_a_side_effect_of_an_unknown_reaction_or_concept_is_refused(
+    monkeypatch: pytest.MonkeyPatch, old: str, new: str, refused: str
+) -> None:
+    with pytest.raises(KnowledgeDataError, match=refused):
+        load_edited(monkeypatch, "side_effects.csv", old, new)

@@ -1,0 +1,66 @@
+"""The severe cutaneous adverse reaction (SCAR) an allergy records, in its text ("penicillin -
+SJS", "amoxicillin DRESS") or in its reactions' manifestations. Pure.
+
+After Stevens-Johnson syndrome, toxic epidermal necrolysis, drug reaction with eosinophilia and
+systemic symptoms (DRESS, also called drug-induced hypersensitivity syndrome) or acute
+generalised exanthematous pustulosis (AGEP), the culprit is never given again and a drug
+related to it (of its class or of a cross-reactive class: another beta-lactam after a
+penicillin) needs an allergist's evaluation first: the low-risk and side-chain guidance and the
+graded challenge or test dose it relies on do not apply (Khan DA et al., Drug allergy: a 2022
+practice parameter update, J Allergy Clin Immunol 2022;150:1333-93, sections on severe
+cutaneous adverse reactions).
+
+"TEN" is read in capitals, or as an item of its own ("penicillin - ten", "SJS/TEN"), never as
+the number ("rash ten days after"); "SCAR" in capitals only. A reaction the text denies ("no
+SJS", "not DRESS", "SJS ruled out") is not recorded.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Final
+
+SCAR_SOURCE: Final = (
+    "Khan DA, Banerji A, Blumenthal KG, et al. Drug allergy: a 2022 practice parameter update."
+    " J Allergy Clin Immunol 2022;150(6):1333-1393 (severe cutaneous adverse reactions: no"
+    " re-exposure to the culprit; related drugs only after an allergist's evaluation)"
+)
+
+_NAMED: Final = re.compile(
+    r"\bsjs\b|\bstevens?[\s-]*johnsons?(?:'?s)?(?:\s+syndrome)?\b"
+    r"|\btoxic\s+epidermal\s+necroly[sz]is\b|\blyell'?s?\b"
+    r"|\bdress\b|\bdrug\s+(?:reaction|rash)\s+with\s+eosinophilia\b|\bdihs\b"
+    r"|\bdrug[\s-]+induced\s+hypersensitivity\s+syndrome\b|\bagep\b"
+    r"|\bacute\s+generali[sz]ed\s+exanthematous\s+pustulosis\b"
+    r"|\bsevere\s+cutaneous\s+adverse\s+(?:drug\s+)?reactions?\b"
+    r"|(?:^|(?<=[-:(,;/|]))\s*ten\s*(?=$|[-),;/.|])"
+    r"|史蒂文斯|史-?约综合征|中毒性表皮坏死|表皮坏死松解|药物超敏反应综合征"
+    r"|伴嗜酸性粒细胞增多和系统症状的药物反应|急性泛发性发疹性脓疱病",
+    re.IGNORECASE,
+)
+_CAPITALS: Final = re.compile(r"\b(?:TEN|SCAR)\b")
+_DENIED: Final = re.compile(
+    r"(?:\b(?:no|not|non|without|denies|denied|r/o|ruled\s+out|rule\s+out|negative\s+for)"
+    r"|无|否认|排除)[\s-]*$",
+    re.IGNORECASE,
+)
+_DENIED_AFTER: Final = re.compile(
+    r"\s*(?:was\s+|is\s+)?(?:ruled\s+out|excluded|unlikely|negative)\b", re.IGNORECASE
+)
+
+
+def severe_cutaneous_reaction(*texts: str) -> str | None:
+    """The first severe cutaneous adverse reaction the texts name, as written ("SJS",
+    "Stevens-Johnson syndrome", "DRESS"), or None when they name none."""
+    for text in texts:
+        written = unicodedata.normalize("NFKC", text)
+        found = sorted(
+            (match for pattern in (_NAMED, _CAPITALS) for match in pattern.finditer(written)),
+            key=lambda match: match.start(),
+        )
+        for match in found:
+            denied_before = _DENIED.search(written, 0, match.start()) is not None
+            if not denied_before and _DENIED_AFTER.match(written, match.end()) is None:
+                return match.group().strip()
+    return None

@@ -1,0 +1,103 @@
+"""An allergy whose every recorded reaction is a known side effect of its substance ("codeine -
+nausea", "lisinopril - cough") is an intolerance: one step lower, never dropped."""
+
+from __future__ import annotations
+
+import pytest
+
+from rules.knowledge.bundled import BundledKnowledge
+from rules.knowledge.report import check_drug
+
+
+@pytest.mark.parametrize(
+    ("allergy", "drug", "level", "severity", "side_effect"),
+    [
+        pytest.param(
+            "codeine - nausea", "codeine", "same_ingredient", "warning", "nausea", id="nausea"
+        ),
+        pytest.param(
+            "vancomycin - red man syndrome",
+            "vancomycin 1 g IV",
+            "same_ingredient",
+            "warning",
+            "red man syndrome",
+            id="red man syndrome",
+        ),
+        pytest.param(
+            "vancomycin infusion reaction",
+            "vancomycin",
+            "same_ingredient",
+            "warning",
+            "infusion reaction",
+            id="a vancomycin infusion reaction",
+        ),
+        pytest.param(
+            "morphine - itching", "morphine", "same_ingredient", "warning", "itching", id="itching"
+        ),
+        pytest.param(
+            "lisinopril - cough", "enalapril", "same_class", "warning", "cough", id="ACE cough"
+        ),
+        pytest.param(
+            "statin - myalgia", "atorvastatin", "same_class", "warning", "myalgia", id="myalgia"
+        ),
+        pytest.param(
+            "amoxicillin - diarrhea",
+            "cefadroxil",
+            "partial",
+            "info",
+            "diarrhea",
+            id="a partial cross-reactivity one step lower",
+        ),
+        pytest.param(
+            "codeine - nausea", "fentanyl", "low_risk", "info", "nausea", id="low risk stays info"
+        ),
+        pytest.param(
+            "codeine - nausea", "azithromycin", "none", "none", "nausea", id="unrelated stays none"
+        ),
+    ],
+)
+def test_an_allergy_that_records_only_side_effects_is_an_intolerance_one_step_lower(
+    knowledge: BundledKnowledge,
+    allergy: str,
+    drug: str,
+    level: str,
+    severity: str,
+    side_effect: str,
+) -> None:
+    report = check_drug(knowledge, allergy, drug)
+
+    assert (report["level"], report["severity"], report["side_effect"]) == (
+        level,
+        severity,
+        side_effect,
+    )
+    if level != "none":
+        assert f"the recorded reaction ('{side_effect}') is a known side effect" in str(
+            report["reason"]
+        )
+
+
+@pytest.mark.parametrize(
+    ("allergy", "drug"),
+    [
+        pytest.param("codeine - nausea, hives", "codeine", id="an allergic reaction among them"),
+        pytest.param("penicillin - itching", "amoxicillin", id="itching of a penicillin"),
+        pytest.param("amoxicillin - cough", "amoxicillin", id="cough of a non-ACE inhibitor"),
+        pytest.param("codeine - SJS, nausea", "codeine", id="a severe cutaneous reaction"),
+        pytest.param("penicillin", "amoxicillin", id="no reaction recorded"),
+    ],
+)
+def test_an_allergy_with_any_other_reaction_stays_an_allergy(
+    knowledge: BundledKnowledge, allergy: str, drug: str
+) -> None:
+    report = check_drug(knowledge, allergy, drug)
+
+    assert (report["severity"], report["side_effect"]) == ("critical", None)
+
+
+def test_side_effects_among_the_recorded_reactions_count_as_in_the_text(
+    knowledge: BundledKnowledge,
+) -> None:
+    report = check_drug(knowledge, "lisinopril", "lisinopril", reactions=("Dry cough",))
+
+    assert (report["severity"], report["side_effect"]) == ("warning", "dry cough")
