@@ -11,7 +11,7 @@ from streams.kafka_security import KafkaSecurity
 from streams.keys import SubjectKeys
 from streams.ledger import ErasureLedger
 from streams.sealing import Sealer
-from streams.settings import Settings
+from streams.settings import KAFKA_REQUEST_SECONDS, Settings
 from streams.table_codecs import (
     PartitionProgressTable,
     StoredStateType,
@@ -78,6 +78,7 @@ def create_app(
         consumer_auto_offset_reset="earliest",
         producer_linger=0.005,
         broker_commit_interval=1.0,
+        broker_request_timeout=KAFKA_REQUEST_SECONDS,
         broker_session_timeout=settings.session_timeout_seconds,
         broker_heartbeat_interval=settings.session_timeout_seconds / 4,
         web_enabled=False,
