@@ -58,6 +58,7 @@ from streams.group_access import GroupNotAuthorized, not_authorized
 from streams.json_out import json_line
 from streams.kafka_address import KafkaNotFound
 from streams.kafka_security import KafkaSecurity, KafkaSecurityError, use_kafka_security
+from streams.ports import PortUnavailable
 from streams.schema_registry import RegistryRefused, registry_of
 from streams.settings import Settings
 from streams.signatures import SigningKeyError
@@ -65,7 +66,6 @@ from streams.sink import SinkAlreadyRunning
 from streams.tenants import TenantsFileError
 from streams.topic_reader import TopicMissing, TopicNotAuthorized
 from streams.topics import TopicMismatch, TopicsNotCreated
-from streams.worker_http import PortUnavailable
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 kafka_app = typer.Typer(
@@ -155,9 +155,9 @@ def _named_or_coded(
 def main() -> None:
     """The `uac` command: a broker that is unknown or does not answer, a pipeline whose topics
     do not exist yet, an account the cluster's ACLs refuse (a topic or a consumer group), a
-    worker port that is taken, a tenants file, signing key or drug knowledge data that cannot be
-    used, a local Kafka that cannot be launched, or a file of the source checkout that is not
-    there, is a one-line message and exit code 3, not a traceback."""
+    worker's or sink's HTTP port that is taken, a tenants file, signing key or drug knowledge
+    data that cannot be used, a local Kafka that cannot be launched, or a file of the source
+    checkout that is not there, is a one-line message and exit code 3, not a traceback."""
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
     try:
         app()

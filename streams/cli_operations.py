@@ -34,6 +34,7 @@ from streams.console_text import styled
 from streams.kafka_address import bootstrap_servers
 from streams.lag import GroupLag, pipeline_groups, pipeline_lag
 from streams.log_check import check_log
+from streams.ports import HIGHEST_PORT
 from streams.redrive import NotRedrivable, Redrive, Selection, redrivable, redrive
 from streams.rejudge import WorkersRunning, rejudge
 from streams.rulebook import Rulebook
@@ -76,7 +77,12 @@ def worker(
 
 def sink(
     port: Annotated[
-        int, typer.Option(help="HTTP port for /query, /explain, /health, /metrics (0 = any free).")
+        int,
+        typer.Option(
+            min=0,
+            max=HIGHEST_PORT,
+            help="HTTP port for /query, /explain, /health, /metrics (0 = any free).",
+        ),
     ] = 0,
 ) -> None:
     """Run the ClickHouse sink: accepted events, decisions, alerts, checkpoints -> ClickHouse."""

@@ -1,8 +1,12 @@
 """TCP ports: the ports the settings name, checked when the settings are read, so a port out of
-range is one `invalid setting` line, not a traceback from deep in a client."""
+range is one `invalid setting` line, not a traceback from deep in a client; and the HTTP ports
+the worker and the sink listen on, taken before either starts, so a port in use is one line too
+(`failed: sink HTTP port 127.0.0.1:8080: Address already in use`, exit 3)."""
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -10,6 +14,20 @@ LOWEST_PORT: Final = 1
 """Port 0 asks the operating system for any free port when listening, and reaches nothing when
 connecting: no setting takes it (the sink's `--port 0` is an option, not a setting)."""
 HIGHEST_PORT: Final = 65535
+
+
+class PortUnavailable(OSError):
+    """A process's HTTP port cannot be listened on (in use, or not allowed)."""
+
+
+def listen(host: str, port: int, what: str) -> socket.socket:
+    """A socket listening on `host:port`, or PortUnavailable naming `what` listens there and
+    why it cannot (`sink HTTP port 127.0.0.1:8080: Address already in use`)."""
+    try:
+        return socket.create_server((host, port))
+    except OSError as error:
+        why = os.strerror(error.errno) if error.errno else str(error)
+        raise PortUnavailable(f"{what} port {host}:{port}: {why}") from None
 
 
 def port_problem(port: int | str) -> str | None:
