@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from streams.cli import app
+from streams.cli_app import app
 from streams.ports import PortUnavailable
 from streams.query_clients import sink_record_path
 from streams.settings import Settings

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from streams.app import create_app
-from streams.cli import app
+from streams.cli_app import app
 from streams.keys import FileKeyStore
 from streams.ledger import ErasureLedger
 from streams.settings import KAFKA_REQUEST_SECONDS, Settings
