@@ -19,14 +19,15 @@ from streams.table_codecs import (
     SubjectTable,
     register_table_codecs,
 )
-from streams.topics import STATE_MESSAGE_BYTES, STATE_REQUEST_BYTES, Topics, TopicSpec
+from streams.topics import (
+    PRODUCER_BATCH_BYTES,
+    STATE_MESSAGE_BYTES,
+    STATE_REQUEST_BYTES,
+    Topics,
+    TopicSpec,
+)
 
 STATE_TABLE = "user-state"
-PRODUCER_BATCH_BYTES = 256 * 1024
-"""Room in one record batch (Faust's default is 16 KiB): a processed batch's outputs go out as
-one record batch per partition (`streams.record_batches`), and below about 128 KiB the cost per
-batch dominates (24 µs of CPU per 500-byte record at 16 KiB, 8 µs at 128 KiB and above). Well
-under the brokers' default limit of a record batch (1 MiB)."""
 PROGRESS_TABLE = "events-progress"
 STATE_TABLE_CONFIGS = {"max.message.bytes": str(STATE_MESSAGE_BYTES)}
 
