@@ -91,18 +91,24 @@ def alerts(
         bool, typer.Option("--json", help="One JSON alert per line (= --format json).")
     ] = False,
     output: Annotated[
-        AlertFormat,
+        AlertFormat | None,
         typer.Option(
             "--format",
-            help="table; json (one alert per line); fhir (a Bundle of DetectedIssue resources, "
-            "with --follow one DetectedIssue per line).",
+            help="table (the default); json (one alert per line); fhir (a Bundle of "
+            "DetectedIssue resources, with --follow one DetectedIssue per line).",
+            show_default=False,
         ),
-    ] = AlertFormat.TABLE,
+    ] = None,
 ) -> None:
     """Print the alerts topic (every lifecycle record), optionally following it."""
+    if as_json and output not in (None, AlertFormat.JSON):
+        raise typer.BadParameter(
+            f"not with --format {output} (--json is --format json)", param_hint="--json"
+        )
     settings = Settings()
     bootstrap, topic = bootstrap_servers(settings), topics_of(settings).alerts
-    sealer, output = sealer_of(settings), AlertFormat.JSON if as_json else output
+    sealer = sealer_of(settings)
+    output = AlertFormat.JSON if as_json else output or AlertFormat.TABLE
     if not follow:
         records = asyncio.run(read_topic(bootstrap, topic))
         print_alerts(readable_alerts(records, sealer), out, output)
