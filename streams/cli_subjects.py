@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from projections.document import CorruptCheckpoint, plain, state_from_checkpoint, state_hash
+from projections.gate import TenantPolicy
 from projections.reads import DEFAULT_PURPOSE, readable_document, readable_document_as_of
 from projections.secrets import secrets_in_text
 from projections.state import UserState, initial_state
@@ -25,6 +26,7 @@ from streams.alert_output import (
     print_alerts,
     readable_alerts,
 )
+from streams.analytics import unknown_tenant
 from streams.audit import publish_read, read_record, reader_identity
 from streams.cli_common import (
     EXIT_FAILED,
@@ -165,6 +167,15 @@ def _audit(
     asyncio.run(publish_read(bootstrap_servers(settings), topics_of(settings).audit, record))
 
 
+def _tenant_policy(settings: Settings, tenant: str) -> TenantPolicy:
+    """The tenant's policy in the tenants file; a tenant it does not name is refused (exit 2)
+    before anything is read, as `uac query` refuses it."""
+    policy = gate_policy_of(settings).tenants.get(tenant)
+    if policy is None:
+        raise read_failed(unknown_tenant(tenant))
+    return policy
+
+
 def state(
     tenant: Annotated[str, typer.Option("--tenant", help="Tenant id.")],
     subject: Annotated[str, typer.Option("--subject", help="Subject id.")],
@@ -197,12 +208,12 @@ def state(
         raise typer.BadParameter("needs --as-of (the valid time to show)", param_hint="--known-at")
     valid_time, recorded_by = utc_time(as_of, "--as-of"), utc_time(known_at, "--known-at")
     settings = Settings()
+    tenant_policy = _tenant_policy(settings, tenant)
     subject_state = _subject_state(settings, f"{tenant}:{subject}")
     _audit(settings, tenant, subject, actor, purpose, "state")
     if subject_state is None:
         err.print(f"no state for {tenant}:{subject}")
         raise typer.Exit(code=4)
-    tenant_policy = gate_policy_of(settings).tenants.get(tenant)
     now = datetime.now(UTC)
     document = (
         readable_document(subject_state, purpose, tenant_policy, read_at=now)
@@ -231,6 +242,7 @@ def export(
 ) -> None:
     """Everything held about one subject (a data-subject access request), with provenance."""
     settings = Settings()
+    _tenant_policy(settings, tenant)
     key = f"{tenant}:{subject}"
     found = _subject_state(settings, key)
     _audit(settings, tenant, subject, actor, "subject_access", "export")
