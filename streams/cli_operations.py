@@ -53,18 +53,29 @@ def kafka_start() -> None:
 
 
 def kafka_stop() -> None:
-    """Stop the local broker this project started (by its recorded PID)."""
+    """Stop the local broker this project started (by its recorded PID), and wait until its
+    process has exited."""
     stopped = local_kafka.stop(Settings().kafka_state_dir)
     out.print("Kafka stopped" if stopped else "Kafka was not running")
 
 
 def kafka_status() -> None:
-    """Show whether the local broker runs, and where."""
-    broker = local_kafka.status(Settings().kafka_state_dir)
-    if broker is None:
+    """Show whether the local broker runs, and where (exit 3 when it does not)."""
+    state_dir = Settings().kafka_state_dir
+    broker = local_kafka.status(state_dir)
+    if broker is not None:
+        out.print(f"Kafka running at {broker.bootstrap} (pid {broker.pid}, log {broker.log_file})")
+        return
+    stale = local_kafka.stale_record(state_dir)
+    if stale is None:
         out.print("Kafka is not running")
-        raise typer.Exit(code=3)
-    out.print(f"Kafka running at {broker.bootstrap} (pid {broker.pid}, log {broker.log_file})")
+    else:
+        out.print(
+            f"Kafka is not running: the broker recorded in {kafka_config.record_path(stale.state_dir)} "
+            f"(pid {stale.pid}, port {stale.port}) is no longer running; the record is stale "
+            "(`uac kafka start` replaces it, `uac kafka stop` removes it)"
+        )
+    raise typer.Exit(code=3)
 
 
 def worker(
