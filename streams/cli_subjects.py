@@ -44,6 +44,7 @@ from streams.cli_common import (
     utc_time,
 )
 from streams.console_text import styled
+from streams.explanation_view import explanation_view
 from streams.export import erasure_receipts, export_document, write_csv, write_json
 from streams.json_out import json_line
 from streams.kafka_address import bootstrap_servers
@@ -54,6 +55,7 @@ from streams.rebuild import checkpoint_of_subject
 from streams.result_view import result_view
 from streams.sealing import readable
 from streams.settings import Settings
+from streams.state_view import state_view
 from streams.tenants import gate_policy_of
 from streams.topic_reader import follow_topic, read_topic
 
@@ -226,7 +228,7 @@ def state(
     if as_json:
         out.out(json_line(document), highlight=False)
     else:
-        out.print_json(data=document)
+        out.print(state_view(document))
 
 
 def export(
@@ -334,4 +336,4 @@ def explain(
     if as_json:
         out.out(json_line(chain, default=str), highlight=False)
     else:
-        out.print_json(data=chain, default=str)
+        out.print(explanation_view(chain))
