@@ -182,8 +182,13 @@ def exempt_purposes_of(tenant: str | None, exempt: Mapping[str, frozenset[str]])
     if tenant is None or not tenant.strip():
         return frozenset()
     if tenant not in exempt:
-        raise UnknownTenant(f"unknown tenant {tenant!r}: it is not in the tenants file")
+        raise unknown_tenant(tenant)
     return exempt[tenant]
+
+
+def unknown_tenant(tenant: str) -> UnknownTenant:
+    """The refusal of a read for a tenant the tenants file does not name."""
+    return UnknownTenant(f"unknown tenant {tenant!r}: it is not in the tenants file")
 
 
 class QueryFailed(RuntimeError):

@@ -11,7 +11,7 @@ from streams.kafka_security import KafkaSecurity
 from streams.keys import SubjectKeys
 from streams.ledger import ErasureLedger
 from streams.sealing import Sealer
-from streams.settings import Settings
+from streams.settings import KAFKA_REQUEST_SECONDS, Settings
 from streams.table_codecs import (
     PartitionProgressTable,
     StoredStateType,
@@ -19,14 +19,15 @@ from streams.table_codecs import (
     SubjectTable,
     register_table_codecs,
 )
-from streams.topics import STATE_MESSAGE_BYTES, STATE_REQUEST_BYTES, Topics, TopicSpec
+from streams.topics import (
+    PRODUCER_BATCH_BYTES,
+    STATE_MESSAGE_BYTES,
+    STATE_REQUEST_BYTES,
+    Topics,
+    TopicSpec,
+)
 
 STATE_TABLE = "user-state"
-PRODUCER_BATCH_BYTES = 256 * 1024
-"""Room in one record batch (Faust's default is 16 KiB): a processed batch's outputs go out as
-one record batch per partition (`streams.record_batches`), and below about 128 KiB the cost per
-batch dominates (24 µs of CPU per 500-byte record at 16 KiB, 8 µs at 128 KiB and above). Well
-under the brokers' default limit of a record batch (1 MiB)."""
 PROGRESS_TABLE = "events-progress"
 STATE_TABLE_CONFIGS = {"max.message.bytes": str(STATE_MESSAGE_BYTES)}
 
@@ -78,6 +79,7 @@ def create_app(
         consumer_auto_offset_reset="earliest",
         producer_linger=0.005,
         broker_commit_interval=1.0,
+        broker_request_timeout=KAFKA_REQUEST_SECONDS,
         broker_session_timeout=settings.session_timeout_seconds,
         broker_heartbeat_interval=settings.session_timeout_seconds / 4,
         web_enabled=False,

@@ -34,6 +34,7 @@ from streams.console_text import styled
 from streams.kafka_address import bootstrap_servers
 from streams.lag import GroupLag, pipeline_groups, pipeline_lag
 from streams.log_check import check_log
+from streams.ports import HIGHEST_PORT
 from streams.redrive import NotRedrivable, Redrive, Selection, redrivable, redrive
 from streams.rejudge import WorkersRunning, rejudge
 from streams.rulebook import Rulebook
@@ -52,18 +53,29 @@ def kafka_start() -> None:
 
 
 def kafka_stop() -> None:
-    """Stop the local broker this project started (by its recorded PID)."""
+    """Stop the local broker this project started (by its recorded PID), and wait until its
+    process has exited."""
     stopped = local_kafka.stop(Settings().kafka_state_dir)
     out.print("Kafka stopped" if stopped else "Kafka was not running")
 
 
 def kafka_status() -> None:
-    """Show whether the local broker runs, and where."""
-    broker = local_kafka.status(Settings().kafka_state_dir)
-    if broker is None:
+    """Show whether the local broker runs, and where (exit 3 when it does not)."""
+    state_dir = Settings().kafka_state_dir
+    broker = local_kafka.status(state_dir)
+    if broker is not None:
+        out.print(f"Kafka running at {broker.bootstrap} (pid {broker.pid}, log {broker.log_file})")
+        return
+    stale = local_kafka.stale_record(state_dir)
+    if stale is None:
         out.print("Kafka is not running")
-        raise typer.Exit(code=3)
-    out.print(f"Kafka running at {broker.bootstrap} (pid {broker.pid}, log {broker.log_file})")
+    else:
+        out.print(
+            f"Kafka is not running: the broker recorded in {kafka_config.record_path(stale.state_dir)} "
+            f"(pid {stale.pid}, port {stale.port}) is no longer running; the record is stale "
+            "(`uac kafka start` replaces it, `uac kafka stop` removes it)"
+        )
+    raise typer.Exit(code=3)
 
 
 def worker(
@@ -76,7 +88,12 @@ def worker(
 
 def sink(
     port: Annotated[
-        int, typer.Option(help="HTTP port for /query, /explain, /health, /metrics (0 = any free).")
+        int,
+        typer.Option(
+            min=0,
+            max=HIGHEST_PORT,
+            help="HTTP port for /query, /explain, /health, /metrics (0 = any free).",
+        ),
     ] = 0,
 ) -> None:
     """Run the ClickHouse sink: accepted events, decisions, alerts, checkpoints -> ClickHouse."""

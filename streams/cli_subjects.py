@@ -27,6 +27,7 @@ from streams.alert_output import (
     print_alerts,
     readable_alerts,
 )
+from streams.analytics import unknown_tenant
 from streams.audit import publish_read, read_record, reader_identity
 from streams.cli_common import (
     EXIT_FAILED,
@@ -44,6 +45,7 @@ from streams.cli_common import (
     utc_time,
 )
 from streams.console_text import styled
+from streams.explanation_view import explanation_view
 from streams.export import erasure_receipts, export_document, write_csv, write_json
 from streams.json_out import json_line
 from streams.kafka_address import bootstrap_servers
@@ -55,6 +57,7 @@ from streams.result_view import result_view
 from streams.sealing import Sealer, readable
 from streams.settings import Settings
 from streams.signatures import Signer
+from streams.state_view import state_view
 from streams.tenants import gate_policy_of
 from streams.topic_reader import follow_topic, read_topic
 
@@ -97,23 +100,29 @@ def alerts(
         bool, typer.Option("--json", help="One JSON alert per line (= --format json).")
     ] = False,
     output: Annotated[
-        AlertFormat,
+        AlertFormat | None,
         typer.Option(
             "--format",
-            help="table; json (one alert per line); fhir (a Bundle of DetectedIssue resources, "
-            "with --follow one DetectedIssue per line).",
+            help="table (the default); json (one alert per line); fhir (a Bundle of "
+            "DetectedIssue resources, with --follow one DetectedIssue per line).",
+            show_default=False,
         ),
-    ] = AlertFormat.TABLE,
+    ] = None,
 ) -> None:
     """Print one tenant's alert lifecycle records from the alerts topic, optionally following
     it (audited; alerts are health data, read for a purpose the tenant may use them for)."""
+    if as_json and output not in (None, AlertFormat.JSON):
+        raise typer.BadParameter(
+            f"not with --format {output} (--json is --format json)", param_hint="--json"
+        )
     settings = Settings()
     refusal = _alerts_refusal(gate_policy_of(settings).tenants.get(tenant), tenant, purpose)
     if refusal is not None:
         err.print(f"refused: {refusal}")
         raise typer.Exit(code=2)
     bootstrap, topic = bootstrap_servers(settings), topics_of(settings).alerts
-    sealer, output = sealer_of(settings), AlertFormat.JSON if as_json else output
+    sealer = sealer_of(settings)
+    output = AlertFormat.JSON if as_json else output or AlertFormat.TABLE
     if not follow:
         records = asyncio.run(read_topic(bootstrap, topic))
         _audit(settings, tenant, None, actor, purpose, "alerts")
@@ -197,6 +206,15 @@ def _audit(
     asyncio.run(publish_read(bootstrap_servers(settings), topics_of(settings).audit, record))
 
 
+def _tenant_policy(settings: Settings, tenant: str) -> TenantPolicy:
+    """The tenant's policy in the tenants file; a tenant it does not name is refused (exit 2)
+    before anything is read, as `uac query` refuses it."""
+    policy = gate_policy_of(settings).tenants.get(tenant)
+    if policy is None:
+        raise read_failed(unknown_tenant(tenant))
+    return policy
+
+
 def state(
     tenant: Annotated[str, typer.Option("--tenant", help="Tenant id.")],
     subject: Annotated[str, typer.Option("--subject", help="Subject id.")],
@@ -229,12 +247,12 @@ def state(
         raise typer.BadParameter("needs --as-of (the valid time to show)", param_hint="--known-at")
     valid_time, recorded_by = utc_time(as_of, "--as-of"), utc_time(known_at, "--known-at")
     settings = Settings()
+    tenant_policy = _tenant_policy(settings, tenant)
     subject_state = _subject_state(settings, f"{tenant}:{subject}")
     _audit(settings, tenant, subject, actor, purpose, "state")
     if subject_state is None:
         err.print(f"no state for {tenant}:{subject}")
         raise typer.Exit(code=4)
-    tenant_policy = gate_policy_of(settings).tenants.get(tenant)
     now = datetime.now(UTC)
     document = (
         readable_document(subject_state, purpose, tenant_policy, read_at=now)
@@ -247,7 +265,7 @@ def state(
     if as_json:
         out.out(json_line(document), highlight=False)
     else:
-        out.print_json(data=document)
+        out.print(state_view(document))
 
 
 def export(
@@ -263,6 +281,7 @@ def export(
 ) -> None:
     """Everything held about one subject (a data-subject access request), with provenance."""
     settings = Settings()
+    _tenant_policy(settings, tenant)
     key = f"{tenant}:{subject}"
     found = _subject_state(settings, key)
     _audit(settings, tenant, subject, actor, "subject_access", "export")
@@ -378,4 +397,4 @@ def explain(
     if as_json:
         out.out(json_line(chain, default=str), highlight=False)
     else:
-        out.print_json(data=chain, default=str)
+        out.print(explanation_view(chain))

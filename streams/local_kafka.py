@@ -50,6 +50,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
@@ -94,6 +95,9 @@ FORMAT_TIMEOUT_S = 120.0
 PROBE_TIMEOUT_S = 5.0
 POLL_INTERVAL_S = 0.25
 KILL_WAIT_S = 10.0
+REAP_WAIT_S = 5.0
+"""How long `stop` waits, once the broker has exited, for its PID to be collected by the
+process's parent (the system, for a broker a `uac kafka start` launched)."""
 
 
 # Brokers launched by this Python process, kept so that stop() can reap them
@@ -178,28 +182,75 @@ def _reap_if_child(pid: int, timeout: float = 2.0) -> None:
             process.wait(timeout)
 
 
-def _wait_until_gone(pid: int, state_dir: Path, timeout: float) -> bool:
-    """Wait for the broker to exit; reap it if it is our child (no zombie left)."""
+class ProcessState(StrEnum):
+    """What is left of a broker process `stop` signalled."""
+
+    RUNNING = "running"
+    EXITED = "exited"
+    """Every thread has exited; the PID stays until the process's parent collects it."""
+    GONE = "gone"
+    """No such process, or the PID now names a process started at another time."""
+
+
+def _start_time(pid: int) -> str | None:
+    """When process `pid` started (clock ticks after boot, `/proc/<pid>/stat`), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[19]
+
+
+def _process_state(pid: int, started: str | None) -> ProcessState:
+    """Whether process `pid`, started at `started`, still runs a thread: the JVM's main thread
+    exits first, and its other threads go on closing files and sockets (the broker's port
+    too) for a moment."""
+    if started is None or _start_time(pid) != started:
+        return ProcessState.GONE
+    for task in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            thread_state = task.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if thread_state.rpartition(")")[2].split()[0] not in ("Z", "X"):
+            return ProcessState.RUNNING
+    return ProcessState.GONE if _start_time(pid) != started else ProcessState.EXITED
+
+
+def _wait_until_exited(pid: int, started: str | None, timeout: float) -> bool:
+    """Wait up to `timeout` until no thread of the process runs (False if one still does);
+    then up to REAP_WAIT_S for its PID to go, collected by its parent (this process when it
+    started the broker: reaped here; else the system), so that no listing shows it once the
+    broker is reported stopped."""
     deadline = time.monotonic() + timeout
-    while True:
-        if not _is_our_broker(pid, state_dir):
-            _reap_if_child(pid)
-            return True
+    while _process_state(pid, started) is ProcessState.RUNNING:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.1)
+    _reap_if_child(pid)
+    collected_by = time.monotonic() + REAP_WAIT_S
+    while _process_state(pid, started) is ProcessState.EXITED:
+        if time.monotonic() >= collected_by:
+            break
+        time.sleep(0.1)
+    return True
 
 
-def _terminate(pid: int, state_dir: Path, timeout: float) -> None:
-    """SIGTERM the broker, then SIGKILL it if it is still running after ``timeout``."""
+def _terminate(pid: int, timeout: float) -> None:
+    """SIGTERM the broker and wait until it has exited; SIGKILL it if a thread of it still
+    runs after ``timeout``. The process is pinned by its start time, so a PID the system has
+    since given to another process is never signalled."""
+    started = _start_time(pid)
+    if started is None:
+        return
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
-    if _wait_until_gone(pid, state_dir, timeout):
+    if _wait_until_exited(pid, started, timeout):
         return
-    if _is_our_broker(pid, state_dir):
+    if _process_state(pid, started) is ProcessState.RUNNING:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    if not _wait_until_gone(pid, state_dir, KILL_WAIT_S):
+    if not _wait_until_exited(pid, started, KILL_WAIT_S):
         raise KafkaLauncherError(f"Kafka broker pid {pid} survived SIGKILL")
 
 
@@ -437,6 +488,17 @@ def status(state_dir: Path) -> BrokerInfo | None:
     return info
 
 
+def stale_record(state_dir: Path) -> BrokerInfo | None:
+    """The broker ``broker.json`` records when that process no longer runs (killed, or the
+    machine restarted): a stale record, which :func:`start` replaces and :func:`stop` removes.
+    None when there is no record or its broker runs. Read-only."""
+    state_dir = state_dir.resolve()
+    info = _read_record(state_dir)
+    if info is None or _is_our_broker(info.pid, state_dir):
+        return None
+    return info
+
+
 def _existing_broker(state_dir: Path, timeout: float) -> BrokerInfo | None:
     """The recorded broker if it is alive (waiting for it to answer); clears a stale record."""
     info = _read_record(state_dir)
@@ -576,7 +638,7 @@ def stop(state_dir: Path, timeout: float = 30.0) -> bool:
                 _reap_if_child(info.pid)
             _remove_record(state_dir)
             return False
-        _terminate(info.pid, state_dir, timeout)
+        _terminate(info.pid, timeout)
         _remove_record(state_dir)
         return True
 

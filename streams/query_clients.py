@@ -23,6 +23,7 @@ from projections.gate import GatePolicy
 from streams.alert_lineage import AlertNotFound, explain
 from streams.analytics import (
     DEFAULT_EXEMPT_PURPOSES,
+    QUERY_SETTINGS,
     QueryFailed,
     QueryResult,
     TenantRequired,
@@ -37,6 +38,17 @@ from streams.sql_guard import QueryRefused
 from streams.tenants import load_gate_policy
 
 SINK_RECORD: Final = "sink.json"
+ANSWER_MARGIN_SECONDS: Final = 30.0
+"""Besides the engine's time: the read's audit row, the HTTP round trip, a busy machine."""
+
+
+def sink_answer_seconds() -> float:
+    """How long a command waits for the sink to answer a read: the engine stops a read's check
+    (the analyzer's, which evaluates scalar subqueries) and then its run each at the query time
+    limit (`max_execution_time`), so a read that runs too long comes back with the engine's
+    `Timeout exceeded` well before this; only a sink that does not answer at all is reported as
+    such (`did not answer: timed out`)."""
+    return 2 * float(QUERY_SETTINGS["max_execution_time"]) + ANSWER_MARGIN_SECONDS
 
 
 class SinkUnavailable(RuntimeError):
@@ -108,9 +120,11 @@ _REMOTE_ERRORS: Final[dict[str, type[Exception]]] = {
 }
 
 
-def _post(address: SinkAddress, path: str, body: dict[str, Any], timeout: float) -> Any:
-    """POST a JSON body to the sink and return its JSON answer (errors re-raised as ours)."""
-    connection = http.client.HTTPConnection(address.host, address.port, timeout=timeout)
+def _post(address: SinkAddress, path: str, body: dict[str, Any], timeout: float | None) -> Any:
+    """POST a JSON body to the sink and return its JSON answer (errors re-raised as ours),
+    waiting `timeout` seconds for it (None: `sink_answer_seconds()`)."""
+    wait = sink_answer_seconds() if timeout is None else timeout
+    connection = http.client.HTTPConnection(address.host, address.port, timeout=wait)
     try:
         payload = json.dumps(body).encode("utf-8")
         headers = {
@@ -137,7 +151,7 @@ def post_query(
     purpose: str | None = None,
     *,
     actor: str | None = None,
-    timeout: float = 60.0,
+    timeout: float | None = None,
 ) -> QueryResult:
     """POST the query to a sink's `/query` and return its result."""
     body = _read_request({"sql": sql}, tenant, purpose, actor)
@@ -151,7 +165,7 @@ def post_explain(
     purpose: str | None = None,
     *,
     actor: str | None = None,
-    timeout: float = 60.0,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
     """POST an alert id to a sink's `/explain` and return the explanation."""
     body = _read_request({"alert_id": alert_id}, tenant, purpose, actor)

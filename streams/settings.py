@@ -4,13 +4,21 @@ a local Kafka started by `uac kafka start`, in-process ClickHouse (chDB) under `
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from projections.gate import DEFAULT_MAX_EVENT_BYTES
 from streams.checkout import in_checkout
+from streams.ports import bootstrap_port_problems, port_problem, url_port_problem
+
+KAFKA_REQUEST_SECONDS: Final = 90.0
+"""How long the worker's Kafka client waits for any answer of the broker (Faust's default,
+passed to it explicitly): Faust refuses a consumer session longer than it."""
+SHORTEST_SESSION_SECONDS: Final = 6.0
+"""Kafka's default `group.min.session.timeout.ms`: a broker refuses a shorter session
+(InvalidSessionTimeoutError), and a worker asking for one logs it once and never joins."""
 
 
 class Settings(BaseSettings):
@@ -95,10 +103,14 @@ class Settings(BaseSettings):
     sink_batch_rows: int = Field(default=10_000, ge=1)
     sink_batch_seconds: float = Field(default=1.0, gt=0)
     session_timeout_seconds: float = Field(
-        default=10.0, gt=1, description="How soon a dead worker's partitions move to another."
+        default=10.0,
+        description="How soon a dead worker's partitions move to another: from "
+        "SHORTEST_SESSION_SECONDS to KAFKA_REQUEST_SECONDS.",
     )
     worker_metrics_port: int | None = Field(
-        default=None, description="Serve the worker's /metrics and /health on this port."
+        default=None,
+        description="Serve the worker's /metrics and /health on this port (1-65535; port 0, "
+        "any free port, would leave probes and scrapers nothing to find).",
     )
     worker_metrics_host: str = Field(
         default="127.0.0.1",
@@ -122,6 +134,41 @@ class Settings(BaseSettings):
         description="Most encoded event bytes one subject's history may hold; further events "
         "are quarantined as subject_history_full (a checkpoint is one bounded Kafka record).",
     )
+
+    @field_validator("session_timeout_seconds")
+    @classmethod
+    def _session_within_requests(cls, seconds: float) -> float:
+        if not SHORTEST_SESSION_SECONDS <= seconds <= KAFKA_REQUEST_SECONDS:
+            raise ValueError(
+                f"{seconds:g} is out of range: from {SHORTEST_SESSION_SECONDS:g} (the shortest "
+                f"session Kafka brokers accept by default) to {KAFKA_REQUEST_SECONDS:g} seconds "
+                "(the worker's Kafka request timeout, which a session may not outlast)"
+            )
+        return seconds
+
+    @field_validator("worker_metrics_port")
+    @classmethod
+    def _a_port(cls, port: int | None) -> int | None:
+        problem = None if port is None else port_problem(port)
+        if problem is not None:
+            raise ValueError(problem)
+        return port
+
+    @field_validator("kafka_bootstrap")
+    @classmethod
+    def _bootstrap_ports(cls, bootstrap: str | None) -> str | None:
+        problems = [] if bootstrap is None else bootstrap_port_problems(bootstrap)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return bootstrap
+
+    @field_validator("clickhouse_url", "schema_registry_url")
+    @classmethod
+    def _url_port(cls, url: str | None) -> str | None:
+        problem = None if url is None else url_port_problem(url)
+        if problem is not None:
+            raise ValueError(problem)
+        return url
 
     @model_validator(mode="after")
     def _sasl_needs_credentials(self) -> Settings:

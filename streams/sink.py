@@ -52,6 +52,7 @@ import logging
 import os
 import secrets
 import signal
+import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -88,6 +89,7 @@ from streams.kafka_security import kafka_options
 from streams.keys import FileKeyStore, SubjectErased
 from streams.ledger import ErasureLedger, follow_ledger, load_ledger
 from streams.log_repeats import LOG_FORMAT, hold_back_repeats
+from streams.ports import listen
 from streams.private_files import write_private
 from streams.rows import (
     COLUMNS,
@@ -175,6 +177,7 @@ class Sink:
         self._query_client: Client | None = None
         self._inserter: Inserter | None = None
         self._runner: web.AppRunner | None = None
+        self._listening: socket.socket | None = None
         self._port: int | None = None
         self._read_token = secrets.token_urlsafe(32)
         self._reads = ReadEndpoints(
@@ -195,12 +198,14 @@ class Sink:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Create or check the topics (as the worker does, so either may start first), load
-        the erasure ledger, open ClickHouse (applying the schema), the HTTP server and the
-        consumer, and follow the ledger."""
+        """Take the HTTP port (PortUnavailable before anything else if it cannot), create or
+        check the topics (as the worker does, so either may start first), load the erasure
+        ledger, open ClickHouse (applying the schema), the HTTP server and the consumer, and
+        follow the ledger."""
         other = query_clients.running_sink(self.settings.home)
         if other is not None and other.pid != os.getpid():
             raise SinkAlreadyRunning(f"sink pid {other.pid} already runs for {self.settings.home}")
+        self._listening = listening = listen(HOST, self._http_port, "sink HTTP")
         try:
             self._tenants = TenantsWatch(self.settings, tenants_policy_of(self.settings))
             await ensure_topics(
@@ -216,7 +221,7 @@ class Sink:
             self._query_client = await asyncio.to_thread(connect, self.settings)
             factory = self._inserter_factory
             self._inserter = factory(self._client) if factory else self._client
-            await self._start_http()
+            await self._start_http(listening)
             await self._start_consumer()
             self._ledger_stop = asyncio.Event()
             self._ledger_task = asyncio.create_task(self._follow_ledger())
@@ -236,6 +241,9 @@ class Sink:
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()
+        if self._listening is not None:
+            listening, self._listening = self._listening, None
+            listening.close()
         for client in (self._query_client, self._client):
             if client is not None:
                 await asyncio.to_thread(client.close)
@@ -531,7 +539,7 @@ class Sink:
 
     # -- HTTP -----------------------------------------------------------------------------------
 
-    async def _start_http(self) -> None:
+    async def _start_http(self, listening: socket.socket) -> None:
         app = web.Application()
         app.router.add_get("/health", self._health)
         app.router.add_get("/metrics", self._metrics)
@@ -539,8 +547,7 @@ class Sink:
         runner = web.AppRunner(app, access_log=None)
         self._runner = runner
         await runner.setup()
-        site = web.TCPSite(runner, HOST, self._http_port)
-        await site.start()
+        await web.SockSite(runner, listening).start()
         self._port = int(runner.addresses[0][1])
 
     async def _health(self, _request: web.Request) -> web.Response:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -23,6 +24,15 @@ claims). The state table's changelog gets the same limit, though its records sta
 `table_codecs.SEGMENT_BYTES`. Producers and consumers are sized to match
 (`STATE_REQUEST_BYTES`, with room for the request around it)."""
 STATE_REQUEST_BYTES = STATE_MESSAGE_BYTES + 64 * 1024
+PRODUCER_BATCH_BYTES = 256 * 1024
+"""Room in one record batch of the worker (Faust's default is 16 KiB): a processed batch's
+outputs go out as one record batch per partition (`streams.record_batches`), and below about
+128 KiB the cost per batch dominates (24 µs of CPU per 500-byte record at 16 KiB, 8 µs at 128
+KiB and above). Well under the brokers' default limit of a record batch (1 MiB); a topic the
+worker writes whose `max.message.bytes` is below it is refused at start."""
+CLIENT_BATCH_BYTES = 16 * 1024
+"""aiokafka's default record batch: the most the commands' own producers (read audits, the
+rulebook) send to a topic at once."""
 DURABLE_REPLICAS = 3
 log = logging.getLogger(__name__)
 
@@ -32,10 +42,41 @@ class TopicSpec:
     name: str
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)
+    largest_batch: int = PRODUCER_BATCH_BYTES
+    """The largest record batch UaC writes to the topic: its `max.message.bytes` (Kafka's limit
+    of a record batch) must be at least this, or the topic's own setting when UaC sets one."""
 
     @property
     def cleanup_policy(self) -> str:
         return self.configs.get("cleanup.policy", "delete")
+
+    @property
+    def needed_message_bytes(self) -> int:
+        return max(self.largest_batch, int(self.configs.get("max.message.bytes", "0")))
+
+    def config_problems(self, found: Mapping[str, str]) -> list[str]:
+        """What in the topic's effective configs `found` (as the broker describes them) breaks
+        what UaC needs of it: another cleanup policy, a retention that deletes records UaC keeps
+        forever, a record batch limit below what UaC writes there."""
+        problems = []
+        policy = found.get("cleanup.policy")
+        if policy != self.cleanup_policy:
+            problems.append(
+                f"{self.name} has cleanup.policy={policy}, UaC needs {self.cleanup_policy}"
+            )
+        for setting in ("retention.ms", "retention.bytes"):
+            if self.configs.get(setting) == FOREVER and found.get(setting) != FOREVER:
+                problems.append(
+                    f"{self.name} has {setting}={found.get(setting)}, UaC needs {FOREVER} "
+                    "(its records are kept forever)"
+                )
+        limit = found.get("max.message.bytes")
+        if limit is None or int(limit) < self.needed_message_bytes:
+            problems.append(
+                f"{self.name} has max.message.bytes={limit}, UaC needs at least "
+                f"{self.needed_message_bytes} (the largest record batch it writes there)"
+            )
+        return problems
 
     def described(self) -> str:
         configs = ", ".join(f"{name}={value}" for name, value in sorted(self.configs.items()))
@@ -104,13 +145,13 @@ class Topics:
                 {"cleanup.policy": "compact", "max.message.bytes": str(STATE_MESSAGE_BYTES)},
             ),
             TopicSpec(self.erasures, 1, {"cleanup.policy": "compact"}),
-            TopicSpec(self.audit, 1, keep),
-            TopicSpec(self.rulebook, 1, {"cleanup.policy": "compact"}),
+            TopicSpec(self.audit, 1, keep, CLIENT_BATCH_BYTES),
+            TopicSpec(self.rulebook, 1, {"cleanup.policy": "compact"}, CLIENT_BATCH_BYTES),
         )
 
 
 class TopicMismatch(RuntimeError):
-    """An existing topic does not have the partitions or cleanup policy UaC needs."""
+    """An existing topic does not have the partitions or configs UaC needs."""
 
 
 class TopicsNotCreated(RuntimeError):
@@ -212,7 +253,7 @@ async def _check(
 ) -> None:
     described = {d["topic"]: d for d in await admin.describe_topics([s.name for s in specs])}
     resources = [ConfigResource(ConfigResourceType.TOPIC, s.name) for s in specs]
-    policies = _cleanup_policies(await admin.describe_configs(resources))
+    configs = _topic_configs(await admin.describe_configs(resources))
     problems = []
     for spec in specs:
         partitions = described[spec.name]["partitions"]
@@ -220,11 +261,7 @@ async def _check(
             problems.append(
                 f"{spec.name} has {len(partitions)} partitions, UaC needs {spec.partitions}"
             )
-        policy = policies.get(spec.name)
-        if policy != spec.cleanup_policy:
-            problems.append(
-                f"{spec.name} has cleanup.policy={policy}, UaC needs {spec.cleanup_policy}"
-            )
+        problems.extend(spec.config_problems(configs.get(spec.name, {})))
         fewest = min(len(partition["replicas"]) for partition in partitions)
         if fewest < copies.factor:
             problem = f"{spec.name} has replication factor {fewest}, UaC needs {copies.factor}"
@@ -235,16 +272,16 @@ async def _check(
     if problems:
         raise TopicMismatch(
             "existing topics do not match this configuration (set UAC_PARTITIONS / "
-            "UAC_TOPIC_PREFIX to match, or recreate them): " + "; ".join(problems)
+            "UAC_TOPIC_PREFIX to match, or change their configs or recreate them): "
+            + "; ".join(problems)
         )
 
 
-def _cleanup_policies(responses: list[object]) -> dict[str, str]:
-    policies: dict[str, str] = {}
+def _topic_configs(responses: list[object]) -> dict[str, dict[str, str]]:
+    """Each topic's effective configs (name -> value) from DescribeConfigs responses."""
+    configs: dict[str, dict[str, str]] = {}
     for response in responses:
         for resource in getattr(response, "resources", []):
             _error, _error_message, _kind, name, entries = resource[:5]
-            for entry in entries:
-                if entry[0] == "cleanup.policy":
-                    policies[name] = entry[1]
-    return policies
+            configs[name] = {entry[0]: entry[1] for entry in entries}
+    return configs

@@ -13,7 +13,6 @@ The body carries no personal data.
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from streams.agents import assigned_events_partitions
 from streams.app import Pipeline
 from streams.broker_contact import broker_silent
 from streams.pipeline_access import producer_running
+from streams.ports import listen
 from streams.worker_metrics import WorkerMetrics
 
 HOST = "127.0.0.1"
@@ -79,20 +79,13 @@ def worker_health(
     return WorkerHealth(phase, partitions, dict(metrics.lag_by_partition))
 
 
-class PortUnavailable(OSError):
-    """The worker's HTTP port cannot be listened on (in use, or not allowed)."""
-
-
 def serve_worker_http(
     pipeline: Pipeline, metrics: WorkerMetrics, port: int, host: str = HOST
 ) -> None:
     """Listen on `port` now (PortUnavailable before the worker starts if it cannot), and serve
     `/metrics` and `/health` there from the worker's own event loop, from its start until it
     shuts down."""
-    try:
-        listening = socket.create_server((host, port))
-    except OSError as error:
-        raise PortUnavailable(f"worker HTTP port {host}:{port}: {error.strerror}") from None
+    listening = listen(host, port, "worker HTTP")
     runners: list[web.AppRunner] = []
 
     @pipeline.app.task  # type: ignore[untyped-decorator]

@@ -12,6 +12,7 @@ import struct
 import urllib.error
 import urllib.request
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from projections.document import event_document
 from projections.gate import GateContext
@@ -36,7 +38,7 @@ from streams.query_clients import running_sink
 from streams.settings import Settings
 from streams.tenants import load_gate_policy
 from streams.topic_reader import topic_partitions
-from streams.topics import ensure_topics
+from streams.topics import STATE_MESSAGE_BYTES, TopicSpec, ensure_topics
 from tests.certificates import SessionCertificates
 from tests.factories import make_event
 from tests.integration.harness import Pipeline, new_pipeline, running, sasl_settings, wait_for
@@ -843,6 +845,48 @@ def test_given_topics_made_for_another_configuration_then_the_worker_stops_and_n
     needed = f"has {pipeline.partitions} partitions, UaC needs {pipeline.partitions + 2}"
     assert f"{pipeline.topics.events} {needed}" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+async def create_topics(bootstrap: str, specs: tuple[TopicSpec, ...]) -> None:
+    """Create topics as an administrator would, with exactly `specs`' configs (no check)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics(
+            [NewTopic(s.name, s.partitions, 1, topic_configs=s.configs) for s in specs]
+        )
+    finally:
+        await admin.close()
+
+
+def test_given_topics_that_would_delete_or_refuse_what_uac_writes_then_both_processes_stop(
+    pipeline: Pipeline,
+) -> None:
+    """Pre-created topics that would lose records (the accepted events deleted after a minute)
+    or refuse them (a state topic that takes 1,000-byte records, below a checkpoint): the
+    worker and the sink stop at start with one line naming topic, config, found and needed
+    values (exit 3), instead of running and losing them."""
+    changed = {
+        pipeline.topics.accepted: {"retention.ms": "60000"},
+        pipeline.topics.state: {"max.message.bytes": "1000"},
+    }
+    specs = pipeline.topics.specs() + changelog_specs(pipeline.app_id, pipeline.partitions)
+    asyncio.run(
+        create_topics(
+            pipeline.bootstrap,
+            tuple(replace(s, configs=s.configs | changed.get(s.name, {})) for s in specs),
+        )
+    )
+    for process in ("worker", "sink"):
+        refused = pipeline.uac(process, timeout=120)
+        assert refused.returncode == 3, refused.stdout + refused.stderr
+        assert f"{pipeline.topics.accepted} has retention.ms=60000, UaC needs -1" in (
+            refused.stderr
+        )
+        needed = f"has max.message.bytes=1000, UaC needs at least {STATE_MESSAGE_BYTES}"
+        assert f"{pipeline.topics.state} {needed}" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert "Traceback" not in refused.stderr
 
 
 def test_given_more_copies_than_the_cluster_holds_then_the_worker_stops_and_says_why(

@@ -590,6 +590,25 @@ def test_the_parser_check_refuses_other_tables_and_table_functions_on_its_own(
         sql_guard.check_parsed(lines, analytics.catalog(client))
 
 
+def test_given_the_documented_parameters_then_analyst_sql_may_use_them(client: Client) -> None:
+    """`{read_at}` is the time the current views judge validity at: the time of the read."""
+    before = datetime.now(UTC)
+    result = query(
+        client,
+        "SELECT {tenant:String} AS tenant, {purpose:String} AS purpose,"
+        " {read_at:DateTime64(3, 'UTC')} AS read_at,"
+        " countIf(recorded_at <= {read_at:DateTime64(3, 'UTC')}) AS recorded_by_then,"
+        " count() AS recorded"
+        " FROM events",
+        A,
+    )
+    tenant, purpose, read_at, recorded_by_then, recorded = result.rows[0]
+    assert (tenant, purpose, recorded_by_then) == (A, "care", recorded)
+    assert recorded > 0
+    read_time = datetime.fromisoformat(read_at)
+    assert before - timedelta(milliseconds=1) <= read_time <= datetime.now(UTC)
+
+
 def test_a_query_has_documented_limits_on_time_memory_and_result_size() -> None:
     assert analytics.QUERY_SETTINGS == {
         "readonly": 2,

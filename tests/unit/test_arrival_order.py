@@ -34,7 +34,7 @@ from rules.engine import default_rules
 from rules.rejudge import latest_records
 from schemas.alerts import Alert, AlertStatus
 from schemas.events import AlertAcknowledged, Event
-from streams.cli import app
+from streams.cli_app import app
 from tests.factories import event_id, make_event
 from tests.fakes import TableKnowledge
 from tests.strategies import mixed_histories

@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rules.knowledge import bundled, tables
-from streams.cli import app, main
+from streams.cli import main
+from streams.cli_app import app
 
 runner = CliRunner()
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from projections.state import replay
 from rules.batch import SubjectResult
-from streams.cli import app
+from streams.cli_app import app
 from streams.console_text import DataConsole
 from streams.replay_report import print_human, print_json
 from tests.factories import T0, make_event

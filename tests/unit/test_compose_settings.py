@@ -9,7 +9,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from streams.cli import app
+from streams.cli_app import app
 from streams.settings import Settings
 
 COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"

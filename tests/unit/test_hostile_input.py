@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from streams.cli import app
+from streams.cli_app import app
 from tests.factories import make_event
 
 runner = CliRunner()

@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from streams.cli import app
+from streams.cli_app import app
 from streams.kafka_security import KafkaSecurity, KafkaSecurityError
 from streams.settings import Settings
 from tests.certificates import broker_certificates

@@ -15,10 +15,10 @@ from faust.exceptions import NotReady
 from faust.types import TP
 
 from streams.broker_contact import BROKER_SILENCE_SECONDS
+from streams.ports import PortUnavailable
 from streams.topics import Topics
 from streams.worker_http import (
     Phase,
-    PortUnavailable,
     WorkerHealth,
     endpoints,
     serve_worker_http,

@@ -12,7 +12,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from schemas.events import AllergyRecorded, MedicationPrescribed
-from streams.cli import app
+from streams.cli_app import app
 from streams.fhir_files import DrugNamesDiffer, FhirFiles, read_fhir_files
 from tests.unit.fhir.test_mapping import EXAMPLES, FALLBACK, RXNORM, SNOMED
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from streams.cli import app
+from streams.cli_app import app
 from streams.fhir_files import FhirFiles, read_fhir_files
 from tests.unit.fhir.test_mapping import PENICILLIN
 

@@ -21,7 +21,7 @@ from schemas.events import (
     VerificationStatus,
 )
 from schemas.fhir.mapping import FhirImport, Skipped, combine, import_fhir, unpack
-from streams.cli import app
+from streams.cli_app import app
 from streams.fhir_files import skip_lines
 from tests.unit.fhir.test_mapping import CONTEXT, PENICILLIN, changed
 

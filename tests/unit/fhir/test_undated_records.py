@@ -12,7 +12,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from streams.cli import app
+from streams.cli_app import app
 from streams.fhir_files import files_written_at, read_fhir_files
 
 runner = CliRunner()
