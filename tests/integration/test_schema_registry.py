@@ -41,7 +41,10 @@ def test_given_a_schema_registry_then_every_process_frames_with_its_ids_and_noth
                 pipeline.topics.accepted
             )
             assert min(unframe(record)[0] for record in framed) >= FIRST_ID
-            assert alert_ids_shown_by_the_cli(pipeline) == {str(a.alert_id) for a in alerts}
+            for tenant in ("clinic-a", "clinic-b"):
+                assert alert_ids_shown_by_the_cli(pipeline, tenant) == {
+                    str(a.alert_id) for a in alerts if a.tenant_id == tenant
+                }
             registered = {r.split()[1] for r in store.requests if r.endswith("/versions")}
             assert {"/subjects/uac.Event/versions", "/subjects/uac.Alert/versions"} <= registered
         finally:
