@@ -342,9 +342,13 @@ def _retraction(
     return update
 
 
-def _unstopped(index: Map[str, bool], key: str, timeline: Timeline[Any]) -> Map[str, bool]:
+def _holds_no_stop(timeline: Timeline[Any]) -> bool:
     view: MedicationView | None = timeline.resolution
-    if view is not None and view.active:
+    return view is not None and view.active
+
+
+def _unstopped(index: Map[str, bool], key: str, timeline: Timeline[Any]) -> Map[str, bool]:
+    if _holds_no_stop(timeline):
         return index if key in index else index.set(key, True)
     return index.delete(key) if key in index else index
 
@@ -446,7 +450,7 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
         {
             key: True
             for key, timeline in timelines[Kind.MEDICATION].items()
-            if timeline.resolution is not None and timeline.resolution.active
+            if _holds_no_stop(timeline)
         }
     )
     return _next(empty, update)

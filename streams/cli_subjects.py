@@ -116,7 +116,7 @@ def alerts(
             f"not with --format {output} (--json is --format json)", param_hint="--json"
         )
     settings = Settings()
-    refusal = _alerts_refusal(gate_policy_of(settings).tenants.get(tenant), tenant, purpose)
+    refusal = _alerts_refusal(_tenant_policy(settings, tenant), tenant, purpose)
     if refusal is not None:
         err.print(f"refused: {refusal}")
         raise typer.Exit(code=2)
@@ -141,13 +141,10 @@ def alerts(
         return
 
 
-def _alerts_refusal(policy: TenantPolicy | None, tenant: str, purpose: str) -> str | None:
-    """Why this read of the alerts topic may not run: a tenant the tenants file does not name,
-    or a purpose without a legal basis for every subject (alerts are special-category data;
-    only the tenant's consent-exempt purposes have one without each subject's consent, which
-    `uac query` checks per subject)."""
-    if policy is None:
-        return f"unknown tenant {tenant!r}: it is not in the tenants file"
+def _alerts_refusal(policy: TenantPolicy, tenant: str, purpose: str) -> str | None:
+    """Why this read of the alerts topic may not run: a purpose without a legal basis for every
+    subject (alerts are special-category data; only the tenant's consent-exempt purposes have
+    one without each subject's consent, which `uac query` checks per subject)."""
     if purpose not in policy.consent_exempt_purposes:
         exempt = ", ".join(sorted(policy.consent_exempt_purposes)) or "none"
         return (
@@ -310,7 +307,7 @@ def _erasure_refusal(
     """Why the gate would refuse this erasure request (by the tenants file this command reads),
     so it is said here instead of a request that looks sent and erases nothing."""
     if policy is None:
-        return f"unknown tenant {tenant!r}: it is not in the tenants file"
+        return str(unknown_tenant(tenant))
     if actor not in policy.actors:
         return f"actor {actor!r} may not write for tenant {tenant!r} (give --actor)"
     if actor in policy.signing_actors and signer is None:
