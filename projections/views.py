@@ -113,6 +113,21 @@ def known_before(event: Event, held: Event) -> bool:
     return event.recorded_at < held.recorded_at and not event.supersedes
 
 
+def known_before_prescription(event: Event, prescribed: Event) -> bool:
+    """`known_before` for the prescription record a view holds, except for a stop: a
+    prescription record states no status of its own, so a stop recorded before it is an older
+    status of it only when both come from the same source record (`source_ref`: versions of one
+    imported order, whose newest version says whether the order still holds). A stop from
+    another source, or from a producer that names none, is applied in valid-time order: a
+    prescription learned after its stop (a backfill, dated before the stop) does not bring back
+    the drug the stop ended."""
+    if not known_before(event, prescribed):
+        return False
+    if not isinstance(event.payload, MedicationStopped):
+        return True
+    return event.source_ref is not None and event.source_ref == prescribed.source_ref
+
+
 def weaker_than(event: Event, held: Event) -> bool:
     """Whether `event` is an inferred or observed claim and `held` an explicit, imported or
     verified one: the weaker never overrides the stronger (it stays in the history, unused)."""
@@ -195,7 +210,7 @@ class MedicationView(NamedTuple):
 def step_medication(view: MedicationView | None, event: Event) -> MedicationView | None:
     payload = event.payload
     if view is not None and (
-        known_before(event, view.prescribed)
+        known_before_prescription(event, view.prescribed)
         or weaker_than(event, view.prescribed)
         or (view.stopped is not None and weaker_than(event, view.stopped))
     ):

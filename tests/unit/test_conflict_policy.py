@@ -537,13 +537,42 @@ def test_given_an_order_resumed_in_a_newer_version_then_an_older_stop_does_not_e
     """An imported order's versions: active (recorded day 0), stopped on day 1 (recorded day 1),
     active again (the original order date, recorded day 2). The fold meets the stop last, but it
     was known before the version that resumes the order."""
-    rx = make_event("MedicationPrescribed", "rx-v1")
-    stop = make_event("MedicationStopped", "rx-v2-stop", at=DAY)
-    resumed = make_event("MedicationPrescribed", "rx-v3", recorded=T0 + 2 * DAY)
+    order: dict[str, Any] = {"origin": "imported", "source_ref": "MedicationRequest/rx"}
+    rx = make_event("MedicationPrescribed", "rx-v1", **order)
+    stop = make_event("MedicationStopped", "rx-v2-stop", at=DAY, **order)
+    resumed = make_event("MedicationPrescribed", "rx-v3", recorded=T0 + 2 * DAY, **order)
     state = _every_order([rx, stop, resumed])
     assert [m.prescribed.event_id for m in active_medications(state)] == [resumed.event_id]
     known_on_day_one = state_as_of([rx, stop, resumed], T0 + 3 * DAY, known_at=T0 + DAY)
     assert active_medications(known_on_day_one) == []
+
+
+@pytest.mark.parametrize(
+    ("prescription_source", "stop_source"),
+    [
+        pytest.param(None, None, id="given producers that name no source"),
+        pytest.param("MedicationRequest/rx", None, id="given an import and a stop from a producer"),
+        pytest.param(
+            "MedicationRequest/rx",
+            "MedicationDispense/d-7",
+            id="given a stop from another source record",
+        ),
+    ],
+)
+def test_when_a_prescription_is_learned_after_its_stop_then_the_drug_stays_stopped(
+    prescription_source: str | None, stop_source: str | None
+) -> None:
+    """The stop (day 14, learned day 14) reaches UaC before the prescription it ends (dated day
+    0, learned day 19: a backfill). In valid time the prescription came first, and it states no
+    status of its own, so the stop still ends it whatever order the events arrive in."""
+    rx = make_event(
+        "MedicationPrescribed", "rx", recorded=T0 + 19 * DAY, source_ref=prescription_source
+    )
+    stop = make_event("MedicationStopped", "stop", at=14 * DAY, source_ref=stop_source)
+    state = _every_order([rx, stop])
+    assert active_medications(state) == []
+    stopped = state_document(state)["medications"]["stopped"]
+    assert [m["stopped"]["event_id"] for m in stopped] == [stop.event_id]
 
 
 def test_given_a_prescription_that_expired_then_it_is_not_active() -> None:
