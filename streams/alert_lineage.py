@@ -24,7 +24,7 @@ from streams.analytics import (
     one_at_a_time,
 )
 from streams.query_relations import TENANT_PARAMETER
-from streams.sql_guard import QueryRefused, with_relations
+from streams.sql_guard import with_relations
 
 
 class AlertNotFound(LookupError):
@@ -77,7 +77,9 @@ def explain(
     the events topic and the accepted topic). Audited as an `explain` read of the subject.
     The alert must be readable for the purpose exactly as in the `alerts` relation (consent-
     exempt purpose, or the subject's consent). Raises TenantRequired, AlertNotFound if the
-    tenant has no such alert, or QueryRefused if the purpose may not read it."""
+    tenant has no such alert for the purpose to read: one the purpose may not read is not
+    told apart from one that does not exist, since an alert id is computed from the subject and
+    its claims and the difference would tell whether that subject has the conflict."""
     read = new_read(tenant, purpose, exempt_purposes, actor)
     alert = _alert_uuid(alert_id)
     with one_at_a_time(client):
@@ -90,13 +92,11 @@ def explain(
         except ClickHouseError as error:
             drain(client)
             raise QueryFailed(engine_message(error)) from error
-        if not lifecycle:
-            raise AlertNotFound(f"no alert {alert} is stored for tenant {read.tenant!r}")
         if not readable:
-            raise QueryRefused(
-                f"alert {alert} may not be read for purpose {read.purpose!r}: alerts are "
-                "special category, readable only for the tenant's consent-exempt purposes or "
-                "with the subject's consent for the purpose"
+            raise AlertNotFound(
+                f"no alert {alert} that purpose {read.purpose!r} may read is stored for tenant "
+                f"{read.tenant!r} (alerts are special category: readable for the tenant's "
+                "consent-exempt purposes, or with the subject's consent for the purpose)"
             )
         audit_read(client, read.audited("explain", f"alert:{alert}", lifecycle[0]["subject_id"]))
     return _explanation(str(alert), read.tenant, lifecycle, roles, events)

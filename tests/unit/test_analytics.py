@@ -2185,11 +2185,18 @@ def test_explain_is_audited_with_the_subject_by_reference(client: Client, explai
     assert row["subject_ref"] == subject_ref(E, "patient-1")
 
 
-def test_explain_refuses_a_purpose_that_may_not_read_the_alert(
+def test_explain_answers_a_purpose_that_may_not_read_the_alert_as_for_an_alert_never_stored(
     client: Client, explained: str
 ) -> None:
-    with pytest.raises(sql_guard.QueryRefused, match="marketing"):
-        alert_lineage.explain(client, explained, E, purpose="marketing", actor="explainer-3")
+    """An alert id is computed from the subject and its claims: a refusal worded apart from
+    "not found" would tell a reader without the purpose whether that subject has the conflict."""
+    never_stored = str(uuid5(NAMESPACE_URL, "never-raised"))
+    messages = []
+    for alert_id in (explained, never_stored):
+        with pytest.raises(AlertNotFound, match="marketing") as refused:
+            alert_lineage.explain(client, alert_id, E, purpose="marketing", actor="explainer-3")
+        messages.append(str(refused.value).replace(alert_id, "ALERT"))
+    assert messages[0] == messages[1]
     assert _audit_rows(client, "explainer-3") == []
 
 
