@@ -49,7 +49,7 @@ from streams.explanation_view import explanation_view
 from streams.export import erasure_receipts, export_document, write_csv, write_json
 from streams.json_out import json_line
 from streams.kafka_address import bootstrap_servers
-from streams.keys import SubjectErased
+from streams.keys import FileKeyStore, SubjectErased
 from streams.publisher import Published
 from streams.query_clients import open_query_client
 from streams.rebuild import checkpoint_of_subject
@@ -315,6 +315,21 @@ def _erasure_refusal(
     return None
 
 
+def _unknown_subject(settings: Settings, tenant: str, subject: str) -> str | None:
+    """Why erasing this subject would erase nothing but its id: every personal event is sealed
+    with its subject's key, so a subject without one (never created, or a mistyped id) has no
+    event the system holds, and an erasure is irreversible: the id would be refused for good."""
+    keys = FileKeyStore(settings.keys_dir)
+    name = f"{tenant}:{subject}"
+    if keys.key_for(name) is not None or keys.is_destroyed(name):
+        return None
+    return (
+        f"no event of {name} was ever sealed (it has no key in {settings.keys_dir}): the "
+        "system holds nothing of it, and erasing would refuse its id for good; check the id, "
+        "or give --force to erase it anyway"
+    )
+
+
 def _erased_state(tenant: str, subject: str) -> UserState:
     """What is held of a subject with an erasure receipt and no state (its state was
     tombstoned): nothing, and that it was erased."""
@@ -331,6 +346,14 @@ def erase(
         str, typer.Option("--actor", help="Actor the request is sent as.")
     ] = "uac-cli",
     signing_key: SigningKeyOption = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Erase even a subject that has no key (no event of it was ever sealed): the "
+            "records refused before sealing that name it go, and its id is refused from then on.",
+        ),
+    ] = False,
 ) -> None:
     """Erase a subject everywhere: the worker records it in the erasure ledger, destroys the
     subject's key (shredding every Kafka copy), tombstones its state; the sink deletes its rows
@@ -345,6 +368,8 @@ def erase(
     settings = Settings()
     signer = signer_from(signing_key)
     refusal = _erasure_refusal(gate_policy_of(settings).tenants.get(tenant), tenant, actor, signer)
+    if refusal is None and not force:
+        refusal = _unknown_subject(settings, tenant, subject)
     if refusal is not None:
         err.print(f"refused: {refusal}; nothing was sent")
         raise typer.Exit(code=2)

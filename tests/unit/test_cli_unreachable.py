@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from streams.keys import FileKeyStore
 from streams.signatures import Signer
 
 
@@ -43,7 +44,7 @@ def _uac(
     [
         pytest.param(["state", "--tenant", "clinic-a", "--subject", "p-1"], id="state"),
         pytest.param(["alerts", "--tenant", "clinic-a", "--json"], id="alerts"),
-        pytest.param(["erase", "--tenant", "clinic-a", "--subject", "p-1"], id="erase"),
+        pytest.param(["erase", "--tenant", "clinic-a", "--subject", "p-1", "--force"], id="erase"),
         pytest.param(["check-log"], id="check-log"),
         pytest.param(["lag"], id="lag"),
     ],
@@ -176,3 +177,22 @@ def test_given_a_bad_as_of_read_then_a_usage_error_before_reading(
     result = _uac(args, tmp_path, f"127.0.0.1:{_closed_port()}")
     assert result.returncode == 2
     assert message in " ".join(result.stderr.split())
+
+
+def test_given_a_subject_without_a_key_then_erase_refuses_unless_forced(tmp_path: Path) -> None:
+    """No event of the subject was ever sealed, so nothing is held of it; an erasure would only
+    refuse the (perhaps mistyped) id for good. With --force it is sent (here: no broker)."""
+    args = ["erase", "--tenant", "clinic-a", "--subject", "p-typo"]
+    refused = _uac(args, tmp_path, f"127.0.0.1:{_closed_port()}")
+    assert refused.returncode == 2, refused.stderr
+    assert "no event of clinic-a:p-typo was ever sealed" in " ".join(refused.stderr.split())
+    forced = _uac([*args, "--force"], tmp_path, bootstrap=None)
+    assert forced.returncode == 3
+    assert "no Kafka" in forced.stderr
+
+
+def test_given_a_subject_with_a_key_then_erase_sends_the_request(tmp_path: Path) -> None:
+    FileKeyStore(tmp_path / "keys").key_for_writing("clinic-a:p-1")
+    result = _uac(["erase", "--tenant", "clinic-a", "--subject", "p-1"], tmp_path, bootstrap=None)
+    assert result.returncode == 3
+    assert "no Kafka" in result.stderr
