@@ -44,7 +44,7 @@ RULES = default_rules(TableKnowledge())
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 POLICY = GatePolicy(tenants={"clinic-a": TenantPolicy(frozenset({"ehr-adapter"}))})
 NO_ALERT = "00000000-0000-4000-8000-777777777777"
-FAST = settings(max_examples=150, deadline=None)
+FAST = settings(max_examples=150)
 
 
 def _acknowledging_real_alerts(events: list[Event], data: st.DataObject) -> list[Event]:

@@ -201,7 +201,7 @@ def test_given_a_fixed_history_when_hashed_in_any_process_then_the_pinned_hash()
 PINNED_HASH = "b3d83af57282159f2e4f1c1a64f98509d923c221bd89023e9d9b3493e4ef5741"
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50)
 @given(event_histories())
 def test_given_any_history_then_the_canonical_encoding_is_that_of_its_plain_form(
     events: list[Event],

@@ -198,7 +198,7 @@ def medicine_histories(draw: st.DrawFn) -> list[Event]:
     return events
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(medicine_histories(), st.randoms(use_true_random=False))
 def test_given_any_arrival_order_then_the_same_open_review_as_in_time_order(
     events: list[Event], rng: Random
@@ -210,7 +210,7 @@ def test_given_any_arrival_order_then_the_same_open_review_as_in_time_order(
     assert _open(run_rules(shuffled, rules)) == _open(run_rules(in_time_order, rules))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(medicine_histories())
 def test_given_any_history_then_a_review_is_open_exactly_when_enough_medicines_are_in_use(
     events: list[Event],

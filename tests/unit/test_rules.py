@@ -272,7 +272,7 @@ def test_given_two_active_drugs_of_one_class_then_duplicate_therapy() -> None:
     assert [(a.rule_id, a.severity) for a in alerts] == [("duplicate-therapy", Severity.WARNING)]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(
     drugs=st.lists(
         st.sampled_from(["ibuprofen", "naproxen", "amoxicillin"]), min_size=1, max_size=8
@@ -294,7 +294,7 @@ def test_duplicate_therapy_findings_for_a_focus_are_the_pairs_that_touch_it(
     assert dict(rule.findings(state, focus)) == {i: everything[i] for i in touching}
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(
     substances=st.lists(
         st.sampled_from(["penicillin", "aspirin", "sulfa"]), min_size=1, max_size=5

@@ -50,7 +50,7 @@ def long_histories(draw: st.DrawFn) -> tuple[str, list[Event]]:
 
 
 @given(long_histories(), st.randoms(use_true_random=False), st.data())
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 def test_given_any_arrival_order_then_the_resolution_equals_a_fresh_fold(
     history: tuple[str, list[Event]], rng: Random, data: st.DataObject
 ) -> None:

@@ -27,7 +27,7 @@ def note_of(event: Event) -> str:
     return event.payload.note
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     note=st.text(min_size=200, max_size=3_000),
     over=st.integers(min_value=1, max_value=4_000),

@@ -42,7 +42,7 @@ def test_the_loader_is_cached() -> None:
     assert load_bundled_knowledge() is load_bundled_knowledge()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(allergen=NAMES, drug=NAMES)
 def test_repeated_calls_agree(allergen: str, drug: str) -> None:
     knowledge = load_bundled_knowledge()
@@ -50,7 +50,7 @@ def test_repeated_calls_agree(allergen: str, drug: str) -> None:
     assert knowledge.cross_reactivity(allergen, drug) == knowledge.cross_reactivity(allergen, drug)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(codes=st.permutations([Coding(RXNORM, "10831"), Coding(RXNORM, "1191")]))
 def test_coding_order_does_not_matter(codes: list[Coding]) -> None:
     knowledge = load_bundled_knowledge()
@@ -61,7 +61,7 @@ def test_coding_order_does_not_matter(codes: list[Coding]) -> None:
     assert verdict.matched == ("sulfamethoxazole", "trimethoprim")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(drug=st.text(max_size=40))
 def test_any_text_is_judged_without_error_and_unknown_is_never_silent(drug: str) -> None:
     knowledge = load_bundled_knowledge()
