@@ -93,7 +93,24 @@ def touched(before: UserState, event: Event) -> frozenset[tuple[Kind, str]]:
 def lifecycle(
     state: UserState, finding: Finding, status: AlertStatus, event: Event, reason: str | None = None
 ) -> Alert:
-    return lifecycle_record(state, finding, status, event.id, event.occurred_at, reason)
+    at = (
+        _conflict_began(state, finding, event)
+        if status is AlertStatus.RAISED
+        else event.occurred_at
+    )
+    return lifecycle_record(state, finding, status, event.id, at, reason)
+
+
+def _conflict_began(state: UserState, finding: Finding, event: Event) -> datetime:
+    """When the finding's cause first held: the latest start (`valid_from`, else the time it
+    occurred) of its evidence, or the triggering event's time if later. An allergy learned
+    late and dated before the drug does not date the alert before the drug was prescribed."""
+    starts = [event.occurred_at]
+    for item in finding.evidence:
+        source = state.events.get(item.event_id)
+        if source is not None:
+            starts.append(max(source.occurred_at, source.valid_from or source.occurred_at))
+    return max(starts)
 
 
 def lifecycle_record(

@@ -83,6 +83,15 @@ def test_given_either_order_then_the_same_alert_id() -> None:
     assert len(ids) == 1
 
 
+def test_given_an_allergy_learned_after_the_drug_then_the_alert_is_dated_when_both_held() -> None:
+    """The allergy (onset day 0) reaches UaC after the prescription of day 3: the conflict
+    began on day 3, not on the allergy's day 0, before the drug was prescribed."""
+    prescribed = rx("rx-amox", "amoxicillin", day=3)
+    for order in ([allergy(), prescribed], [prescribed, allergy()]):
+        (alert,) = run(order)
+        assert alert.occurred_at == prescribed.occurred_at
+
+
 def test_given_an_unresolvable_drug_then_an_unverified_warning_not_silence() -> None:
     (alert,) = run([allergy(), rx("rx-x", "zyxorin forte")])
     assert alert.severity is Severity.WARNING
