@@ -252,11 +252,21 @@ def _gate_decisions(allowed: str) -> str:
     record, an acknowledgement) names its subject only where the read may see that subject's
     special-category data: that someone was prescribed something is health data, while the
     counts of decisions by type and reason stay whole. Such a row also leaves out what would
-    name the subject through another row: its event id and its position in the log (a
-    subject's events share a partition, so the neighbouring offset is often its own)."""
+    name the subject through another row: its event id, its position in the log (a subject's
+    events share a partition, so the neighbouring offset is often its own), its decision id
+    (a uuid5 of that position, which a query can recompute), and its times to the
+    millisecond (the events of one subject sent together are decided at one instant): they
+    are given to the hour."""
     hidden = f"coalesce(event_type IN ({_HEALTH_TYPES}), false) AND NOT ({allowed})"
     withheld = ", ".join(
-        f"if({hidden}, NULL, {column}) AS {column}" for column in _LINKING_DECISION_COLUMNS
+        [
+            *(f"if({hidden}, NULL, {column}) AS {column}" for column in _LINKING_DECISION_COLUMNS),
+            *(
+                f"if({hidden}, toDateTime64(toStartOfHour({column}), 3, 'UTC'), {column}) "
+                f"AS {column}"
+                for column in _DECISION_TIMES
+            ),
+        ]
     )
     return (
         f"SELECT * REPLACE ({withheld}) "  # noqa: S608
@@ -264,7 +274,14 @@ def _gate_decisions(allowed: str) -> str:
     )
 
 
-_LINKING_DECISION_COLUMNS: Final = ("subject_id", "event_id", "source_partition", "source_offset")
+_LINKING_DECISION_COLUMNS: Final = (
+    "decision_id",
+    "subject_id",
+    "event_id",
+    "source_partition",
+    "source_offset",
+)
+_DECISION_TIMES: Final = ("decided_at", "ingested_at")
 
 
 def _relations(allowed: str) -> dict[str, str]:

@@ -1563,17 +1563,22 @@ def test_decisions_about_health_records_are_counted_whole_whatever_the_purpose(
 def test_a_decision_whose_subject_is_withheld_keeps_nothing_that_would_name_it(
     client: Client, purposes: str
 ) -> None:
-    """Without the event id and the log position a withheld row cannot be joined to a
-    neighbouring decision of the same subject (same partition, the next offset)."""
+    """Without the event id, the log position, the decision id (a uuid5 of the position) and
+    times to the millisecond, a withheld row cannot be joined to a neighbouring decision of the
+    same subject (same partition, the next offset, the same instant)."""
     sql = (
         "SELECT subject_id IS NULL, countIf(event_id IS NULL), "
-        "countIf(source_partition IS NULL), countIf(source_offset IS NULL), count() "
-        "FROM gate_decisions WHERE event_type = 'AllergyRecorded' GROUP BY 1 ORDER BY 1"
+        "countIf(source_partition IS NULL), countIf(source_offset IS NULL), "
+        "countIf(decision_id IS NULL), "
+        "countIf(decided_at = toStartOfHour(decided_at) AND ingested_at = toStartOfHour(ingested_at)), "
+        "count() FROM gate_decisions WHERE event_type = 'AllergyRecorded' GROUP BY 1 ORDER BY 1"
     )
     named, withheld = query(client, sql, P, RESEARCH).rows
-    assert named[1:4] == [0, 0, 0]
-    assert withheld[1:4] == [withheld[4]] * 3
-    assert query(client, sql, P, "care").rows == [[False, 0, 0, 0, named[4] + withheld[4]]]
+    assert named[1:5] == [0, 0, 0, 0]
+    assert withheld[1:6] == [withheld[6]] * 5
+    (whole,) = query(client, sql, P, "care").rows
+    assert whole[:5] == [False, 0, 0, 0, 0]
+    assert whole[6] == named[6] + withheld[6]
 
 
 def test_the_current_views_say_which_purpose_and_validity_they_hold(
