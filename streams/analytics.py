@@ -342,6 +342,7 @@ def query(
     evaluated = False
     with one_at_a_time(client):
         try:
+            _check_syntax(client, sql)
             check_parsed(_explain(client, "AST", statement_text(sql), read), catalog(client))
             evaluated = True
             explain_settings = {**QUERY_SETTINGS, **EXPLAIN_SETTINGS}
@@ -356,6 +357,12 @@ def query(
         rows = [[json_value(value) for value in row] for row in result.result_rows]
         audit_read(client, read.audited("query", sql_digest(sql)))
     return QueryResult(columns, rows)
+
+
+def _check_syntax(client: Client, sql: str) -> None:
+    """Parse the analyst's SQL alone (`formatQuery`, which runs nothing), so that a syntax
+    error points at a position of the SQL as written, not of the query built around it."""
+    client.query("SELECT formatQuery({uac_sql:String})", parameters={"uac_sql": sql})
 
 
 FAILED_QUERY: Final = "query_failed"
@@ -394,12 +401,24 @@ def audit_read(client: Client, audit: ReadAudited) -> None:
 def engine_message(error: ClickHouseError) -> str:
     """The engine's error without the echo of the whole (relation-prefixed) query; for a
     ClickHouse no sink has prepared yet, what to do about it."""
-    if "(UNKNOWN_DATABASE)" in str(error):
+    text = str(error)
+    if f"Database {DATABASE} does not exist" in text:
         return (
             f"ClickHouse has no `{DATABASE}` database yet: the sink creates it when it first "
             "starts (`uac sink`, or `uac demo`)"
         )
-    return str(error).split(" In scope ", 1)[0].strip()
+    echo = _QUERY_ECHO.search(text)
+    if echo is None:
+        return text.strip()
+    code = _ERROR_CODE.search(text)
+    kept = text[: echo.start()].rstrip(" :.")
+    return f"{kept}. ({code.group(1)})" if code else kept
+
+
+_QUERY_ECHO: Final = re.compile(r":? In (?:scope|query) ")
+"""Where the engine starts quoting the query it ran: the relation definitions and storage
+tables around the analyst's SQL, which the message must not print."""
+_ERROR_CODE: Final = re.compile(r"\(([A-Z_]+)\)\s*$")
 
 
 def _column_names(client: Client, full: str, read: Read) -> tuple[str, ...]:

@@ -637,7 +637,8 @@ def _ast_nodes(lines: Sequence[str]) -> Iterator[_Node]:
 def check_parsed(lines: Sequence[str], catalog: Catalog | None = None) -> None:
     """Refuse by ClickHouse's parse of the analyst's SQL (`EXPLAIN AST` lines; it executes
     nothing, so this runs before the engine evaluates any part of the query): a `Set` node is a
-    SETTINGS clause at any level, a literal right below the statement its INTO OUTFILE file; a
+    SETTINGS clause at any level, a literal right below the statement its INTO OUTFILE file, an
+    identifier there its FORMAT (other than the client's own); a
     function right below a `TableExpression` is a table function, every other function a call
     that must be on the allowlist; an `APPLY` transformer calls a function it only names; a bare
     name may not reach a table of `catalog` that is not a relation, nor a qualified one any
@@ -651,6 +652,10 @@ def check_parsed(lines: Sequence[str], catalog: Catalog | None = None) -> None:
             raise QueryRefused("a SETTINGS clause is not allowed in analyst queries")
         if node.kind == "Literal" and node.depth == 1:
             raise QueryRefused("INTO OUTFILE is not allowed in analyst queries")
+        if node.kind == "Identifier" and node.depth == 1 and node.name != CLIENT_FORMAT:
+            raise QueryRefused(
+                "a FORMAT clause is not allowed in analyst queries (uac query --json prints JSON)"
+            )
         if node.kind == "TableIdentifier":
             _check_table_name(node.name, known)
         if node.kind == "Identifier":
@@ -660,6 +665,11 @@ def check_parsed(lines: Sequence[str], catalog: Catalog | None = None) -> None:
             _check_aggregate_named(node, nodes[index + 1 : index + 3])
         if node.kind == "ColumnsApplyTransformer":
             raise QueryRefused(APPLY_REFUSED)
+
+
+CLIENT_FORMAT: Final = "Native"
+"""The FORMAT the client adds to every statement it sends (an identifier right below the
+statement, like the one an analyst's FORMAT clause names)."""
 
 
 def _check_table_name(name: str, catalog: Catalog) -> None:

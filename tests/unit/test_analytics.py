@@ -1123,6 +1123,48 @@ def test_an_engine_error_is_query_failed(client: Client) -> None:
         query(client, "SELECT no_such_column FROM events", A)
 
 
+@pytest.mark.parametrize(
+    ("sql", "said"),
+    [
+        pytest.param(
+            "SELECT subject_id, count() FROM events GROUP BY type",
+            "(NOT_AN_AGGREGATE)",
+            id="given an error the engine found in the built query",
+        ),
+        pytest.param(
+            "SELECT FROM events",
+            "failed at position 13 (events)",
+            id="given a syntax error then its position in the SQL as written",
+        ),
+        pytest.param(
+            "SELECT *\nFROM events WHERE",
+            "(end of query) (line 2, col 18)",
+            id="given a query that ends too soon then its own end",
+        ),
+        pytest.param(
+            "SELECT count() FROM events WHERE subject_id IN other.t",
+            "Database other does not exist",
+            id="given a database that does not exist then that database",
+        ),
+    ],
+)
+def test_an_engine_error_names_the_analysts_sql_never_the_query_built_around_it(
+    client: Client, sql: str, said: str
+) -> None:
+    with pytest.raises(QueryFailed) as failed:
+        query(client, sql, A)
+    message = str(failed.value)
+    assert said in message
+    assert "uac." not in message
+    assert "Native" not in message
+    assert len(message) < 1500
+
+
+def test_a_format_clause_is_refused(client: Client) -> None:
+    with pytest.raises(QueryRefused, match="FORMAT clause"):
+        query(client, "SELECT count() FROM events FORMAT JSON", A)
+
+
 def _raw_count(client: Client, tenant: str) -> int:
     """Rows stored for `tenant`, before any FINAL collapse."""
     result = client.query(
