@@ -118,6 +118,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import hashlib
+import math
 import re
 import threading
 import uuid
@@ -431,7 +432,11 @@ def _column_names(client: Client, full: str, read: Read) -> tuple[str, ...]:
 
 
 def json_value(value: Any) -> Any:
-    """A query value in its JSON-ready form (the same spelling the state documents use)."""
+    """A query value in its JSON-ready form (the same spelling the state documents use); a
+    float that is not a number or is infinite is null, as in ClickHouse's own JSON formats
+    (strict JSON has no NaN or Infinity)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, datetime | date | UUID | Enum):

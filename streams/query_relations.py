@@ -170,7 +170,7 @@ def _medications(allowed: str) -> str:
     parseDateTime64BestEffortOrNull(
         JSONExtractString(medication, 'stopped', 'occurred_at'), 3, 'UTC') AS stopped_at,
     nullIf(JSONExtractString(medication, 'stop_reason'), '') AS stop_reason,
-    JSONExtractBool(medication, 'entered_in_error') AS entered_in_error,
+    JSONExtract(medication, 'entered_in_error', 'Bool') AS entered_in_error,
     nullIf(JSONExtractString(medication, 'voided', 'event_id'), '') AS voided_event_id,
     {_claim_columns("medication", "prescribed")}
 FROM (

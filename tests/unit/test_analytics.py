@@ -1050,6 +1050,7 @@ def test_medications_and_allergies_come_from_the_current_state(client: Client) -
         ["rx-1", "amoxicillin", True, False, None],
         ["rx-2", "ibuprofen", False, True, STOP_2.id],
     ]
+    assert {type(flag) for row in medications.rows for flag in row[2:4]} == {bool}
     allergies = query(client, "SELECT substance, active, categories FROM allergies", A)
     assert allergies.rows == [["penicillin", True, ["medication"]]]
 
@@ -1158,6 +1159,11 @@ def test_an_engine_error_names_the_analysts_sql_never_the_query_built_around_it(
     assert "uac." not in message
     assert "Native" not in message
     assert len(message) < 1500
+
+
+def test_numbers_json_cannot_spell_are_null(client: Client) -> None:
+    result = query(client, "SELECT nan AS a, inf AS b, -inf AS c, [nan, 1.5] AS d", A)
+    assert result.rows == [[None, None, None, [None, 1.5]]]
 
 
 def test_a_format_clause_is_refused(client: Client) -> None:
