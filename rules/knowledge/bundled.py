@@ -184,10 +184,17 @@ class BundledKnowledge:
         ]
         top = max(verdicts, key=lambda verdict: verdict.rank)
         incomplete = _incomplete(allergy, medicine)
+        # A part that cannot be read makes the pair `unverified`, unless the part that was read
+        # already gives a stronger level, which stands (critical is not lowered to unverified's
+        # warning); its reason then names the unread part too.
         if incomplete is not None and STRENGTH[top.level] < STRENGTH[MatchLevel.UNVERIFIED]:
             reason = f"{incomplete}; the recognised part gives {top.level.value}: {top.reason}"
             return _Outcome(MatchLevel.UNVERIFIED, reason, PARTLY_RESOLVED_SOURCE)
         reason = _all_reasons(verdicts) if top.level is MatchLevel.NONE else top.reason
+        if incomplete is not None:
+            reason = (
+                f"{reason}; part of the record could not be read, check it by hand: {incomplete}"
+            )
         test_first = any(
             verdict.test_first_after_severe_reaction
             for verdict in verdicts
