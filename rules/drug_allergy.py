@@ -23,6 +23,7 @@ from rules.knowledge.model import (
     DrugResolution,
     MatchLevel,
 )
+from rules.knowledge.severe_reactions import anaphylaxis
 from schemas.alerts import DrugAllergyFinding, Evidence, Severity
 from schemas.events import (
     AllergyType,
@@ -96,7 +97,9 @@ def severity_for(
     cephalosporin anaphylaxis): `warning` then, for an allergy with a severe history. A severe
     cutaneous adverse reaction the allergy records (SJS, TEN, DRESS, AGEP, in its text or its
     reactions) is a severe reaction whatever severity it was given, and an immune-mediated one
-    even in a record typed as an intolerance. A record that does not say its type is an
+    even in a record typed as an intolerance; so is a reaction whose manifestation names
+    anaphylaxis ("Anaphylaxis", "anaphylactic shock", SNOMED CT 39579001) whatever severity it
+    was given (or none). A record that does not say its type is an
     intolerance when every reaction it records is a known `side_effect` of its substance
     ("codeine - nausea"); a record typed as an allergy stays one.
     """
@@ -104,7 +107,8 @@ def severity_for(
     if base is None:
         return None
     severe_reaction = severe_cutaneous_reaction or any(
-        reaction.severity is ReactionSeverity.SEVERE for reaction in allergy.reactions
+        reaction.severity is ReactionSeverity.SEVERE or anaphylaxis(reaction.manifestation)
+        for reaction in allergy.reactions
     )
     severe_history = allergy.criticality is Criticality.HIGH or severe_reaction
     allergic = not _intolerance(allergy, side_effect) or severe_cutaneous_reaction

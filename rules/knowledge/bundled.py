@@ -12,9 +12,9 @@ from functools import cache
 from typing import Final
 
 from rules.knowledge.allergy_text import clauses, doubt_in, other_doubt_in, read_allergy_text
-from rules.knowledge.judge import NO_KNOWN_ALLERGY, STRENGTH, Judge, Verdict, is_class
+from rules.knowledge.judge import IDENTITY, NO_KNOWN_ALLERGY, STRENGTH, Judge, Verdict, is_class
 from rules.knowledge.model import Coding, CrossReactivity, DrugResolution, MatchLevel
-from rules.knowledge.normalise import folded_tokens
+from rules.knowledge.normalise import folded_tokens, tokens
 from rules.knowledge.recognise import (
     Recogniser,
     Recognition,
@@ -62,7 +62,7 @@ class BundledKnowledge:
         return self._tables.version
 
     def resolve(self, text: str, codes: tuple[Coding, ...] = ()) -> DrugResolution:
-        recognition = self._recogniser.recognise(text, codes)
+        recognition = self._in_form(self._recogniser.recognise(text, codes), codes)
         concepts = recognition.concepts
         memberships = self._memberships(concepts)
         ingredients = tuple(c for c in concepts if not is_class(c))
@@ -104,7 +104,7 @@ class BundledKnowledge:
             recognised = self._recogniser.recognise(kept, allergen_codes, every_item=True)
             said_tolerated = ", ".join(filter(None, (said_tolerated, *negated)))
         allergy = replace(recognised, query=allergen)
-        medicine = self._recogniser.recognise(drug, drug_codes)
+        medicine = self._in_form(self._recogniser.recognise(drug, drug_codes), drug_codes)
         severe = severe_cutaneous_reaction(allergen, *reactions)
         side_effect = (
             None
@@ -133,6 +133,53 @@ class BundledKnowledge:
             test_first_after_severe_reaction=outcome.test_first_after_severe_reaction,
             severe_cutaneous_reaction=severe,
             side_effect=side_effect,
+        )
+
+    def _in_form(self, medicine: Recognition, codes: tuple[Coding, ...]) -> Recognition:
+        """A drug named by its ingredient alone in a dose form whose every product carries an
+        allergen (`product_forms.csv`: "progesterone 100 mg oral capsule", in peanut oil) with
+        that allergen, as its brand is (Prometrium); a brand that says what it carries
+        (Utrogestan: soya) or a drug named without its form is left as it was."""
+        if len(medicine.concepts) != 1:
+            return medicine
+        forms = self._tables.product_forms.get(medicine.concepts[0], ())
+        texts = (medicine.query, *(code.display for code in codes if code.display))
+        words = {word for text in texts for word in tokens(text)}
+        contains = sorted({form.contains for form in forms if not form.forms.isdisjoint(words)})
+        if not contains:
+            return medicine
+        return replace(medicine, concepts=tuple(sorted({*medicine.concepts, *contains})))
+
+    def _carried_by_product(
+        self, verdict: Verdict, allergens: tuple[str, ...], medicine: Recognition
+    ) -> Verdict:
+        """The same ingredient as a food allergen the product carries as its vehicle or
+        excipient (Prometrium, progesterone capsules: peanut oil) says so, citing the row
+        between the allergen and the product's active ingredient when there is one (the
+        product's label), instead of calling the allergen the drug itself."""
+        concept = verdict.drug_concept
+        if verdict.level is not MatchLevel.SAME_INGREDIENT or not self._judge.is_non_drug(concept):
+            return verdict
+        actives = [c for c in medicine.concepts if c != concept and not is_class(c)]
+        if not actives or any(self._judge.is_non_drug(active) for active in actives):
+            return verdict
+        reason = (
+            f"{medicine.query} contains {concept} as its vehicle or excipient, and {concept} is "
+            f"the recorded allergen"
+        )
+        cited = [
+            found
+            for allergen in allergens
+            for active in actives
+            if (found := self._judge.judge(allergen, active)).explicit
+            and found.level is not MatchLevel.NONE
+        ]
+        if not cited:
+            return replace(verdict, reason=reason)
+        return replace(
+            verdict,
+            reason=f"{reason}: {cited[0].reason}",
+            source=f"{IDENTITY}; {cited[0].source}",
         )
 
     def _side_effect(self, allergens: tuple[str, ...], texts: tuple[str, ...]) -> str | None:
@@ -175,7 +222,12 @@ class BundledKnowledge:
             return _Outcome(MatchLevel.NONE, reason, STATEMENT_SOURCE)
         allergens = tuple(c for c in allergens if c not in carried) or allergens
         tolerated = self._tolerated(said_tolerated)
-        strongest = {concept: self._strongest(allergens, concept) for concept in medicine.concepts}
+        strongest = {
+            concept: self._carried_by_product(
+                self._strongest(allergens, concept), allergens, medicine
+            )
+            for concept in medicine.concepts
+        }
         verdicts = [
             _as_tolerated(verdict, said_tolerated)
             if tolerated & {concept, *self._judge.keys(concept)}
@@ -184,10 +236,17 @@ class BundledKnowledge:
         ]
         top = max(verdicts, key=lambda verdict: verdict.rank)
         incomplete = _incomplete(allergy, medicine)
+        # A part that cannot be read makes the pair `unverified`, unless the part that was read
+        # already gives a stronger level, which stands (critical is not lowered to unverified's
+        # warning); its reason then names the unread part too.
         if incomplete is not None and STRENGTH[top.level] < STRENGTH[MatchLevel.UNVERIFIED]:
             reason = f"{incomplete}; the recognised part gives {top.level.value}: {top.reason}"
             return _Outcome(MatchLevel.UNVERIFIED, reason, PARTLY_RESOLVED_SOURCE)
         reason = _all_reasons(verdicts) if top.level is MatchLevel.NONE else top.reason
+        if incomplete is not None:
+            reason = (
+                f"{reason}; part of the record could not be read, check it by hand: {incomplete}"
+            )
         test_first = any(
             verdict.test_first_after_severe_reaction
             for verdict in verdicts

@@ -1,5 +1,6 @@
 """The severe cutaneous adverse reaction (SCAR) an allergy records, in its text ("penicillin -
-SJS", "amoxicillin DRESS") or in its reactions' manifestations. Pure.
+SJS", "amoxicillin DRESS") or in its reactions' manifestations, and the anaphylaxis a reaction's
+manifestation names. Pure.
 
 After Stevens-Johnson syndrome, toxic epidermal necrolysis, drug reaction with eosinophilia and
 systemic symptoms (DRESS, also called drug-induced hypersensitivity syndrome) or acute
@@ -9,6 +10,12 @@ penicillin) needs an allergist's evaluation first: the low-risk and side-chain g
 graded challenge or test dose it relies on do not apply (Khan DA et al., Drug allergy: a 2022
 practice parameter update, J Allergy Clin Immunol 2022;150:1333-93, sections on severe
 cutaneous adverse reactions).
+
+Anaphylaxis (anaphylactic shock, SNOMED CT 39579001, or an anaphylactoid reaction) is a severe
+reaction by definition, whatever severity a record gives it: a systemic reaction that can kill
+(Shaker MS et al., Anaphylaxis - a 2020 practice parameter update, J Allergy Clin Immunol
+2020;145:1082-123; it is what makes an allergy of high criticality in FHIR's
+AllergyIntolerance). `anaphylaxis` finds it in a reaction's manifestation.
 
 "TEN" is read in capitals, or as an item of its own ("penicillin - ten", "SJS/TEN"), never as
 the number ("rash ten days after"); "SCAR" in capitals only. A reaction the text denies ("no
@@ -63,4 +70,28 @@ def severe_cutaneous_reaction(*texts: str) -> str | None:
             denied_before = _DENIED.search(written, 0, match.start()) is not None
             if not denied_before and _DENIED_AFTER.match(written, match.end()) is None:
                 return match.group().strip()
+    return None
+
+
+_ANAPHYLAXIS: Final = re.compile(
+    r"\banaphyla(?:xis|xes|ctic|ctoid)\w*|\b39579001\b|过敏性休克|严重过敏反应", re.IGNORECASE
+)
+_ANSWERED_NO: Final = re.compile(r"\s*[:=]\s*(?:no|n|none|false|negative)\b", re.IGNORECASE)
+"""A field about the reaction answered no ("Anaphylaxis: No")."""
+
+
+def anaphylaxis(*manifestations: str) -> str | None:
+    """The first manifestation that names anaphylaxis ("Anaphylaxis", "anaphylactic shock",
+    "39579001"), as written, or None when none does; a denied one ("no anaphylaxis",
+    "anaphylaxis ruled out", "Anaphylaxis: No") is not."""
+    for manifestation in manifestations:
+        written = unicodedata.normalize("NFKC", manifestation)
+        for match in _ANAPHYLAXIS.finditer(written):
+            denied_before = _DENIED.search(written, 0, match.start()) is not None
+            denied_after = any(
+                pattern.match(written, match.end()) is not None
+                for pattern in (_DENIED_AFTER, _ANSWERED_NO)
+            )
+            if not denied_before and not denied_after:
+                return written.strip()
     return None

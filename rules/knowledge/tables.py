@@ -145,6 +145,17 @@ class TherapeuticGroup:
     source: str
 
 
+@dataclass(frozen=True, slots=True)
+class ProductForm:
+    """A dose form of an ingredient whose every marketed product carries an allergen as its
+    vehicle or excipient (progesterone capsules: peanut oil)."""
+
+    ingredient: str
+    forms: frozenset[str]
+    contains: str
+    source: str
+
+
 @dataclass(frozen=True)
 class KnowledgeTables:
     version: str
@@ -169,6 +180,9 @@ class KnowledgeTables:
     side_effects: Mapping[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
     """Reaction word -> the concepts it is a known side effect of, `ANY_DRUG` for any
     (`side_effects.csv`)."""
+    product_forms: Mapping[str, tuple[ProductForm, ...]] = field(default_factory=dict)
+    """Ingredient -> the dose forms whose every product carries an allergen
+    (`product_forms.csv`)."""
 
 
 def load_tables() -> KnowledgeTables:
@@ -196,6 +210,7 @@ def load_tables() -> KnowledgeTables:
         side_effects=_side_effects(
             _records(texts["side_effects.csv"]), reaction_words(texts), known
         ),
+        product_forms=_product_forms(_records(texts["product_forms.csv"]), texts, ingredients),
     )
 
 
@@ -241,6 +256,25 @@ def _side_effects(
             _checked((concept,), known, f"side effect {record['reaction']}")
         found.setdefault(reaction, set()).add(concept)
     return {reaction: frozenset(concepts) for reaction, concepts in found.items()}
+
+
+def _product_forms(
+    records: Iterable[dict[str, str]],
+    texts: Mapping[str, str],
+    ingredients: Mapping[str, Ingredient],
+) -> dict[str, tuple[ProductForm, ...]]:
+    noise = {record["word"] for record in _records(texts["noise_words.csv"])}
+    found: dict[str, list[ProductForm]] = {}
+    for record in records:
+        forms = frozenset(_split(record["forms"]))
+        where = f"product form {record['ingredient']}/{record['contains']}"
+        if not forms or not forms <= noise or not record["source"]:
+            raise KnowledgeDataError(f"{where}: needs dose-form noise words and a source")
+        if record["ingredient"] not in ingredients or record["contains"] not in ingredients:
+            raise KnowledgeDataError(f"{where}: needs two known ingredients")
+        form = ProductForm(record["ingredient"], forms, record["contains"], record["source"])
+        found.setdefault(form.ingredient, []).append(form)
+    return {ingredient: tuple(forms) for ingredient, forms in found.items()}
 
 
 def core_tables(

@@ -31,6 +31,7 @@ TABLES = (
     "side_chains.csv",
     "side_chain_levels.csv",
     "side_effects.csv",
+    "product_forms.csv",
 )
 
 

@@ -42,6 +42,13 @@ def test_given_a_severe_cutaneous_reaction_as_text_or_reaction_then_a_warning_to
         assert verdict["severe_cutaneous_reaction"] == "SJS"
 
 
+def test_given_an_allergy_list_with_an_unread_item_then_the_conflict_stands_and_names_it() -> None:
+    verdict = _verdict("--allergy", "Pen, sulfa", "--drug", "Bactrim")
+    assert (verdict["level"], verdict["severity"]) == ("same_class", "critical")
+    assert "part of the record could not be read" in str(verdict["reason"])
+    assert "(unrecognised: pen)" in str(verdict["reason"])
+
+
 def test_given_only_a_vaccine_code_then_it_is_judged_and_names_the_drug() -> None:
     verdict = _verdict("--allergy", "gelatin", "--drug-code", "cvx|21")
     assert (verdict["drug"], verdict["ingredients"], verdict["level"]) == (

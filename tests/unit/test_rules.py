@@ -574,6 +574,106 @@ def test_given_stevens_johnson_syndrome_recorded_as_a_reaction_then_related_drug
         assert alert.title.endswith("evaluate first")
 
 
+UNCONFIRMED_LOW: dict[str, Any] = {"verification_status": "unconfirmed", "criticality": "low"}
+
+
+@pytest.mark.parametrize(
+    ("manifestation", "reaction_severity", "drug", "expected"),
+    [
+        pytest.param(
+            "Anaphylaxis",
+            None,
+            "amoxicillin",
+            Severity.CRITICAL,
+            id="given anaphylaxis without a severity then the class match is not lowered",
+        ),
+        pytest.param(
+            "Anaphylaxis",
+            "mild",
+            "amoxicillin",
+            Severity.CRITICAL,
+            id="given anaphylaxis graded mild then it is still severe",
+        ),
+        pytest.param(
+            "Anaphylactic shock",
+            "moderate",
+            "amoxicillin",
+            Severity.CRITICAL,
+            id="given anaphylactic shock graded moderate then it is still severe",
+        ),
+        pytest.param(
+            "39579001",
+            None,
+            "amoxicillin",
+            Severity.CRITICAL,
+            id="given the SNOMED CT code of anaphylaxis as the manifestation then severe",
+        ),
+        pytest.param(
+            "anaphylactoid reaction",
+            None,
+            "amoxicillin",
+            Severity.CRITICAL,
+            id="given an anaphylactoid reaction then severe",
+        ),
+        pytest.param(
+            "Anaphylaxis",
+            None,
+            "cefadroxil",
+            Severity.CRITICAL,
+            id="given anaphylaxis then a partial match is raised to critical",
+        ),
+        pytest.param(
+            "Anaphylaxis",
+            None,
+            "ceftriaxone",
+            Severity.INFO,
+            id="given penicillin anaphylaxis then a dissimilar cephalosporin stays info",
+        ),
+        pytest.param(
+            "Urticaria",
+            None,
+            "amoxicillin",
+            Severity.WARNING,
+            id="given hives without a severity then the record is lowered as before",
+        ),
+        pytest.param(
+            "no anaphylaxis",
+            None,
+            "amoxicillin",
+            Severity.WARNING,
+            id="given anaphylaxis denied then it is not recorded",
+        ),
+        pytest.param(
+            "Anaphylaxis: No",
+            None,
+            "amoxicillin",
+            Severity.WARNING,
+            id="given anaphylaxis answered no then it is not recorded",
+        ),
+    ],
+)
+def test_given_an_unconfirmed_low_criticality_allergy_with_anaphylaxis_then_it_is_not_lowered(
+    manifestation: str, reaction_severity: str | None, drug: str, expected: Severity
+) -> None:
+    """Anaphylaxis is a severe reaction by definition, whatever severity the record gives it
+    (none, as FHIR imports often do, or a lower one): it outweighs the low criticality."""
+    reaction: dict[str, Any] = {"manifestation": manifestation}
+    if reaction_severity is not None:
+        reaction["severity"] = reaction_severity
+    knowledge = load_bundled_knowledge()
+    (alert,) = run(
+        [
+            allergy(substance="amoxicillin", reactions=[reaction], **UNCONFIRMED_LOW),
+            rx("rx-1", drug),
+        ],
+        default_rules(knowledge),
+    )
+    assert alert.severity is expected
+    report = check_drug(knowledge, "amoxicillin", drug, reactions=(manifestation,))
+    if drug != "amoxicillin":
+        assert report["severity"] == expected.value
+
+
 @pytest.mark.parametrize(
     "drug", ["ceftriaxone", "cefadroxil", "meropenem", "amoxicillin", "azithromycin", "aztreonam"]
 )

@@ -246,6 +246,57 @@ def test_partly_recognised_drug_without_conflict_is_unverified(
     assert verdict.ingredients == ("azithromycin",)
 
 
+@pytest.mark.parametrize(
+    ("allergen", "drug", "level", "unread"),
+    [
+        pytest.param(
+            "Pen, sulfa",
+            "Bactrim",
+            MatchLevel.SAME_CLASS,
+            "allergen 'Pen, sulfa' was only partly recognised (unrecognised: pen)",
+            id="given an unread item beside a conflicting one then the conflict stands, the item named",
+        ),
+        pytest.param(
+            "Pen/Sulfa",
+            "sulfamethoxazole",
+            MatchLevel.SAME_CLASS,
+            "(unrecognised: pen)",
+            id="given an unread item after a slash then the conflict stands, the item named",
+        ),
+        pytest.param(
+            "Pen, sulfa",
+            "amoxicillin",
+            MatchLevel.UNVERIFIED,
+            "allergen 'Pen, sulfa' was only partly recognised (unrecognised: pen)",
+            id="given an unread item and no conflict in the rest then unverified",
+        ),
+        pytest.param(
+            "penicillin",
+            "Amoxil / frobnicillin",
+            MatchLevel.SAME_CLASS,
+            "drug 'Amoxil / frobnicillin' was only partly recognised (unrecognised: frobnicillin)",
+            id="given a drug read in part that conflicts then the conflict stands, the word named",
+        ),
+        pytest.param(
+            "peanut, frobnicate",
+            "dimercaprol",
+            MatchLevel.PARTIAL,
+            "(unrecognised: frobnicate)",
+            id="given an unread item beside a partial match then partial stands, the item named",
+        ),
+    ],
+)
+def test_a_part_of_the_record_that_cannot_be_read_is_named_whatever_the_level(
+    knowledge: BundledKnowledge, allergen: str, drug: str, level: MatchLevel, unread: str
+) -> None:
+    verdict = knowledge.cross_reactivity(allergen, drug)
+
+    assert verdict.level is level
+    assert unread in verdict.reason
+    if level is not MatchLevel.UNVERIFIED:
+        assert "part of the record could not be read, check it by hand" in verdict.reason
+
+
 def test_no_known_allergy_statement_is_not_an_allergen(knowledge: BundledKnowledge) -> None:
     nkda = (Coding("http://snomed.info/sct", "409137002"),)
 

@@ -136,3 +136,33 @@ def test_a_side_effect_of_an_unknown_reaction_or_concept_is_refused(
 ) -> None:
     with pytest.raises(KnowledgeDataError, match=refused):
         load_edited(monkeypatch, "side_effects.csv", old, new)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "refused"),
+    [
+        pytest.param(
+            "\nprogesterone,capsule;",
+            "\nprogesterone,capsulez;",
+            "product form progesterone/peanut",
+            id="given a form that is no dose-form noise word",
+        ),
+        pytest.param(
+            ",peanut,",
+            ",peanutz,",
+            "product form progesterone/peanutz",
+            id="given an unknown allergen",
+        ),
+        pytest.param(
+            "\nprogesterone,capsule;",
+            "\nprogesterone,capsule,soy,\nprogesterone,capsule;",
+            "product form progesterone/soy",
+            id="given a row without a source",
+        ),
+    ],
+)
+def test_a_product_form_of_an_unknown_form_or_concept_or_without_source_is_refused(
+    monkeypatch: pytest.MonkeyPatch, old: str, new: str, refused: str
+) -> None:
+    with pytest.raises(KnowledgeDataError, match=refused):
+        load_edited(monkeypatch, "product_forms.csv", old, new)
