@@ -5,7 +5,10 @@ traceback."""
 
 from __future__ import annotations
 
+import signal
 import sys
+from collections.abc import Callable
+from types import FrameType
 from typing import Final
 
 EXIT_INTERRUPTED: Final = 130
@@ -15,8 +18,7 @@ EXIT_INTERRUPTED: Final = 130
 def main() -> None:
     """Run the `uac` command line (`streams.cli_app.run`)."""
     try:
-        from streams.cli_app import run
-
+        run = _commands()
         run()
     except KeyboardInterrupt:
         raise _interrupted() from None
@@ -24,6 +26,25 @@ def main() -> None:
         if leaving.code == EXIT_INTERRUPTED:
             raise _interrupted() from None
         raise
+
+
+def _commands() -> Callable[[], None]:
+    """Import the commands with Ctrl-C held, then act on it: an interrupt raised while modules
+    load can land in a finaliser, where Python prints it as ignored and goes on loading (the
+    command would then run). Held, it ends the command as soon as they have loaded."""
+    received: list[int] = []
+
+    def hold(signum: int, _frame: FrameType | None) -> None:
+        received.append(signum)
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        from streams.cli_app import run
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt
+    return run
 
 
 def _interrupted() -> SystemExit:
