@@ -16,13 +16,20 @@ Decisions
 - `severity`: critical -> high, warning -> moderate, info -> low.
 - `identifiedDateTime`: the alert record's `occurred_at`, or `identified_at` when the caller
   knows when the alert was first raised (for a lifecycle record other than `raised`).
-- `implicated`: `AllergyIntolerance/<allergy_id>` and `MedicationRequest/<prescription_id>` from
-  the alert's cause (`allergy:<id>`, `medication:<id>`), with the allergen and drug as display
-  (both drugs of a duplicate therapy); a prescription imported from a MedicationStatement,
-  Immunization, MedicationAdministration or MedicationDispense of its own is
-  `<ResourceType>/<id>` already and is referenced as it is.
-- `evidence`: one entry per UaC evidence item, its role as code text and a reference to the
-  implicated resource, the UaC event id in the display (the lineage back to the event log).
+- `implicated`: the alert's causing claims (`allergy:<id>`, `medication:<id>`) as logical
+  references (R4 Reference `type` + `identifier`, no `reference`): `type` the resource the
+  claim stands for (`AllergyIntolerance`, `MedicationRequest`; a prescription imported from a
+  MedicationStatement, Immunization, MedicationAdministration or MedicationDispense of its own
+  has the claim id `<ResourceType>/<id>` and that type), `identifier.system`
+  `urn:uac:tenant:<tenant>:subject:<subject>:<kind>` (`kind` the claim kind of the cause:
+  `allergy`, `medication`), `identifier.value` the claim id, with the allergen and drug as
+  display (both drugs of a duplicate therapy). Claim ids are unique per tenant and subject
+  only, and in a Bundle a literal reference resolves to one resource: `MedicationRequest/r1`
+  would name every subject's order `r1` as one, so no claim is referenced as
+  `<ResourceType>/<id>`.
+- `evidence`: one entry per UaC evidence item, its role as code text and, for a claim role
+  (`allergy`, `allergy_status`, `medication`), the same logical reference to its claim, the UaC
+  event id in the display (the lineage back to the event log).
 - `mitigation`: for `acknowledged` (text only: what was done is not known) and `overridden`
   (v3 ActCode `1` "Therapy Appropriate": the clinician judged the therapy appropriate), with
   the reason and the time of the acknowledgement.
@@ -55,20 +62,30 @@ ISSUE_CODES: Final = {
     "duplicate-therapy": ("DUPTHPY", "Duplicate Therapy Alert"),
 }
 THERAPY_APPROPRIATE: Final = ("1", "Therapy Appropriate")
-RESOURCE_OF_CLAIM: Final = {
-    "allergy": "AllergyIntolerance",
-    "allergy_status": "AllergyIntolerance",
-    "medication": "MedicationRequest",
+RESOURCE_OF_CLAIM: Final = {"allergy": "AllergyIntolerance", "medication": "MedicationRequest"}
+"""UaC claim kind -> the FHIR resource type the claim stands for."""
+CLAIM_OF_ROLE: Final = {
+    "allergy": "allergy",
+    "allergy_status": "allergy",
+    "medication": "medication",
 }
-"""UaC claim kind / evidence role -> the FHIR resource type the claim was imported from."""
+"""Evidence role -> the kind of the claim its `claim_id` names (other roles name no claim that
+has a FHIR resource)."""
 QUALIFIED_CLAIMS: Final = (
     "MedicationStatement/",
     "Immunization/",
     "MedicationAdministration/",
     "MedicationDispense/",
 )
-"""Claim ids that already name their resource (a prescription imported from a
-MedicationStatement is `MedicationStatement/<id>`), referenced as they are."""
+"""Claim ids that name their resource type (a prescription imported from a MedicationStatement
+is `MedicationStatement/<id>`): the reference has that type."""
+
+
+def claim_system(tenant_id: str, subject_id: str, kind: str) -> str:
+    """The identifier system of one subject's claims of one kind: claim ids are unique per
+    tenant, subject and kind only. An event's tenant and subject ids hold no `:` and no
+    whitespace, so the system is a FHIR uri and names exactly one tenant, subject and kind."""
+    return f"{TENANT_SYSTEM}:{tenant_id}:subject:{subject_id}:{kind}"
 
 
 def detected_issue(alert: Alert, identified_at: datetime | None = None) -> dict[str, Any]:
@@ -91,7 +108,7 @@ def detected_issue(alert: Alert, identified_at: datetime | None = None) -> dict[
         "identifiedDateTime": fhir_instant(identified_at or alert.occurred_at),
         "author": {"display": f"UaC rule {alert.rule_id} v{alert.rule_version}"},
         "implicated": _implicated(alert),
-        "evidence": [_evidence(item) for item in alert.evidence],
+        "evidence": [_evidence(alert, item) for item in alert.evidence],
         "detail": _detail(alert),
     }
     mitigation = _mitigation(alert)
@@ -114,21 +131,25 @@ def _issue_code(alert: Alert) -> dict[str, Any]:
     return code
 
 
-def _implicated(alert: Alert) -> list[dict[str, str]]:
+def _implicated(alert: Alert) -> list[dict[str, Any]]:
     displays = _displays(alert)
     references = []
     for cause in alert.cause:
         kind, _, claim_id = cause.partition(":")
-        resource_type = RESOURCE_OF_CLAIM.get(kind)
-        if resource_type is not None:
-            reference = {"reference": _reference(resource_type, claim_id)}
+        if kind in RESOURCE_OF_CLAIM:
+            reference = _claim_reference(alert, kind, claim_id)
             display = displays.get(cause)
             references.append(reference | ({"display": display} if display else {}))
     return references
 
 
-def _reference(resource_type: str, claim_id: str) -> str:
-    return claim_id if claim_id.startswith(QUALIFIED_CLAIMS) else f"{resource_type}/{claim_id}"
+def _claim_reference(alert: Alert, kind: str, claim_id: str) -> dict[str, Any]:
+    """A logical reference to one claim of the alert's subject: never `<ResourceType>/<id>`,
+    which in a Bundle resolves to one resource whatever subject it belongs to."""
+    qualified = claim_id.startswith(QUALIFIED_CLAIMS)
+    resource_type = claim_id.partition("/")[0] if qualified else RESOURCE_OF_CLAIM[kind]
+    system = claim_system(alert.tenant_id, alert.subject_id, kind)
+    return {"type": resource_type, "identifier": {"system": system, "value": claim_id}}
 
 
 def _displays(alert: Alert) -> dict[str, str]:
@@ -145,11 +166,11 @@ def _displays(alert: Alert) -> dict[str, str]:
     return displays
 
 
-def _evidence(item: Evidence) -> dict[str, Any]:
-    detail: dict[str, str] = {"display": f"{item.description} (UaC event {item.event_id})"}
-    resource_type = RESOURCE_OF_CLAIM.get(item.role)
-    if resource_type is not None:
-        detail = {"reference": _reference(resource_type, item.claim_id)} | detail
+def _evidence(alert: Alert, item: Evidence) -> dict[str, Any]:
+    detail: dict[str, Any] = {"display": f"{item.description} (UaC event {item.event_id})"}
+    kind = CLAIM_OF_ROLE.get(item.role)
+    if kind is not None:
+        detail = _claim_reference(alert, kind, item.claim_id) | detail
     return {"code": [{"text": item.role}], "detail": [detail]}
 
 

@@ -715,7 +715,7 @@ def test_given_a_transactional_producer_then_its_commit_markers_lose_and_stall_n
 
 def alert_ids_shown_by_the_cli(pipeline: Pipeline, tenant: str = "clinic-a") -> set[str]:
     """`uac alerts --json` and `--format fhir` (DetectedIssue ids are alert ids) agree, and
-    show the tenant's alerts only."""
+    show the tenant's alerts only, each naming its claims by the tenant and subject."""
     as_json = pipeline.uac("alerts", "--tenant", tenant, "--json")
     assert as_json.returncode == 0, as_json.stderr
     shown = {json.loads(line)["alert_id"] for line in as_json.stdout.splitlines()}
@@ -726,6 +726,17 @@ def alert_ids_shown_by_the_cli(pipeline: Pipeline, tenant: str = "clinic-a") -> 
     assert {r["resourceType"] for r in resources} <= {"DetectedIssue"}
     assert {r["meta"]["tag"][0]["code"] for r in resources} <= {tenant}
     assert {r["id"] for r in resources} == shown
+    for resource in resources:
+        subject = resource["patient"]["identifier"]["value"]
+        claims = [
+            *resource.get("implicated", []),
+            *(d for e in resource.get("evidence", []) for d in e["detail"] if "type" in d),
+        ]
+        assert claims
+        assert {c["identifier"]["system"].rsplit(":", 1)[0] for c in claims} == {
+            f"urn:uac:tenant:{tenant}:subject:{subject}"
+        }
+        assert not [c for c in claims if "reference" in c]
     return shown
 
 

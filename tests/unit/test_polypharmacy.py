@@ -230,5 +230,10 @@ def test_given_a_review_as_a_detected_issue_then_its_evidence_references_the_ord
     issue = detected_issue(alert)
     assert issue["severity"] == "low"
     assert "implicated" not in issue
-    references = [entry["detail"][0]["reference"] for entry in issue["evidence"]]
-    assert sorted(references) == sorted(f"MedicationRequest/rx-{n}" for n in range(10))
+    orders = [
+        (detail["type"], detail["identifier"]["system"], detail["identifier"]["value"])
+        for entry in issue["evidence"]
+        for detail in entry["detail"]
+    ]
+    system = "urn:uac:tenant:clinic-a:subject:patient-1:medication"
+    assert sorted(orders) == sorted(("MedicationRequest", system, f"rx-{n}") for n in range(10))

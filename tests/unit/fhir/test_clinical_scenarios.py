@@ -592,10 +592,17 @@ def test_given_a_penicillin_allergy_and_a_statement_of_amoxicillin_taken_then_a_
         ("amoxicillin",),
     )
     issue = detected_issue(alert)
-    implicated = [item["reference"] for item in issue["implicated"]]
-    assert "MedicationStatement/ms-amox" in implicated
-    evidence = [d.get("reference") for e in issue["evidence"] for d in e["detail"]]
-    assert "MedicationStatement/ms-amox" in evidence
+    statement = {
+        "type": "MedicationStatement",
+        "identifier": {
+            "system": f"urn:uac:tenant:{TENANT}:subject:pat1:medication",
+            "value": "MedicationStatement/ms-amox",
+        },
+    }
+    implicated = [{k: item[k] for k in ("type", "identifier")} for item in issue["implicated"]]
+    assert statement in implicated
+    evidence = [{k: d.get(k) for k in statement} for e in issue["evidence"] for d in e["detail"]]
+    assert statement in evidence
 
 
 def test_given_a_statement_that_the_zosyn_order_was_completed_then_no_duplicate_and_resolved() -> (
@@ -962,8 +969,10 @@ def test_given_an_amoxicillin_dose_given_without_an_order_then_a_critical_alert_
         (AlertStatus.RAISED, Severity.CRITICAL),
         (AlertStatus.RESOLVED, Severity.CRITICAL),
     ]
-    implicated = [item["reference"] for item in detected_issue(records[0])["implicated"]]
-    assert "MedicationAdministration/adm-amox" in implicated
+    implicated = detected_issue(records[0])["implicated"]
+    assert ("MedicationAdministration", "MedicationAdministration/adm-amox") in [
+        (item["type"], item["identifier"]["value"]) for item in implicated
+    ]
 
 
 GELATIN = {
@@ -1007,8 +1016,11 @@ def test_given_a_gelatin_allergy_then_a_varicella_vaccination_alerts_and_a_flu_s
     assert {a.drug_allergy.prescription_id for a in alerts if a.drug_allergy} == {
         "Immunization/imm-var"
     }
-    implicated = [item["reference"] for item in detected_issue(alerts[0])["implicated"]]
-    assert implicated == ["AllergyIntolerance/gelatin-1", "Immunization/imm-var"]
+    implicated = detected_issue(alerts[0])["implicated"]
+    assert [(item["type"], item["identifier"]["value"]) for item in implicated] == [
+        ("AllergyIntolerance", "gelatin-1"),
+        ("Immunization", "Immunization/imm-var"),
+    ]
 
 
 # Files read together form one input set

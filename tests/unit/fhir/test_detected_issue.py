@@ -19,7 +19,8 @@ from schemas.alerts import (
     Evidence,
     Severity,
 )
-from schemas.fhir.detected_issue import detected_issue
+from schemas.fhir.detected_issue import detected_issue, detected_issue_bundle
+from schemas.fhir.resource_types import R4_RESOURCE_TYPES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "fhir" / "fhir-r4-examples"
 ACT_CODE = "http://terminology.hl7.org/CodeSystem/v3-ActCode"
@@ -29,6 +30,15 @@ ALERT_ID = UUID("8a4e7a62-0f8b-5d4a-9f0e-2f4f5d6c7b8a")
 FHIR_DATE_TIME = re.compile(
     r"\d{4}(-\d{2}(-\d{2}(T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2}))?)?)?"
 )
+
+
+def claim(resource_type: str, system: str, value: str, **display: str) -> dict[str, Any]:
+    """A logical reference to a claim, as an implicated resource or an evidence detail."""
+    return {"type": resource_type, "identifier": {"system": system, "value": value}} | display
+
+
+ALLERGIES = "urn:uac:tenant:clinic-a:subject:pat1:allergy"
+MEDICATIONS = "urn:uac:tenant:clinic-a:subject:pat1:medication"
 
 
 def example(name: str) -> dict[str, Any]:
@@ -189,9 +199,20 @@ def test_given_a_raised_drug_allergy_alert_then_the_issue_names_patient_code_and
     ]
     assert issue["code"]["text"] == RAISED.title
     assert issue["implicated"] == [
-        {"reference": "AllergyIntolerance/medication", "display": "Penicillin G"},
         {
-            "reference": "MedicationRequest/medrx0319",
+            "type": "AllergyIntolerance",
+            "identifier": {
+                "system": "urn:uac:tenant:clinic-a:subject:pat1:allergy",
+                "value": "medication",
+            },
+            "display": "Penicillin G",
+        },
+        {
+            "type": "MedicationRequest",
+            "identifier": {
+                "system": "urn:uac:tenant:clinic-a:subject:pat1:medication",
+                "value": "medrx0319",
+            },
             "display": "Zosyn (piperacillin/tazobactam) 4.5gm injection",
         },
     ]
@@ -200,29 +221,41 @@ def test_given_a_raised_drug_allergy_alert_then_the_issue_names_patient_code_and
     assert "mitigation" not in issue
 
 
-def test_given_evidence_then_each_item_references_its_resource_and_names_the_uac_event() -> None:
+def test_given_evidence_then_each_item_references_its_claim_and_names_the_uac_event() -> None:
     evidence = detected_issue(RAISED)["evidence"]
     assert evidence == [
         {
             "code": [{"text": "allergy"}],
             "detail": [
-                {
-                    "reference": "AllergyIntolerance/medication",
-                    "display": "allergy to Penicillin G "
+                claim(
+                    "AllergyIntolerance",
+                    ALLERGIES,
+                    "medication",
+                    display="allergy to Penicillin G "
                     "(UaC event 4f6f6c4e-1b1a-5c1e-9a55-0c1d8e3f0a01)",
-                }
+                )
             ],
         },
         {
             "code": [{"text": "medication"}],
             "detail": [
-                {
-                    "reference": "MedicationRequest/medrx0319",
-                    "display": "prescribed Zosyn (piperacillin/tazobactam) 4.5gm injection "
+                claim(
+                    "MedicationRequest",
+                    MEDICATIONS,
+                    "medrx0319",
+                    display="prescribed Zosyn (piperacillin/tazobactam) 4.5gm injection "
                     "(UaC event 4f6f6c4e-1b1a-5c1e-9a55-0c1d8e3f0a02)",
-                }
+                )
             ],
         },
+    ]
+
+
+def test_given_a_change_of_the_allergy_status_then_its_evidence_references_the_allergy() -> None:
+    status = Evidence(event_id="e3", claim_id="medication", role="allergy_status", description="x")
+    alert = penicillin_alert(evidence=(*RAISED.evidence, status))
+    assert detected_issue(alert)["evidence"][-1]["detail"] == [
+        claim("AllergyIntolerance", ALLERGIES, "medication", display="x (UaC event e3)")
     ]
 
 
@@ -263,8 +296,8 @@ def test_given_a_duplicate_therapy_alert_then_dupthpy_and_both_requests_implicat
     ]
     assert issue["severity"] == "moderate"
     assert issue["implicated"] == [
-        {"reference": "MedicationRequest/rx-1", "display": "prescribed a"},
-        {"reference": "MedicationRequest/rx-2", "display": "prescribed b"},
+        claim("MedicationRequest", MEDICATIONS, "rx-1", display="prescribed a"),
+        claim("MedicationRequest", MEDICATIONS, "rx-2", display="prescribed b"),
     ]
 
 
@@ -278,8 +311,8 @@ def test_given_a_duplicate_therapy_finding_then_the_implicated_requests_show_the
     )
     alert = duplicate_therapy_alert().model_copy(update={"duplicate_therapy": finding})
     assert detected_issue(alert)["implicated"] == [
-        {"reference": "MedicationRequest/rx-1", "display": "lisinopril 10 MG Oral Tablet"},
-        {"reference": "MedicationRequest/rx-2", "display": "Zestril"},
+        claim("MedicationRequest", MEDICATIONS, "rx-1", display="lisinopril 10 MG Oral Tablet"),
+        claim("MedicationRequest", MEDICATIONS, "rx-2", display="Zestril"),
     ]
 
 
@@ -328,7 +361,11 @@ def test_shape_matches_the_official_examples(alert: Alert) -> None:
     assert issue["code"]["coding"][0]["system"] == ddi["code"]["coding"][0]["system"]
     assert issue["severity"] in {"high", "moderate", "low"}
     assert _shape(issue["patient"]["reference"]) == _shape(duplicate["patient"]["reference"])
-    assert _shape(issue["implicated"]) == _shape(ddi["implicated"])
+    for implicated in issue["implicated"]:
+        assert implicated.keys() <= {"reference", "type", "identifier", "display"}
+        assert implicated["type"] in R4_RESOURCE_TYPES
+        assert _shape(implicated["identifier"]) == {"system": "str", "value": "str"}
+        assert _shape(implicated["display"]) == _shape(ddi["implicated"][0]["display"])
     assert FHIR_DATE_TIME.fullmatch(issue["identifiedDateTime"])
     assert isinstance(issue["detail"], str)
     if "mitigation" in issue:
@@ -346,3 +383,27 @@ def test_given_one_subject_id_in_two_tenants_then_two_patients_told_apart_by_the
     assert first["reference"] == second["reference"] == "Patient/pat1"
     assert first["identifier"] != second["identifier"]
     assert detected_issue(other)["meta"]["tag"][0]["code"] == "clinic-b"
+
+
+def test_given_two_subjects_with_one_prescription_id_then_one_bundle_implicates_two_orders() -> (
+    None
+):
+    other = penicillin_alert(subject_id="pat2", alert_id=uuid5(ALERT_ID, "pat2"))
+    other_tenant = RAISED.model_copy(update={"tenant_id": "clinic-b"})
+    bundle = detected_issue_bundle([RAISED, other, other_tenant])
+    orders = [entry["resource"]["implicated"][1] for entry in bundle["entry"]]
+    assert [order["identifier"] for order in orders] == [
+        {"system": "urn:uac:tenant:clinic-a:subject:pat1:medication", "value": "medrx0319"},
+        {"system": "urn:uac:tenant:clinic-a:subject:pat2:medication", "value": "medrx0319"},
+        {"system": "urn:uac:tenant:clinic-b:subject:pat1:medication", "value": "medrx0319"},
+    ]
+    assert {order["type"] for order in orders} == {"MedicationRequest"}
+    claims = [
+        detail
+        for entry in bundle["entry"]
+        for detail in [
+            *entry["resource"]["implicated"],
+            *(d for e in entry["resource"]["evidence"] for d in e["detail"]),
+        ]
+    ]
+    assert not [detail for detail in claims if "reference" in detail]
