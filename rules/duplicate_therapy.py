@@ -2,7 +2,9 @@
 group. Two of a class whose local forms act where applied, used at different sites, are a
 treatment plan instead (oral prednisone with an inhaled corticosteroid, nystatin by mouth and
 on the skin: `rules.administration` reads the sites); topical diclofenac with an oral NSAID, or
-timolol eye drops with an oral beta blocker, stay duplicates."""
+timolol eye drops with an oral beta blocker, stay duplicates. Two prescriptions the knowledge
+cannot resolve that leave the same words unread ("Zyxoral 10 mg", "Zyxoral 20 mg oral tablet")
+are a possible duplicate, flagged for a check by hand rather than passed over in silence."""
 
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ RULE = RuleRef(
     severity=Severity.WARNING,
     description=(
         "Two active prescriptions share an ingredient, a class or a therapeutic group (not two"
-        " of a locally acting class used at different sites)."
+        " of a locally acting class used at different sites), or name the same medicine the"
+        " knowledge cannot read."
     ),
 )
 
@@ -63,13 +66,34 @@ class DuplicateTherapyRule:
     def _finding(self, first: MedicationView, second: MedicationView) -> Finding | None:
         one, two = self._resolution(first), self._resolution(second)
         if not (one.resolved and two.resolved):
-            return None
+            unread = _same_unread_name(one, two)
+            if unread is None:
+                return None
+            detail = (
+                f"both active prescriptions name {unread!r}, which the drug knowledge cannot "
+                "read: check by hand whether they are one medicine"
+            )
+            title = f"Possible duplicate therapy (not recognised): {first.drug} and {second.drug}"
+            return self._duplicate(first, second, UNREAD_NAME, (unread,), title, detail)
         if _site_specific(one, two) and self._act_apart(first, second):
             return None
         shared = _shared(one, two)
         if shared is None:
             return None
         what, common = shared
+        detail = f"both active prescriptions share {_named(what, tuple(map(one.label, common)))}"
+        title = f"Duplicate therapy: {first.drug} and {second.drug}"
+        return self._duplicate(first, second, what, common, title, detail)
+
+    def _duplicate(
+        self,
+        first: MedicationView,
+        second: MedicationView,
+        what: str,
+        common: tuple[str, ...],
+        title: str,
+        detail: str,
+    ) -> Finding:
         return Finding(
             rule=RULE,
             cause=tuple(
@@ -78,8 +102,8 @@ class DuplicateTherapyRule:
                 )
             ),
             severity=RULE.severity,
-            title=f"Duplicate therapy: {first.drug} and {second.drug}",
-            detail=f"both active prescriptions share {_named(what, tuple(map(one.label, common)))}",
+            title=title,
+            detail=detail,
             evidence=tuple(
                 evidence_of(m.prescribed, m.prescription_id, "medication", f"prescribed {m.drug}")
                 for m in (first, second)
@@ -110,6 +134,21 @@ def _pairs(
             if m != n and m not in paired:
                 yield (medications[min(n, m)], medications[max(n, m)])
         paired.add(n)
+
+
+UNREAD_NAME: Final = "unrecognised name"
+"""`shared_by` of two prescriptions the knowledge cannot resolve that name the same unknown
+medicine ("Zyxoral 10 mg" and "Zyxoral 20 mg oral tablet")."""
+
+
+def _same_unread_name(one: DrugResolution, two: DrugResolution) -> str | None:
+    """The words both texts leave unread, when they are the same and what each text does
+    resolve is the same too: the same unknown medicine, in another strength or form."""
+    if not one.unrecognised or one.unrecognised != two.unrecognised:
+        return None
+    if set(one.ingredients) != set(two.ingredients):
+        return None
+    return " ".join(one.unrecognised)
 
 
 def _shared(one: DrugResolution, two: DrugResolution) -> tuple[str, tuple[str, ...]] | None:

@@ -6,7 +6,8 @@ the list changes, and is resolved when it falls below.
 A medicine is its active ingredients (two orders of one drug, or a tablet and an ointment of
 one ingredient, are one medicine; a combination product is one medicine of its own; a fluid
 that is only a vehicle, saline in any bag size, one medicine); a drug the knowledge layer cannot
-resolve counts by its name. One alert stands for one episode, identified by the moment the count
+resolve counts by the words it cannot read and what it does read (two strengths or forms of one
+unknown drug are one medicine), else by its name. One alert stands for one episode, identified by the moment the count
 reached the threshold on the valid-time timeline of every prescription (from its date, or its
 `valid_from`, to its stop or its `valid_until`; a prescription entered in error is not on it):
 the same history gives the same alert id in any arrival order, a medicine added (on the same day
@@ -73,6 +74,8 @@ class PolypharmacyRule:
 
         def medicine(drug: str, codes: tuple[Coding, ...]) -> Hashable:
             resolution = resolve(drug, codes)
+            if resolution.unrecognised:
+                return (tuple(sorted(resolution.ingredients)), resolution.unrecognised)
             if not (resolution.resolved and resolution.ingredients):
                 return " ".join(fold(drug).split())
             return tuple(sorted(resolution.active_ingredients or resolution.ingredients))

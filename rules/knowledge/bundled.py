@@ -80,6 +80,7 @@ class BundledKnowledge:
             ),
             labels=tuple((c, self._tables.classes[c].label) for c in classes)
             + tuple((g, self._tables.groups[g].label) for g in groups),
+            unrecognised=recognition.unrecognised,
         )
 
     def cross_reactivity(

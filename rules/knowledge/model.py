@@ -62,6 +62,11 @@ class DrugResolution:
     """A readable name for each of its classes and therapeutic groups (id, label: e.g.
     `propionic_acid_nsaids`, "propionic acid NSAIDs"), for the text of an alert. A backend
     without them leaves them empty (the ids are shown)."""
+    unrecognised: tuple[str, ...] = ()
+    """The words of the text it could not read, in order (strengths, dose forms and other
+    words it knows to ignore left out): two texts it cannot resolve that leave the same words
+    unread name the same unknown medicine. A backend that does not read words leaves them
+    empty."""
 
     def label(self, concept: str) -> str:
         """The readable name of one of its classes or groups (the id itself if it has none)."""

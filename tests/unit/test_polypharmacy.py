@@ -107,6 +107,13 @@ def test_given_a_drug_the_knowledge_layer_cannot_resolve_then_it_still_counts_by
     assert alert.cause == (episode(30),)
 
 
+def test_given_two_strengths_of_a_drug_the_knowledge_cannot_resolve_then_one_medicine() -> None:
+    unknown = [rx("rx-z10", "Zorblaxin 10 mg", 30), rx("rx-z20", "Zorblaxin 20 mg oral tablet", 31)]
+    assert reviews([*daily(8), *unknown]) == []
+    (alert,) = reviews([*daily(8), *unknown, rx("rx-other", "Quetrabol 5 mg", 32)])
+    assert alert.cause == (episode(32),)
+
+
 def test_given_changes_above_the_threshold_then_quiet_and_below_it_resolved() -> None:
     events = [*daily(11), stop("rx-0", 20)]
     assert [a.status for a in reviews(events)] == [AlertStatus.RAISED]

@@ -165,6 +165,34 @@ def test_given_two_insulins_of_one_kind_or_two_infusions_of_one_drug_then_a_dupl
     assert alert.detail.endswith(f"share {shared}")
 
 
+def test_given_two_forms_of_a_drug_the_knowledge_cannot_read_then_a_possible_duplicate(
+    knowledge: BundledKnowledge,
+) -> None:
+    """Not recognised is never a silent "no duplicate": the same unread name in two strengths
+    or forms is flagged for a check by hand."""
+    (alert,) = prescribed(knowledge, "Zyxoral 10mg", "Zyxoral 20 mg oral tablet")
+    assert alert.severity is Severity.WARNING
+    assert alert.title.startswith("Possible duplicate therapy (not recognised)")
+    assert alert.duplicate_therapy is not None
+    assert (alert.duplicate_therapy.shared_by, alert.duplicate_therapy.shared) == (
+        "unrecognised name",
+        ("zyxoral",),
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        pytest.param("Zyxoral 10mg", "Quetrabol 10mg", id="two different unread names"),
+        pytest.param("Zyxoral 10mg", "Zyxoral/amoxicillin", id="one with an ingredient more"),
+    ],
+)
+def test_given_unread_names_that_differ_then_no_duplicate(
+    knowledge: BundledKnowledge, first: str, second: str
+) -> None:
+    assert prescribed(knowledge, first, second) == []
+
+
 def test_an_allergy_to_one_insulin_still_warns_of_another_kind(
     knowledge: BundledKnowledge,
 ) -> None:
