@@ -318,7 +318,11 @@ def _erasure_refusal(
 def _unknown_subject(settings: Settings, tenant: str, subject: str) -> str | None:
     """Why erasing this subject would erase nothing but its id: every personal event is sealed
     with its subject's key, so a subject without one (never created, or a mistyped id) has no
-    event the system holds, and an erasure is irreversible: the id would be refused for good."""
+    event the system holds, and an erasure is irreversible: the id would be refused for good.
+    Not said when the gate admits unsealed events (`UAC_REQUIRE_SEALED=false`): a subject may
+    then be held without a key."""
+    if not settings.require_sealed:
+        return None
     keys = FileKeyStore(settings.keys_dir)
     name = f"{tenant}:{subject}"
     if keys.key_for(name) is not None or keys.is_destroyed(name):

@@ -191,6 +191,16 @@ def test_given_a_subject_without_a_key_then_erase_refuses_unless_forced(tmp_path
     assert "no Kafka" in forced.stderr
 
 
+def test_given_unsealed_events_admitted_then_erase_sends_a_subject_without_a_key(
+    tmp_path: Path,
+) -> None:
+    """With UAC_REQUIRE_SEALED=false a subject may be held without a key: no refusal."""
+    args = ["erase", "--tenant", "clinic-a", "--subject", "p-unsealed"]
+    result = _uac(args, tmp_path, bootstrap=None, settings={"UAC_REQUIRE_SEALED": "false"})
+    assert result.returncode == 3
+    assert "no Kafka" in result.stderr
+
+
 def test_given_a_subject_with_a_key_then_erase_sends_the_request(tmp_path: Path) -> None:
     FileKeyStore(tmp_path / "keys").key_for_writing("clinic-a:p-1")
     result = _uac(["erase", "--tenant", "clinic-a", "--subject", "p-1"], tmp_path, bootstrap=None)
