@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from pydantic import BaseModel
 
@@ -190,9 +190,18 @@ def secrets_in_text(field: str, text: str) -> list[SecretFinding]:
         if _ANY_TOKEN.search(text)
         else []
     )
-    if any(is_card_number(digits) for digits in _card_candidates(text)):
+    if not _CODED_VALUE.search(field) and any(
+        is_card_number(digits) for digits in _card_candidates(text)
+    ):
         findings.append(SecretFinding(field, "a payment card number"))
     return findings
+
+
+_CODED_VALUE: Final = re.compile(r"\.codes\[\d+\]\.code$")
+"""The path of a coding's code: a terminology's identifier, never free text, and one that can
+have a card number's shape (a UK dm+d SNOMED CT code has 16 to 18 digits with a check digit:
+about one in eight pass a card brand's prefix, length and the Luhn check). Its other screens
+still apply."""
 
 
 def text_fields(value: Any, path: str) -> Iterator[tuple[str, str]]:

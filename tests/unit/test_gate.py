@@ -139,6 +139,20 @@ REJECTIONS = [
         id="given a card number sent as a number then secret_in_text",
     ),
     pytest.param(
+        make_event(
+            "MedicationPrescribed",
+            "card-in-display",
+            payload={
+                "drug": "amoxicillin",
+                "codes": [{"system": "local", "code": "1", "display": "4111 1111 1111 1111"}],
+            },
+        ),
+        {},
+        None,
+        ReasonCode.SECRET_IN_TEXT,
+        id="given a card number in a coding's display then secret_in_text",
+    ),
+    pytest.param(
         make_event("PreferenceStated", "s5", purpose="token: abcd1234efgh"),
         {},
         None,
@@ -412,6 +426,18 @@ ACCEPTED = [
         make_event("PreferenceStated", "ok-imei", payload={"note": "device IMEI 490154203237518"}),
         None,
         id="given a Luhn-valid IMEI then not mistaken for a card",
+    ),
+    pytest.param(
+        make_event(
+            "MedicationPrescribed",
+            "ok-dmd",
+            payload={
+                "drug": "Amoxicillin 500mg capsules",
+                "codes": [{"system": "http://snomed.info/sct", "code": "39732021000001106"}],
+            },
+        ),
+        None,
+        id="given a UK dm+d SNOMED code of a card number's shape then not mistaken for a card",
     ),
     pytest.param(
         make_event("FactAsserted", "home-lower", payload={"key": "home_country", "value": " nl "}),
