@@ -218,10 +218,12 @@ names no order is a course of its own, `<ResourceType>/<id>`:
     entered-in-error only the stop. Cancelled and declined dispenses are skipped.
 
 Patient -> FactAsserted(home_country, ISO 3166-1 alpha-2) from the address the patient lives
-at: of the addresses with a country, never an `old` or `temp` one; a current one (no
-`period.end`) before an ended one; then `home`, then no (or another) use, then `work`, then
-`billing`; then the first in the list. Any ISO alpha-2 code, and a small table of alpha-3 codes and English names;
-anything else is skipped with the value in the reason, never guessed.
+at when the record was made (its recorded time: meta.lastUpdated, else the Bundle's time, else
+the fallback): of the addresses with a country, never an `old` or `temp` one, nor one whose
+`period.start` comes after that time (an announced move is not yet the home); one in force then
+(no `period.end`, or one after that time) before an ended one; then `home`, then no (or another)
+use, then `work`, then `billing`; then the first in the list. Any ISO alpha-2 code, and a small
+table of alpha-3 codes and English names; anything else is skipped with the value in the reason, never guessed.
 
 Not plain records: a claim resource (or a Medication it names) with a `modifierExtension`
 anywhere or `implicitRules` is an error `modifier_not_understood`, one tagged `SUBSETTED` an

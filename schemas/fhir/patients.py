@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Final
 
 from schemas.countries import HOME_COUNTRY
 from schemas.events import Event, EventType, FactAsserted
-from schemas.fhir.json_access import Json, Unsupported, objects_at, string_at, time_at, within
+from schemas.fhir.json_access import (
+    Json,
+    Unmappable,
+    Unsupported,
+    end_time_at,
+    objects_at,
+    string_at,
+    time_at,
+    within,
+)
 from schemas.fhir.sources import Index, Source, new_event, subject_id_of, timing_of
 
 _ISO_ALPHA_2_CODES: Final = """
@@ -55,7 +65,7 @@ def patient_events(source: Source, index: Index) -> list[Event]:
             "Patient replaced by another at the source (Patient.link): no longer used, the "
             "records naming it are filed under the patient replacing it"
         )
-    address = _home_address(source.resource)
+    address = _home_address(source.resource, timing_of(source, ()).recorded_at)
     country = None if address is None else string_at(address, "country", at="address")
     if address is None or country is None:
         raise Unsupported("Patient without an address country: no home_country fact")
@@ -80,16 +90,21 @@ _USE_RANK: Final = {"home": 0, "work": 2, "billing": 3}
 (or another) stated use (rank 1), else a work address, else a billing one."""
 
 
-def _home_address(resource: Json) -> Json | None:
-    """The address that names the home country: of the addresses with a country and a use
-    that can be a home (not `old` or `temp`), a current one (no `period.end`) before an ended
-    one, then by use (`_USE_RANK`), then the first in the list."""
+def _home_address(resource: Json, known_at: datetime) -> Json | None:
+    """The address that names the home country when the record was made (`known_at`): of the
+    addresses with a country and a use that can be a home (not `old` or `temp`) and that had
+    begun by then (an announced move is not yet a home), one in force then (its `period` not
+    ended by then) before an ended one, then by use (`_USE_RANK`), then the first in the list.
+    A period bound that cannot be read counts as absent here (the chosen address's start is
+    still read strictly)."""
     candidates = [
         address
         for address in objects_at(resource, "address")
-        if _has_country(address) and _use(address) not in _NOT_HOME_USES
+        if _has_country(address)
+        and _use(address) not in _NOT_HOME_USES
+        and not _begins_after(address, known_at)
     ]
-    return min(candidates, key=_address_rank, default=None)
+    return min(candidates, key=lambda address: _address_rank(address, known_at), default=None)
 
 
 def _has_country(address: Json) -> bool:
@@ -102,7 +117,25 @@ def _use(address: Json) -> str | None:
     return use.strip().casefold() if isinstance(use, str) else None
 
 
-def _address_rank(address: Json) -> tuple[bool, int]:
-    period = address.get("period")
-    ended = isinstance(period, Mapping) and period.get("end") is not None
+def _address_rank(address: Json, known_at: datetime) -> tuple[bool, int]:
+    end = _period_bound(address, "end")
+    ended = end is not None and end <= known_at
     return ended, _USE_RANK.get(_use(address) or "", 1)
+
+
+def _begins_after(address: Json, known_at: datetime) -> bool:
+    start = _period_bound(address, "start")
+    return start is not None and start > known_at
+
+
+def _period_bound(address: Json, bound: str) -> datetime | None:
+    """The address's `period.start` (as the instant it starts) or `period.end` (as the instant
+    it ends before); None when absent or unreadable."""
+    period = address.get("period")
+    if not isinstance(period, Mapping):
+        return None
+    read = end_time_at if bound == "end" else time_at
+    try:
+        return read(period, bound)
+    except Unmappable:
+        return None

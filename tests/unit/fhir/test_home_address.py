@@ -1,5 +1,6 @@
-"""Which of a Patient's addresses names the home country: never an old or temporary one, a
-current one before one whose period has ended, a home address before a work or billing one,
+"""Which of a Patient's addresses names the home country, judged when the record was made (here
+the import's fallback time, 2025-09-17): never an old or temporary one, nor one that has not
+begun, a current one before one whose period has ended, a home address before a work or billing one,
 and the first address that has a country (not just the first address)."""
 
 from __future__ import annotations
@@ -58,6 +59,30 @@ from tests.unit.fhir.test_mapping import PATIENT, changed, run
             "US",
             id="an ended home address when it is the only one",
         ),
+        pytest.param(
+            [
+                {"use": "home", "country": "DE", "period": {"start": "2020", "end": "2030-12-31"}},
+                {"use": "work", "country": "CH"},
+            ],
+            "DE",
+            id="a home address whose period ends after the record was made is still in force",
+        ),
+        pytest.param(
+            [
+                {"use": "home", "country": "DE", "period": {"end": "2027-02-28"}},
+                {"use": "home", "country": "FR", "period": {"start": "2027-03-01"}},
+            ],
+            "DE",
+            id="an announced move is not yet the home",
+        ),
+        pytest.param(
+            [
+                {"use": "home", "country": "FR", "period": {"start": "2027-03-01"}},
+                {"use": "home", "country": "DE"},
+            ],
+            "DE",
+            id="an address that begins after the record was made, listed first, is not the home",
+        ),
     ],
 )
 def test_the_home_country_comes_from_the_address_the_patient_lives_at(
@@ -75,6 +100,10 @@ def test_the_home_country_comes_from_the_address_the_patient_lives_at(
     [
         pytest.param([{"use": "old", "country": "US"}], id="only an old address"),
         pytest.param([{"use": "temp", "country": "TH"}], id="only a temporary address"),
+        pytest.param(
+            [{"use": "home", "country": "FR", "period": {"start": "2027-03-01"}}],
+            id="only an address that has not begun",
+        ),
     ],
 )
 def test_a_patient_with_no_address_they_live_at_gets_no_home_country(
