@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Final
 
 from projections.clock import clock_event, due_bounds
 from projections.gate import GateContext, Rejected
@@ -19,7 +20,7 @@ from projections.views import DEFAULT_POLICY, FoldPolicy
 from rules.base import Rule
 from rules.engine import process
 from schemas.alerts import Alert
-from schemas.events import Event
+from schemas.events import Event, EventType
 
 
 @dataclass(frozen=True)
@@ -45,15 +46,25 @@ ContextFor = Callable[[Submitted, dict[str, str]], GateContext]
 """Builds the gate context of one submitted event, given the batch's claim owners."""
 
 
+ARRIVAL_RANK: Final = {
+    **CAUSAL_RANK,
+    EventType.MEDICATION_STOPPED: CAUSAL_RANK[EventType.CONSENT_CHANGED] + 0.5,
+}
+"""`CAUSAL_RANK`, but a stop comes before the prescriptions of its instant: an order replaced at
+the instant its successor starts (a dose change) is stopped before the successor is judged,
+so the two are never a duplicate therapy for no time at all. A stop that arrives before its own
+prescription still ends it: the fold places it after the prescription in valid time."""
+
+
 def processing_order(submitted: Submitted) -> tuple[object, ...]:
-    """Transaction time, valid time, causal rank (`projections.timeline.CAUSAL_RANK`), event id,
-    then the event's content: two different events that reuse one id at one instant are
-    processed in the same order whatever the order of the file (the second is refused)."""
+    """Transaction time, valid time, arrival rank (`ARRIVAL_RANK`), event id, then the event's
+    content: two different events that reuse one id at one instant are processed in the same
+    order whatever the order of the file (the second is refused)."""
     event = submitted.event
     return (
         event.recorded_at,
         event.occurred_at,
-        CAUSAL_RANK[event.type],
+        ARRIVAL_RANK[event.type],
         event.id,
         event.model_dump_json(),
     )

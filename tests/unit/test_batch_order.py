@@ -68,3 +68,28 @@ def test_given_corrections_that_correct_each_other_then_each_is_processed_once()
     loop = [_allergy("a", "penicillin", 1, "b"), _allergy("b", "codeine", 2, "a")]
     batch = [Submitted(f"line {n}", event, 100) for n, event in enumerate(loop, 1)]
     assert sorted(item.origin for item in in_processing_order(batch)) == ["line 1", "line 2"]
+
+
+def test_given_an_order_replaced_at_the_instant_its_successor_starts_then_no_duplicate_therapy() -> (
+    None
+):
+    """A dose change: r1 stopped as r2 starts. Judging r2 before the stop would raise a
+    duplicate therapy and resolve it at once, a record consumers would act on for nothing."""
+    change = timedelta(days=4)
+    history = [
+        make_event(
+            "MedicationPrescribed", "r1", payload={"prescription_id": "r1", "drug": "ibuprofen"}
+        ),
+        make_event(
+            "MedicationPrescribed",
+            "r2",
+            at=change,
+            payload={"prescription_id": "r2", "drug": "ibuprofen"},
+        ),
+        make_event("MedicationStopped", "r1-stop", at=change, payload={"prescription_id": "r1"}),
+    ]
+    for order in permutations(history):
+        batch = [Submitted(f"line {n}", event, 100) for n, event in enumerate(order, 1)]
+        (result,) = replay_batch(batch, _context, RULES).values()
+        assert result.rejections == []
+        assert result.alerts == []
