@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from streams.alert_lineage import AlertNotFound
-from streams.analytics import QueryFailed, TenantRequired
+from streams.analytics import QueryFailed, TenantRequired, read_purpose
 from streams.console_text import DataConsole, styled
 from streams.kafka_address import bootstrap_servers
 from streams.keys import FileKeyStore
@@ -59,9 +59,13 @@ FormatOption = Annotated[
 PurposeOption = Annotated[
     str,
     typer.Option(
-        "--purpose", help="What the data will be used for (default: care); only claims it may use."
+        "--purpose",
+        help="What the data will be used for (default: care); only claims it may use.",
+        callback=read_purpose,
     ),
 ]
+"""Every read's purpose: a blank one is the default `care`, as the query layer reads it (never a
+read, nor an audit row, with an empty purpose)."""
 ReaderOption = Annotated[
     str | None, typer.Option("--actor", help="Who reads (audited; default: your login).")
 ]

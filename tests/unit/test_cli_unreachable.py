@@ -206,3 +206,14 @@ def test_given_a_subject_with_a_key_then_erase_sends_the_request(tmp_path: Path)
     result = _uac(["erase", "--tenant", "clinic-a", "--subject", "p-1"], tmp_path, bootstrap=None)
     assert result.returncode == 3
     assert "no Kafka" in result.stderr
+
+
+def test_given_a_blank_purpose_then_the_read_is_for_care(tmp_path: Path) -> None:
+    """A blank --purpose is the default `care` (consent-exempt for clinic-a), never a read for an
+    empty purpose: the command goes on to Kafka (absent here) instead of refusing."""
+    blank = _uac(["alerts", "--tenant", "clinic-a", "--purpose", " "], tmp_path, bootstrap=None)
+    assert blank.returncode == 3, blank.stderr
+    marketing = ["alerts", "--tenant", "clinic-a", "--purpose", "marketing"]
+    refused = _uac(marketing, tmp_path, bootstrap=None)
+    assert refused.returncode == 2
+    assert "'marketing' is not consent-exempt" in " ".join(refused.stderr.split())
