@@ -9,6 +9,7 @@ start with the Confluent magic byte 0, so the two are never confused.
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 
@@ -16,6 +17,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from streams.keys import SubjectErased, SubjectKeys
+
+log = logging.getLogger(__name__)
 
 SEAL_MAGIC = b"UACS\x01"
 NONCE_BYTES = 12
@@ -115,11 +118,17 @@ class Sealer:
 
 
 def readable(sealer: Sealer, value: bytes | None) -> bytes | None:
-    """The framed record of a topic value, or None when it is a tombstone or its subject was
-    erased (readers skip those: an erased subject has no data the system can read)."""
+    """The framed record of a topic value, or None when it is a tombstone, its subject was
+    erased (an erased subject has no data the system can read) or it does not open with the
+    key the store holds for its subject (tampered with, or sealed under a key that is gone):
+    readers skip those, and the last is logged as a warning, so one such record neither stops
+    a read of every other subject nor passes unseen."""
     if value is None:
         return None
     try:
         return sealer.open(value)[1]
     except SubjectErased:
+        return None
+    except SealError as error:
+        log.warning("skipped a record that cannot be opened: %s", error)
         return None

@@ -57,6 +57,21 @@ def test_given_another_process_erased_the_subject_then_a_cached_key_is_not_used(
     assert readable(Sealer(mine), sealed) is None
 
 
+def test_given_a_record_that_does_not_open_then_readers_skip_it_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Sealed under a key the store no longer holds (a key restored or replaced by hand): the
+    reader of a whole tenant goes on with the other subjects' records."""
+    sealer = Sealer(FileKeyStore(tmp_path / "then"))
+    stale = sealer.seal(SUBJECT, b"\x00stale")
+    now = Sealer(FileKeyStore(tmp_path / "now"))
+    now.seal(SUBJECT, b"\x00another key")
+    kept = now.seal("clinic-a:patient-2", b"\x00kept")
+    with caplog.at_level("WARNING", logger="streams.sealing"):
+        assert [readable(now, value) for value in (stale, kept)] == [None, b"\x00kept"]
+    assert "cannot be opened" in caplog.text
+
+
 DESTROY_IN_ANOTHER_PROCESS = (
     "import sys; from pathlib import Path; from streams.keys import FileKeyStore; "
     "FileKeyStore(Path(sys.argv[1])).destroy(sys.argv[2])"
