@@ -41,6 +41,7 @@ from clickhouse_connect.driver.client import Client
 
 from schemas.erasures import ErasureRecorded
 from streams.checkout import in_checkout, missing
+from streams.private_files import narrowed_directory, private_directory
 from streams.rows import ERASURES, RECEIPT_COLUMNS, SUBJECT_TABLES, receipt_row
 from streams.settings import Settings
 
@@ -72,11 +73,13 @@ class Inserter(Protocol):
 def connect(settings: Settings) -> Client:
     """A client for the configured ClickHouse: a server URL if set, else chDB at `chdb_path`.
 
-    Datetimes come back tz-aware (UTC), matching how they are inserted.
+    Datetimes come back tz-aware (UTC), matching how they are inserted. The chDB data path is
+    the owner's only (0700, also when an older version made it open to others): its files hold
+    the history in the clear, and the engine writes them readable by anyone who can reach them.
     """
     if settings.clickhouse_url:
         return clickhouse_connect.get_client(dsn=settings.clickhouse_url, tz_mode="aware")
-    settings.chdb_path.mkdir(parents=True, exist_ok=True)
+    narrowed_directory(private_directory(settings.chdb_path))
     return clickhouse_connect.get_client(
         interface="chdb", path=str(settings.chdb_path), tz_mode="aware"
     )
