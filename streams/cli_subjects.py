@@ -282,9 +282,19 @@ def export(
     key = f"{tenant}:{subject}"
     found = _subject_state(settings, key)
     _audit(settings, tenant, subject, actor, "subject_access", "export")
-    receipts = erasure_receipts(settings, tenant, subject, reader_identity(actor))
+    try:
+        receipts = erasure_receipts(settings, tenant, subject, reader_identity(actor))
+    except READ_ERRORS as error:
+        raise read_failed(error) from None
     if found is None and not receipts:
-        err.print(f"nothing is held about {key}")
+        if FileKeyStore(settings.keys_dir).is_destroyed(key):
+            err.print(
+                f"the erasure of {key} is under way: its key is destroyed and its state removed, "
+                "but no sink has yet removed its rows from ClickHouse and written the receipt "
+                "(is `uac sink` running?); export again once it has"
+            )
+        else:
+            err.print(f"nothing is held about {key}")
         raise typer.Exit(code=4)
     subject_state = found if found is not None else _erased_state(tenant, subject)
     alerts = [
