@@ -23,6 +23,7 @@ from schemas.codec import event_codec
 from schemas.erasures import subject_ref
 from schemas.events import Event
 from streams.clickhouse import connect
+from streams.keys import FileKeyStore
 from streams.settings import Settings
 from tests.factories import make_event
 from tests.integration.harness import Pipeline, wait_for
@@ -256,7 +257,7 @@ def test_given_a_subject_then_its_export_round_trips_and_reads_are_purpose_bound
     pipeline: Pipeline, tmp_path: Path
 ) -> None:
     pipeline.start("worker", "--loglevel", "info")
-    pipeline.start("sink")
+    sink = pipeline.start("sink")
     events = subject_events("clinic-a", "exported", "exported@example.org")
     pipeline.publish(events)
     wait_until_settled(pipeline, events)
@@ -293,3 +294,13 @@ def test_given_a_subject_then_its_export_round_trips_and_reads_are_purpose_bound
         lambda rows: {tuple(row) for row in rows} >= expected_reads,
         what="the export and the personalization read in audit_reads",
     )
+    sink.stop()
+    erased = pipeline.uac("erase", "--tenant", "clinic-a", "--subject", "exported")
+    assert erased.returncode == 0, erased.stderr
+    keys = FileKeyStore(pipeline.home / "keys")
+    wait_for(lambda: keys.is_destroyed("clinic-a:exported"), bool, what="the key destroyed")
+    pending = pipeline.uac(
+        "export", "--tenant", "clinic-a", "--subject", "exported", "--out", str(tmp_path / "p")
+    )
+    assert pending.returncode == 4
+    assert "the erasure of clinic-a:exported is under way" in " ".join(pending.stderr.split())
