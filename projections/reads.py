@@ -55,6 +55,15 @@ class _Filter:
         special = health or ref["sensitivity"] == SPECIAL
         return ref["purpose"] == self.purpose and (self.special_allowed or not special)
 
+    def window(self, ref: Mapping[str, Any]) -> dict[str, Any]:
+        """A consent's validity window and whether it holds the moment of the read: a consent
+        that expired still reads `granted`, but no longer counts."""
+        return {
+            "valid_from": ref.get("valid_from"),
+            "valid_until": ref.get("valid_until"),
+            "in_force": self._in_force(ref),
+        }
+
     def _in_force(self, ref: Mapping[str, Any]) -> bool:
         """Whether the claim's validity window holds the moment of the read (its `valid_from`
         has come, its `valid_until` not yet)."""
@@ -146,6 +155,10 @@ def _restricted(state: UserState, check: _Filter, policy: FoldPolicy) -> dict[st
         for conflict in document["conflicts"]
         if (usable := _usable_conflict(conflict, check)) is not None
     ]
+    document["consents"] = {
+        purpose: consent | check.window(provenance(state.events[consent["event_id"]]))
+        for purpose, consent in document["consents"].items()
+    }
     document["read"] = {"purpose": check.purpose, "withheld": check.withheld}
     return document
 

@@ -178,13 +178,16 @@ def _conflicts(conflicts: Sequence[Mapping[str, Any]]) -> Table | None:
 def _consents(consents: Mapping[str, Mapping[str, Any]]) -> Table | None:
     if not consents:
         return None
-    table = _table("Consents", "purpose", "granted", "special category", "since")
+    table = _table("Consents", "purpose", "granted", "special category", "since", "in force")
     for purpose, consent in consents.items():
+        until = consent.get("valid_until")
+        in_force = _yes_no(consent.get("in_force", True))
         table.add_row(
             purpose,
             _yes_no(consent["granted"]),
             _yes_no(consent["special_category"]),
             when(consent["occurred_at"]),
+            in_force if until is None else f"{in_force} (until {when(until)})",
         )
     return table
 

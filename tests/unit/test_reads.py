@@ -191,6 +191,15 @@ def test_given_a_consent_that_expired_then_a_read_after_it_leaves_the_health_dat
     inside = readable_document(state, "care", ASSISTANT, read_at=T0 + 5 * DAY)
     after = readable_document(state, "care", ASSISTANT, read_at=T0 + 7 * DAY)
     assert (visible(inside)["allergies"], visible(after)["allergies"]) == (1, 0)
+    windows = [
+        {key: read["consents"]["care"][key] for key in ("granted", "valid_until", "in_force")}
+        for read in (inside, after)
+    ]
+    until = "2024-01-07T09:00:00.000Z"
+    assert windows == [
+        {"granted": True, "valid_until": until, "in_force": True},
+        {"granted": True, "valid_until": until, "in_force": False},
+    ]
 
 
 def test_given_a_home_country_told_for_another_purpose_then_trips_read_without_it() -> None:
