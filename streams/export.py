@@ -138,7 +138,9 @@ def _json_text(document: dict[str, Any]) -> bytes:
 
 
 def _cell(value: Any) -> Any:
-    return json_line(value) if isinstance(value, dict | list) else value
+    """A CSV cell as the JSON export spells it: a nested value as JSON, a boolean as `true` or
+    `false` (not Python's `True`)."""
+    return json_line(value) if isinstance(value, dict | list | bool) else value
 
 
 def _write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> Path:

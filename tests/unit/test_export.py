@@ -97,6 +97,16 @@ def test_given_csv_then_one_row_per_claim_and_alert_and_the_state_alongside(tmp_
     assert json.loads(rows[0]["payload"]) == document["claims"][0]["payload"]
 
 
+def test_given_csv_then_booleans_are_spelled_as_in_the_json_export(tmp_path: Path) -> None:
+    document = exported(tmp_path / "json") | {
+        "erasure_receipts": [{"erasure_id": "e-1", "key_destroyed": True, "verified": False}]
+    }
+    write_csv(document, tmp_path / "csv")
+    with (tmp_path / "csv" / "erasure_receipts.csv").open(encoding="utf-8") as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert (row["key_destroyed"], row["verified"]) == ("true", "false")
+
+
 def test_given_an_export_then_only_its_owner_may_read_its_files(tmp_path: Path) -> None:
     """An export holds health data: its files (json and csv) and a directory it creates are
     owner-only, whatever the umask."""
