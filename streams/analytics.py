@@ -343,8 +343,7 @@ def query(
     evaluated = False
     with one_at_a_time(client):
         try:
-            _check_syntax(client, sql)
-            check_parsed(_explain(client, "AST", statement_text(sql), read), catalog(client))
+            check_parsed(_parsed(client, sql, read), catalog(client))
             evaluated = True
             explain_settings = {**QUERY_SETTINGS, **EXPLAIN_SETTINGS}
             check_resolved(_explain(client, "QUERY TREE", full, read, explain_settings))
@@ -360,10 +359,16 @@ def query(
     return QueryResult(columns, rows)
 
 
-def _check_syntax(client: Client, sql: str) -> None:
-    """Parse the analyst's SQL alone (`formatQuery`, which runs nothing), so that a syntax
-    error points at a position of the SQL as written, not of the query built around it."""
-    client.query("SELECT formatQuery({uac_sql:String})", parameters={"uac_sql": sql})
+def _parsed(client: Client, sql: str, read: Read) -> list[str]:
+    """The `EXPLAIN AST` lines of the analyst's SQL. When it cannot be parsed, the error is
+    the one of parsing the SQL alone (`formatQuery`, which runs nothing), so that it points at
+    a position of the SQL as written, not of the statement sent around it."""
+    try:
+        return _explain(client, "AST", statement_text(sql), read)
+    except ClickHouseError:
+        drain(client)
+        client.query("SELECT formatQuery({uac_sql:String})", parameters={"uac_sql": sql})
+        raise
 
 
 FAILED_QUERY: Final = "query_failed"
