@@ -13,6 +13,7 @@ from typing import Final, Literal
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
 from rich.style import Style
+from rich.table import Table
 from rich.text import Text
 
 _CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -69,3 +70,20 @@ class DataConsole(Console):
             highlight=highlight,
             highlighter=highlighter,
         )
+
+
+def when(moment: str | None) -> str:
+    """A document time (`2024-03-04T09:15:00.000Z`) as a person reads it (`2024-03-04 09:15:00`);
+    `-` for none."""
+    if moment is None:
+        return "-"
+    return moment.replace("T", " ").removesuffix("Z").removesuffix(".000")
+
+
+def titled_table(title: str, *columns: str) -> Table:
+    """A table of the people views (`uac state`, `uac explain`): its title on the left, as wide
+    as its content, long values folded inside their column."""
+    table = Table(title=title, title_justify="left", expand=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table

@@ -12,8 +12,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from streams.console_text import styled
-from streams.state_view import when
+from streams.console_text import styled, titled_table, when
 
 
 def explanation_view(chain: Mapping[str, Any]) -> RenderableType:
@@ -32,13 +31,6 @@ def explanation_view(chain: Mapping[str, Any]) -> RenderableType:
         missing = ", ".join(map(str, chain["missing_event_ids"]))
         parts.append(Text(f"events the alert names that the history does not hold: {missing}"))
     return Group(*parts)
-
-
-def _table(title: str, *columns: str) -> Table:
-    table = Table(title=title, title_justify="left", expand=False)
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    return table
 
 
 def _cell(value: Any) -> str:
@@ -63,7 +55,7 @@ def _lifecycle(records: list[Mapping[str, Any]]) -> RenderableType:
 
 
 def _evidence(items: list[Mapping[str, Any]]) -> Table:
-    table = _table("Evidence", "role", "claim", "description")
+    table = titled_table("Evidence", "role", "claim", "description")
     for item in items:
         table.add_row(*(_cell(item[name]) for name in ("role", "claim_id", "description")))
     return table

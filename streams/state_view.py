@@ -15,15 +15,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from streams.console_text import styled
-
-
-def when(moment: str | None) -> str:
-    """A document time (`2024-03-04T09:15:00.000Z`) as a person reads it (`2024-03-04 09:15:00`);
-    `-` for none."""
-    if moment is None:
-        return "-"
-    return moment.replace("T", " ").removesuffix("Z").removesuffix(".000")
+from streams.console_text import styled, titled_table, when
 
 
 def state_view(document: Mapping[str, Any]) -> RenderableType:
@@ -66,13 +58,6 @@ def _heading(document: Mapping[str, Any]) -> list[Text]:
     ]
 
 
-def _table(title: str, *columns: str) -> Table:
-    table = Table(title=title, title_justify="left", expand=False)
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    return table
-
-
 def _origin(claim: Mapping[str, Any] | None) -> str:
     """Who said so, and when: `explicit_statement 2024-03-04 09:15:00`."""
     if claim is None:
@@ -88,7 +73,9 @@ def _yes_no(flag: bool | None) -> str:
 def _allergies(allergies: Sequence[Mapping[str, Any]]) -> Table | None:
     if not allergies:
         return None
-    table = _table("Allergies", "substance", "status", "criticality", "reactions", "origin, when")
+    table = titled_table(
+        "Allergies", "substance", "status", "criticality", "reactions", "origin, when"
+    )
     for allergy in allergies:
         reactions = ", ".join(
             f"{reaction['manifestation']} ({reaction['severity']})"
@@ -114,7 +101,7 @@ def _allergies(allergies: Sequence[Mapping[str, Any]]) -> Table | None:
 def _medications(standings: Mapping[str, Sequence[Mapping[str, Any]]]) -> Table | None:
     if not any(standings.values()):
         return None
-    table = _table("Medications", "standing", "drug", "dose, route", "prescribed", "stopped")
+    table = titled_table("Medications", "standing", "drug", "dose, route", "prescribed", "stopped")
     for standing, medications in standings.items():
         for medication in medications:
             stopped = medication["stopped"]
@@ -136,7 +123,7 @@ def _medications(standings: Mapping[str, Sequence[Mapping[str, Any]]]) -> Table 
 def _trips(trips: Sequence[Mapping[str, Any]]) -> Table | None:
     if not trips:
         return None
-    table = _table("Trips", "departure", "return", "from", "to", "international")
+    table = titled_table("Trips", "departure", "return", "from", "to", "international")
     for trip in trips:
         table.add_row(
             trip["departure_date"] or "-",
@@ -151,7 +138,7 @@ def _trips(trips: Sequence[Mapping[str, Any]]) -> Table | None:
 def _claims(title: str, claims: Mapping[str, Mapping[str, Any]]) -> Table | None:
     if not claims:
         return None
-    table = _table(title, "key", "value", "origin, when", "earlier values")
+    table = titled_table(title, "key", "value", "origin, when", "earlier values")
     for key, claim in claims.items():
         earlier = [
             f"{entry['value']} ({entry['status']})"
@@ -168,7 +155,7 @@ def _claims(title: str, claims: Mapping[str, Mapping[str, Any]]) -> Table | None
 def _conflicts(conflicts: Sequence[Mapping[str, Any]]) -> Table | None:
     if not conflicts:
         return None
-    table = _table("Open conflicts", "kind", "key", "claims")
+    table = titled_table("Open conflicts", "kind", "key", "claims")
     for conflict in conflicts:
         claims = "; ".join(f"{claim['value']} ({_origin(claim)})" for claim in conflict["claims"])
         table.add_row(conflict["kind"], conflict["key"], claims)
@@ -178,7 +165,7 @@ def _conflicts(conflicts: Sequence[Mapping[str, Any]]) -> Table | None:
 def _consents(consents: Mapping[str, Mapping[str, Any]]) -> Table | None:
     if not consents:
         return None
-    table = _table("Consents", "purpose", "granted", "special category", "since", "in force")
+    table = titled_table("Consents", "purpose", "granted", "special category", "since", "in force")
     for purpose, consent in consents.items():
         until = consent.get("valid_until")
         in_force = _yes_no(consent.get("in_force", True))
@@ -195,7 +182,7 @@ def _consents(consents: Mapping[str, Mapping[str, Any]]) -> Table | None:
 def _acknowledgements(acknowledgements: Mapping[str, Mapping[str, Any]]) -> Table | None:
     if not acknowledgements:
         return None
-    table = _table("Acknowledged alerts", "alert", "action", "reason", "when")
+    table = titled_table("Acknowledged alerts", "alert", "action", "reason", "when")
     for alert_id, entry in acknowledgements.items():
         table.add_row(
             alert_id, entry["action"], entry.get("reason") or "-", when(entry.get("occurred_at"))
