@@ -61,20 +61,19 @@ def kafka_stop() -> None:
 
 def kafka_status() -> None:
     """Show whether the local broker runs, and where (exit 3 when it does not)."""
-    state_dir = Settings().kafka_state_dir
-    broker = local_kafka.status(state_dir)
-    if broker is not None:
+    found = local_kafka.recorded(Settings().kafka_state_dir)
+    if found is None:
+        out.print("Kafka is not running")
+        raise typer.Exit(code=3)
+    broker, running = found
+    if running:
         out.print(f"Kafka running at {broker.bootstrap} (pid {broker.pid}, log {broker.log_file})")
         return
-    stale = local_kafka.stale_record(state_dir)
-    if stale is None:
-        out.print("Kafka is not running")
-    else:
-        out.print(
-            f"Kafka is not running: the broker recorded in {kafka_config.record_path(stale.state_dir)} "
-            f"(pid {stale.pid}, port {stale.port}) is no longer running; the record is stale "
-            "(`uac kafka start` replaces it, `uac kafka stop` removes it)"
-        )
+    out.print(
+        f"Kafka is not running: the broker recorded in {kafka_config.record_path(broker.state_dir)} "
+        f"(pid {broker.pid}, port {broker.port}) is no longer running; the record is stale "
+        "(`uac kafka start` replaces it, `uac kafka stop` removes it)"
+    )
     raise typer.Exit(code=3)
 
 

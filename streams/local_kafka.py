@@ -481,22 +481,17 @@ def status(state_dir: Path) -> BrokerInfo | None:
 
     Checks the process (PID and cmdline), not the network; read-only.
     """
-    state_dir = state_dir.resolve()
-    info = _read_record(state_dir)
-    if info is None or not _is_our_broker(info.pid, state_dir):
-        return None
-    return info
+    found = recorded(state_dir)
+    return found[0] if found is not None and found[1] else None
 
 
-def stale_record(state_dir: Path) -> BrokerInfo | None:
-    """The broker ``broker.json`` records when that process no longer runs (killed, or the
-    machine restarted): a stale record, which :func:`start` replaces and :func:`stop` removes.
-    None when there is no record or its broker runs. Read-only."""
+def recorded(state_dir: Path) -> tuple[BrokerInfo, bool] | None:
+    """The broker ``broker.json`` records and whether its process still runs (a record whose
+    broker was killed, or whose machine restarted, is stale: :func:`start` replaces it and
+    :func:`stop` removes it); None when there is no record. Read-only."""
     state_dir = state_dir.resolve()
     info = _read_record(state_dir)
-    if info is None or _is_our_broker(info.pid, state_dir):
-        return None
-    return info
+    return None if info is None else (info, _is_our_broker(info.pid, state_dir))
 
 
 def _existing_broker(state_dir: Path, timeout: float) -> BrokerInfo | None:
