@@ -120,11 +120,12 @@ _REMOTE_ERRORS: Final[dict[str, type[Exception]]] = {
 }
 
 
-def _post(address: SinkAddress, path: str, body: dict[str, Any], timeout: float | None) -> Any:
+def _post(address: SinkAddress, path: str, body: dict[str, Any]) -> Any:
     """POST a JSON body to the sink and return its JSON answer (errors re-raised as ours),
-    waiting `timeout` seconds for it (None: `sink_answer_seconds()`)."""
-    wait = sink_answer_seconds() if timeout is None else timeout
-    connection = http.client.HTTPConnection(address.host, address.port, timeout=wait)
+    waiting `sink_answer_seconds()` for it."""
+    connection = http.client.HTTPConnection(
+        address.host, address.port, timeout=sink_answer_seconds()
+    )
     try:
         payload = json.dumps(body).encode("utf-8")
         headers = {
@@ -151,11 +152,10 @@ def post_query(
     purpose: str | None = None,
     *,
     actor: str | None = None,
-    timeout: float | None = None,
 ) -> QueryResult:
     """POST the query to a sink's `/query` and return its result."""
     body = _read_request({"sql": sql}, tenant, purpose, actor)
-    return QueryResult.from_json(_post(address, "/query", body, timeout))
+    return QueryResult.from_json(_post(address, "/query", body))
 
 
 def post_explain(
@@ -165,11 +165,10 @@ def post_explain(
     purpose: str | None = None,
     *,
     actor: str | None = None,
-    timeout: float | None = None,
 ) -> dict[str, Any]:
     """POST an alert id to a sink's `/explain` and return the explanation."""
     body = _read_request({"alert_id": alert_id}, tenant, purpose, actor)
-    explanation: dict[str, Any] = _post(address, "/explain", body, timeout)
+    explanation: dict[str, Any] = _post(address, "/explain", body)
     return explanation
 
 
