@@ -201,11 +201,11 @@ def _start_time(pid: int) -> str | None:
     return stat.rpartition(")")[2].split()[19]
 
 
-def _process_state(pid: int, started: str | None) -> ProcessState:
+def _process_state(pid: int, started: str) -> ProcessState:
     """Whether process `pid`, started at `started`, still runs a thread: the JVM's main thread
     exits first, and its other threads go on closing files and sockets (the broker's port
     too) for a moment."""
-    if started is None or _start_time(pid) != started:
+    if _start_time(pid) != started:
         return ProcessState.GONE
     for task in Path(f"/proc/{pid}/task").glob("*/stat"):
         try:
@@ -217,7 +217,7 @@ def _process_state(pid: int, started: str | None) -> ProcessState:
     return ProcessState.GONE if _start_time(pid) != started else ProcessState.EXITED
 
 
-def _wait_until_exited(pid: int, started: str | None, timeout: float) -> bool:
+def _wait_until_exited(pid: int, started: str, timeout: float) -> bool:
     """Wait up to `timeout` until no thread of the process runs (False if one still does);
     then up to REAP_WAIT_S for its PID to go, collected by its parent (this process when it
     started the broker: reaped here; else the system), so that no listing shows it once the
