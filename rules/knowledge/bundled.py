@@ -62,7 +62,7 @@ class BundledKnowledge:
         return self._tables.version
 
     def resolve(self, text: str, codes: tuple[Coding, ...] = ()) -> DrugResolution:
-        recognition = self._in_form(self._recogniser.recognise(text, codes), codes)
+        recognition = self._recogniser.recognise(text, codes)
         concepts = recognition.concepts
         memberships = self._memberships(concepts)
         ingredients = tuple(c for c in concepts if not is_class(c))
