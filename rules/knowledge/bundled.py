@@ -21,7 +21,7 @@ from rules.knowledge.recognise import (
     spells_codes,
     with_written_coding,
 )
-from rules.knowledge.severe_reactions import SCAR_SOURCE, severe_cutaneous_reaction
+from rules.knowledge.severe_reactions import SCAR_SOURCE, anaphylaxis, severe_cutaneous_reaction
 from rules.knowledge.tables import ANY_DRUG, CLASS_PREFIX, KnowledgeTables, load_tables
 from schemas.allergy_statements import statement_categories
 
@@ -109,7 +109,7 @@ class BundledKnowledge:
         severe = severe_cutaneous_reaction(allergen, *reactions)
         side_effect = (
             None
-            if severe is not None or doubt is not None
+            if severe is not None or doubt is not None or anaphylaxis(allergen, *reactions)
             else self._side_effect(allergy.concepts, (kept, *reactions))
         )
         outcome = (

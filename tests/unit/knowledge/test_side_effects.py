@@ -84,6 +84,7 @@ def test_an_allergy_that_records_only_side_effects_is_an_intolerance_one_step_lo
         pytest.param("penicillin - itching", "amoxicillin", id="itching of a penicillin"),
         pytest.param("amoxicillin - cough", "amoxicillin", id="cough of a non-ACE inhibitor"),
         pytest.param("codeine - SJS, nausea", "codeine", id="a severe cutaneous reaction"),
+        pytest.param("cefazolin - nausea, anaphylaxis", "cefazolin", id="anaphylaxis in the text"),
         pytest.param("penicillin", "amoxicillin", id="no reaction recorded"),
     ],
 )
@@ -101,3 +102,11 @@ def test_side_effects_among_the_recorded_reactions_count_as_in_the_text(
     report = check_drug(knowledge, "lisinopril", "lisinopril", reactions=("Dry cough",))
 
     assert (report["severity"], report["side_effect"]) == ("warning", "dry cough")
+
+
+def test_a_side_effect_recorded_beside_anaphylaxis_does_not_make_it_an_intolerance(
+    knowledge: BundledKnowledge,
+) -> None:
+    report = check_drug(knowledge, "cefazolin", "cefazolin", reactions=("Nausea", "39579001"))
+
+    assert (report["severity"], report["side_effect"]) == ("critical", None)
