@@ -144,9 +144,8 @@ medicine ("Zyxoral 10 mg" and "Zyxoral 20 mg oral tablet")."""
 def _same_unread_name(one: DrugResolution, two: DrugResolution) -> str | None:
     """The words both texts leave unread, when they are the same and what each text does
     resolve is the same too: the same unknown medicine, in another strength or form."""
-    if not one.unrecognised or one.unrecognised != two.unrecognised:
-        return None
-    if set(one.ingredients) != set(two.ingredients):
+    unread = one.unread_medicine
+    if unread is None or unread != two.unread_medicine:
         return None
     return " ".join(one.unrecognised)
 

@@ -74,8 +74,9 @@ class PolypharmacyRule:
 
         def medicine(drug: str, codes: tuple[Coding, ...]) -> Hashable:
             resolution = resolve(drug, codes)
-            if resolution.unrecognised:
-                return (tuple(sorted(resolution.ingredients)), resolution.unrecognised)
+            unread = resolution.unread_medicine
+            if unread is not None:
+                return unread
             if not (resolution.resolved and resolution.ingredients):
                 return " ".join(fold(drug).split())
             return tuple(sorted(resolution.active_ingredients or resolution.ingredients))

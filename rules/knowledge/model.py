@@ -73,6 +73,14 @@ class DrugResolution:
         return next((label for known, label in self.labels if known == concept), concept)
 
     @property
+    def unread_medicine(self) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """What names an unknown medicine whatever its strength or form: the ingredients it
+        does read and the words it does not; None when it leaves no word unread."""
+        if not self.unrecognised:
+            return None
+        return tuple(sorted(self.ingredients)), self.unrecognised
+
+    @property
     def active_ingredients(self) -> tuple[str, ...]:
         """Its ingredients but the vehicles (two infusions in dextrose share no medicine)."""
         return tuple(name for name in self.ingredients if name not in self.vehicles)
