@@ -190,6 +190,7 @@ def load_tables() -> KnowledgeTables:
     version, digests = read_manifest()
     texts = {name: _verified_text(name, digest) for name, digest in digests.items()}
     classes, ingredients, known = core_tables(texts)
+    reactions = noise_words(texts, REACTION)
     return KnowledgeTables(
         version=version,
         classes=classes,
@@ -199,43 +200,31 @@ def load_tables() -> KnowledgeTables:
         codes=_codes(texts, known),
         rows=_rows(_records(texts["cross_reactivity.csv"]), known),
         site_specific=_site_specific(_records(texts["site_specific_classes.csv"]), classes),
-        qualifiers=qualifiers(texts),
+        qualifiers=noise_words(texts, QUALIFIER),
         allergy_categories=_allergy_categories(_records(texts["allergy_categories.csv"]), classes),
         side_chains=side_chain_table(
             _records(texts["side_chains.csv"]),
             _records(texts["side_chain_levels.csv"]),
             frozenset(ingredients),
         ),
-        reactions=reaction_words(texts),
-        side_effects=_side_effects(
-            _records(texts["side_effects.csv"]), reaction_words(texts), known
-        ),
+        reactions=reactions,
+        side_effects=_side_effects(_records(texts["side_effects.csv"]), reactions, known),
         product_forms=_product_forms(_records(texts["product_forms.csv"]), texts, ingredients),
     )
 
 
 QUALIFIER: Final = "qualifier"
-
-
-def qualifiers(texts: Mapping[str, str]) -> frozenset[tuple[str, ...]]:
-    """The noise words that qualify a name and mean something of their own alone."""
-    return frozenset(
-        tokens(record["word"])
-        for record in _records(texts["noise_words.csv"])
-        if record["category"] == QUALIFIER
-    )
-
-
 REACTION: Final = "reaction"
 ANY_DRUG: Final = "*"
 
 
-def reaction_words(texts: Mapping[str, str]) -> frozenset[tuple[str, ...]]:
-    """The noise words that name a reaction ("nausea", "red man syndrome", "hives")."""
+def noise_words(texts: Mapping[str, str], category: str) -> frozenset[tuple[str, ...]]:
+    """The noise words of one category: `qualifier` (words that qualify a name and mean
+    something of their own alone), `reaction` ("nausea", "red man syndrome", "hives")."""
     return frozenset(
         tokens(record["word"])
         for record in _records(texts["noise_words.csv"])
-        if record["category"] == REACTION
+        if record["category"] == category
     )
 
 
