@@ -135,10 +135,7 @@ def alerts(
             for alert in _of_tenant([record], tenant, sealer):
                 print_alert(alert, out, output)
 
-    try:
-        asyncio.run(tail())
-    except KeyboardInterrupt:
-        return
+    asyncio.run(tail())
 
 
 def _alerts_refusal(policy: TenantPolicy, tenant: str, purpose: str) -> str | None:

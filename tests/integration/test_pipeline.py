@@ -173,14 +173,16 @@ def shown_state(pipeline: Pipeline, tenant: str, subject: str, *options: str) ->
 
 def run_sample_through(pipeline: Pipeline) -> None:
     """Start a worker and a sink, publish the sample file with `uac publish` (its events are out
-    of order) and check what came out: the alerts replay prints, `uac alerts` reading them all,
-    the history in ClickHouse and no consumer group behind."""
+    of order) and check what came out: the alerts replay prints, `uac alerts` reading them all
+    (and `--follow` printing them as they come, until Ctrl-C), the history in ClickHouse and no
+    consumer group behind."""
     events = sample_events()
     expected = expected_alerts(events)
     pipeline.start("worker")
     pipeline.start("sink")
     published = pipeline.uac("publish", str(SAMPLE))
     assert published.returncode == 0, published.stderr
+    follower = pipeline.start("alerts", "--tenant", "clinic-a", "--follow", "--json")
     alerts = wait_for(pipeline.alerts, lambda found: len(found) >= len(expected), what="alerts")
     assert alert_pairs(alerts) == expected
     for tenant in ("clinic-a", "clinic-b"):
@@ -188,6 +190,16 @@ def run_sample_through(pipeline: Pipeline) -> None:
         assert read.returncode == 0, read.stderr
         shown = sorted(json.loads(line)["lifecycle_id"] for line in read.stdout.splitlines())
         assert shown == sorted(str(a.lifecycle_id) for a in alerts if a.tenant_id == tenant)
+    clinic_a = sorted(str(a.lifecycle_id) for a in alerts if a.tenant_id == "clinic-a")
+    followed = wait_for(
+        lambda: [line for line in follower.log.read_text().splitlines() if line.startswith("{")],
+        lambda lines: len(lines) >= len(clinic_a),
+        what="the alerts `uac alerts --follow` printed",
+    )
+    assert sorted(json.loads(line)["lifecycle_id"] for line in followed) == clinic_a
+    assert follower.stop(signal.SIGINT) == 130
+    assert "interrupted" in follower.log.read_text().splitlines()
+    assert "Traceback" not in follower.log.read_text()
     wait_for_history(pipeline, events)
     wait_for(
         lambda: pipeline.clickhouse(
