@@ -45,7 +45,7 @@ class _Filter:
         self.withheld = 0
 
     def allows(self, ref: Mapping[str, Any], health: bool = False) -> bool:
-        allowed = self.may_use(ref, health) and self._in_force(ref)
+        allowed = self.may_use(ref, health) and in_force(ref, self.moment)
         if not allowed:
             self.withheld += 1
         return allowed
@@ -55,23 +55,28 @@ class _Filter:
         special = health or ref["sensitivity"] == SPECIAL
         return ref["purpose"] == self.purpose and (self.special_allowed or not special)
 
-    def window(self, ref: Mapping[str, Any]) -> dict[str, Any]:
-        """A consent's validity window and whether it holds the moment of the read: a consent
-        that expired still reads `granted`, but no longer counts."""
-        return {
-            "valid_from": ref.get("valid_from"),
-            "valid_until": ref.get("valid_until"),
-            "in_force": self._in_force(ref),
-        }
 
-    def _in_force(self, ref: Mapping[str, Any]) -> bool:
-        """Whether the claim's validity window holds the moment of the read (its `valid_from`
-        has come, its `valid_until` not yet)."""
-        if self.moment is None:
-            return True
-        moment = plain(self.moment)
-        since, until = ref.get("valid_from"), ref.get("valid_until")
-        return (since is None or since <= moment) and (until is None or moment < until)
+def in_force(ref: Mapping[str, Any], moment: datetime | None) -> bool:
+    """Whether the claim's validity window holds `moment` (its `valid_from` has come, its
+    `valid_until` not yet); without a moment, it does."""
+    if moment is None:
+        return True
+    at = plain(moment)
+    since, until = ref.get("valid_from"), ref.get("valid_until")
+    return (since is None or since <= at) and (until is None or at < until)
+
+
+def consents_with_windows(
+    state: UserState, consents: Mapping[str, Mapping[str, Any]], moment: datetime | None
+) -> dict[str, dict[str, Any]]:
+    """Each consent of a state document with its validity window and whether it holds
+    `moment`: a consent that expired still reads `granted`, but no longer counts."""
+    windowed = {}
+    for purpose, consent in consents.items():
+        ref = provenance(state.events[consent["event_id"]])
+        window = {"valid_from": ref.get("valid_from"), "valid_until": ref.get("valid_until")}
+        windowed[purpose] = {**consent, **window, "in_force": in_force(ref, moment)}
+    return windowed
 
 
 def readable_document(
@@ -155,10 +160,7 @@ def _restricted(state: UserState, check: _Filter, policy: FoldPolicy) -> dict[st
         for conflict in document["conflicts"]
         if (usable := _usable_conflict(conflict, check)) is not None
     ]
-    document["consents"] = {
-        purpose: consent | check.window(provenance(state.events[consent["event_id"]]))
-        for purpose, consent in document["consents"].items()
-    }
+    document["consents"] = consents_with_windows(state, document["consents"], check.moment)
     document["read"] = {"purpose": check.purpose, "withheld": check.withheld}
     return document
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from projections.document import CorruptCheckpoint, plain, state_from_checkpoint, state_hash
+from projections.document import CorruptCheckpoint, state_from_checkpoint, state_hash
 from projections.gate import TenantPolicy
 from projections.reads import DEFAULT_PURPOSE, readable_document, readable_document_as_of
 from projections.secrets import secrets_in_text
@@ -302,7 +302,7 @@ def export(
         )
         if a.key == key
     ]
-    document = export_document(subject_state, alerts, receipts, plain(datetime.now(UTC)))
+    document = export_document(subject_state, alerts, receipts, datetime.now(UTC))
     written = (write_json if output is ExportFormat.JSON else write_csv)(document, out_dir)
     for path in written:
         out.print(f"wrote {path}")

@@ -16,11 +16,13 @@ import csv
 import io
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from projections.document import event_document, plain, state_document, state_hash
 from projections.queries import claim_history, events_in_order
+from projections.reads import consents_with_windows
 from projections.state import Kind, UserState, claim_address
 from schemas.alerts import Alert
 from schemas.erasures import subject_ref
@@ -110,14 +112,21 @@ def _default_fate(event: Event, retracted_by: dict[str, str]) -> str:
 
 
 def export_document(
-    state: UserState, alerts: Sequence[Alert], receipts: Sequence[dict[str, Any]], exported_at: str
+    state: UserState,
+    alerts: Sequence[Alert],
+    receipts: Sequence[dict[str, Any]],
+    exported_at: datetime,
 ) -> dict[str, Any]:
+    """The whole export; each consent of `state` names its validity window and whether it was
+    in force at `exported_at`."""
+    document = state_document(state)
+    document["consents"] = consents_with_windows(state, document["consents"], exported_at)
     return {
         "export_version": EXPORT_VERSION,
         "tenant_id": state.tenant_id,
         "subject_id": state.subject_id,
-        "exported_at": exported_at,
-        "state": state_document(state),
+        "exported_at": plain(exported_at),
+        "state": document,
         "state_hash": state_hash(state),
         "claims": claim_rows(state),
         "alerts": [plain(alert) for alert in alerts],

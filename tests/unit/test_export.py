@@ -5,19 +5,21 @@ from __future__ import annotations
 import csv
 import json
 import stat
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from projections.document import state_hash
-from projections.state import replay
+from projections.state import UserState, replay
 from rules.engine import default_rules, evaluate
+from schemas.alerts import Alert
 from schemas.events import Event
 from streams.export import export_document, write_csv, write_json
 from tests.factories import make_event
 from tests.fakes import TableKnowledge
 
 DAY = timedelta(days=1)
+EXPORTED_AT = datetime(2026, 11, 30, tzinfo=UTC)
 
 
 def history() -> list[Event]:
@@ -47,7 +49,11 @@ def exported(tmp_path: Path) -> dict[str, Any]:
         after = replay([event], state)
         alerts += evaluate(rules, state, after, event)
         state = after
-    write_json(export_document(state, alerts, [], "2026-11-30T00:00:00.000Z"), tmp_path)
+    return exported_document(state, alerts, tmp_path)
+
+
+def exported_document(state: UserState, alerts: list[Alert], tmp_path: Path) -> dict[str, Any]:
+    write_json(export_document(state, alerts, [], EXPORTED_AT), tmp_path)
     document: dict[str, Any] = json.loads((tmp_path / "export.json").read_text(encoding="utf-8"))
     return document
 
@@ -59,6 +65,37 @@ def test_given_an_export_when_its_claims_are_folded_again_then_the_same_state_ha
     rebuilt = replay([Event.model_validate(claim["event"]) for claim in document["claims"]])
     assert state_hash(rebuilt) == document["state_hash"]
     assert document["state"]["version"] == len(document["claims"]) == len(history())
+
+
+def test_given_consents_then_the_export_names_each_window_and_whether_it_held_at_export(
+    tmp_path: Path,
+) -> None:
+    """A consent that expired still reads granted: its window says it no longer counts."""
+    windows: list[tuple[str, timedelta, dict[str, Any]]] = [
+        ("research", DAY, {"valid_until": EXPORTED_AT - DAY}),
+        ("care", 2 * DAY, {}),
+        ("marketing", 3 * DAY, {"valid_from": EXPORTED_AT + DAY}),
+    ]
+    consenting = [
+        make_event(
+            "ConsentChanged",
+            purpose,
+            at=at,
+            payload={"purpose": purpose, "granted": True, "special_category": True},
+            **window,
+        )
+        for purpose, at, window in windows
+    ]
+    consents = exported_document(replay(consenting), [], tmp_path)["state"]["consents"]
+    assert {purpose: consent["in_force"] for purpose, consent in consents.items()} == {
+        "research": False,
+        "care": True,
+        "marketing": False,
+    }
+    assert consents["research"]["valid_until"] == "2026-11-29T00:00:00.000Z"
+    assert consents["marketing"]["valid_from"] == "2026-12-01T00:00:00.000Z"
+    assert consents["care"]["granted"] is True
+    assert (consents["care"]["valid_from"], consents["care"]["valid_until"]) == (None, None)
 
 
 def test_given_corrections_and_retractions_then_the_export_says_what_became_of_each_claim(
