@@ -99,16 +99,21 @@ def severity_for(
     reactions) is a severe reaction whatever severity it was given, and an immune-mediated one
     even in a record typed as an intolerance; so is a reaction whose manifestation names
     anaphylaxis ("Anaphylaxis", "anaphylactic shock", SNOMED CT 39579001) whatever severity it
-    was given (or none). A record that does not say its type is an
-    intolerance when every reaction it records is a known `side_effect` of its substance
-    ("codeine - nausea"); a record typed as an allergy stays one.
+    was given (or none), and an allergy whose own text names it ("amoxicillin - anaphylaxis").
+    A record that does not say its type is an intolerance when every reaction it records is a
+    known `side_effect` of its substance ("codeine - nausea"); a record typed as an allergy
+    stays one.
     """
     base = _BASE[level]
     if base is None:
         return None
-    severe_reaction = severe_cutaneous_reaction or any(
-        reaction.severity is ReactionSeverity.SEVERE or anaphylaxis(reaction.manifestation)
-        for reaction in allergy.reactions
+    severe_reaction = (
+        severe_cutaneous_reaction
+        or anaphylaxis(allergy.substance) is not None
+        or any(
+            reaction.severity is ReactionSeverity.SEVERE or anaphylaxis(reaction.manifestation)
+            for reaction in allergy.reactions
+        )
     )
     severe_history = allergy.criticality is Criticality.HIGH or severe_reaction
     allergic = not _intolerance(allergy, side_effect) or severe_cutaneous_reaction

@@ -3,7 +3,8 @@
 The severity depends on the match level, and on the part of the allergy's history that
 check-drug knows, its text and recorded reactions, judged as the alerting rules judge a record
 that does not say its type: after a severe cutaneous adverse reaction (SJS, TEN, DRESS, AGEP),
-or after a recorded reaction whose manifestation names anaphylaxis (`--reaction Anaphylaxis`),
+or after anaphylaxis, named by the allergy's text ("amoxicillin - anaphylaxis") or a recorded
+reaction's manifestation (`--reaction Anaphylaxis`),
 a related drug in need of an evaluation first (`low_risk` with
 `test_first_after_severe_reaction`) is a warning and a `partial` one critical; when every
 recorded reaction is a known side effect of the substance (`side_effect`: "codeine -
@@ -35,14 +36,14 @@ def base_severity(level: MatchLevel) -> str:
 _ORDER = ("info", "warning", "critical")
 
 
-def severity(verdict: CrossReactivity, reactions: tuple[str, ...] = ()) -> str:
+def severity(verdict: CrossReactivity, allergy_texts: tuple[str, ...] = ()) -> str:
     """The severity of a judgement: its level's, raised after a severe cutaneous adverse
-    reaction the allergy records or an anaphylaxis one of its `reactions` names, one step
-    lower for an intolerance its reactions show."""
+    reaction the allergy records or an anaphylaxis one of `allergy_texts` (its text, its
+    reactions' manifestations) names, one step lower for an intolerance its reactions show."""
     base = base_severity(verdict.level)
     if base == "none":
         return base
-    if verdict.severe_cutaneous_reaction is not None or anaphylaxis(*reactions) is not None:
+    if verdict.severe_cutaneous_reaction is not None or anaphylaxis(*allergy_texts) is not None:
         if verdict.level is MatchLevel.PARTIAL:
             return "critical"
         if verdict.level is MatchLevel.LOW_RISK and verdict.test_first_after_severe_reaction:
@@ -69,7 +70,7 @@ def check_drug(
         "ingredients": list(verdict.ingredients),
         "matched": list(verdict.matched),
         "level": verdict.level.value,
-        "severity": severity(verdict, reactions),
+        "severity": severity(verdict, (allergy, *reactions)),
         "reason": verdict.reason,
         "source": verdict.source,
         "test_first_after_severe_reaction": verdict.test_first_after_severe_reaction,

@@ -675,6 +675,35 @@ def test_given_an_unconfirmed_low_criticality_allergy_with_anaphylaxis_then_it_i
 
 
 @pytest.mark.parametrize(
+    ("substance", "drug", "expected", "judged"),
+    [
+        ("amoxicillin - anaphylaxis", "cefalexin", Severity.CRITICAL, "critical"),
+        ("anaphylactic shock to amoxicillin", "cefadroxil", Severity.CRITICAL, "critical"),
+        ("amoxicillin (39579001)", "amoxicillin", Severity.CRITICAL, "critical"),
+        ("阿莫西林 过敏性休克", "cefalexin", Severity.CRITICAL, "critical"),
+        ("amoxicillin - anaphylaxis", "ceftriaxone", Severity.INFO, "info"),
+        ("amoxicillin, no anaphylaxis", "cefalexin", Severity.INFO, "warning"),
+        ("amoxicillin - rash", "cefalexin", Severity.INFO, "warning"),
+    ],
+)
+def test_given_anaphylaxis_named_in_the_allergy_text_then_it_counts_as_a_severe_reaction(
+    substance: str, drug: str, expected: Severity, judged: str
+) -> None:
+    """A record that says "amoxicillin - anaphylaxis" with no reaction entry, as free-text
+    allergy lists do, is as severe as one whose reaction says it: an unconfirmed low-criticality
+    record is not lowered (others are, in the alert; check-drug does not know the record's
+    verification and criticality) and a partial cross-reactivity is critical, in the alert and
+    in check-drug alike; a denied anaphylaxis is not one."""
+    knowledge = load_bundled_knowledge()
+    (alert,) = run(
+        [allergy(substance=substance, **UNCONFIRMED_LOW), rx("rx-1", drug)],
+        default_rules(knowledge),
+    )
+    assert alert.severity is expected
+    assert check_drug(knowledge, substance, drug)["severity"] == judged
+
+
+@pytest.mark.parametrize(
     "drug", ["ceftriaxone", "cefadroxil", "meropenem", "amoxicillin", "azithromycin", "aztreonam"]
 )
 def test_given_a_severe_cutaneous_reaction_in_the_allergy_text_then_the_rule_agrees_with_check_drug(
