@@ -137,7 +137,12 @@ from clickhouse_connect.driver.exceptions import ClickHouseError
 from projections.document import plain
 from schemas.erasures import ReadAudited, subject_ref
 from streams.clickhouse import DATABASE, write_batch
-from streams.query_relations import PURPOSE_PARAMETER, READ_AT_PARAMETER, TENANT_PARAMETER
+from streams.query_relations import (
+    PURPOSE_PARAMETER,
+    READ_AT_PARAMETER,
+    RELATIONS,
+    TENANT_PARAMETER,
+)
 from streams.rows import AUDIT_COLUMNS, AUDIT_READS, audit_row
 from streams.sql_guard import (
     CATALOG_SQL,
@@ -413,6 +418,12 @@ def engine_message(error: ClickHouseError) -> str:
             f"ClickHouse has no `{DATABASE}` database yet: the sink creates it when it first "
             "starts (`uac sink`, or `uac demo`)"
         )
+    taken = _CTE_TAKEN.search(text)
+    if taken is not None and taken.group(1) in RELATIONS:
+        return (
+            f"`{taken.group(1)}` is the name of one of your relations (docs/analyst.md): a WITH "
+            "table cannot take it; give yours another name"
+        )
     echo = _QUERY_ECHO.search(text)
     if echo is None:
         return text.strip()
@@ -425,6 +436,8 @@ _QUERY_ECHO: Final = re.compile(r":? In (?:scope|query) ")
 """Where the engine starts quoting the query it ran: the relation definitions and storage
 tables around the analyst's SQL, which the message must not print."""
 _ERROR_CODE: Final = re.compile(r"\(([A-Z_]+)\)\s*$")
+_CTE_TAKEN: Final = re.compile(r"CTE with name (\S+) already exists")
+"""The engine's answer to an analyst's WITH table named like a relation (defined before it)."""
 
 
 def _column_names(client: Client, full: str, read: Read) -> tuple[str, ...]:

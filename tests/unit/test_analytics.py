@@ -1147,6 +1147,21 @@ def test_an_engine_error_is_query_failed(client: Client) -> None:
             "Database other does not exist",
             id="given a database that does not exist then that database",
         ),
+        pytest.param(
+            "WITH trips AS (SELECT * FROM trips WHERE international) SELECT count() FROM trips",
+            "`trips` is the name of one of your relations",
+            id="given a WITH table named like a relation then the name to change",
+        ),
+        pytest.param(
+            "WITH RECURSIVE alerts AS (SELECT 1 AS i) SELECT i FROM alerts",
+            "`alerts` is the name of one of your relations",
+            id="given a recursive WITH table named like a relation then the name to change",
+        ),
+        pytest.param(
+            "WITH x AS (SELECT 1 AS i), x AS (SELECT 2 AS i) SELECT i FROM x",
+            "CTE with name x already exists",
+            id="given two WITH tables of one name then the engine's words",
+        ),
     ],
 )
 def test_an_engine_error_names_the_analysts_sql_never_the_query_built_around_it(
