@@ -134,12 +134,23 @@ def weaker_than(event: Event, held: Event) -> bool:
     return ORIGIN_RANK[event.origin] < EXPLICIT_RANK <= ORIGIN_RANK[held.origin]
 
 
+def outranked(event: Event, held: Event) -> bool:
+    """Whether `event` yields to `held`: an origin of lower rank never overrides a higher one
+    (verified > stated, user-provided or imported > observed > inferred; DESIGN §4.4), so a
+    patient app's refutation of a verified allergy does not resolve its alert. A correction
+    (`supersedes`) is the subject's or producer's deliberate rectification: only an inferred or
+    observed one yields (`weaker_than`; the gate refuses it)."""
+    if event.supersedes is not None:
+        return weaker_than(event, held)
+    return ORIGIN_RANK[event.origin] < ORIGIN_RANK[held.origin]
+
+
 def step_allergy(view: AllergyView | None, event: Event) -> AllergyView | None:
     payload = event.payload
     if view is not None and (
         known_before(event, view.record)
-        or weaker_than(event, view.record)
-        or weaker_than(event, view.last_change)
+        or outranked(event, view.record)
+        or outranked(event, view.last_change)
     ):
         return view
     if isinstance(payload, AllergyRecorded):
@@ -211,8 +222,8 @@ def step_medication(view: MedicationView | None, event: Event) -> MedicationView
     payload = event.payload
     if view is not None and (
         known_before_prescription(event, view.prescribed)
-        or weaker_than(event, view.prescribed)
-        or (view.stopped is not None and weaker_than(event, view.stopped))
+        or outranked(event, view.prescribed)
+        or (view.stopped is not None and outranked(event, view.stopped))
     ):
         return view
     if isinstance(payload, MedicationPrescribed):

@@ -488,8 +488,56 @@ ALLERGY_CASES = [
             allergy("a", origin="verified_source"),
             status("s", 1, verification_status="refuted", origin="explicit_statement"),
         ],
+        True,
+        id="given a verified allergy when a statement refutes it then the verified record stands",
+    ),
+    pytest.param(
+        [
+            allergy("a", origin="verified_source"),
+            status("s", 1, verification_status="refuted", origin="user_provided_fact"),
+        ],
+        True,
+        id="given a verified allergy when the patient's app refutes it then it stays active",
+    ),
+    pytest.param(
+        [
+            allergy("a", origin="verified_source"),
+            allergy("again", 1, verification_status="refuted", origin="imported"),
+        ],
+        True,
+        id="given a verified allergy when an import re-records it refuted then it stays active",
+    ),
+    pytest.param(
+        [
+            allergy("a", origin="verified_source"),
+            status("s", 1, verification_status="refuted", origin="verified_source"),
+        ],
         False,
-        id="given a verified allergy when a clinician refutes it explicitly then it is refuted",
+        id="given a verified allergy when a verified source refutes it then it is refuted",
+    ),
+    pytest.param(
+        [
+            allergy("a"),
+            status("s", 1, verification_status="refuted", origin="verified_source"),
+            status("back", 2, verification_status="confirmed", origin="user_provided_fact"),
+        ],
+        False,
+        id="given a verified refutation when the patient says confirmed again then it stays refuted",
+    ),
+    pytest.param(
+        [
+            allergy("a", origin="verified_source"),
+            make_event(
+                "AllergyRecorded",
+                "rectified",
+                at=DAY,
+                origin="user_provided_fact",
+                supersedes=event_id("a"),
+                payload={"verification_status": "refuted"},
+            ),
+        ],
+        False,
+        id="given a verified allergy when the subject corrects it with supersedes then corrected",
     ),
 ]
 
@@ -531,6 +579,25 @@ def test_an_inference_never_stops_an_explicit_prescription(stop_origin: str, act
     )
     state = _every_order([rx, stop, guessed_again])
     assert [m.drug for m in active_medications(state)] == (["amoxicillin"] if active else [])
+
+
+@pytest.mark.parametrize(
+    ("stop_origin", "active"),
+    [
+        pytest.param("user_provided_fact", True, id="given the patient's app stops it then active"),
+        pytest.param("imported", True, id="given an import stops it then it stays active"),
+        pytest.param("verified_source", False, id="given a verified stop then it ends"),
+    ],
+)
+def test_a_lower_ranked_stop_never_ends_a_verified_prescription(
+    stop_origin: str, active: bool
+) -> None:
+    """DESIGN §4.4: a verified source beats user statements; the stop stays in the history."""
+    rx = make_event("MedicationPrescribed", "rx", origin="verified_source")
+    stop = make_event("MedicationStopped", "stop", at=DAY, origin=stop_origin)
+    state = _every_order([rx, stop])
+    assert [m.drug for m in active_medications(state)] == (["amoxicillin"] if active else [])
+    assert stop.event_id in state.events
 
 
 def test_given_an_order_resumed_in_a_newer_version_then_an_older_stop_does_not_end_it() -> None:
