@@ -93,7 +93,10 @@ def _finding(
         rule=RULE,
         cause=tuple(sorted(f"allergy:{view.allergy_id}" for view in (statement, allergy))),
         severity=RULE.severity,
-        title=f"Allergy list says {statement.substance!r} but records a {allergy.substance} {kind}",
+        title=(
+            f"Allergy list records {statement.substance!r} as no known allergy but also an "
+            f"active {kind} to {allergy.substance}"
+        ),
         detail=(
             f"the statement {statement.allergy_id} ({named}) and the active {kind} "
             f"{allergy.allergy_id} to {allergy.substance}{read} cannot both hold: confirm the "

@@ -57,6 +57,17 @@ def test_given_nkda_and_a_penicillin_allergy_then_one_warning_naming_both_in_eit
     assert seen == {alert_id("clinic-a", "patient-1", LIST_RULE, ["allergy:nkda", "allergy:pen"])}
 
 
+def test_given_a_negated_record_naming_a_substance_then_the_title_says_it_is_a_negation() -> None:
+    """A record of "no penicillin allergy" (negated, substance penicillin) beside an amoxicillin
+    allergy: the title must not read as if the list recorded a penicillin allergy."""
+    negation = record("no-pen", 0, substance="penicillin", negated=True, categories=["medication"])
+    ((_, title),) = listed([negation, record("amox", 1, substance="amoxicillin")])
+    assert title == (
+        "Allergy list records 'penicillin' as no known allergy but also an active allergy to "
+        "amoxicillin"
+    )
+
+
 def test_the_allergy_is_still_judged_against_drugs_while_the_list_contradicts_itself() -> None:
     events = [
         record("nkda", 0, **NKDA),
