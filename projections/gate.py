@@ -317,7 +317,13 @@ def _references(event: Event, state: UserState, context: GateContext) -> tuple[P
     if isinstance(event.payload, ClaimRetracted):
         claim_id = event.payload.claim_id
         target = state.events.get(claim_id)
-        if target is None or claim_address(target) is None:
+        if target is not None and isinstance(target.payload, ClaimRetracted):
+            detail = (
+                f"claim {claim_id} is itself a retraction: a retraction cannot be taken back; "
+                "to restore the claim it retracted, send that claim again as a new event"
+            )
+            problems.append(Problem(ReasonCode.RETRACTS_UNKNOWN_CLAIM, detail))
+        elif target is None or claim_address(target) is None:
             owner = context.claim_owners.get(claim_id)
             where = f" (it belongs to {owner})" if owner and owner != event.key else ""
             detail = f"claim {claim_id} is not a known claim of this subject{where}"

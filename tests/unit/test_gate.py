@@ -51,6 +51,20 @@ def _reasons(decision: Admitted | Rejected) -> tuple[str, ...]:
     return () if isinstance(decision, Admitted) else tuple(r.value for r in decision.reasons)
 
 
+def test_given_a_retraction_of_a_retraction_then_refused_saying_a_retraction_stands() -> None:
+    """The retraction is a known event of the subject, not an unknown claim: the detail says
+    why it cannot be retracted and how to restore what it took back."""
+    retraction = make_event("ClaimRetracted", "ret", payload={"claim_id": ALLERGY.id})
+    undo = make_event(
+        "ClaimRetracted", "undo", at=timedelta(days=1), payload={"claim_id": retraction.id}
+    )
+    decision = _decide(undo, replay([ALLERGY, retraction]))
+    assert isinstance(decision, Rejected)
+    assert _reasons(decision) == ("retracts_unknown_claim",)
+    assert "is itself a retraction" in decision.detail
+    assert "send that claim again as a new event" in decision.detail
+
+
 REJECTIONS = [
     pytest.param(
         make_event("PreferenceStated", "t", tenant="nobody"),
