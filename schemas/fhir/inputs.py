@@ -555,14 +555,15 @@ def unordered_versions(resources: Sequence[SourcedResource]) -> dict[int, str]:
         found.update(_one_version_two_patients(resources, positions))
         versions = {version_id(resources[position].resource) for position in positions}
         contents = _distinct(_without_meta(resources[position].resource) for position in positions)
-        if len(versions) < 2 or len(contents) < 2 or all(_numeric(v) for v in versions if v):
+        if len(versions) < 2 or len(contents) < 2 or _placed_apart(versions):
             continue
         named = ", ".join(sorted(repr(version) for version in versions if version))
         reason = (
             f"{resource_type}/{identity}: versions of this record with meta.versionId {named}, "
             "recorded at the same time (the same meta.lastUpdated, or none), are different and "
             "nothing says which version is newer (a versionId that is not a number does not "
-            "order them): give each version meta.lastUpdated, or import the current one only"
+            f"order them, nor do numbers from {VERSION_SLOTS} on): give each version "
+            "meta.lastUpdated, or import the current one only"
         )
         found.update((position, reason) for position in positions)
     return found
@@ -626,6 +627,28 @@ def version_id(resource: Json) -> str | None:
 
 def _numeric(version: str) -> bool:
     return version.isdecimal() and len(version) <= _LONGEST_NUMBER
+
+
+VERSION_SLOTS: Final = 999
+"""Numbered versions are placed up to this many milliseconds after their recorded time, one
+per number (`version_slot`): versions 999 and later share the last place."""
+
+
+def version_slot(version: str | None) -> int:
+    """Where a numeric `meta.versionId` places its version after its recorded time, in
+    milliseconds (0 for none or one that is not a number)."""
+    if version is None or not version.isdecimal():
+        return 0
+    if len(version) > len(str(VERSION_SLOTS)):
+        return VERSION_SLOTS
+    return min(int(version), VERSION_SLOTS)
+
+
+def _placed_apart(versions: set[str | None]) -> bool:
+    """Whether the numbered versions place each version of a group at a time of its own."""
+    numbered = [version for version in versions if version]
+    slots = {version_slot(version) for version in numbered}
+    return all(_numeric(version) for version in numbered) and len(slots) == len(numbered)
 
 
 def _without_meta(resource: Json) -> dict[str, object]:

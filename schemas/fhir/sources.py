@@ -23,6 +23,7 @@ from schemas.fhir.inputs import (
     server_base_of,
     version_id,
     version_rank,
+    version_slot,
 )
 from schemas.fhir.json_access import (
     Json,
@@ -41,8 +42,6 @@ from schemas.fhir.json_access import (
 FHIR_IMPORT_NAMESPACE: Final = uuid5(NAMESPACE_URL, "https://uac.example/fhir-import")
 JUST_AFTER: Final = timedelta(milliseconds=1)
 """Where a stop with no known time is placed: right after the order it ends."""
-MAX_VERSION_OFFSET: Final = timedelta(seconds=1) - JUST_AFTER
-"""The furthest a numbered version is placed after its recorded time (`version_offset`)."""
 
 
 @dataclass(frozen=True)
@@ -714,13 +713,9 @@ def recorded_time(item: SourcedResource, context: ImportContext) -> datetime | N
 
 def version_offset(version_id: str | None) -> timedelta:
     """How far after its recorded time a version is placed: its number in milliseconds (at most
-    MAX_VERSION_OFFSET), for a numeric `meta.versionId` (FHIR servers number versions 1, 2, ...);
+    VERSION_SLOTS), for a numeric `meta.versionId` (FHIR servers number versions 1, 2, ...);
     none for any other."""
-    if version_id is None or not version_id.isdecimal():
-        return timedelta(0)
-    if len(version_id) > len(str(MAX_VERSION_OFFSET // JUST_AFTER)):
-        return MAX_VERSION_OFFSET
-    return min(int(version_id) * JUST_AFTER, MAX_VERSION_OFFSET)
+    return version_slot(version_id) * JUST_AFTER
 
 
 def _raw_last_updated(resource: Json) -> str:

@@ -416,6 +416,8 @@ def _penicillin_version(verification: str, **meta: str) -> dict[str, Any]:
         pytest.param("MTU5NjQ0", "MTYwMDAw", id="given base64 versionIds"),
         pytest.param("abc", "abd", id="given versionIds of letters"),
         pytest.param("1", "b", id="given a number and a versionId that is not one"),
+        pytest.param("1000", "1001", id="given numbers past the places numbered versions take"),
+        pytest.param("999", "5000", id="given the last place and a number past it"),
     ],
 )
 @pytest.mark.parametrize("newest_first", [False, True], ids=["in file order", "reversed"])
