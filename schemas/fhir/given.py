@@ -32,6 +32,7 @@ from schemas.fhir.medications import (
     dosage_of,
     drug_of,
     first_dosage,
+    order_planned_end,
     reported_order,
     stop_reason_of,
     stopped_by,
@@ -110,6 +111,7 @@ def administration_events(source: Source, index: Index) -> list[Event]:
         in_error=status == IN_ERROR,
         stop=(single_dose_end if one_dose else stopped_by(source, _period_end)) if over else None,
         stop_reason=stop_reason_of(source, status),
+        planned_end=order_planned_end(index, order),
     )
     return course_events(source, course)
 
@@ -157,5 +159,6 @@ def dispense_events(source: Source, index: Index) -> list[Event]:
         in_error=status == IN_ERROR,
         stop=None if order is not None else single_dose_end,
         stop_reason=f"{status}: checked once (the dispense names no prescription)",
+        planned_end=order_planned_end(index, order),
     )
     return course_events(source, course)

@@ -240,20 +240,29 @@ def reported_order(
 ) -> str | None:
     """The therapy of the record's patient a record of a drug given reports on, if it names an
     order (`patients_order`). When that order is in the input set and its therapy had ended
-    before the record, the record is skipped: reported on the order, it would restart it
-    (with no end), and the order was checked while it ran."""
+    before the record (stopped, or past its planned end), the record is skipped: reported on
+    the order, it would restart it (with no end), and the order was checked while it ran."""
     order = patients_order(source, field_name, index, subject_id)
     if order is None:
         return None
     ordered = index.order(f"MedicationRequest/{order}")
     if ordered is None:
         return order
-    ended = therapy_stop(ordered, index, source.context)
-    given = timing_of(source, starts).occurred_at
-    if ended is not None and given >= ended:
+    stopped = therapy_stop(ordered, index, source.context)
+    planned = _planned_end_of(ordered.resource)
+    ends = [end for end in (stopped, None if planned is None else planned.at) if end is not None]
+    if ends and timing_of(source, starts).occurred_at >= min(ends):
         reason = f"after MedicationRequest/{order} ended (it would restart the order)"
         raise Unsupported(f"{source.resource_type} {reason}")
     return order
+
+
+def order_planned_end(index: Index, order: str | None) -> PlannedEnd | None:
+    """When the order a record of a drug given (or taken) reports on plans its therapy to end,
+    when that order is in the input set: the record is news of the order's course, which
+    still ends then (reported on the order without it, the course would go on for ever)."""
+    ordered = None if order is None else index.order(f"MedicationRequest/{order}")
+    return None if ordered is None else _planned_end_of(ordered.resource)
 
 
 def therapy_stop(order: SourcedResource, index: Index, context: ImportContext) -> datetime | None:
@@ -1012,7 +1021,8 @@ def statement_events(source: Source, index: Index) -> list[Event]:
         stop_reason=stop_reason_of(source, status),
         planned_end=None
         if status in _TAKEN_STATUSES
-        else optional_part(source, lambda: _statement_planned_end(resource), None),
+        else optional_part(source, lambda: _statement_planned_end(resource), None)
+        or order_planned_end(index, order),
     )
     return course_events(source, course)
 

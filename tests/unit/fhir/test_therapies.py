@@ -170,6 +170,56 @@ def test_a_fulfilment_is_valid_until_the_therapy_s_planned_end() -> None:
     ]
 
 
+BOUNDED = request(
+    "r1",
+    "original-order",
+    dosageInstruction=[{"timing": {"repeat": {"boundsPeriod": {"end": "2024-05-08"}}}}],
+)
+
+
+def _given(kind: str, on: str) -> dict[str, Any]:
+    """A dispense, an administration or a statement of amoxicillin for p1 on `on`, reporting
+    on MedicationRequest/r1."""
+    order = {"reference": "MedicationRequest/r1"}
+    base = {"resourceType": kind, "id": "g1", "subject": {"reference": "Patient/p1"}}
+    fields: dict[str, dict[str, Any]] = {
+        "MedicationDispense": {"status": "completed", "authorizingPrescription": [order]},
+        "MedicationAdministration": {"status": "in-progress", "request": order},
+        "MedicationStatement": {"status": "active", "basedOn": [order]},
+    }
+    when = "whenHandedOver" if kind == "MedicationDispense" else "effectiveDateTime"
+    return base | fields[kind] | {"medicationCodeableConcept": AMOXICILLIN, when: on}
+
+
+GIVEN_KINDS = ["MedicationDispense", "MedicationAdministration", "MedicationStatement"]
+
+
+@pytest.mark.parametrize("kind", GIVEN_KINDS)
+def test_a_record_of_a_drug_given_during_a_bounded_order_keeps_the_order_s_end(kind: str) -> None:
+    """Reported on the order, the record is news of its course: without the order's planned
+    end, the course it restates would go on for ever and its alerts never resolve."""
+    result = run(BOUNDED, _given(kind, "2024-05-03"))
+    assert result.errors == []
+    assert {
+        (event.source_ref, event.valid_until)
+        for _, event in result.events
+        if isinstance(event.payload, MedicationPrescribed)
+    } == {
+        ("MedicationRequest/r1", datetime(2024, 5, 9, tzinfo=UTC)),
+        (f"{kind}/g1", datetime(2024, 5, 9, tzinfo=UTC)),
+    }
+
+
+@pytest.mark.parametrize("kind", ["MedicationDispense", "MedicationAdministration"])
+def test_a_record_of_a_drug_given_after_the_order_s_planned_end_is_skipped(kind: str) -> None:
+    """It would restart the order with no end; the order was checked while it ran."""
+    result = run(BOUNDED, _given(kind, "2024-05-20"))
+    assert [event.source_ref for _, event in result.events] == ["MedicationRequest/r1"]
+    assert [(skip.resource_id, skip.reason) for skip in result.skipped] == [
+        ("g1", f"{kind} after MedicationRequest/r1 ended (it would restart the order)")
+    ]
+
+
 @pytest.mark.parametrize(
     ("resources", "notice"),
     [
