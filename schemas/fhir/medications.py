@@ -640,13 +640,25 @@ def _referenced_medication(resource: Json, reference: Json, index: Index) -> Jso
 
 
 def _contained(resource: Json, identifier: str) -> Json:
-    for contained in objects_at(resource, "contained"):
-        if contained.get("resourceType") == "Medication" and contained.get("id") in (
-            identifier,
-            f"#{identifier}",
-        ):
-            return contained
-    raise Unmappable(Problem.UNRESOLVED_REFERENCE, f"contained Medication #{identifier} not found")
+    """The contained Medication `#identifier` names. Contained ids are unique within their
+    resource: two different resources under the one id are an error, never the first picked."""
+    named = [
+        contained
+        for contained in objects_at(resource, "contained")
+        if contained.get("id") in (identifier, f"#{identifier}")
+    ]
+    distinct = [item for n, item in enumerate(named) if item not in named[:n]]
+    if len(distinct) > 1:
+        raise Unmappable(
+            Problem.UNRESOLVED_REFERENCE,
+            f"#{identifier} names {len(distinct)} different contained resources (contained ids "
+            "are unique within a resource): nothing says which one is meant",
+        )
+    medications = [item for item in distinct if item.get("resourceType") == "Medication"]
+    if not medications:
+        message = f"contained Medication #{identifier} not found"
+        raise Unmappable(Problem.UNRESOLVED_REFERENCE, message)
+    return medications[0]
 
 
 def _drug_from_medication(

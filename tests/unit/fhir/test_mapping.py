@@ -1805,6 +1805,20 @@ def _without(resource: dict[str, Any], *path: str) -> dict[str, Any]:
             id="given a missing contained medication then unresolved reference",
         ),
         pytest.param(
+            json.dumps(
+                changed(
+                    ACTIVE_ORDER,
+                    contained=[
+                        *ACTIVE_ORDER["contained"],
+                        {"resourceType": "Medication", "id": "med03499", "code": {"text": "x"}},
+                    ],
+                )
+            ),
+            "unresolved_reference",
+            "#med03499 names 2 different contained resources",
+            id="given two different contained resources under one id then unresolved reference",
+        ),
+        pytest.param(
             json.dumps(changed(ACTIVE_ORDER, status="paused")),
             "invalid_value",
             "status 'paused'",
