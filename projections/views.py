@@ -345,6 +345,19 @@ def replaces(view: ClaimView, event: Event) -> bool:
     return event.supersedes is not None and view.winner.supersedes is None
 
 
+def same_record(held: Event, event: Event) -> bool:
+    """Whether two statements of a key are versions of one source record (the same
+    `source_ref`, such as an imported Patient's versions) recorded at different times: the
+    newer version is newer knowledge of that record and replaces the older, whatever their
+    valid times, instead of disputing it (a patient's new home address is no conflict with the
+    address the record held before)."""
+    return (
+        event.source_ref is not None
+        and event.source_ref == held.source_ref
+        and event.recorded_at != held.recorded_at
+    )
+
+
 def same_value(first: object, second: object) -> bool:
     """Equal claim values, a boolean never equal to a number (Python's `True == 1`): a fact
     `true` after `1` is a different statement, not a repeat."""
@@ -378,6 +391,8 @@ def step_fact(view: ClaimView | None, event: Event) -> ClaimView | None:
     keeps the conflict (and its alert) as it is."""
     if view is None or replaces(view, event):
         return _wins(event)
+    if same_record(view.winner, event):
+        return _wins(event) if event.recorded_at > view.winner.recorded_at else view
     held_rank, rank = ORIGIN_RANK[view.winner.origin], ORIGIN_RANK[event.origin]
     if rank > held_rank:
         return _wins(event)

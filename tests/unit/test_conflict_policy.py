@@ -264,6 +264,33 @@ FACT_CASES = [
         False,
         id="given 1 then 1.0 then the same number",
     ),
+    pytest.param(
+        [
+            fact("v1", "A+", 0, "imported", source_ref="Patient/p1", recorded=T0 + DAY),
+            fact("v2", "B+", 10, "imported", source_ref="Patient/p1", recorded=T0 + 20 * DAY),
+        ],
+        "B+",
+        False,
+        id="given two versions of one source record then the newer replaces the older",
+    ),
+    pytest.param(
+        [
+            fact("v1", "A+", 10, "imported", source_ref="Patient/p1", recorded=T0 + 30 * DAY),
+            fact("v2", "B+", 0, "imported", source_ref="Patient/p1", recorded=T0 + 20 * DAY),
+        ],
+        "A+",
+        False,
+        id="given an older version valid earlier then the newer version still holds",
+    ),
+    pytest.param(
+        [
+            fact("v1", "A+", 0, "verified_source", source_ref="lab:1", recorded=T0 + DAY),
+            fact("v2", "B+", 10, "imported", source_ref="Patient/p1", recorded=T0 + 20 * DAY),
+        ],
+        "A+",
+        False,
+        id="given statements of two source records then ranks decide as before",
+    ),
 ]
 
 
