@@ -13,7 +13,13 @@ from typing import Annotated, Any
 import typer
 
 from projections.gate import GateContext
-from rules.batch import Submitted, advance_clocks, in_processing_order, replay_batch
+from rules.batch import (
+    SubjectResult,
+    Submitted,
+    advance_clocks,
+    in_processing_order,
+    replay_batch,
+)
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from schemas.reasons import ReasonCode
@@ -241,6 +247,8 @@ def _replay_events(
         results = replay_batch(submitted, context_for, rules)
         if as_of is not None:
             advance_clocks(results, as_of, context_for, rules)
+    if as_of is not None:
+        _note_later_subjects(results, as_of)
     print_line_errors(errors, err)
     (print_json if as_json else print_human)(results, out)
     decisions = [decision for result in results.values() for _, decision in result.rejections]
@@ -251,6 +259,25 @@ def _replay_events(
     if errors or rejected:
         err.print(f"{len(errors)} input error(s), {rejected} rejected event(s)")
         raise typer.Exit(code=1)
+
+
+def _note_later_subjects(results: dict[str, SubjectResult], as_of: datetime) -> None:
+    """Say which subjects' own time is past `--as-of`: a subject's clock never moves back, so
+    their output is as their events left them, not as they stood at that time."""
+    later = sorted(
+        key
+        for key, result in results.items()
+        if result.state.as_of is not None and result.state.as_of > as_of
+    )
+    if not later:
+        return
+    named = ", ".join(later[:3]) + (f" and {len(later) - 3} more" if len(later) > 3 else "")
+    err.print(
+        f"--as-of {as_of.isoformat()} is before the latest event of {named}: a subject's time "
+        "never moves back, so it is shown as its events leave it (`uac state --as-of` shows a "
+        "subject as it stood at a past time)",
+        markup=False,
+    )
 
 
 _REPEAT = (ReasonCode.DUPLICATE_EVENT_ID,)

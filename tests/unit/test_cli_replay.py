@@ -514,6 +514,23 @@ def test_given_a_course_that_ran_out_then_as_of_a_later_time_its_alert_is_resolv
     assert len(set(ids)) == 1
 
 
+@pytest.mark.parametrize(
+    ("as_of", "noted"),
+    [
+        pytest.param("2024-01-15", True, id="given a time before the subject's last event"),
+        pytest.param("2024-03-01", False, id="given a time after it"),
+    ],
+)
+def test_given_as_of_before_a_subject_s_own_time_then_the_replay_says_it_stays(
+    tmp_path: Path, as_of: str, noted: bool
+) -> None:
+    """A subject's clock never moves back: an earlier --as-of is said to leave it as is."""
+    result = runner.invoke(app, ["replay", str(_course_file(tmp_path)), "--as-of", as_of])
+    assert result.exit_code == 0
+    said = "is before the latest event of clinic-a:patient-1: a subject's time never moves back"
+    assert (said in " ".join(result.stderr.split())) is noted
+
+
 def test_given_as_of_a_later_time_then_the_course_is_no_longer_listed_as_active(
     tmp_path: Path,
 ) -> None:
