@@ -517,7 +517,9 @@ def _prescription_status(resource: Json) -> str:
     status = required_code(resource, "status", _REQUEST_STATUSES)
     intent = required_code(resource, "intent", _REQUEST_INTENTS)
     if status not in _REQUEST_STATUSES:
-        raise Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not a request status")
+        codes = ", ".join(sorted(_REQUEST_STATUSES))
+        message = f"status {status!r} is not a request status (one of {codes})"
+        raise Unmappable(Problem.INVALID_VALUE, message)
     if intent in _NOT_PRESCRIBING_INTENTS:
         raise Unsupported(f"MedicationRequest intent {intent} is not a prescription")
     if intent not in _PRESCRIBING_INTENTS:
@@ -1083,7 +1085,9 @@ def _statement_status(resource: Json) -> str:
     if _states_no_medication(resource):
         raise Unsupported("MedicationStatement states that no medication is known (or no info)")
     if status not in _STATEMENT_STATUSES:
-        raise Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not a statement status")
+        codes = ", ".join(sorted(_STATEMENT_STATUSES))
+        message = f"status {status!r} is not a statement status (one of {codes})"
+        raise Unmappable(Problem.INVALID_VALUE, message)
     return status
 
 

@@ -562,7 +562,11 @@ def _subject_of(resource: Json, field_name: str, index: Index) -> str:
         return _subject_by_condition(reference, field_name, index)
     relative = relative_reference(reference)
     if relative is None:
-        raise Unmappable(Problem.INVALID_VALUE, f"{field_name}.reference {reference!r}")
+        raise Unmappable(
+            Problem.INVALID_VALUE,
+            f"{field_name}.reference {reference!r} is not a reference to a patient (write it "
+            "Patient/<id>, a URL ending in Patient/<id>, or a urn:uuid: of the Bundle)",
+        )
     resource_type, identifier = relative.split("/")
     if not _FHIR_TYPE_NAME.fullmatch(resource_type):
         raise Unmappable(

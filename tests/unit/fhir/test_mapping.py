@@ -1254,7 +1254,11 @@ def test_given_a_statement_that_no_medication_is_known_then_skipped_not_a_drug(
 def test_given_an_invalid_status_then_an_error() -> None:
     result = run(changed(STATEMENT, status="taking"))
     assert [(e.reason, e.message) for e in result.errors] == [
-        ("invalid_value", "MedicationStatement/ms-1: status 'taking' is not a statement status")
+        (
+            "invalid_value",
+            "MedicationStatement/ms-1: status 'taking' is not a statement status (one of active,"
+            " completed, entered-in-error, intended, not-taken, on-hold, stopped, unknown)",
+        )
     ]
 
 
@@ -1835,6 +1839,12 @@ def _without(resource: dict[str, Any], *path: str) -> dict[str, Any]:
             "invalid_value",
             "patient.reference",
             id="given a reference without an id then invalid value",
+        ),
+        pytest.param(
+            json.dumps(changed(PENICILLIN, patient={"reference": "p1", "type": "Patient"})),
+            "invalid_value",
+            "patient.reference 'p1' is not a reference to a patient (write it Patient/<id>",
+            id="given a bare id as the reference then invalid value saying how to write it",
         ),
     ],
 )

@@ -133,7 +133,8 @@ def test_a_request_status_that_spells_no_status_is_still_an_error_naming_it() ->
     result = run({**ORDER, "status": "Current"}, MEDICATION)
 
     assert [error.message for error in result.errors] == [
-        "MedicationRequest/rx1: status 'Current' is not a request status"
+        "MedicationRequest/rx1: status 'Current' is not a request status (one of active,"
+        " cancelled, completed, draft, entered-in-error, on-hold, stopped, unknown)"
     ]
     assert result.events == []
 
