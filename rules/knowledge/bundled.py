@@ -213,7 +213,10 @@ class BundledKnowledge:
         """Strongest verdict over all (allergen concept, drug concept) pairs, the `carried`
         vehicles left out as allergens, each ingredient the allergy text says is tolerated at
         most `low_risk`, and after the `severe` cutaneous adverse reaction the allergy records,
-        every other related one in need of an allergist's evaluation first."""
+        every other related one in need of an allergist's evaluation first. A class said to be
+        tolerated that holds the allergen itself ("amoxicillin - hives; tolerated penicillins")
+        contradicts the record and clears nothing; the drug named itself, or a class apart from
+        the allergen's ("penicillin allergy; tolerates cephalosporins"), is a tolerance."""
         failure = _unresolved(allergy, medicine)
         if failure is not None:
             return _Outcome(MatchLevel.UNVERIFIED, failure, UNRESOLVED_SOURCE)
@@ -229,9 +232,11 @@ class BundledKnowledge:
             )
             for concept in medicine.concepts
         }
+        culprits = frozenset(key for a in allergens for key in (a, *self._judge.keys(a)))
         verdicts = [
             _as_tolerated(verdict, said_tolerated)
-            if tolerated & {concept, *self._judge.keys(concept)}
+            if concept in tolerated
+            or tolerated & frozenset(self._judge.keys(concept)) - culprits
             else _after_severe_cutaneous_reaction(verdict, severe)
             for concept, verdict in strongest.items()
         ]

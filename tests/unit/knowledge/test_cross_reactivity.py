@@ -399,6 +399,37 @@ def test_a_drug_that_treated_the_reaction_or_is_tolerated_is_not_read_as_the_all
 
 
 @pytest.mark.parametrize(
+    ("allergen", "drug"),
+    [
+        ("amoxicillin - hives; tolerated penicillins", "ampicillin"),
+        ("cephalexin - anaphylaxis; tolerated cephalosporins", "cefadroxil"),
+        ("ampicillin anaphylaxis; tolerated beta-lactams", "amoxicillin"),
+        ("ibuprofen - anaphylaxis; tolerates NSAIDs", "naproxen"),
+        ("sulfamethoxazole rash; tolerated sulfonamide antibiotics", "sulfadiazine"),
+    ],
+)
+def test_a_class_said_to_be_tolerated_that_holds_the_allergen_clears_nothing(
+    knowledge: BundledKnowledge, allergen: str, drug: str
+) -> None:
+    """The record contradicts itself (the allergen is of the class it says is tolerated):
+    the class rule stands, never lowered to low_risk by the contradiction."""
+    verdict = knowledge.cross_reactivity(allergen, drug)
+
+    assert verdict.level is MatchLevel.SAME_CLASS
+    assert verdict.source != TOLERANCE_SOURCE
+
+
+def test_a_class_apart_from_the_allergen_said_to_be_tolerated_is_a_tolerance(
+    knowledge: BundledKnowledge,
+) -> None:
+    """Amoxicillin and cefalexin share a side chain (partial by class alone)."""
+    verdict = knowledge.cross_reactivity("amoxicillin rash; tolerates cephalosporins", "cefalexin")
+
+    assert verdict.level is MatchLevel.LOW_RISK
+    assert verdict.source == TOLERANCE_SOURCE
+
+
+@pytest.mark.parametrize(
     ("allergen", "tolerated", "classmate"),
     [
         ("Codeine - itching; morphine OK", "morphine", "hydromorphone"),
