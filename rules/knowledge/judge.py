@@ -73,6 +73,7 @@ class Judge:
                 self._rows.setdefault((row.drug, row.allergen), []).append(row)
         self.keys: Callable[[str], frozenset[str]] = cache(self._keys)
         self.depth: Callable[[str], int] = cache(self._depth)
+        self.members: Callable[[str], tuple[str, ...]] = cache(self._members)
 
     def label(self, concept: str) -> str:
         if is_class(concept):
@@ -155,6 +156,25 @@ class Judge:
                 yield Verdict(row.level, reason, row.source, drug, True, specificity)
         for shared in sorted(allergen_keys & drug_keys):
             yield from self._shared_class(shared, allergen, drug)
+        if is_class(allergen) and not is_class(drug):
+            yield from self._culprit_unknown(allergen, drug)
+
+    def _culprit_unknown(self, allergen_class: str, drug: str) -> Iterator[Verdict]:
+        """A class recorded as the allergen ("penicillin", "cephalosporins") does not say which
+        member caused the reaction: a cited row that flags the drug against one of its members
+        (`partial` or stronger: amoxicillin and cephalexin share a side chain) flags it against
+        the class too, above the class-to-class row, since that member may be the culprit."""
+        for member in self.members(allergen_class):
+            for row in self._rows.get((member, drug), ()):
+                if STRENGTH[row.level] < STRENGTH[MatchLevel.PARTIAL]:
+                    continue
+                reason = (
+                    f"{self.label(allergen_class)} vs {self.label(drug)}: the recorded class "
+                    f"does not say which of its drugs caused the reaction, and for {member}: "
+                    f"{row.reason}"
+                )
+                specificity = INGREDIENT_SPECIFICITY + self._specificity(allergen_class)
+                yield Verdict(row.level, reason, row.source, drug, True, specificity)
 
     def _shared_class(self, shared: str, allergen: str, drug: str) -> Iterator[Verdict]:
         if not is_class(shared):
@@ -186,6 +206,16 @@ class Judge:
         else:
             direct = self._tables.ingredients[concept].classes
         return frozenset({concept, *(CLASS_PREFIX + c for c in self._ancestors(direct))})
+
+    def _members(self, class_concept: str) -> tuple[str, ...]:
+        """The ingredients of a class (and of its subclasses), in name order."""
+        return tuple(
+            sorted(
+                name
+                for name in self._tables.ingredients
+                if class_concept in self.keys(name) and not self.is_non_drug(name)
+            )
+        )
 
     def _ancestors(self, class_ids: tuple[str, ...]) -> Iterator[str]:
         for class_id in class_ids:
