@@ -135,9 +135,12 @@ class Recogniser:
         return tuple(get_close_matches(word, candidates, SUGGESTIONS, SUGGESTION_CUTOFF))
 
     def parse(self, text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(concepts, unrecognised words) of a free-text name."""
+        """(concepts, unrecognised words) of a free-text name. A term followed by "free" is
+        negated: its concepts are dropped, also from a brand the text names beside it
+        ("Excedrin Aspirin Free" is acetaminophen and caffeine, not Excedrin's aspirin)."""
         words, items = _words_and_items(text)
         found: list[str] = []
+        negated_concepts: set[str] = set()
         unknown: list[str] = []
         named_items: set[int] = set()
         qualifying: list[tuple[int, tuple[str, ...]]] = []
@@ -154,7 +157,9 @@ class Recogniser:
             negated = bool(concepts) and words[position + length : position + length + 1] == (
                 NEGATION,
             )
-            if not negated:
+            if negated:
+                negated_concepts.update(concepts)
+            else:
                 found.extend(concepts)
             if concepts:
                 joining = False
@@ -167,7 +172,7 @@ class Recogniser:
         unknown.extend(" ".join(term) for item, term in qualifying if item not in named_items)
         if joining:
             unknown.append(JOINING_WORD)
-        return tuple(found), tuple(unknown)
+        return tuple(c for c in found if c not in negated_concepts), tuple(unknown)
 
     def terms(self, text: str) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
         """(the known terms of a text, names and noise words alike, as `parse` matches them,
