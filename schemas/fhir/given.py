@@ -32,6 +32,7 @@ from schemas.fhir.medications import (
     dosage_of,
     drug_of,
     first_dosage,
+    named_as_ordered,
     order_planned_end,
     reported_order,
     stop_reason_of,
@@ -105,7 +106,7 @@ def administration_events(source: Source, index: Index) -> list[Event]:
     course = Course(
         prescription_id=order or f"{source.resource_type}/{source.resource_id}",
         subject_id=subject_id,
-        drug=drug_of(resource, index),
+        drug=named_as_ordered(source, index, order, drug_of(resource, index)),
         dosage=dosage_of(source, dosage, "dosage", dose_key="dose"),
         starts=starts,
         in_error=status == IN_ERROR,
@@ -153,7 +154,7 @@ def dispense_events(source: Source, index: Index) -> list[Event]:
     course = Course(
         prescription_id=order or f"{source.resource_type}/{source.resource_id}",
         subject_id=subject_id,
-        drug=drug_of(resource, index),
+        drug=named_as_ordered(source, index, order, drug_of(resource, index)),
         dosage=first_dosage(source, "dosageInstruction"),
         starts=starts,
         in_error=status == IN_ERROR,

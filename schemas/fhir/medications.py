@@ -257,6 +257,38 @@ def reported_order(
     return order
 
 
+def named_as_ordered(source: Source, index: Index, order: str | None, drug: Drug) -> Drug:
+    """The drug of a record reporting on an order, named as the order of the input set names
+    it when the record names its own only by codes, with no words (a dispense coded by an NDC
+    alone): a code the drug knowledge cannot read would make the course unverifiable, and the
+    record is news of the order's course. Its codes stay, so a backend that reads them judges
+    them; the record says so."""
+    if order is None or _worded(drug):
+        return drug
+    ordered = index.order(f"MedicationRequest/{order}")
+    if ordered is None:
+        return drug
+    try:
+        ordered_drug = drug_of(ordered.resource, index)
+    except Unmappable:
+        return drug
+    source.passed_over.append(
+        f"its medication is named by codes only ({drug.text}): named as MedicationRequest/"
+        f"{order} names it ({ordered_drug.text})"
+    )
+    return Drug(ordered_drug.text, drug.codes, drug.reported, drug.resolved, drug.concepts)
+
+
+def _worded(drug: Drug) -> bool:
+    """Whether the drug is named in words somewhere (a text, or a coding's display); a drug
+    read from a Medication or a reference's display always is."""
+    if not drug.concepts:
+        return True
+    return any(
+        concept.text or any(code.display for code in concept.codes) for concept in drug.concepts
+    )
+
+
 def order_planned_end(index: Index, order: str | None) -> PlannedEnd | None:
     """When the order a record of a drug given (or taken) reports on plans its therapy to end,
     when that order is in the input set: the record is news of the order's course, which
@@ -1027,7 +1059,7 @@ def statement_events(source: Source, index: Index) -> list[Event]:
     course = Course(
         prescription_id=order or f"{source.resource_type}/{source.resource_id}",
         subject_id=subject_id,
-        drug=drug_of(resource, index),
+        drug=named_as_ordered(source, index, order, drug_of(resource, index)),
         dosage=first_dosage(source, "dosage"),
         starts=_statement_starts(resource),
         in_error=status == IN_ERROR,

@@ -220,6 +220,45 @@ def test_a_record_of_a_drug_given_after_the_order_s_planned_end_is_skipped(kind:
     ]
 
 
+NDC_ONLY = {"coding": [{"system": "http://hl7.org/fhir/sid/ndc", "code": "0093-3109-01"}]}
+
+
+@pytest.mark.parametrize("kind", ["MedicationDispense", "MedicationAdministration"])
+def test_a_record_naming_its_drug_by_codes_only_is_named_as_its_order_names_it(kind: str) -> None:
+    """A dispense coded by an NDC the knowledge cannot read, with no words: the course stays
+    the amoxicillin of its order (critical against a penicillin allergy, not a 'cannot verify'
+    warning), keeps the record's code, and the record says so."""
+    given = _given(kind, "2024-05-03") | {"medicationCodeableConcept": NDC_ONLY}
+    result = run(ORIGINAL, given)
+    (restated,) = [
+        event.payload
+        for _, event in result.events
+        if isinstance(event.payload, MedicationPrescribed) and event.source_ref == f"{kind}/g1"
+    ]
+    assert restated.drug == AMOXICILLIN["text"]
+    assert [coding.code for coding in restated.codes] == ["0093-3109-01"]
+    assert [line.detail for line in result.passed_over if line.source_ref == f"{kind}/g1"] == [
+        "its medication is named by codes only (0093-3109-01): named as MedicationRequest/r1 "
+        f"names it ({AMOXICILLIN['text']})"
+    ]
+    alerts = drug_allergy_alerts(folded(penicillin_allergy("Patient/p1"), ORIGINAL, given))
+    assert {alert.severity.value for alert in alerts} == {"critical"}
+
+
+def test_a_record_naming_another_drug_in_words_still_replaces_the_order_s_drug() -> None:
+    """A substitute named in words is what was given."""
+    given = _given("MedicationDispense", "2024-05-03") | {
+        "medicationCodeableConcept": {"text": "azithromycin 250 mg"}
+    }
+    result = run(ORIGINAL, given)
+    drugs = {
+        event.source_ref: event.payload.drug
+        for _, event in result.events
+        if isinstance(event.payload, MedicationPrescribed)
+    }
+    assert drugs["MedicationDispense/g1"] == "azithromycin 250 mg"
+
+
 @pytest.mark.parametrize(
     ("resources", "notice"),
     [
