@@ -235,8 +235,7 @@ class BundledKnowledge:
         culprits = frozenset(key for a in allergens for key in (a, *self._judge.keys(a)))
         verdicts = [
             _as_tolerated(verdict, said_tolerated)
-            if concept in tolerated
-            or tolerated & frozenset(self._judge.keys(concept)) - culprits
+            if concept in tolerated or tolerated & frozenset(self._judge.keys(concept)) - culprits
             else _after_severe_cutaneous_reaction(verdict, severe)
             for concept, verdict in strongest.items()
         ]
