@@ -65,8 +65,11 @@ def patient_events(source: Source, index: Index) -> list[Event]:
             "Patient replaced by another at the source (Patient.link): no longer used, the "
             "records naming it are filed under the patient replacing it"
         )
-    address = _home_address(source.resource, timing_of(source, ()).recorded_at)
+    known_at = timing_of(source, ()).recorded_at
+    address = _home_address(source.resource, known_at)
     country = None if address is None else string_at(address, "country", at="address")
+    if address is not None and country is not None:
+        _note_rivals(source, address, country, known_at)
     if address is None or country is None:
         raise Unsupported("Patient without an address country: no home_country fact")
     code = country_code(country)
@@ -105,6 +108,31 @@ def _home_address(resource: Json, known_at: datetime) -> Json | None:
         and not _begins_after(address, known_at)
     ]
     return min(candidates, key=lambda address: _address_rank(address, known_at), default=None)
+
+
+def _note_rivals(source: Source, chosen: Json, country: str, known_at: datetime) -> None:
+    """Say so when another address of the same standing names another country: the first
+    listed is taken, and the record does not say which one the patient lives in."""
+    rank = _address_rank(chosen, known_at)
+    rivals = sorted(
+        {
+            other_country
+            for address in objects_at(source.resource, "address")
+            if address is not chosen
+            and _has_country(address)
+            and _use(address) not in _NOT_HOME_USES
+            and not _begins_after(address, known_at)
+            and _address_rank(address, known_at) == rank
+            and isinstance(other_country := address.get("country"), str)
+            and country_code(other_country) != country_code(country)
+        }
+    )
+    if rivals:
+        others = ", ".join(repr(rival) for rival in rivals)
+        source.passed_over.append(
+            f"address: addresses of the same use and standing name {country!r} and {others}; "
+            f"{country!r}, listed first, is taken as the home country"
+        )
 
 
 def _has_country(address: Json) -> bool:

@@ -114,3 +114,36 @@ def test_a_patient_with_no_address_they_live_at_gets_no_home_country(
     assert [s.reason for s in result.skipped] == [
         "Patient without an address country: no home_country fact"
     ]
+
+
+@pytest.mark.parametrize(
+    ("addresses", "notice"),
+    [
+        pytest.param(
+            [{"use": "home", "country": "NL"}, {"use": "home", "country": "BE"}],
+            "address: addresses of the same use and standing name 'NL' and 'BE'; 'NL', listed "
+            "first, is taken as the home country",
+            id="two home addresses in two countries are reported",
+        ),
+        pytest.param(
+            [{"use": "home", "country": "NL"}, {"use": "home", "country": "NLD"}],
+            None,
+            id="two spellings of one country are not",
+        ),
+        pytest.param(
+            [{"use": "home", "country": "NL"}, {"use": "work", "country": "BE"}],
+            None,
+            id="a home and a work address are not",
+        ),
+    ],
+)
+def test_addresses_that_tie_in_different_countries_are_reported(
+    addresses: list[dict[str, Any]], notice: str | None
+) -> None:
+    """The first listed is taken, as before; the record does not say which the patient lives
+    in, so the import says so instead of choosing without a word."""
+    result = run(changed(PATIENT, address=addresses))
+    assert [event.payload for _, event in result.events] == [
+        FactAsserted(key="home_country", value="NL")
+    ]
+    assert [line.detail for line in result.passed_over] == ([] if notice is None else [notice])
