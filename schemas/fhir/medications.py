@@ -4,6 +4,7 @@ the course of a drug that every medication mapper shares (see `schemas.fhir.mapp
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -1151,6 +1152,12 @@ def patients_order(source: Source, field_name: str, index: Index, subject_id: st
     patient never changes another's order."""
     order = based_on_request(source.resource, field_name, index)
     source.passed_over.extend(pinned_order_notes(source.resource, field_name, index))
+    if order is None and field_name in source.resource and not _links(source.resource[field_name]):
+        written = json.dumps(source.resource[field_name], ensure_ascii=False)
+        source.passed_over.append(
+            f"{field_name} {_clipped(written)} is no reference that can be read: the record is "
+            "read as a course of its own"
+        )
     held = None if order is None else index.order(f"MedicationRequest/{order}")
     if order is None or held is None or held.identity is None:
         return order
@@ -1165,6 +1172,21 @@ def patients_order(source: Source, field_name: str, index: Index, subject_id: st
         "record is read as a course of its own, not as news of that order"
     )
     return None
+
+
+def _links(value: object) -> bool:
+    """Whether a reference field holds a reference that can be read (`Type/id`, a URL ending
+    in one, or a `urn:`), whatever it names (a CarePlan is a reference too)."""
+    items = [value] if isinstance(value, Mapping) else value if isinstance(value, list) else []
+    targets = [item.get("reference") for item in items if isinstance(item, Mapping)]
+    return any(
+        isinstance(target, str) and (target.startswith("urn:") or relative_reference(target))
+        for target in targets
+    )
+
+
+def _clipped(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def pinned_order_notes(resource: Json, field_name: str, index: Index) -> list[str]:

@@ -336,3 +336,38 @@ def test_an_order_replacing_a_fulfilment_replaces_the_therapy() -> None:
     )
     found = prescriptions(ORIGINAL, FILLER, replacement)
     assert found["r1"][-1] == "MedicationStopped MedicationRequest/r9"
+
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        pytest.param([], id="an empty list"),
+        pytest.param([{}], id="a reference with nothing in it"),
+        pytest.param({"reference": "x"}, id="a reference that names no resource"),
+        pytest.param([{"display": "the GP's order"}], id="a display alone"),
+    ],
+)
+def test_a_link_to_an_order_that_cannot_be_read_is_reported(link: object) -> None:
+    """The record is then a course of its own, as before, and the import says why."""
+    given = _given("MedicationDispense", "2024-05-03") | {"authorizingPrescription": link}
+    result = run(ORIGINAL, given)
+    named = {
+        event.payload.prescription_id
+        for _, event in result.events
+        if isinstance(event.payload, MedicationPrescribed)
+    }
+    assert named == {"r1", "MedicationDispense/g1"}
+    (line,) = [line.detail for line in result.passed_over if line.source_ref.endswith("/g1")]
+    assert line.startswith("authorizingPrescription ")
+    assert line.endswith(
+        "is no reference that can be read: the record is read as a course of its own"
+    )
+
+
+def test_a_link_to_another_kind_of_resource_is_not_reported() -> None:
+    """A statement based on a care plan names something real: no line."""
+    statement = _given("MedicationStatement", "2024-05-03") | {
+        "basedOn": [{"reference": "CarePlan/gp-visit"}]
+    }
+    result = run(ORIGINAL, statement)
+    assert [line.detail for line in result.passed_over] == []
