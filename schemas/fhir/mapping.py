@@ -247,6 +247,7 @@ reported (`streams.fhir_files.names_differing`); the mapping itself knows no dru
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Final
@@ -273,11 +274,14 @@ from schemas.fhir.inputs import (
     version_id,
 )
 from schemas.fhir.json_access import (
+    Json,
     NamedConcept,
     NotForAPatient,
     Problem,
     Unmappable,
     Unsupported,
+    concept_text,
+    objects_at,
     parse_fhir_datetime,
 )
 from schemas.fhir.medications import request_events, statement_events
@@ -448,20 +452,63 @@ def without_unmapped(parsed: ParsedInput) -> ParsedInput:
         if item.resource_type in READ_TYPES or not _fhir_type(item.resource_type):
             kept.append(item)
         else:
-            reason = _unsupported(item.resource_type)
+            reason = _unsupported(item)
             skipped.append(Skipped(item.origin, item.resource_type, item.identity, reason))
     return ParsedInput(tuple(kept), tuple(skipped), parsed.errors, parsed.pages)
+
+
+_ALLERGY_WORDING: Final = re.compile(r"\ballerg(?:y|ies|ic)\s+to\b|\ballergy\s*(?:\(|$)", re.I)
+"""How a record names an allergy to something ("Allergy to penicillin (finding)", "Latex
+allergy"), not an allergic disease ("Seasonal allergic rhinitis")."""
+
+
+def _allergy_inside(resource: Json) -> str:
+    """What a skipped resource says of an allergy, so it is not lost among the skips: a
+    Condition that records one ("Allergy to penicillin" on a problem list), or an
+    AllergyIntolerance held inside (contained, or a Parameters' resource)."""
+    if resource.get("resourceType") == "Condition":
+        label = _label_or_none(resource.get("code"))
+        if label is not None and _ALLERGY_WORDING.search(label.strip()):
+            return (
+                f": it records an allergy ({label!r}), which is read from an AllergyIntolerance "
+                "only; send it as one"
+            )
+    held = [*objects_at(resource, "contained")]
+    held += [
+        inner
+        for parameter in objects_at(resource, "parameter")
+        if isinstance(inner := parameter.get("resource"), dict)
+    ]
+    if any(item.get("resourceType") == "AllergyIntolerance" for item in held):
+        return (
+            ": it holds an AllergyIntolerance, which is not read from inside another resource; "
+            "send it as a resource of its own"
+        )
+    return ""
+
+
+def _label_or_none(concept: object) -> str | None:
+    """A concept's text or first display; None when it has none or cannot be read (a skipped
+    resource is never an error for want of it)."""
+    if not isinstance(concept, dict):
+        return None
+    try:
+        return concept_text(concept)
+    except Unmappable:
+        return None
 
 
 def _fhir_type(resource_type: str) -> bool:
     return resource_type in R4_RESOURCE_TYPES or resource_type in LATER_RESOURCE_TYPES
 
 
-def _unsupported(resource_type: str) -> str:
-    """Why a resource of a FHIR type that no mapper reads is skipped."""
+def _unsupported(item: SourcedResource) -> str:
+    """Why a resource of a FHIR type that no mapper reads is skipped, and what it says of an
+    allergy (`_allergy_inside`)."""
+    resource_type, inside = item.resource_type, _allergy_inside(item.resource)
     if resource_type in R4_RESOURCE_TYPES:
-        return f"unsupported resource type {resource_type}"
-    return f"unsupported resource type {resource_type} (of a later FHIR release than R4)"
+        return f"unsupported resource type {resource_type}{inside}"
+    return f"unsupported resource type {resource_type} (of a later FHIR release than R4){inside}"
 
 
 def _not_a_resource_type(resource_type: str) -> Unmappable:
@@ -494,7 +541,7 @@ def _events_of(
     if mapper is None and not _fhir_type(item.resource_type):
         raise _not_a_resource_type(item.resource_type)
     if mapper is None:
-        raise Unsupported(_unsupported(item.resource_type))
+        raise Unsupported(_unsupported(item))
     if item.identity is None and not isinstance(item.resource.get("id"), str | None):
         raise Unmappable(Problem.INVALID_VALUE, f"id is not a string: {item.resource['id']!r}")
     if item.identity is None:

@@ -116,3 +116,53 @@ def test_an_r5_shaped_allergy_is_still_read_beside_an_r5_resource() -> None:
         assert isinstance(allergy, AllergyRecorded)
         assert allergy.reactions[0].manifestation == "hives"
         assert [skip.resource_type for skip in result.skipped] == ["Permission"]
+
+
+@pytest.mark.parametrize(
+    ("resource", "said"),
+    [
+        pytest.param(
+            {
+                "resourceType": "Condition",
+                "id": "c1",
+                "code": {"coding": [{"display": "Allergy to penicillin (finding)"}]},
+            },
+            "unsupported resource type Condition: it records an allergy ('Allergy to penicillin "
+            "(finding)'), which is read from an AllergyIntolerance only; send it as one",
+            id="given a Condition recording an allergy then its skip says so",
+        ),
+        pytest.param(
+            {"resourceType": "Condition", "id": "c2", "code": {"text": "Latex allergy"}},
+            "unsupported resource type Condition: it records an allergy ('Latex allergy'), which "
+            "is read from an AllergyIntolerance only; send it as one",
+            id="given a Condition named 'X allergy' then its skip says so",
+        ),
+        pytest.param(
+            {
+                "resourceType": "Condition",
+                "id": "c3",
+                "code": {"text": "Seasonal allergic rhinitis"},
+            },
+            "unsupported resource type Condition",
+            id="given an allergic disease then a plain skip",
+        ),
+        pytest.param(
+            {"resourceType": "List", "id": "l1", "contained": [ALLERGY]},
+            "unsupported resource type List: it holds an AllergyIntolerance, which is not read "
+            "from inside another resource; send it as a resource of its own",
+            id="given a List holding an allergy then its skip says so",
+        ),
+        pytest.param(
+            {"resourceType": "Parameters", "parameter": [{"name": "a", "resource": ALLERGY}]},
+            "unsupported resource type Parameters: it holds an AllergyIntolerance, which is not "
+            "read from inside another resource; send it as a resource of its own",
+            id="given Parameters holding an allergy then its skip says so",
+        ),
+    ],
+)
+def test_a_skipped_resource_that_records_an_allergy_says_so(
+    resource: dict[str, Any], said: str
+) -> None:
+    """Not lost among hundreds of skips of its type: an amoxicillin order would raise nothing."""
+    for imported in both_ways(resource):
+        assert [skip.reason for skip in imported.skipped] == [said]
