@@ -100,14 +100,19 @@ def _home_address(resource: Json, known_at: datetime) -> Json | None:
     ended by then) before an ended one, then by use (`_USE_RANK`), then the first in the list.
     A period bound that cannot be read counts as absent here (the chosen address's start is
     still read strictly)."""
-    candidates = [
+    candidates = _could_be_home(resource, known_at)
+    return min(candidates, key=lambda address: _address_rank(address, known_at), default=None)
+
+
+def _could_be_home(resource: Json, known_at: datetime) -> list[Json]:
+    """The addresses with a country and a use that can be a home, begun by `known_at`."""
+    return [
         address
         for address in objects_at(resource, "address")
         if _has_country(address)
         and _use(address) not in _NOT_HOME_USES
         and not _begins_after(address, known_at)
     ]
-    return min(candidates, key=lambda address: _address_rank(address, known_at), default=None)
 
 
 def _note_rivals(source: Source, chosen: Json, country: str, known_at: datetime) -> None:
@@ -117,11 +122,8 @@ def _note_rivals(source: Source, chosen: Json, country: str, known_at: datetime)
     rivals = sorted(
         {
             other_country
-            for address in objects_at(source.resource, "address")
+            for address in _could_be_home(source.resource, known_at)
             if address is not chosen
-            and _has_country(address)
-            and _use(address) not in _NOT_HOME_USES
-            and not _begins_after(address, known_at)
             and _address_rank(address, known_at) == rank
             and isinstance(other_country := address.get("country"), str)
             and country_code(other_country) != country_code(country)
