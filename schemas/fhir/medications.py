@@ -54,6 +54,7 @@ from schemas.fhir.sources import (
     Timing,
     new_event,
     optional_part,
+    quoted,
     subject_of,
     timing_of,
 )
@@ -201,16 +202,8 @@ def _fulfilment(source: Source, index: Index, status: str, therapy: str, subject
             f"MedicationRequest {status}, part of the therapy of MedicationRequest/{therapy}: "
             "the therapy is unchanged"
         )
-    order = index.order(f"MedicationRequest/{therapy}")
-    planned = None if order is None else _planned_end_of(order.resource)
-    stopped = None if order is None else therapy_stop(order, index, source.context)
     starts = (time_at(source.resource, "authoredOn"),)
-    ends = [end for end in (stopped, None if planned is None else planned.at) if end is not None]
-    if ends and timing_of(source, starts).occurred_at >= min(ends):
-        raise Unsupported(
-            f"MedicationRequest after MedicationRequest/{therapy} ended (it would restart the "
-            "order)"
-        )
+    planned = therapy_planned_end(source, index, therapy, starts)
     return Course(
         prescription_id=therapy,
         subject_id=subject_id,
@@ -244,18 +237,29 @@ def reported_order(
     before the record (stopped, or past its planned end), the record is skipped: reported on
     the order, it would restart it (with no end), and the order was checked while it ran."""
     order = patients_order(source, field_name, index, subject_id)
-    if order is None:
-        return None
-    ordered = index.order(f"MedicationRequest/{order}")
+    if order is not None:
+        therapy_planned_end(source, index, order, starts)
+    return order
+
+
+def therapy_planned_end(
+    source: Source, index: Index, therapy: str, starts: tuple[datetime | None, ...]
+) -> PlannedEnd | None:
+    """The planned end of the therapy of MedicationRequest/`therapy` when the input set holds
+    that order, for a record of the therapy dated by `starts`. A record dated after the therapy
+    ended (its order's stop, or that of an order replacing it, or its planned end) is skipped:
+    reported on the order, it would restart it with no end, and the order was checked while it
+    ran."""
+    ordered = index.order(f"MedicationRequest/{therapy}")
     if ordered is None:
-        return order
+        return None
     stopped = therapy_stop(ordered, index, source.context)
     planned = _planned_end_of(ordered.resource)
     ends = [end for end in (stopped, None if planned is None else planned.at) if end is not None]
     if ends and timing_of(source, starts).occurred_at >= min(ends):
-        reason = f"after MedicationRequest/{order} ended (it would restart the order)"
+        reason = f"after MedicationRequest/{therapy} ended (it would restart the order)"
         raise Unsupported(f"{source.resource_type} {reason}")
-    return order
+    return planned
 
 
 def named_as_ordered(source: Source, index: Index, order: str | None, drug: Drug) -> Drug:
@@ -1155,7 +1159,7 @@ def patients_order(source: Source, field_name: str, index: Index, subject_id: st
     if order is None and field_name in source.resource and not _links(source.resource[field_name]):
         written = json.dumps(source.resource[field_name], ensure_ascii=False)
         source.passed_over.append(
-            f"{field_name} {_clipped(written)} is no reference that can be read: the record is "
+            f"{field_name} {quoted(written)} is no reference that can be read: the record is "
             "read as a course of its own"
         )
     held = None if order is None else index.order(f"MedicationRequest/{order}")
@@ -1177,24 +1181,23 @@ def patients_order(source: Source, field_name: str, index: Index, subject_id: st
 def _links(value: object) -> bool:
     """Whether a reference field holds a reference that can be read (`Type/id`, a URL ending
     in one, or a `urn:`), whatever it names (a CarePlan is a reference too)."""
-    items = [value] if isinstance(value, Mapping) else value if isinstance(value, list) else []
-    targets = [item.get("reference") for item in items if isinstance(item, Mapping)]
+    targets = [item.get("reference") for item in _reference_items(value)]
     return any(
         isinstance(target, str) and (target.startswith("urn:") or relative_reference(target))
         for target in targets
     )
 
 
-def _clipped(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _reference_items(value: object) -> list[Json]:
+    """The Reference objects of a field that holds one or a list of them (others left out)."""
+    items = [value] if isinstance(value, Mapping) else value if isinstance(value, list) else []
+    return [item for item in items if isinstance(item, Mapping)]
 
 
 def pinned_order_notes(resource: Json, field_name: str, index: Index) -> list[str]:
     """A line for each reference in `field_name` pinned to a version of an order that is not
     the version the order is read as (`Index.pinned_order_note`)."""
-    value = resource.get(field_name)
-    references = [value] if isinstance(value, Mapping) else value if isinstance(value, list) else []
-    targets = (item.get("reference") for item in references if isinstance(item, Mapping))
+    targets = (item.get("reference") for item in _reference_items(resource.get(field_name)))
     notes = (index.pinned_order_note(t) for t in targets if isinstance(t, str))
     return [f"{field_name}: {note}" for note in notes if note is not None]
 
