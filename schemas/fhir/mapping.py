@@ -280,8 +280,8 @@ from schemas.fhir.json_access import (
     Problem,
     Unmappable,
     Unsupported,
-    concept_text,
     objects_at,
+    optional_concept,
     parse_fhir_datetime,
 )
 from schemas.fhir.medications import request_events, statement_events
@@ -467,7 +467,8 @@ def _allergy_inside(resource: Json) -> str:
     Condition that records one ("Allergy to penicillin" on a problem list), or an
     AllergyIntolerance held inside (contained, or a Parameters' resource)."""
     if resource.get("resourceType") == "Condition":
-        label = _label_or_none(resource.get("code"))
+        concept = optional_concept(resource.get("code"))
+        label = None if concept is None else concept.label
         if label is not None and _ALLERGY_WORDING.search(label.strip()):
             return (
                 f": it records an allergy ({label!r}), which is read from an AllergyIntolerance "
@@ -485,17 +486,6 @@ def _allergy_inside(resource: Json) -> str:
             "send it as a resource of its own"
         )
     return ""
-
-
-def _label_or_none(concept: object) -> str | None:
-    """A concept's text or first display; None when it has none or cannot be read (a skipped
-    resource is never an error for want of it)."""
-    if not isinstance(concept, dict):
-        return None
-    try:
-        return concept_text(concept)
-    except Unmappable:
-        return None
 
 
 def _fhir_type(resource_type: str) -> bool:
