@@ -117,6 +117,16 @@ def test_given_two_drugs_of_one_group_but_no_shared_class_then_a_duplicate_thera
             "Flovent Diskus",
             id="two inhalers sharing only their lactose carrier",
         ),
+        pytest.param(
+            "Depo-Provera CI 150 mg/mL",
+            "Kenalog-40 injection",
+            id="two injections sharing only their polysorbate 80 excipient",
+        ),
+        pytest.param(
+            "Depo-Medrol 40 mg/mL injection",
+            "MiraLAX 17 g powder",
+            id="PEG 3350 as one product's excipient and the other's active laxative",
+        ),
     ],
 )
 def test_given_drugs_of_different_groups_then_no_duplicate_therapy(
