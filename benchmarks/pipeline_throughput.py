@@ -57,6 +57,7 @@ from streams import local_kafka
 from streams.keys import FileKeyStore
 from streams.processing import BatchProcessor, Incoming
 from streams.query_clients import query_via_sink
+from streams.record_batches import default_partition
 from streams.runtime import tune_garbage_collector
 from streams.sealing import Sealer
 from streams.settings import Settings
@@ -348,7 +349,8 @@ def step_input(home: Path, events: list[Event]) -> tuple[BatchProcessor, list[Me
     sends them, and the worker's batch size."""
     settings = Settings(home=home)
     rules = default_rules(load_bundled_knowledge())
-    processor = build_processor(tenants_policy_of(settings), FileKeyStore(settings.keys_dir), rules)
+    keys = FileKeyStore(settings.keys_dir)
+    processor = build_processor(tenants_policy_of(settings), keys, rules, PARTITIONS)
     return processor, sealed(home, events), settings.batch_size
 
 
@@ -360,7 +362,13 @@ def fold_in_batches(
     states: dict[str, UserState] = {}
     for start in range(0, len(messages), batch_size):
         batch = [
-            Incoming(key, value, "bench.events", 0, start + index)
+            Incoming(
+                key,
+                value,
+                "bench.events",
+                default_partition(key, PARTITIONS),
+                start + index,
+            )
             for index, (key, value) in enumerate(messages[start : start + batch_size])
         ]
         states.update(processor.process_batch(batch, states.get, datetime.now(UTC)).states)

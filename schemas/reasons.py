@@ -17,6 +17,7 @@ class ReasonCode(StrEnum):
     MALFORMED_JSON = "malformed_json"
     INVALID_RECORD = "invalid_record"
     KEY_MISMATCH = "key_mismatch"
+    WRONG_PARTITION = "wrong_partition"
     # Who may write.
     UNKNOWN_TENANT = "unknown_tenant"
     ACTOR_NOT_ALLOWED = "actor_not_allowed"

@@ -40,6 +40,8 @@ import faust
 from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as aiokafka_driver
 
+from streams.topic_reader import READ_COMMITTED
+
 Delivery = Coroutine[Any, Any, Any]
 YIELD_EVERY = 100
 """Messages delivered between two yields to the event loop (Faust's figure)."""
@@ -82,6 +84,9 @@ def _continued(delivery: Delivery, waiting_for: Any) -> Generator[Any, Any, Any]
 
 class InlineDeliveryConsumer(aiokafka_driver.Consumer):
     """Faust's aiokafka consumer whose fetch loop delivers messages inline (module docstring)."""
+
+    def _new_consumer_thread(self) -> ReadCommittedConsumerThread:
+        return ReadCommittedConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     async def _deliver(self, message: Any) -> None:
         batches = cast("InlineDeliveryApp", self.app).topic_batches.get(message.topic)
@@ -210,6 +215,18 @@ class TopicBatches:
             yield batch
             for message in batch:
                 acknowledge(message)
+
+
+class ReadCommittedConsumerThread(aiokafka_driver.AIOKafkaConsumerThread):
+    """Faust's consumer thread, whose Kafka consumer reads committed records only: Faust reads
+    uncommitted ones unless it runs in its exactly-once mode (which UaC does not use), so the
+    records of a producer's aborted transaction would be judged and folded as any other."""
+
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        # aiokafka passes the level to its fetcher at start(); Faust names no setting for it.
+        consumer._isolation_level = READ_COMMITTED
+        return consumer
 
 
 class InlineDeliveryTransport(aiokafka_driver.Transport):

@@ -140,11 +140,14 @@ def quarantine_key(decision: GateDecision) -> str:
 
 
 def _split_key(message: Incoming) -> tuple[str | None, str | None]:
+    """The tenant and subject a key names: a tenant id holds no colon, so the tenant is what
+    precedes the first one (a record keyed `clinic-a:a:b` stays the tenant's to see), and the
+    subject what follows when it is one id."""
     text = _key_text(message)
-    if text is None or text.count(":") != 1:
+    if text is None or ":" not in text:
         return None, None
-    tenant, subject = text.split(":")
-    return tenant, subject
+    tenant, _, subject = text.partition(":")
+    return tenant or None, subject if subject and ":" not in subject else None
 
 
 Refusal = tuple[ReasonCode, str]
@@ -178,6 +181,10 @@ class BatchProcessor:
     fold_policy: FoldPolicy = DEFAULT_POLICY
     actor_keys: ActorKeys = field(default_factory=ActorKeys)
     """Public keys of the actors that sign (`streams.signatures`)."""
+    home_partition: Callable[[bytes], int] | None = None
+    """The events topic's partition of a key (Kafka's default partitioner): a record on
+    another one is refused, since its subject's state lives with that partition. None for
+    records that were never on a topic (`uac replay --file`)."""
 
     def process_batch(
         self,
@@ -227,6 +234,23 @@ class BatchProcessor:
             return ReasonCode.KEY_MISMATCH, "the record is sealed for another subject than its key"
         return framed
 
+    def _misplaced(self, message: Incoming) -> str | None:
+        """Why a keyed record is on the wrong partition of the events topic, or None. Another
+        worker may own its subject's partition (and state): judged here, it would be judged
+        against a state that is not the subject's, and a copy on the right partition not
+        known as a duplicate."""
+        if self.home_partition is None or message.key is None:
+            return None
+        home = self.home_partition(message.key)
+        if home == message.partition:
+            return None
+        return (
+            f"the record is on partition {message.partition}, its key belongs on partition "
+            f"{home} (Kafka's default murmur2 partitioner, as the Java client and the UaC "
+            "publisher use; with librdkafka set partitioner=murmur2_random); send it without "
+            "choosing a partition, or redrive it (`uac redrive --reason wrong_partition`)"
+        )
+
     def _sealed_copy(self, key: str, value: bytes, framed: bytes) -> bytes:
         """What the accepted topic gets: the producer's sealed bytes, or a sealed copy of an
         unsealed record the gate let through (an erasure request), so no accepted copy outlives
@@ -241,6 +265,12 @@ class BatchProcessor:
         if message.value is None:
             output.quarantined.append(
                 rejection(message, [ReasonCode.BAD_FRAMING], "empty message", now)
+            )
+            return
+        misplaced = self._misplaced(message)
+        if misplaced is not None:
+            output.quarantined.append(
+                rejection(message, [ReasonCode.WRONG_PARTITION], misplaced, now)
             )
             return
         key = _key_text(message)

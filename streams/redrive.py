@@ -7,15 +7,18 @@ The quarantine topic holds each refusal's decision, without content; the refused
 still in the events topic at the decision's source offset. A redrive selects one tenant's
 decisions whose every reason is among those asked for (each of them a reason a mended cause
 can clear), optionally within a window of decision times; reads each refused record from the
-events topic; checks its bytes against the decision's SHA-256; and publishes it again to the
-same partition, unchanged (key, sealed value and headers, so a signature still verifies) with a
-`uac-redriven-from` header naming the original. Nothing is opened or decoded: a redrive reads no
+events topic; checks its bytes against the decision's SHA-256; and publishes it again to its
+key's partition (where it was, unless it was refused as `wrong_partition`), unchanged (key,
+sealed value and headers, so a signature still verifies) with a `uac-redriven-from` header
+naming the original. Nothing is opened or decoded: a redrive reads no
 personal data. The gate judges the copy as it judges any record: an erased subject stays
 erased, an event accepted meanwhile is a duplicate, a cause not mended refuses it again.
 
 Each refused event is sent once per run, whatever number of its copies were refused: its
 original record, or, where retention deleted that, its latest redriven copy; every copy names
-the original. So running a redrive again re-sends each event once more, never a growing number
+the original and holds its key and bytes (a record whose header names another record but whose
+bytes differ is an event of its own, so a header a producer sets cannot hide a record from a
+redrive). So running a redrive again re-sends each event once more, never a growing number
 of copies; the gate refuses a copy of an event it accepted as `duplicate_event_id`.
 """
 
@@ -24,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -53,10 +56,12 @@ REDRIVABLE: frozenset[ReasonCode] = frozenset(
         ReasonCode.SUPERSEDES_UNKNOWN_CLAIM,
         ReasonCode.RETRACTS_UNKNOWN_CLAIM,
         ReasonCode.PROCESSING_ERROR,
+        ReasonCode.WRONG_PARTITION,
     }
 )
 """Reasons whose cause lies outside the record: the tenants file, the signing keys, the schema
-registry, the key store, the gate's limits, the order of arrival, the worker's code. The others
+registry, the key store, the gate's limits, the order of arrival, the worker's code, the
+partition a producer chose (a redrive sends to the key's own). The others
 are final: the record itself is wrong (malformed, secret in text, not sealed, pointing at
 another subject), or a second judgement would launder it (an event from the future that time
 has made plausible, special-category data without consent, an erased subject, a duplicate)."""
@@ -150,34 +155,51 @@ class Redrive:
 
 
 def original_of(record: Any) -> str | None:
-    """The `topic/partition/offset` a redriven copy came from; None for an original."""
+    """The `topic/partition/offset` a redriven copy names as its original; None for a record
+    without that header or with one that is not text."""
     for name, value in record.headers or ():
         if name == REDRIVEN_FROM:
-            return bytes(value).decode()
+            try:
+                return bytes(value).decode()
+            except UnicodeDecodeError:
+                return None
     return None
 
 
 def original_position(record: Any, position: Position, events_topic: str) -> Position:
     """Where the refused event first was in the events topic: a redriven copy names it, an
-    original is it."""
+    original is it (so is a record whose header names no position of the events topic)."""
     origin = original_of(record)
     if origin is None:
         return position
-    topic, partition, offset = origin.rsplit("/", 2)
-    return (int(partition), int(offset)) if topic == events_topic else position
+    topic, *place = origin.rsplit("/", 2)
+    if topic != events_topic or len(place) != 2:
+        return position
+    try:
+        return int(place[0]), int(place[1])
+    except ValueError:
+        return position
 
 
-def one_per_event(intact: dict[Position, Any], events_topic: str) -> dict[Position, Any]:
-    """One record per refused event (its original position -> the record to send): the
-    original where it is among `intact`, else the event's latest copy."""
-    copies_of: dict[Position, list[Position]] = {}
+KeyAndValue = tuple[bytes | None, bytes | None]
+"""A refused record as a redrive copies it: its key and value, unchanged."""
+
+
+def one_per_event(intact: dict[Position, Any], events_topic: str) -> list[tuple[Position, Any]]:
+    """One record per refused event, with the position the event first had: records are one
+    event when they name the same original and hold the same key and bytes (a redrive copies a
+    record unchanged), so a producer's own `uac-redriven-from` header does not make a record of
+    its own a copy of another. Of each event, the original where it is among `intact`, else
+    its latest copy."""
+    copies_of: dict[tuple[Position, KeyAndValue], list[Position]] = {}
     for position, record in intact.items():
         origin = original_position(record, position, events_topic)
-        copies_of.setdefault(origin, []).append(position)
-    return {
-        origin: intact[origin if origin in positions else max(positions)]
-        for origin, positions in sorted(copies_of.items())
-    }
+        copies_of.setdefault((origin, (record.key, record.value)), []).append(position)
+    events = sorted(copies_of.items(), key=lambda item: (item[0][0], min(item[1])))
+    return [
+        (origin, intact[origin if origin in positions else max(positions)])
+        for (origin, _), positions in events
+    ]
 
 
 def matches(record: Any, decision: GateDecision) -> bool:
@@ -235,7 +257,8 @@ async def redrive(
         else:
             intact[position] = record
     to_send = one_per_event(intact, topics.events)
-    result.missing = [position for position in gone if position not in to_send]
+    originals = {origin for origin, _ in to_send}
+    result.missing = [position for position in gone if position not in originals]
     result.copies = len(intact) - len(to_send)
     result.sendable = len(to_send)
     if not dry_run:
@@ -244,9 +267,10 @@ async def redrive(
     return result
 
 
-async def _send(bootstrap: str, topic: str, records: Mapping[Position, Any]) -> None:
-    """Each record again, unchanged, to its own partition, naming the event's original
-    position (a copy's earlier `uac-redriven-from` header is replaced)."""
+async def _send(bootstrap: str, topic: str, records: Sequence[tuple[Position, Any]]) -> None:
+    """Each record again, unchanged, to its key's partition (its own, unless it was refused as
+    `wrong_partition`; a record without a key to its own), naming the event's original position
+    (a copy's earlier `uac-redriven-from` header is replaced)."""
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
         acks="all",
@@ -257,12 +281,16 @@ async def _send(bootstrap: str, topic: str, records: Mapping[Position, Any]) -> 
     await producer.start()
     try:
         deliveries = []
-        for (partition, offset), record in records.items():
+        for (partition, offset), record in records:
             kept = [header for header in record.headers or () if header[0] != REDRIVEN_FROM]
             headers = [*kept, (REDRIVEN_FROM, f"{topic}/{partition}/{offset}".encode())]
             deliveries.append(
                 await producer.send(
-                    topic, record.value, key=record.key, partition=record.partition, headers=headers
+                    topic,
+                    record.value,
+                    key=record.key,
+                    partition=record.partition if record.key is None else None,
+                    headers=headers,
                 )
             )
         await asyncio.gather(*deliveries)

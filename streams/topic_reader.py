@@ -17,6 +17,10 @@ from aiokafka.errors import TopicAuthorizationFailedError
 from streams.kafka_security import kafka_options
 from streams.topics import STATE_REQUEST_BYTES
 
+READ_COMMITTED = "read_committed"
+"""The isolation level of every UaC consumer of the events topic: the records of a producer's
+aborted transaction are never read."""
+
 
 class TopicMissing(LookupError):
     """A topic of the pipeline does not exist yet (the worker creates them on its first start)."""
@@ -76,13 +80,15 @@ async def ensure_readable(bootstrap: str, topics: list[str]) -> None:
 
 
 def groupless_consumer(bootstrap: str, client_id: str) -> AIOKafkaConsumer:
-    """A consumer outside any group: it reads where it is told and commits nothing. An offset
-    that retention already deleted resets to the start of the log."""
+    """A consumer outside any group: it reads where it is told and commits nothing, committed
+    records only (as the worker does). An offset that retention already deleted resets to the
+    start of the log."""
     return AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
+        isolation_level=READ_COMMITTED,
         client_id=client_id,
         max_partition_fetch_bytes=STATE_REQUEST_BYTES,
         **kafka_options(),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from functools import partial
 
 import faust
 
@@ -21,6 +22,7 @@ from streams.keys import FileKeyStore, SubjectKeys
 from streams.ledger import ErasureLedger, load_ledger
 from streams.log_repeats import hold_back_repeats
 from streams.processing import BatchProcessor
+from streams.record_batches import default_partition
 from streams.rulebook import Rulebook, check_rulebook
 from streams.runtime import tune_garbage_collector
 from streams.sealing import Sealer
@@ -34,14 +36,16 @@ from streams.worker_metrics import WorkerMetrics
 
 
 def build_processor(
-    tenants: TenantsPolicy, keys: SubjectKeys, rules: Sequence[Rule]
+    tenants: TenantsPolicy, keys: SubjectKeys, rules: Sequence[Rule], partitions: int
 ) -> BatchProcessor:
+    """The worker's batch step, for an events topic of `partitions` partitions."""
     return BatchProcessor(
         codec=event_codec(),
         rules=rules,
         gate_policy=tenants.gate_policy,
         sealer=Sealer(keys),
         actor_keys=tenants.actor_keys,
+        home_partition=partial(default_partition, partitions=partitions),
     )
 
 
@@ -73,7 +77,7 @@ def run_worker(settings: Settings, loglevel: str = "warn") -> None:
     tenants = tenants_policy_of(settings)
     knowledge = load_bundled_knowledge()
     rules = default_rules(knowledge)
-    processor = build_processor(tenants, keys, rules)
+    processor = build_processor(tenants, keys, rules, settings.partitions)
     rulebook = Rulebook.of(rules, knowledge.version)
     ledger, unjudged = asyncio.run(prepare(settings, bootstrap, keys, rulebook))
     pipeline = create_app(settings, bootstrap, keys, ledger)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from schemas.events import Event
 from streams.keys import FileKeyStore
 from streams.ledger import ErasureLedger
 from streams.processing import BatchOutput, BatchProcessor, Incoming, quarantine_key
+from streams.record_batches import default_partition
 from streams.sealing import Sealer
 from tests.factories import T0, make_event
 from tests.fakes import TableKnowledge
@@ -231,3 +233,41 @@ def test_given_a_sealed_record_without_a_readable_key_then_key_mismatch_says_so(
     (decision,) = output.quarantined
     assert decision.reasons == ("key_mismatch",)
     assert "no key in UTF-8" in decision.detail
+
+
+def test_given_a_record_off_its_keys_partition_then_wrong_partition_and_on_its_own_accepted(
+    sealer: Sealer,
+) -> None:
+    """A worker owns a subject's state with its partition: a record another partition carries
+    (a producer that chose it, or another partitioner) is refused before it is opened, and the
+    same bytes on the key's partition are judged as usual."""
+    event = make_event("PreferenceStated", "placed")
+    home = default_partition(event.key.encode(), 4)
+    value = sealer.seal(event.key, event_codec().encode(event))
+    elsewhere = Incoming(event.key.encode(), value, "uac.events", (home + 1) % 4, 0)
+    placed = Incoming(event.key.encode(), value, "uac.events", home, 0)
+    checked = BatchProcessor(
+        event_codec(),
+        default_rules(TableKnowledge()),
+        POLICY,
+        sealer,
+        home_partition=partial(default_partition, partitions=4),
+    )
+    refused = checked.process_batch([elsewhere], lambda _key: None, NOW)
+    assert [d.reasons for d in refused.quarantined] == [("wrong_partition",)]
+    decision = refused.quarantined[0]
+    assert (decision.tenant_id, decision.subject_id) == ("clinic-a", "patient-1")
+    assert f"partition {(home + 1) % 4}" in decision.detail
+    assert f"belongs on partition {home}" in decision.detail
+    assert refused.accepted == []
+    accepted = checked.process_batch([placed], lambda _key: None, NOW)
+    assert [item.event.id for item in accepted.accepted] == [event.id]
+
+
+def test_given_a_refused_record_whose_key_holds_two_colons_then_its_tenant_still_sees_the_decision(
+    sealer: Sealer,
+) -> None:
+    output = run(sealer, [message(b"garbage", key="clinic-a:a:b")])
+    decision = output.quarantined[0]
+    assert (decision.tenant_id, decision.subject_id) == ("clinic-a", None)
+    assert decision.reasons == ("bad_framing",)

@@ -32,9 +32,16 @@ EVENTS = "uac.events"
 ACTOR = frozenset({ReasonCode.ACTOR_NOT_ALLOWED})
 
 
-def refused(offset: int, *reasons: ReasonCode, subject: str = "s1", hours: int = 0) -> GateDecision:
+def refused(
+    offset: int,
+    *reasons: ReasonCode,
+    subject: str = "s1",
+    hours: int = 0,
+    value: bytes | None = None,
+) -> GateDecision:
     event = make_event("PreferenceStated", f"e{offset}", subject=subject)
-    message = Incoming(event.key.encode(), f"value {offset}".encode(), EVENTS, 0, offset)
+    body = value or f"value {offset}".encode()
+    message = Incoming(event.key.encode(), body, EVENTS, 0, offset)
     return rejection(message, reasons, "refused", T0 + timedelta(hours=hours), event)
 
 
@@ -111,23 +118,30 @@ def test_each_refused_event_is_sent_once_its_original_or_else_its_latest_copy(
 ) -> None:
     """Offsets 1-8 refused: 1 intact; 2 changed since; 3 a copy of 1 (left out: 1 is sent);
     4 and 5 gone from the log, but 6 and 7 are copies of 4 (7 the latest: sent, so 4 is not
-    reported missing); 8 a copy of 9, whose original is not among the refusals (sent)."""
-    decisions = [refused(n, ReasonCode.ACTOR_NOT_ALLOWED) for n in range(1, 8)] + [
-        refused(8, ReasonCode.ACTOR_NOT_ALLOWED, ReasonCode.UNKNOWN_TENANT)
-    ]
+    reported missing); 8 a copy of 9, whose original is not among the refusals (sent). A copy
+    holds its original's bytes."""
+    copied = {3: 1, 6: 4, 7: 4, 8: 9}
 
-    def record(offset: int, copy_of: int | None = None, value: bytes | None = None) -> object:
+    def value_of(offset: int) -> bytes:
+        return f"value {copied.get(offset, offset)}".encode()
+
+    decisions = [
+        refused(n, ReasonCode.ACTOR_NOT_ALLOWED, value=value_of(n)) for n in range(1, 8)
+    ] + [refused(8, ReasonCode.ACTOR_NOT_ALLOWED, ReasonCode.UNKNOWN_TENANT, value=value_of(8))]
+
+    def record(offset: int, value: bytes | None = None) -> object:
+        copy_of = copied.get(offset)
         headers = () if copy_of is None else ((REDRIVEN_FROM, f"uac.events/0/{copy_of}".encode()),)
-        body = value or f"value {offset}".encode()
+        body = value or value_of(offset)
         return SimpleNamespace(value=body, headers=headers, key=b"k", partition=0, offset=offset)
 
     in_log = {
         (0, 1): record(1),
         (0, 2): record(2, value=b"tampered"),
-        (0, 3): record(3, copy_of=1),
-        (0, 6): record(6, copy_of=4),
-        (0, 7): record(7, copy_of=4),
-        (0, 8): record(8, copy_of=9),
+        (0, 3): record(3),
+        (0, 6): record(6),
+        (0, 7): record(7),
+        (0, 8): record(8),
     }
     sent: dict[tuple[int, int], object] = {}
 
@@ -137,7 +151,9 @@ def test_each_refused_event_is_sent_once_its_original_or_else_its_latest_copy(
     async def found(*_args: object) -> dict[tuple[int, int], object]:
         return in_log
 
-    async def send(_bootstrap: str, _topic: str, records: dict[tuple[int, int], object]) -> None:
+    async def send(
+        _bootstrap: str, _topic: str, records: list[tuple[tuple[int, int], object]]
+    ) -> None:
         sent.update(records)
 
     monkeypatch.setattr(redrive_module, "read_topic", quarantine)
@@ -155,3 +171,34 @@ def test_each_refused_event_is_sent_once_its_original_or_else_its_latest_copy(
     assert report["selected"] == 8
     assert report["selected_by_reason"] == {"actor_not_allowed": 8, "unknown_tenant": 1}
     assert report["sent"] == 3
+
+
+def test_a_header_a_producer_set_hides_no_record_and_one_that_names_no_position_is_ignored() -> (
+    None
+):
+    """Record 2 names record 1 as its original but holds other bytes (a producer's own
+    `uac-redriven-from` header): it is an event of its own and is sent, as are records whose
+    header is not a position of the events topic or not text."""
+
+    def record(offset: int, header: bytes | None, value: bytes) -> object:
+        headers = () if header is None else ((REDRIVEN_FROM, header),)
+        return SimpleNamespace(value=value, headers=headers, key=b"k", partition=0, offset=offset)
+
+    intact = {
+        (0, 1): record(1, None, b"event A"),
+        (0, 2): record(2, b"uac.events/0/1", b"event B"),
+        (0, 3): record(3, b"garbage", b"event C"),
+        (0, 4): record(4, b"uac.events/x/y", b"event D"),
+        (0, 5): record(5, b"\xff\xfe", b"event E"),
+        (0, 6): record(6, b"other.topic/0/1", b"event F"),
+    }
+    sent = redrive_module.one_per_event(intact, EVENTS)
+    assert sorted(r.value for _, r in sent) == [  # type: ignore[attr-defined]
+        b"event A",
+        b"event B",
+        b"event C",
+        b"event D",
+        b"event E",
+        b"event F",
+    ]
+    assert [origin for origin, _ in sent] == [(0, 1), (0, 1), (0, 3), (0, 4), (0, 5), (0, 6)]
