@@ -4,7 +4,9 @@ Anywhere in it: a control character other than tab and the line breaks (an escap
 the terminal that shows the record, a NUL ends the string for C code that reads it). In the
 names of who and what it is about (tenant, subject, actor, purpose, scope): any character that
 does not print (a zero-width space after "alice" shows as "alice" while it keys another
-person, whose allergies then never meet alice's prescriptions).
+person, whose allergies then never meet alice's prescriptions), and any character that Unicode's
+NFKC form writes otherwise (a full-width "p-1", U+FF50 for the "p", reads as "p-1" and is folded into it by text
+search, yet keys another person: an erased subject would come back under it).
 
 Findings name the field and the character's code point, never the text.
 """
@@ -39,9 +41,10 @@ def unprintable_characters(event: Event, text: FreeText) -> list[UnprintableChar
     event's free text (its other fields are typed: ids, times, enumerations). None for most
     records, found after one pass over the names and one search of the free text."""
     found = [
-        _first_unprintable(name, value)
+        _first_unprintable(name, value) if not value.isprintable() else _first_folded(name, value)
         for name in NAMES
         if not (value := getattr(event, name)).isprintable()
+        or not unicodedata.is_normalized("NFKC", value)
     ]
     if _CONTROL.search(text.together) is None:
         return found
@@ -57,3 +60,14 @@ def _first_unprintable(field: str, text: str) -> UnprintableCharacter:
     control = unicodedata.category(character) == "Cc"
     kind = "a control character" if control else "a character that does not print"
     return UnprintableCharacter(field, ord(character), kind)
+
+
+def _first_folded(field: str, text: str) -> UnprintableCharacter:
+    """The first character from which `text` is no longer in NFKC form (a full-width letter, a
+    ligature, a mark that composes with the letter before it)."""
+    end = next(
+        end for end in range(1, len(text) + 1) if not unicodedata.is_normalized("NFKC", text[:end])
+    )
+    return UnprintableCharacter(
+        field, ord(text[end - 1]), "a character its NFKC form writes otherwise"
+    )

@@ -872,6 +872,18 @@ def test_given_a_correction_by_an_inference_then_it_never_overrides_an_explicit_
             id="given a subject id with a zero-width space then it is refused naming the character",
         ),
         pytest.param(
+            {"subject": "\uff50-1001"},
+            None,
+            "subject_id holds a character its NFKC form writes otherwise (U+FF50)",
+            id="given a subject id with a full-width letter, a lookalike of another, then refused",
+        ),
+        pytest.param(
+            {"subject": "jose\u0301"},
+            None,
+            "subject_id holds a character its NFKC form writes otherwise (U+0301)",
+            id="given a subject id with a mark that composes with its letter then it is refused",
+        ),
+        pytest.param(
             {"purpose": "care\u202e"},
             None,
             "purpose holds a character that does not print (U+202E)",
@@ -983,3 +995,9 @@ def test_given_an_event_id_again_then_a_boolean_is_not_a_number(
     decision = _decide(fact(sent), replay([fact(held)]))
     assert isinstance(decision, Rejected)
     assert decision.reasons == (reason,)
+
+
+@pytest.mark.parametrize("subject", ["张三", "홍길동", "jos\u00e9", "p\u2010canary", "O'Brien"])
+def test_given_subject_ids_written_in_nfkc_form_then_they_are_admitted(subject: str) -> None:
+    event = make_event("PreferenceStated", "named", subject=subject)
+    assert isinstance(_decide(event), Admitted)
