@@ -13,13 +13,16 @@ from rich.table import Table
 from rich.text import Text
 
 from projections.document import plain
-from schemas.alerts import Alert
+from schemas.alerts import Alert, AlertStatus
 from schemas.codec import alert_codec
 from schemas.fhir.detected_issue import detected_issue, detected_issue_bundle
 from streams.console_text import visible
 from streams.json_out import json_document, json_line
 from streams.result_view import TABLE_FRAME
 from streams.sealing import Sealer, readable
+
+STATUS_WIDTH: Final = max(len(status.value) for status in AlertStatus) + 1
+"""The column of a lifecycle status in text output ("overridden" needs 10 characters)."""
 
 
 class AlertFormat(StrEnum):
@@ -83,7 +86,7 @@ def _alert_table(alerts: list[Alert], title: str) -> Table:
 
 def _alert_block(alert: Alert) -> RenderableType:
     heading = Text.assemble(
-        (f"{alert.status.value:<9}", "bold"),
+        (f"{alert.status.value:<{STATUS_WIDTH}}", "bold"),
         (f"{alert.severity.value:<9}", _SEVERITY_STYLE.get(alert.severity.value, "")),
         visible(f"{alert.key}  {alert.rule_id}"),
         no_wrap=False,

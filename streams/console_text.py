@@ -32,12 +32,12 @@ def styled(label: str, style: str, rest: str = "") -> Text:
 
 
 class DataConsole(Console):
-    """A console for text that holds data: markup off, control characters escaped in every
+    """A console for text that holds data: markup and emoji codes off, control characters escaped in every
     string it renders (printed, in a table cell, in a rule's title), and in the text of every
     segment it writes, so a `Text` built from data without `visible` is written escaped too."""
 
     def __init__(self, *, stderr: bool = False) -> None:
-        super().__init__(stderr=stderr, soft_wrap=True, markup=False)
+        super().__init__(stderr=stderr, soft_wrap=True, markup=False, emoji=False)
 
     def render(
         self, renderable: RenderableType, options: ConsoleOptions | None = None

@@ -12,6 +12,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from streams.alert_output import STATUS_WIDTH
 from streams.console_text import styled, titled_table, when
 
 
@@ -46,7 +47,7 @@ def _lifecycle(records: list[Mapping[str, Any]]) -> RenderableType:
         reason = f"  reason: {record['reason']}" if record["reason"] else ""
         lines.append(
             Text.assemble(
-                (f"{_cell(record['status']):<9}", "bold"),
+                (f"{_cell(record['status']):<{STATUS_WIDTH}}", "bold"),
                 f"{_cell(record['severity']):<9}{when(record['occurred_at'])}{reason}",
             )
         )

@@ -33,3 +33,10 @@ def test_given_control_characters_in_data_then_the_console_writes_them_escaped(
     printed = console.file.getvalue()
     assert not any(character in printed for character in "\x1b\x07\x9b\x7f")
     assert "\\x9b2J\\x7f" in printed
+
+
+def test_given_an_id_that_looks_like_an_emoji_code_then_it_is_written_as_it_is() -> None:
+    console = DataConsole()
+    console.file = io.StringIO()
+    console.print("no state for clinic-a:x:thumbs_up: nor clinic-b:a:b")
+    assert console.file.getvalue() == "no state for clinic-a:x:thumbs_up: nor clinic-b:a:b\n"

@@ -128,7 +128,9 @@ def test_given_an_alert_then_its_chain_is_tables_down_to_log_coordinates() -> No
     shown = _shown(explanation_view(CHAIN), width=80)
     assert "alert 12287e40-eeb9-574a-a50b-3bccddcf12dc" in shown
     assert "rule drug-allergy-conflict v2; cause: allergy-1, rx-1" in shown
-    assert "resolved critical 2024-11-20 06:00:00  reason: stopped\n  triggered by e-stop" in shown
+    assert (
+        "resolved     critical 2024-11-20 06:00:00  reason: stopped\n  triggered by e-stop" in shown
+    )
     assert "│ allergy │ allergy-1 │ x           │" in shown
     assert "e-rx  MedicationPrescribed  (medication, trigger)" in shown
     assert "origin          explicit_statement (fhir:MedicationRequest/rx-5501)" in shown
