@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
+from projections.characters import unprintable_characters
 from projections.document import CorruptCheckpoint, state_from_checkpoint, state_hash
 from projections.gate import TenantPolicy
 from projections.reads import DEFAULT_PURPOSE, readable_document, readable_document_as_of
-from projections.secrets import secrets_in_text
+from projections.secrets import FreeText, secrets_in_text
 from projections.state import UserState, initial_state
 from schemas.alerts import Alert
 from schemas.codec import alert_codec
@@ -303,7 +305,12 @@ def export(
         if a.key == key
     ]
     document = export_document(subject_state, alerts, receipts, datetime.now(UTC))
-    written = (write_json if output is ExportFormat.JSON else write_csv)(document, out_dir)
+    try:
+        written = (write_json if output is ExportFormat.JSON else write_csv)(document, out_dir)
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        err.print(styled("failed", "red", f": cannot write the export to {out_dir}: {reason}"))
+        raise typer.Exit(code=EXIT_FAILED) from None
     for path in written:
         out.print(f"wrote {path}")
 
@@ -376,28 +383,38 @@ def erase(
             "(secret_in_text) and the subject would not be erased; reword it",
             param_hint="--reason",
         )
+    now = datetime.now(UTC)
+    try:
+        request = Event(
+            event_id=str(uuid.uuid4()),
+            tenant_id=tenant,
+            subject_id=subject,
+            actor=actor,
+            type=EventType.ERASURE_REQUESTED,
+            occurred_at=now,
+            recorded_at=now,
+            origin=Origin.EXPLICIT_STATEMENT,
+            confidence=1.0,
+            purpose="erasure",
+            payload=ErasureRequested(reason=reason),
+        )
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(map(str, found['loc']))}: {found['msg']}" for found in error.errors()
+        )
+        err.print(f"refused: {problems}; no such subject can be held, nothing was sent")
+        raise typer.Exit(code=2) from None
     settings = Settings()
     signer = signer_from(signing_key)
     refusal = _erasure_refusal(gate_policy_of(settings).tenants.get(tenant), tenant, actor, signer)
+    odd = unprintable_characters(request, FreeText({}))
+    if refusal is None and odd:
+        refusal = f"{odd[0].describe()}: the gate would refuse the request (invalid_record)"
     if refusal is None and not force:
         refusal = _unknown_subject(settings, tenant, subject)
     if refusal is not None:
         err.print(f"refused: {refusal}; nothing was sent")
         raise typer.Exit(code=2)
-    now = datetime.now(UTC)
-    request = Event(
-        event_id=str(uuid.uuid4()),
-        tenant_id=tenant,
-        subject_id=subject,
-        actor=actor,
-        type=EventType.ERASURE_REQUESTED,
-        occurred_at=now,
-        recorded_at=now,
-        origin=Origin.EXPLICIT_STATEMENT,
-        confidence=1.0,
-        purpose="erasure",
-        payload=ErasureRequested(reason=reason),
-    )
 
     async def send() -> Published:
         async with publisher_of(settings, signer) as publisher:

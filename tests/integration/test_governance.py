@@ -269,6 +269,13 @@ def test_given_a_subject_then_its_export_round_trips_and_reads_are_purpose_bound
         "export", "--tenant", "clinic-a", "--subject", "exported", "--out", str(tmp_path)
     )
     assert exported.returncode == 0, exported.stderr
+    not_a_directory = tmp_path / "export.json" / "inside"
+    unwritable = pipeline.uac(
+        "export", "--tenant", "clinic-a", "--subject", "exported", "--out", str(not_a_directory)
+    )
+    assert unwritable.returncode == 3
+    assert f"cannot write the export to {not_a_directory}" in " ".join(unwritable.stderr.split())
+    assert "Traceback" not in unwritable.stderr
     document = json.loads((tmp_path / "export.json").read_text(encoding="utf-8"))
     assert {c["event_id"] for c in document["claims"]} == {e.id for e in events}
     assert [a["rule_id"] for a in document["alerts"]] == ["drug-allergy-conflict"]

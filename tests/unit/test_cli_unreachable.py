@@ -217,3 +217,23 @@ def test_given_a_blank_purpose_then_the_read_is_for_care(tmp_path: Path) -> None
     refused = _uac(marketing, tmp_path, bootstrap=None)
     assert refused.returncode == 2
     assert "'marketing' is not consent-exempt" in " ".join(refused.stderr.split())
+
+
+@pytest.mark.parametrize(
+    ("subject", "said"),
+    [
+        pytest.param("a:b", "subject_id: String should match pattern", id="a colon"),
+        pytest.param("p-1 ", "subject_id: String should match pattern", id="a trailing space"),
+        pytest.param("p\x1b", "subject_id holds a control character (U+001B)", id="an escape"),
+        pytest.param("\uff50-1", "NFKC form writes otherwise (U+FF50)", id="a full-width letter"),
+    ],
+)
+def test_given_a_subject_id_no_event_can_hold_then_a_forced_erase_is_refused_in_one_line(
+    tmp_path: Path, subject: str, said: str
+) -> None:
+    args = ["erase", "--tenant", "clinic-a", "--subject", subject, "--force"]
+    result = _uac(args, tmp_path, bootstrap=None)
+    assert result.returncode == 2, result.stderr
+    assert said in " ".join(result.stderr.split())
+    assert "nothing was sent" in " ".join(result.stderr.split())
+    assert "Traceback" not in result.stderr
