@@ -71,6 +71,7 @@ def explain(
     purpose: str | None = None,
     exempt_purposes: frozenset[str] = DEFAULT_EXEMPT_PURPOSES,
     actor: str | None = None,
+    erased: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Why an alert fired: every lifecycle record, its rule, the cause claims, and the lineage
     of every evidence and trigger event (type, origin, source_ref, time, and where it sits on
@@ -79,8 +80,9 @@ def explain(
     exempt purpose, or the subject's consent). Raises TenantRequired, AlertNotFound if the
     tenant has no such alert for the purpose to read: one the purpose may not read is not
     told apart from one that does not exist, since an alert id is computed from the subject and
-    its claims and the difference would tell whether that subject has the conflict."""
-    read = new_read(tenant, purpose, exempt_purposes, actor)
+    its claims and the difference would tell whether that subject has the conflict. An alert of
+    a subject whose erasure is under way (`erased`) is not found either."""
+    read = new_read(tenant, purpose, exempt_purposes, actor, erased)
     alert = _alert_uuid(alert_id)
     with one_at_a_time(client):
         try:

@@ -138,6 +138,7 @@ from projections.document import plain
 from schemas.erasures import ReadAudited, subject_ref
 from streams.clickhouse import DATABASE, write_batch
 from streams.query_relations import (
+    ERASED_PARAMETER,
     PURPOSE_PARAMETER,
     READ_AT_PARAMETER,
     RELATIONS,
@@ -229,6 +230,8 @@ class Read:
     purpose_exempt: bool
     actor: str
     at: datetime
+    erased: frozenset[str] = frozenset()
+    """`subject_ref`s of subjects whose erasure is under way: no relation shows their rows."""
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -237,6 +240,7 @@ class Read:
             TENANT_PARAMETER: self.tenant,
             PURPOSE_PARAMETER: self.purpose,
             READ_AT_PARAMETER: self.at,
+            ERASED_PARAMETER: sorted(self.erased),
         }
 
     def audited(self, action: str, detail: str, subject: str | None = None) -> ReadAudited:
@@ -307,8 +311,10 @@ def new_read(
     purpose: str | None,
     exempt_purposes: frozenset[str],
     actor: str | None,
+    erased: frozenset[str] = frozenset(),
 ) -> Read:
-    """A read of `tenant`'s data now (TenantRequired without a tenant)."""
+    """A read of `tenant`'s data now (TenantRequired without a tenant), blind to the subjects
+    whose erasure is under way (`erased`: their `subject_ref`s)."""
     bound = read_purpose(purpose)
     return Read(
         tenant=require_tenant(tenant),
@@ -316,6 +322,7 @@ def new_read(
         purpose_exempt=bound in exempt_purposes,
         actor=actor or default_actor(),
         at=datetime.now(UTC),
+        erased=erased,
     )
 
 
@@ -338,12 +345,14 @@ def query(
     exempt_purposes: frozenset[str] = DEFAULT_EXEMPT_PURPOSES,
     *,
     actor: str | None = None,
+    erased: frozenset[str] = frozenset(),
 ) -> QueryResult:
     """Run an analyst's SQL over `tenant`'s relations, bound to `purpose` (default `care`;
     `exempt_purposes` are the tenant's consent-exempt purposes), and audit the read as `actor`
     (default: the operating-system user). Raises TenantRequired, QueryRefused or QueryFailed;
-    never reads another tenant's rows, nor claims recorded for another purpose."""
-    read = new_read(tenant, purpose, exempt_purposes, actor)
+    never reads another tenant's rows, nor claims recorded for another purpose, nor rows of a
+    subject whose erasure is under way (`erased`: their `subject_ref`s)."""
+    read = new_read(tenant, purpose, exempt_purposes, actor, erased)
     full = with_relations(sql, purpose_exempt=read.purpose_exempt)
     evaluated = False
     with one_at_a_time(client):

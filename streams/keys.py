@@ -178,6 +178,12 @@ class FileKeyStore:
         key_path.unlink()
         return True
 
+    def destroyed_refs(self) -> frozenset[str]:
+        """The `subject_ref` of every subject whose key was destroyed here (its marker)."""
+        if not self._directory.is_dir():
+            return frozenset()
+        return frozenset(marker.stem for marker in self._directory.glob("*/*.destroyed"))
+
     def is_destroyed(self, subject: str) -> bool:
         """A cached key was not destroyed (no key was since it was read); any other subject's
         marker is looked up."""

@@ -11,7 +11,7 @@ import hmac
 import http.client
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -33,6 +33,7 @@ from streams.analytics import (
     require_tenant,
 )
 from streams.clickhouse import connect
+from streams.keys import FileKeyStore
 from streams.settings import Settings
 from streams.sql_guard import QueryRefused
 from streams.tenants import load_gate_policy
@@ -239,10 +240,14 @@ class DirectQueries(_ClosedOnExit):
     `DEFAULT_EXEMPT_PURPOSES`."""
 
     def __init__(
-        self, client: Client, exempt_purposes: Mapping[str, frozenset[str]] | None = None
+        self,
+        client: Client,
+        exempt_purposes: Mapping[str, frozenset[str]] | None = None,
+        erased: Callable[[], frozenset[str]] = frozenset,
     ) -> None:
         self._client = client
         self._exempt = exempt_purposes
+        self._erased = erased
 
     def exempt_purposes(self, tenant: str | None) -> frozenset[str]:
         if self._exempt is None:
@@ -253,7 +258,7 @@ class DirectQueries(_ClosedOnExit):
         self, sql: str, tenant: str | None, purpose: str | None = None, *, actor: str | None = None
     ) -> QueryResult:
         exempt = self.exempt_purposes(tenant)
-        return query(self._client, sql, tenant, purpose, exempt, actor=actor)
+        return query(self._client, sql, tenant, purpose, exempt, actor=actor, erased=self._erased())
 
     def explain(
         self,
@@ -265,7 +270,13 @@ class DirectQueries(_ClosedOnExit):
     ) -> dict[str, Any]:
         exempt = self.exempt_purposes(tenant)
         return explain(
-            self._client, alert_id, tenant, purpose=purpose, exempt_purposes=exempt, actor=actor
+            self._client,
+            alert_id,
+            tenant,
+            purpose=purpose,
+            exempt_purposes=exempt,
+            actor=actor,
+            erased=self._erased(),
         )
 
     def close(self) -> None:
@@ -297,9 +308,10 @@ class SinkQueries(_ClosedOnExit):
 def open_query_client(settings: Settings) -> DirectQueries | SinkQueries:
     """A server URL -> direct; a running sink -> through its HTTP endpoint; else open the chDB
     path directly (only possible while no other process owns it)."""
+    erased = FileKeyStore(settings.keys_dir).destroyed_refs
     if settings.clickhouse_url:
-        return DirectQueries(connect(settings), tenant_exempt_purposes(settings))
+        return DirectQueries(connect(settings), tenant_exempt_purposes(settings), erased)
     address = running_sink(settings.home)
     if address is not None:
         return SinkQueries(address)
-    return DirectQueries(connect(settings), tenant_exempt_purposes(settings))
+    return DirectQueries(connect(settings), tenant_exempt_purposes(settings), erased)

@@ -13,6 +13,7 @@ from streams.clickhouse import DATABASE
 TENANT_PARAMETER: Final = "tenant"
 PURPOSE_PARAMETER: Final = "purpose"
 READ_AT_PARAMETER: Final = "read_at"
+ERASED_PARAMETER: Final = "erased"
 
 
 HEALTH_EVENT_TYPES: Final = tuple(EventType(payload.__name__).value for payload in HEALTH_PAYLOADS)
@@ -30,11 +31,18 @@ _TABLE_RELATIONS: Final = (
 
 
 _OF_TENANT = "tenant_id = {tenant:String}"
+_NOT_ERASED = (
+    "(empty({erased:Array(String)}) OR subject_id IS NULL"
+    " OR lower(hex(SHA256(concat(tenant_id, ':', subject_id)))) NOT IN {erased:Array(String)})"
+)
+"""A row about no subject whose erasure is under way (its key destroyed, its rows not yet
+deleted by a sink): `erased` holds their `subject_ref`s (`schemas.erasures.ref_of_key`)."""
+_OF_TENANT_SUBJECTS = f"{_OF_TENANT} AND {_NOT_ERASED}"
 _CHECKPOINT_COLUMNS = (
     "tenant_id, subject_id, version, state_hash, last_event_id, as_of, erased, source_topic, "
     "source_partition, source_offset, ingested_at"
 )
-_LATEST_DOCUMENTS = f"""SELECT * FROM {DATABASE}.state_checkpoints FINAL WHERE {_OF_TENANT}
+_LATEST_DOCUMENTS = f"""SELECT * FROM {DATABASE}.state_checkpoints FINAL WHERE {_OF_TENANT_SUBJECTS}
     ORDER BY subject_id, version DESC, source_offset DESC LIMIT 1 BY subject_id"""  # noqa: S608
 """The current checkpoint of each subject with its document (internal: never a relation)."""
 _HELD_CONSENT = "state_json, 'state', 'consents', {purpose:String}"
@@ -44,7 +52,7 @@ _CONSENT_EVENT = f"toUUIDOrNull(JSONExtractString({_HELD_CONSENT}, 'event_id'))"
 _READ_AT = "{read_at:DateTime64(3, 'UTC')}"
 _IN_FORCE = f"coalesce(valid_from <= {_READ_AT}, true) AND coalesce(valid_until > {_READ_AT}, true)"
 _CONSENTS_IN_FORCE = f"""SELECT subject_id, event_id FROM {DATABASE}.events
-    WHERE {_OF_TENANT} AND type = 'ConsentChanged' AND {_IN_FORCE}"""  # noqa: S608
+    WHERE {_OF_TENANT_SUBJECTS} AND type = 'ConsentChanged' AND {_IN_FORCE}"""  # noqa: S608
 _CONSENTING_SUBJECTS = f"""SELECT subject_id FROM ({_LATEST_DOCUMENTS})
     WHERE {_CONSENT % "granted"} AND {_CONSENT % "special_category"}
     AND (subject_id, {_CONSENT_EVENT}) IN ({_CONSENTS_IN_FORCE})"""  # noqa: S608
@@ -238,13 +246,15 @@ FROM (
 LEFT JOIN (
     SELECT subject_id, toString(event_id) AS event_id, valid_from, valid_until,
         CAST({_IN_FORCE} AS Bool) AS in_force, toNullable(origin) AS origin, source_ref
-    FROM {DATABASE}.events FINAL WHERE {_OF_TENANT} AND type = 'ConsentChanged'
+    FROM {DATABASE}.events FINAL WHERE {_OF_TENANT_SUBJECTS} AND type = 'ConsentChanged'
 ) AS e ON e.subject_id = c.subject_id AND e.event_id = c.event_id"""  # noqa: S608
 
 
-def _of_tenant(table: str, columns: str = "*") -> str:
-    """The tenant's rows of a storage table (the base of every relation)."""
-    return f"SELECT {columns} FROM {DATABASE}.{table} FINAL WHERE {_OF_TENANT}"  # noqa: S608
+def _of_tenant(table: str, columns: str = "*", *, about_subjects: bool = True) -> str:
+    """The tenant's rows of a storage table (the base of every relation), those about a
+    subject whose erasure is under way left out."""
+    where = _OF_TENANT_SUBJECTS if about_subjects else _OF_TENANT
+    return f"SELECT {columns} FROM {DATABASE}.{table} FINAL WHERE {where}"  # noqa: S608
 
 
 def _gate_decisions(allowed: str) -> str:
@@ -270,7 +280,7 @@ def _gate_decisions(allowed: str) -> str:
     )
     return (
         f"SELECT * REPLACE ({withheld}) "  # noqa: S608
-        f"FROM {DATABASE}.gate_decisions FINAL WHERE {_OF_TENANT}"
+        f"FROM {DATABASE}.gate_decisions FINAL WHERE {_OF_TENANT_SUBJECTS}"
     )
 
 
@@ -306,8 +316,8 @@ def _relations(allowed: str) -> dict[str, str]:
         "preferences": _held_claims("preferences", allowed),
         "facts": _held_claims("facts", allowed),
         "consents": _consents(),
-        "erasures": _of_tenant("erasures"),
-        "audit_reads": _of_tenant("audit_reads"),
+        "erasures": _of_tenant("erasures", about_subjects=False),
+        "audit_reads": _of_tenant("audit_reads", about_subjects=False),
     }
 
 

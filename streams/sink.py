@@ -181,7 +181,10 @@ class Sink:
         self._port: int | None = None
         self._read_token = secrets.token_urlsafe(32)
         self._reads = ReadEndpoints(
-            self._read_token, lambda: self._query_client, lambda: self._tenants
+            self._read_token,
+            lambda: self._query_client,
+            lambda: self._tenants,
+            lambda: frozenset(self.ledger.refs) | self.keys.destroyed_refs(),
         )
         self._batch = Batch()
 

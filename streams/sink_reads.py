@@ -27,10 +27,12 @@ class ReadEndpoints:
         read_token: str,
         client: Callable[[], Client | None],
         tenants: Callable[[], TenantsWatch | None],
+        erased: Callable[[], frozenset[str]] = frozenset,
     ) -> None:
         self._read_token = read_token
         self._client = client
         self._tenants = tenants
+        self._erased = erased
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/query", self._query)
@@ -41,7 +43,10 @@ class ReadEndpoints:
 
         def answer(client: Client, sql: str, read: ServedRead) -> Any:
             tenant, purpose, exempt, actor = read
-            return analytics.query(client, sql, tenant, purpose, exempt, actor=actor).to_json()
+            erased = self._erased()
+            return analytics.query(
+                client, sql, tenant, purpose, exempt, actor=actor, erased=erased
+            ).to_json()
 
         return await self._serve_read(request, "sql", answer)
 
@@ -51,7 +56,13 @@ class ReadEndpoints:
         def answer(client: Client, alert_id: str, read: ServedRead) -> Any:
             tenant, purpose, exempt, actor = read
             return alert_lineage.explain(
-                client, alert_id, tenant, purpose=purpose, exempt_purposes=exempt, actor=actor
+                client,
+                alert_id,
+                tenant,
+                purpose=purpose,
+                exempt_purposes=exempt,
+                actor=actor,
+                erased=self._erased(),
             )
 
         return await self._serve_read(request, "alert_id", answer)

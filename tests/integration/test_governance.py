@@ -311,3 +311,16 @@ def test_given_a_subject_then_its_export_round_trips_and_reads_are_purpose_bound
     )
     assert pending.returncode == 4
     assert "the erasure of clinic-a:exported is under way" in " ".join(pending.stderr.split())
+    for relation in ("events", "alerts", "allergies", "gate_decisions", "current_state"):
+        counted = pipeline.uac(
+            "query",
+            f"SELECT count() FROM {relation} WHERE subject_id = 'exported'",  # noqa: S608
+            "--tenant",
+            "clinic-a",
+            "--json",
+        )
+        assert counted.returncode == 0, counted.stderr
+        assert json.loads(counted.stdout)["rows"] == [[0]], relation
+    alert_id = document["alerts"][0]["alert_id"]
+    unexplained = pipeline.uac("explain", alert_id, "--tenant", "clinic-a")
+    assert unexplained.returncode == 4, unexplained.stdout
