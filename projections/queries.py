@@ -163,13 +163,18 @@ def claim_history(
     status: `current` (the value in force), `superseded` (was in force, replaced by a later
     statement), `corrected` (explicitly replaced via `supersedes`), `retracted`, `challenging`
     (disagrees with the value in force; see the open conflict), `not_adopted` (outranked, e.g.
-    an inference against an explicit statement).
+    an inference against an explicit statement). `replaced_by` names the statement that took
+    its place: none for a statement whose correction was retracted (it holds again).
     """
     timeline: Timeline[ClaimView] | None = state.timelines(kind).get(key)
     if timeline is None:
         return []
     replaced_by, final = _winner_changes(timeline, kind, policy)
-    correctors = {e.supersedes: e.id for e in timeline.members.values() if e.supersedes}
+    correctors = {
+        e.supersedes: e.id
+        for e in timeline.members.values()
+        if e.supersedes and e.id not in timeline.retracted
+    }
     return [
         ClaimHistoryEntry(
             event,

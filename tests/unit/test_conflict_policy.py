@@ -123,6 +123,24 @@ def test_given_a_correction_via_supersedes_within_the_window_then_it_wins_withou
     ]
 
 
+def test_given_a_correction_that_is_retracted_then_the_corrected_value_holds_again_unreplaced() -> (
+    None
+):
+    first = fact("w1", "A+", 0)
+    correction = fact("w2", "B+", 1, supersedes=first.id)
+    recorrection = fact("w3", "O-", 2, supersedes=correction.id)
+    retraction = make_event(
+        "ClaimRetracted", "r", at=3 * DAY, payload={"claim_id": recorrection.id}
+    )
+    state = _every_order([first, correction, recorrection, retraction])
+    history = claim_history(state, Kind.FACT, "blood_type")
+    assert [(h.value, h.status, h.replaced_by) for h in history] == [
+        ("A+", "corrected", correction.id),
+        ("B+", "current", None),
+        ("O-", "retracted", None),
+    ]
+
+
 def test_given_two_corrections_of_one_preference_that_disagree_then_confirmation_is_needed() -> (
     None
 ):
