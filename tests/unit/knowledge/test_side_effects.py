@@ -49,6 +49,12 @@ from rules.knowledge.report import check_drug
             id="a partial cross-reactivity one step lower",
         ),
         pytest.param(
+            "codeine - N/V", "oxycodone", "same_class", "warning", "n v", id="N/V abbreviated"
+        ),
+        pytest.param(
+            "codeine (drowsy)", "oxycodone", "same_class", "warning", "drowsy", id="drowsy"
+        ),
+        pytest.param(
             "codeine - nausea", "fentanyl", "low_risk", "info", "nausea", id="low risk stays info"
         ),
         pytest.param(
