@@ -4,8 +4,10 @@ tools, FHIR R4 DetectedIssue resources for clinical systems."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
+from uuid import UUID
 
 from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
@@ -15,7 +17,7 @@ from rich.text import Text
 from projections.document import plain
 from schemas.alerts import Alert, AlertStatus
 from schemas.codec import alert_codec
-from schemas.fhir.detected_issue import detected_issue, detected_issue_bundle
+from schemas.fhir.detected_issue import detected_issue, detected_issue_bundle, first_raised
 from streams.console_text import visible
 from streams.json_out import json_document, json_line
 from streams.result_view import TABLE_FRAME
@@ -109,8 +111,11 @@ def print_alerts(alerts: list[Alert], console: Console, output: AlertFormat) -> 
         console.out(json_document(bundle), highlight=False)
 
 
-def print_alert(alert: Alert, console: Console, output: AlertFormat) -> None:
-    """One alert as it arrives: a line, a JSON line, or a DetectedIssue as one NDJSON line."""
+def print_alert(
+    alert: Alert, console: Console, output: AlertFormat, identified: dict[UUID, datetime]
+) -> None:
+    """One alert as it arrives: a line, a JSON line, or a DetectedIssue as one NDJSON line
+    (`identified`: when each alert printed so far was first raised, kept up to date here)."""
     if output is AlertFormat.TABLE:
         console.print(
             f"{alert.status.value:>12} {alert.severity.value:<8} {alert.key} {alert.title}"
@@ -118,5 +123,8 @@ def print_alert(alert: Alert, console: Console, output: AlertFormat) -> None:
     elif output is AlertFormat.JSON:
         console.out(alert_json(alert), highlight=False)
     else:
-        issue = json_line(detected_issue(alert))
+        raised = first_raised([alert]).get(alert.alert_id)
+        if raised is not None:
+            identified[alert.alert_id] = min(identified.get(alert.alert_id, raised), raised)
+        issue = json_line(detected_issue(alert, identified.get(alert.alert_id)))
         console.out(issue, highlight=False)

@@ -132,10 +132,12 @@ def alerts(
         return
     _audit(settings, tenant, None, actor, purpose, "alerts-follow")
 
+    identified: dict[uuid.UUID, datetime] = {}
+
     async def tail() -> None:
         async for record in follow_topic(bootstrap, topic, asyncio.Event()):
             for alert in _of_tenant([record], tenant, sealer):
-                print_alert(alert, out, output)
+                print_alert(alert, out, output, identified)
 
     asyncio.run(tail())
 

@@ -5,7 +5,9 @@ Decisions
 - `id` is the alert_id (stable across the lifecycle); `identifier` carries it as a urn:uuid.
 - The tenant: `meta.tag` (system `urn:uac:tenant`, code the tenant id) and the patient's
   `identifier` (system `urn:uac:tenant:<tenant>`, value the subject id) beside its reference
-  `Patient/<subject>`: a subject id is unique within its tenant only.
+  `Patient/<subject>`: a subject id is unique within its tenant only. A subject id that is not
+  a FHIR id (`[A-Za-z0-9-.]{1,64}`: `pat_42@clinic`, 70 characters) gets no literal reference,
+  only the identifier (a logical reference), so the resource stays valid R4.
 - `status` (R4 binds DetectedIssue.status to observation-status): `raised` -> `final` (the
   rule's finding is complete); `acknowledged` / `overridden` -> `amended` (a final issue to which
   a mitigation was added); `resolved` -> `cancelled` (the issue no longer applies because its
@@ -14,8 +16,9 @@ Decisions
 - `code` (v3 ActCode): drug-allergy alerts -> `ALGY` "Allergy Alert" (ActCode has no `ALLGY`),
   duplicate therapy -> `DUPTHPY` "Duplicate Therapy Alert"; other rules carry text only.
 - `severity`: critical -> high, warning -> moderate, info -> low.
-- `identifiedDateTime`: the alert record's `occurred_at`, or `identified_at` when the caller
-  knows when the alert was first raised (for a lifecycle record other than `raised`).
+- `identifiedDateTime`: when the alert was first raised (`identified_at`, which a Bundle of
+  lifecycle records finds for itself), else the record's `occurred_at`: a resolution or an
+  acknowledgement does not move it.
 - `implicated`: the alert's causing claims (`allergy:<id>`, `medication:<id>`) as logical
   references (R4 Reference `type` + `identifier`, no `reference`): `type` the resource the
   claim stands for (`AllergyIntolerance`, `MedicationRequest`; a prescription imported from a
@@ -37,9 +40,11 @@ Decisions
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
+from uuid import UUID
 
 from schemas.alerts import Alert, AlertStatus, Evidence, Severity
 
@@ -49,6 +54,8 @@ TENANT_SYSTEM: Final = "urn:uac:tenant"
 of its patient (`urn:uac:tenant:<tenant>`), so the same subject id in two tenants stays two
 people in a Bundle that holds both."""
 URI: Final = "urn:ietf:rfc:3986"
+FHIR_ID: Final = re.compile(r"[A-Za-z0-9\-.]{1,64}")
+"""What FHIR R4 allows as a resource id (the `id` datatype)."""
 
 STATUS: Final = {
     AlertStatus.RAISED: "final",
@@ -98,13 +105,7 @@ def detected_issue(alert: Alert, identified_at: datetime | None = None) -> dict[
         "code": _issue_code(alert),
         "severity": SEVERITY[alert.severity],
         "meta": {"tag": [{"system": TENANT_SYSTEM, "code": alert.tenant_id}]},
-        "patient": {
-            "reference": f"Patient/{alert.subject_id}",
-            "identifier": {
-                "system": f"{TENANT_SYSTEM}:{alert.tenant_id}",
-                "value": alert.subject_id,
-            },
-        },
+        "patient": _patient(alert),
         "identifiedDateTime": fhir_instant(identified_at or alert.occurred_at),
         "author": {"display": f"UaC rule {alert.rule_id} v{alert.rule_version}"},
         "implicated": _implicated(alert),
@@ -115,6 +116,25 @@ def detected_issue(alert: Alert, identified_at: datetime | None = None) -> dict[
     if mitigation is not None:
         issue["mitigation"] = [mitigation]
     return {key: value for key, value in issue.items() if value != []}
+
+
+def _patient(alert: Alert) -> dict[str, Any]:
+    identifier = {"system": f"{TENANT_SYSTEM}:{alert.tenant_id}", "value": alert.subject_id}
+    if FHIR_ID.fullmatch(alert.subject_id) is None:
+        return {"identifier": identifier}
+    return {"reference": f"Patient/{alert.subject_id}", "identifier": identifier}
+
+
+def first_raised(alerts: Sequence[Alert]) -> dict[UUID, datetime]:
+    """When each alert was first raised, among these lifecycle records."""
+    found: dict[UUID, datetime] = {}
+    for alert in alerts:
+        if alert.status is AlertStatus.RAISED:
+            known = found.get(alert.alert_id)
+            found[alert.alert_id] = (
+                alert.occurred_at if known is None else min(known, alert.occurred_at)
+            )
+    return found
 
 
 def fhir_instant(moment: datetime) -> str:
@@ -195,11 +215,15 @@ def _mitigation(alert: Alert) -> dict[str, Any] | None:
 def detected_issue_bundle(alerts: Sequence[Alert]) -> dict[str, Any]:
     """Alerts as a FHIR `collection` Bundle of DetectedIssue resources, one per lifecycle record
     (entry fullUrl `urn:uuid:<lifecycle_id>`; the DetectedIssue id is the alert id)."""
+    identified = first_raised(alerts)
     return {
         "resourceType": "Bundle",
         "type": "collection",
         "entry": [
-            {"fullUrl": f"urn:uuid:{alert.lifecycle_id}", "resource": detected_issue(alert)}
+            {
+                "fullUrl": f"urn:uuid:{alert.lifecycle_id}",
+                "resource": detected_issue(alert, identified.get(alert.alert_id)),
+            }
             for alert in alerts
         ],
     }

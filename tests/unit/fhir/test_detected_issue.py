@@ -407,3 +407,25 @@ def test_given_two_subjects_with_one_prescription_id_then_one_bundle_implicates_
         ]
     ]
     assert not [detail for detail in claims if "reference" in detail]
+
+
+@pytest.mark.parametrize("subject", ["pat_42@clinic", "x" * 65])
+def test_given_a_subject_id_that_is_no_fhir_id_then_the_patient_is_named_by_identifier_only(
+    subject: str,
+) -> None:
+    issue = detected_issue(penicillin_alert(subject_id=subject))
+    assert issue["patient"] == {
+        "identifier": {"system": "urn:uac:tenant:clinic-a", "value": subject}
+    }
+
+
+def test_given_a_bundle_of_a_lifecycle_then_every_record_keeps_the_time_it_was_first_raised() -> (
+    None
+):
+    raised = penicillin_alert()
+    resolved = penicillin_alert(
+        lifecycle_id=uuid5(ALERT_ID, "resolved"), status=AlertStatus.RESOLVED, occurred_at=LATER
+    )
+    bundle = detected_issue_bundle([raised, resolved])
+    times = [entry["resource"]["identifiedDateTime"] for entry in bundle["entry"]]
+    assert times == ["2015-01-15T00:00:00.000Z", "2015-01-15T00:00:00.000Z"]
