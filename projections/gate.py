@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 from enum import Enum
 from typing import Any, NamedTuple
+from uuid import UUID
 
 from projections.characters import unprintable_characters
 from projections.document import plain
@@ -148,6 +149,7 @@ def admit(event: Event, state: UserState, context: GateContext) -> Decision:
         + _privacy(event, state, context, text)
         + _references(event, state, context)
         + _coherence(event)
+        + _alert_reference(event)
         + _countries(event)
         + _blank_text(event)
         + _unprintable_text(event, text)
@@ -353,6 +355,23 @@ def _coherence(event: Event) -> tuple[Problem, ...]:
         f"negated=true and the categories it covers ({covered}), or name the allergen"
     )
     return (Problem(ReasonCode.NEGATION_NOT_FLAGGED, detail),)
+
+
+def _alert_reference(event: Event) -> tuple[Problem, ...]:
+    """An acknowledgement whose `alert_id` is no UUID: alert ids are UUIDs (uuid5), so it can
+    never name an alert, and held it would wait for one forever without a word (an unknown UUID
+    is admitted: the acknowledgement may come before its alert)."""
+    payload = event.payload
+    if not isinstance(payload, AlertAcknowledged):
+        return ()
+    try:
+        UUID(payload.alert_id)
+    except ValueError:
+        detail = (
+            "payload.alert_id is not an alert id (alert ids are UUIDs, as uac alerts gives them)"
+        )
+        return (Problem(ReasonCode.INVALID_RECORD, detail),)
+    return ()
 
 
 def _countries(event: Event) -> tuple[Problem, ...]:

@@ -216,7 +216,11 @@ REJECTIONS = [
             tenant="assistant",
             actor="chat-agent",
             purpose="personalization",
-            payload={"alert_id": "a-1", "action": "overridden", "reason": "tolerated before"},
+            payload={
+                "alert_id": "8a4e7a62-0f8b-5d4a-9f0e-2f4f5d6c7b8a",
+                "action": "overridden",
+                "reason": "tolerated before",
+            },
         ),
         {},
         None,
@@ -1001,3 +1005,27 @@ def test_given_an_event_id_again_then_a_boolean_is_not_a_number(
 def test_given_subject_ids_written_in_nfkc_form_then_they_are_admitted(subject: str) -> None:
     event = make_event("PreferenceStated", "named", subject=subject)
     assert isinstance(_decide(event), Admitted)
+
+
+@pytest.mark.parametrize(
+    ("alert_id", "refused"),
+    [
+        pytest.param("not-a-uuid", True, id="a word"),
+        pytest.param("2578d28c-x", True, id="a cut alert id"),
+        pytest.param("8a4e7a62-0f8b-5d4a-9f0e-2f4f5d6c7b8a", False, id="an alert not seen yet"),
+        pytest.param("urn:uuid:8A4E7A62-0F8B-5D4A-9F0E-2F4F5D6C7B8A", False, id="another spelling"),
+    ],
+)
+def test_given_an_acknowledgement_then_an_alert_id_that_is_no_uuid_is_invalid_record(
+    alert_id: str, refused: bool
+) -> None:
+    event = make_event(
+        "AlertAcknowledged", "ack", payload={"alert_id": alert_id, "action": "accepted"}
+    )
+    decision = _decide(event)
+    if refused:
+        assert isinstance(decision, Rejected)
+        assert decision.reasons == (ReasonCode.INVALID_RECORD,)
+        assert "payload.alert_id is not an alert id" in decision.detail
+    else:
+        assert isinstance(decision, Admitted)
