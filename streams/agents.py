@@ -54,7 +54,14 @@ from streams.continuity import Gap, Step, plan, reached
 from streams.keys import SubjectErased
 from streams.ledger import follow_ledger
 from streams.liveness import StallWatch, group_committed_offsets
-from streams.pipeline_access import kafka_producer, loaded, partition_of, producer_running
+from streams.pipeline_access import (
+    kafka_producer,
+    loaded,
+    owned_subjects,
+    partition_of,
+    producer_running,
+    settled,
+)
 from streams.processing import (
     AcceptedEvent,
     BatchOutput,
@@ -247,9 +254,11 @@ def register_agents(
 
     @pipeline.app.timer(checkpoint_interval)  # type: ignore[untyped-decorator]
     async def publish_pending_checkpoints() -> None:
+        """Only subjects of partitions this worker owns, and only once it is settled: a standby
+        copy, or one still recovering, may hold an older state than the owner published."""
         await checkpoints.publish_due(
-            lambda keys: publish_checkpoints(pipeline, keys, metrics),
-            lambda: producer_running(pipeline),
+            lambda keys: publish_checkpoints(pipeline, owned_subjects(pipeline, keys), metrics),
+            lambda: producer_running(pipeline) and settled(pipeline),
         )
 
     @pipeline.app.timer(clock_interval)  # type: ignore[untyped-decorator]
@@ -264,7 +273,8 @@ def register_agents(
     async def republish_after_recovery(_sender: Any, /, *_args: Any, **_kwargs: Any) -> None:
         """Recovered (or newly assigned) subjects get their checkpoint re-published and their
         validity bounds read again."""
-        subjects = [key for key in list(pipeline.states.keys()) if not is_segment_key(key)]
+        keys = [key for key in list(pipeline.states.keys()) if not is_segment_key(key)]
+        subjects = owned_subjects(pipeline, keys)
         checkpoints.touch_all(subjects)
         deadlines.reread(subjects)
 
@@ -369,10 +379,10 @@ def stored_state(pipeline: Pipeline, key: str) -> UserState | None:
 
 def assigned_events_partitions(pipeline: Pipeline) -> list[Any]:
     """The events partitions this worker owns now (none while it rebalances or recovers)."""
-    app = pipeline.app
-    if app.rebalancing or app.in_recovery:
+    if not settled(pipeline):
         return []
-    return sorted(tp for tp in app.consumer.assignment() if tp.topic == pipeline.topics.events)
+    events = pipeline.topics.events
+    return sorted(tp for tp in pipeline.app.consumer.assignment() if tp.topic == events)
 
 
 async def committed_of(pipeline: Pipeline, assigned: Sequence[Any]) -> dict[int, int]:

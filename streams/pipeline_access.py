@@ -4,6 +4,7 @@ state table's store (folded from its history segments when recovery left it unfo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from faust.exceptions import NotReady
@@ -28,6 +29,28 @@ def producer_running(pipeline: Pipeline) -> bool:
     except NotReady:
         return False
     return True
+
+
+def owned_partitions(pipeline: Pipeline) -> frozenset[int]:
+    """The events partitions this worker's consumer is assigned now, its subjects' state with
+    them (a table's standby copies of other partitions are not among them)."""
+    events = pipeline.topics.events
+    return frozenset(
+        tp.partition for tp in pipeline.app.consumer.assignment() if tp.topic == events
+    )
+
+
+def owned_subjects(pipeline: Pipeline, keys: Iterable[str]) -> list[str]:
+    """The subjects of `keys` whose partition this worker owns now."""
+    owned = owned_partitions(pipeline)
+    return [key for key in keys if partition_of(pipeline, key) in owned]
+
+
+def settled(pipeline: Pipeline) -> bool:
+    """Whether the worker neither rebalances nor recovers its tables: only then is every state
+    it holds for its partitions the latest (a recovering copy may still be replaying old
+    changelog records)."""
+    return not (pipeline.app.rebalancing or pipeline.app.in_recovery)
 
 
 def partition_of(pipeline: Pipeline, key: str) -> int:

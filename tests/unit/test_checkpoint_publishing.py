@@ -11,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from aiokafka import TopicPartition
 from aiokafka.errors import MessageSizeTooLargeError
 from faust.exceptions import NotReady
 
@@ -18,7 +19,7 @@ from projections.state import replay
 from schemas.codec import checkpoint_codec, event_codec
 from streams.checkpoints import Checkpoints, publish_checkpoints
 from streams.keys import FileKeyStore
-from streams.pipeline_access import producer_running
+from streams.pipeline_access import owned_subjects, partition_of, producer_running, settled
 from streams.sealing import Sealer
 from streams.table_codecs import StoredState
 from streams.worker_metrics import WorkerMetrics
@@ -159,3 +160,24 @@ def test_given_an_agent_holding_the_loop_then_a_tick_ends_within_its_interval() 
     assert chunks[0] == Checkpoints.CHUNK
     assert max(chunks) > Checkpoints.CHUNK
     assert len(checkpoints.dirty) == 1_000 - sum(chunks) > 0
+
+
+def test_only_subjects_of_owned_partitions_are_published_and_only_once_settled() -> None:
+    """A worker's table also holds standby copies of other workers' partitions (and, while it
+    recovers, states older than the owner's): their checkpoints are not its to publish."""
+    assignment = {TopicPartition("uac.events", 1), TopicPartition("uac.events-changelog", 0)}
+    app = SimpleNamespace(
+        consumer=SimpleNamespace(assignment=lambda: assignment),
+        rebalancing=False,
+        in_recovery=False,
+    )
+    pipeline: Any = SimpleNamespace(
+        app=app, topics=SimpleNamespace(events="uac.events", partitions=4)
+    )
+    keys = [f"clinic-a:patient-{n}" for n in range(12)]
+    owned = owned_subjects(pipeline, keys)
+    assert owned
+    assert owned == [key for key in keys if partition_of(pipeline, key) == 1]
+    assert settled(pipeline)
+    app.in_recovery = True
+    assert not settled(pipeline)
