@@ -55,6 +55,7 @@ from streams.keys import SubjectErased
 from streams.ledger import follow_ledger
 from streams.liveness import StallWatch, group_committed_offsets
 from streams.pipeline_access import (
+    events_assignment,
     kafka_producer,
     loaded,
     owned_subjects,
@@ -334,8 +335,8 @@ async def publish_ticks(
     pipeline: Pipeline, deadlines: Deadlines, metrics: WorkerMetrics, now: datetime
 ) -> None:
     """The ticks due at `now`, published; those Kafka refused are due again next round."""
-    owned = {tp.partition for tp in assigned_events_partitions(pipeline)}
-    due = [key for key in deadlines.due(now) if partition_of(pipeline, key) in owned]
+    keys = deadlines.due(now)
+    due = owned_subjects(pipeline, keys) if settled(pipeline) else []
     found = ticks(due, lambda key: stored_state(pipeline, key), now, event_codec(), pipeline.sealer)
     for tick in found:
         deadlines.sent(tick.key, tick.event.occurred_at)
@@ -379,10 +380,7 @@ def stored_state(pipeline: Pipeline, key: str) -> UserState | None:
 
 def assigned_events_partitions(pipeline: Pipeline) -> list[Any]:
     """The events partitions this worker owns now (none while it rebalances or recovers)."""
-    if not settled(pipeline):
-        return []
-    events = pipeline.topics.events
-    return sorted(tp for tp in pipeline.app.consumer.assignment() if tp.topic == events)
+    return events_assignment(pipeline) if settled(pipeline) else []
 
 
 async def committed_of(pipeline: Pipeline, assigned: Sequence[Any]) -> dict[int, int]:

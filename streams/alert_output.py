@@ -123,8 +123,6 @@ def print_alert(
     elif output is AlertFormat.JSON:
         console.out(alert_json(alert), highlight=False)
     else:
-        raised = first_raised([alert]).get(alert.alert_id)
-        if raised is not None:
-            identified[alert.alert_id] = min(identified.get(alert.alert_id, raised), raised)
+        first_raised([alert], identified)
         issue = json_line(detected_issue(alert, identified.get(alert.alert_id)))
         console.out(issue, highlight=False)

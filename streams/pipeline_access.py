@@ -31,13 +31,16 @@ def producer_running(pipeline: Pipeline) -> bool:
     return True
 
 
-def owned_partitions(pipeline: Pipeline) -> frozenset[int]:
-    """The events partitions this worker's consumer is assigned now, its subjects' state with
-    them (a table's standby copies of other partitions are not among them)."""
+def events_assignment(pipeline: Pipeline) -> list[Any]:
+    """The events topic's partitions this worker's consumer is assigned now, in order, its
+    subjects' state with them (a table's standby copies of other partitions are not among
+    them)."""
     events = pipeline.topics.events
-    return frozenset(
-        tp.partition for tp in pipeline.app.consumer.assignment() if tp.topic == events
-    )
+    return sorted(tp for tp in pipeline.app.consumer.assignment() if tp.topic == events)
+
+
+def owned_partitions(pipeline: Pipeline) -> frozenset[int]:
+    return frozenset(tp.partition for tp in events_assignment(pipeline))
 
 
 def owned_subjects(pipeline: Pipeline, keys: Iterable[str]) -> list[str]:

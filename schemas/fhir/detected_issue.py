@@ -125,9 +125,12 @@ def _patient(alert: Alert) -> dict[str, Any]:
     return {"reference": f"Patient/{alert.subject_id}", "identifier": identifier}
 
 
-def first_raised(alerts: Sequence[Alert]) -> dict[UUID, datetime]:
-    """When each alert was first raised, among these lifecycle records."""
-    found: dict[UUID, datetime] = {}
+def first_raised(
+    alerts: Sequence[Alert], found: dict[UUID, datetime] | None = None
+) -> dict[UUID, datetime]:
+    """When each alert was first raised, among these lifecycle records and the times already
+    `found` (updated in place and returned)."""
+    found = {} if found is None else found
     for alert in alerts:
         if alert.status is AlertStatus.RAISED:
             known = found.get(alert.alert_id)
