@@ -14,7 +14,7 @@ from uuid import UUID
 from projections.queries import active_allergies, no_known_allergy_statements
 from projections.state import Kind, UserState
 from projections.views import AllergyView
-from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of
+from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of, shared_purpose
 from rules.knowledge.model import DrugKnowledge
 from rules.resolution import CachedResolver
 from schemas.alerts import Severity
@@ -65,13 +65,15 @@ class AllergyListRule:
 
 
 def _pairs(state: UserState, focus: Focus) -> Iterator[tuple[AllergyView, AllergyView]]:
-    """Each statement with each active allergy, at least one of them in focus."""
+    """Each statement with each active allergy recorded for its purpose, at least one of them
+    in focus."""
     statements = no_known_allergy_statements(state)
     if not statements:
         return
     for allergy in active_allergies(state):
         for statement in statements:
-            if focus is None or {_key(statement), _key(allergy)} & focus:
+            in_focus = focus is None or {_key(statement), _key(allergy)} & focus
+            if in_focus and shared_purpose(statement.record, allergy.record) is not None:
                 yield statement, allergy
 
 
@@ -108,6 +110,7 @@ def _finding(
                 allergy.record, allergy.allergy_id, "allergy", f"{kind} to {allergy.substance}"
             ),
         ),
+        purpose=allergy.record.purpose,
     )
 
 

@@ -4,6 +4,8 @@ A rule describes the alert-worthy situations present in one state (`findings`); 
 edge logic turns "present after but not before" into `raised` and "present before but not
 after" into `resolved`. Alert ids are facts: uuid5 of tenant, subject, rule id and version, and
 the claims that caused it, so a replay, a redelivery or another arrival order gives the same id.
+A claim is used only for the purpose it was recorded for: a finding combines claims of one
+purpose, and its alert carries that purpose (the purpose it may be read for).
 """
 
 from __future__ import annotations
@@ -48,8 +50,18 @@ class Finding:
     title: str
     detail: str
     evidence: tuple[Evidence, ...]
+    purpose: str
+    """The purpose every claim behind the finding was recorded for: a rule never combines
+    claims of two purposes (a claim is used only for the purpose it was recorded for)."""
     drug_allergy: DrugAllergyFinding | None = None
     duplicate_therapy: DuplicateTherapyFinding | None = None
+
+
+def shared_purpose(*claims: Event) -> str | None:
+    """The purpose every one of `claims` was recorded for, or None when they were recorded for
+    different purposes: a rule combines claims of one purpose only."""
+    purposes = {claim.purpose for claim in claims}
+    return purposes.pop() if len(purposes) == 1 else None
 
 
 def alert_id(tenant_id: str, subject_id: str, rule: RuleRef, cause: Iterable[str]) -> UUID:
@@ -142,6 +154,7 @@ def lifecycle_record(
         occurred_at=occurred_at,
         reason=reason,
         duplicate_therapy=finding.duplicate_therapy,
+        purpose=finding.purpose,
     )
 
 

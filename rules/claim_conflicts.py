@@ -1,8 +1,9 @@
 """Contradictions the fold would not settle alone: a quick explicit reversal of a preference,
 or equal-rank statements of a fact that disagree. The alert asks for confirmation while the
-disagreement is in force at the subject's time: the held claim and a challenger both inside
-their validity windows (a challenger whose window has closed, or not yet opened, disputes
-nothing now; neither does one that challenges a held claim out of its window)."""
+disagreement is in force at the subject's time: the held claim and a challenger recorded for
+its purpose both inside their validity windows (a challenger whose window has closed, or not
+yet opened, disputes nothing now; neither does one that challenges a held claim out of its
+window, nor one stated for another purpose)."""
 
 from __future__ import annotations
 
@@ -42,13 +43,26 @@ class ClaimConflictRule:
             for key in keys:
                 timeline = timelines.get(key)
                 view: ClaimView | None = None if timeline is None else timeline.resolution
-                conflict = None if view is None else view.conflict
+                conflict = (
+                    None
+                    if view is None or view.conflict is None
+                    else _of_one_purpose(view.conflict)
+                )
                 if conflict is not None and _in_force(conflict, state.as_of):
                     finding = _finding(kind, conflict.key, conflict)
                     found[alert_id(state.tenant_id, state.subject_id, RULE, finding.cause)] = (
                         finding
                     )
         return found
+
+
+def _of_one_purpose(conflict: Conflict) -> Conflict | None:
+    """The conflict between the held claim and the challengers recorded for its purpose (a
+    statement made for another purpose disputes nothing for this one), or None without any."""
+    challengers = [c for c in conflict.challengers if c.purpose == conflict.held.purpose]
+    if not challengers:
+        return None
+    return conflict._replace(challenger=challengers[-1], earlier=tuple(challengers[:-1]))
 
 
 def _in_force(conflict: Conflict, moment: datetime | None) -> bool:
@@ -79,4 +93,5 @@ def _finding(kind: Kind, key: str, conflict: Conflict) -> Finding:
                 for challenger in challengers
             ),
         ),
+        purpose=held.purpose,
     )

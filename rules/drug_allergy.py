@@ -15,7 +15,7 @@ from uuid import UUID
 from projections.queries import active_allergies, active_medications
 from projections.state import Kind, UserState
 from projections.views import AllergyView, MedicationView
-from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of
+from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of, shared_purpose
 from rules.knowledge.model import (
     Coding,
     CrossReactivity,
@@ -184,7 +184,8 @@ class DrugAllergyRule:
         for allergy, medication in _pairs(
             active_allergies(state), active_medications(state), focus
         ):
-            finding = self._finding(allergy, medication)
+            purpose = shared_purpose(allergy.record, medication.prescribed)
+            finding = None if purpose is None else self._finding(allergy, medication, purpose)
             if finding is not None:
                 found[alert_id(state.tenant_id, state.subject_id, RULE, finding.cause)] = finding
         return found
@@ -198,7 +199,9 @@ class DrugAllergyRule:
             tuple(reaction.manifestation for reaction in allergy.reactions),
         )
 
-    def _finding(self, allergy: AllergyView, medication: MedicationView) -> Finding | None:
+    def _finding(
+        self, allergy: AllergyView, medication: MedicationView, purpose: str
+    ) -> Finding | None:
         verdict = self.verdict(allergy, medication)
         side_effect = verdict.side_effect is not None
         severity = severity_for(
@@ -226,6 +229,7 @@ class DrugAllergyRule:
             title=title,
             detail=detail,
             evidence=_evidence(allergy, medication, kind),
+            purpose=purpose,
             drug_allergy=DrugAllergyFinding(
                 allergy_id=allergy.allergy_id,
                 allergen=allergy.substance,

@@ -19,7 +19,7 @@ from projections.queries import active_medications
 from projections.state import Kind, UserState
 from projections.views import MedicationView
 from rules.administration import Site, act_apart, site_of
-from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of
+from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of, shared_purpose
 from rules.knowledge.model import DrugKnowledge, DrugResolution
 from rules.resolution import CachedResolver
 from schemas.alerts import DuplicateTherapyFinding, Severity
@@ -51,7 +51,8 @@ class DuplicateTherapyRule:
     def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
         found: dict[UUID, Finding] = {}
         for first, second in _pairs(active_medications(state), focus):
-            finding = self._finding(first, second)
+            purpose = shared_purpose(first.prescribed, second.prescribed)
+            finding = None if purpose is None else self._finding(first, second, purpose)
             if finding is not None:
                 found[alert_id(state.tenant_id, state.subject_id, RULE, finding.cause)] = finding
         return found
@@ -63,7 +64,9 @@ class DuplicateTherapyRule:
     def _resolution(self, medication: MedicationView) -> DrugResolution:
         return self._resolve(medication.drug, medication.codes)
 
-    def _finding(self, first: MedicationView, second: MedicationView) -> Finding | None:
+    def _finding(
+        self, first: MedicationView, second: MedicationView, purpose: str
+    ) -> Finding | None:
         one, two = self._resolution(first), self._resolution(second)
         if not (one.resolved and two.resolved):
             unread = _same_unread_name(one, two)
@@ -74,7 +77,8 @@ class DuplicateTherapyRule:
                 "read: check by hand whether they are one medicine"
             )
             title = f"Possible duplicate therapy (not recognised): {first.drug} and {second.drug}"
-            return self._duplicate(first, second, UNREAD_NAME, (unread,), title, detail)
+            unread_name = (UNREAD_NAME, (unread,))
+            return self._duplicate(first, second, unread_name, title, detail, purpose)
         if _site_specific(one, two) and self._act_apart(first, second):
             return None
         shared = _shared(one, two)
@@ -83,17 +87,18 @@ class DuplicateTherapyRule:
         what, common = shared
         detail = f"both active prescriptions share {_named(what, tuple(map(one.label, common)))}"
         title = f"Duplicate therapy: {first.drug} and {second.drug}"
-        return self._duplicate(first, second, what, common, title, detail)
+        return self._duplicate(first, second, (what, common), title, detail, purpose)
 
     def _duplicate(
         self,
         first: MedicationView,
         second: MedicationView,
-        what: str,
-        common: tuple[str, ...],
+        shared: tuple[str, tuple[str, ...]],
         title: str,
         detail: str,
+        purpose: str,
     ) -> Finding:
+        what, common = shared
         return Finding(
             rule=RULE,
             cause=tuple(
@@ -108,6 +113,7 @@ class DuplicateTherapyRule:
                 evidence_of(m.prescribed, m.prescription_id, "medication", f"prescribed {m.drug}")
                 for m in (first, second)
             ),
+            purpose=purpose,
             duplicate_therapy=DuplicateTherapyFinding(
                 prescription_ids=(first.prescription_id, second.prescription_id),
                 drugs=(first.drug, second.drug),

@@ -12,7 +12,8 @@ reached the threshold on the valid-time timeline of every prescription (from its
 `valid_from`, to its stop or its `valid_until`; a prescription entered in error is not on it):
 the same history gives the same alert id in any arrival order, a medicine added (on the same day
 too) or stopped while the count stays at or above the threshold changes nothing, and a later
-episode is a new alert.
+episode is a new alert. Prescriptions count per purpose they were recorded for (a claim is used
+only for its purpose): version 2 counted them so; version 1 counted every prescription.
 """
 
 from __future__ import annotations
@@ -38,12 +39,12 @@ from schemas.events import Coding
 THRESHOLD = 10
 """Different medicines in use at once from which a review is advised."""
 EPISODE = "episode"
-"""The cause of an alert of this rule is not a claim but an episode: `episode:<the moment the
-count reached the threshold>`; its evidence names the prescriptions in use."""
+"""The cause of an alert of this rule is not a claim but an episode: `episode:<purpose>:<the
+moment the count reached the threshold>`; its evidence names the prescriptions in use."""
 
 RULE = RuleRef(
     id="polypharmacy",
-    version=1,
+    version=2,
     severity=Severity.INFO,
     description=(
         f"{THRESHOLD} or more different medicines are in use at once: a medication review is "
@@ -84,18 +85,22 @@ class PolypharmacyRule:
         self._medicine = lru_cache(maxsize=65536)(medicine)
 
     def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:  # noqa: ARG002
-        """The open episode, if any (an aggregate: every prescription counts, whatever the
-        focus)."""
-        active = active_medications(state)
-        in_use = len({self._medicine(view.drug, view.codes) for view in active})
-        if in_use < self.threshold or state.as_of is None:
-            return {}
-        courses = [self._course(view) for view in state.medication_views()]
-        start = episode_start(courses, self.threshold, state.as_of)
-        if start is None:
-            return {}
-        finding = _finding(start, active, in_use, self.threshold)
-        return {alert_id(state.tenant_id, state.subject_id, RULE, finding.cause): finding}
+        """The open episode of each purpose, if any (an aggregate: every prescription of the
+        purpose counts, whatever the focus)."""
+        found: dict[UUID, Finding] = {}
+        if state.as_of is None:
+            return found
+        for purpose, active in _by_purpose(active_medications(state)).items():
+            in_use = len({self._medicine(view.drug, view.codes) for view in active})
+            if in_use < self.threshold:
+                continue
+            views = state.medication_views()
+            courses = [self._course(v) for v in views if v.prescribed.purpose == purpose]
+            start = episode_start(courses, self.threshold, state.as_of)
+            if start is not None:
+                finding = _finding(start, purpose, active, in_use, self.threshold)
+                found[alert_id(state.tenant_id, state.subject_id, RULE, finding.cause)] = finding
+        return found
 
     def _course(self, view: MedicationView) -> Course:
         """The prescription's time in use; none for one entered in error (it never held)."""
@@ -134,10 +139,19 @@ def episode_start(courses: Iterable[Course], threshold: int, now: datetime) -> d
     return start
 
 
-def _finding(start: datetime, active: list[MedicationView], count: int, threshold: int) -> Finding:
+def _by_purpose(medications: Iterable[MedicationView]) -> dict[str, list[MedicationView]]:
+    grouped: dict[str, list[MedicationView]] = defaultdict(list)
+    for view in medications:
+        grouped[view.prescribed.purpose].append(view)
+    return grouped
+
+
+def _finding(
+    start: datetime, purpose: str, active: list[MedicationView], count: int, threshold: int
+) -> Finding:
     return Finding(
         rule=RULE,
-        cause=(f"{EPISODE}:{start.isoformat()}",),
+        cause=(f"{EPISODE}:{purpose}:{start.isoformat()}",),
         severity=RULE.severity,
         title=f"Polypharmacy: {count} different medicines in use",
         detail=(
@@ -148,4 +162,5 @@ def _finding(start: datetime, active: list[MedicationView], count: int, threshol
             evidence_of(view.prescribed, view.prescription_id, "medication", f"in use: {view.drug}")
             for view in active
         ),
+        purpose=purpose,
     )

@@ -1,5 +1,5 @@
-"""The alert contract consumers subscribe to (mirrors `avro/alert.v2.avsc`; v1 records, without
-`duplicate_therapy`, read as v2 records in which it is null)."""
+"""The alert contract consumers subscribe to (mirrors `avro/alert.v3.avsc`; v1 records, without
+`duplicate_therapy`, read with it null; v1 and v2 records, without `purpose`, read as `care`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from pydantic import Field
 
 from schemas.base import UtcMillis, WireModel
 from schemas.events import subject_key
+
+ALERT_DEFAULT_PURPOSE = "care"
+"""The purpose of an alert record written before alerts carried one (Avro default, v3)."""
 
 
 class AlertStatus(StrEnum):
@@ -73,6 +76,7 @@ class Alert(WireModel):
     occurred_at: UtcMillis
     reason: str | None = None
     duplicate_therapy: DuplicateTherapyFinding | None = None
+    purpose: str = Field(default=ALERT_DEFAULT_PURPOSE, min_length=1)
 
     @property
     def key(self) -> str:

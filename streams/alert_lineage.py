@@ -98,7 +98,8 @@ def explain(
             raise AlertNotFound(
                 f"no alert {alert} that purpose {read.purpose!r} may read is stored for tenant "
                 f"{read.tenant!r} (alerts are special category: readable for the tenant's "
-                "consent-exempt purposes, or with the subject's consent for the purpose)"
+                "consent-exempt purposes, or with the subject's consent for the purpose, and "
+                "only for the purpose the claims behind it were recorded for)"
             )
         audit_read(client, read.audited("explain", f"alert:{alert}", lifecycle[0]["subject_id"]))
     return _explanation(str(alert), read.tenant, lifecycle, roles, events)

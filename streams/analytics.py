@@ -10,7 +10,9 @@ tenant; the storage database is never reachable by name.
 Every read has a purpose; a read without one gets the default `care` (never "everything"):
 
 - claims (`events`, and the current views `trips`, `allergies`, `medications`, `preferences`,
-  `facts`) are exposed only when the purpose recorded with them equals the read's purpose;
+  `facts`) are exposed only when the purpose recorded with them equals the read's purpose, and
+  alerts only when the purpose of the claims behind them (`purpose`: a rule combines claims of
+  one purpose) does;
   `consents` only the consents given for the read's purpose, a consent-exempt one included;
 - special-category claims (events labelled `special_category`, and the health event types
   AllergyRecorded, AllergyStatusChanged, MedicationPrescribed, MedicationStopped whatever their
@@ -44,8 +46,9 @@ Relations and their columns (every time is DateTime64(3, 'UTC')):
     tenant_id, alert_id, lifecycle_id, subject_id, rule_id, rule_version, status (raised |
     resolved | acknowledged | overridden), severity (info | warning | critical), title, detail,
     cause (Array of claim ids), evidence (JSON array), drug_allergy (JSON object or NULL),
-    duplicate_therapy (JSON object or NULL), trigger_event_id, occurred_at, reason,
-    source_topic, source_partition, source_offset, ingested_at.
+    duplicate_therapy (JSON object or NULL), trigger_event_id, occurred_at, reason, purpose
+    (that of the claims behind the alert; `care` for records written before alerts carried
+    one), source_topic, source_partition, source_offset, ingested_at.
 `open_alerts`
     The columns of `alerts`: the latest lifecycle record of each alert (latest = highest offset
     on the alerts topic, i.e. the order the worker emitted them, which event times do not give

@@ -112,7 +112,8 @@ def alerts(
     ] = None,
 ) -> None:
     """Print one tenant's alert lifecycle records from the alerts topic, optionally following
-    it (audited; alerts are health data, read for a purpose the tenant may use them for)."""
+    it (audited; alerts are health data, read for a purpose the tenant may use them for: those
+    whose claims were recorded for that purpose)."""
     if as_json and output not in (None, AlertFormat.JSON):
         raise typer.BadParameter(
             f"not with --format {output} (--json is --format json)", param_hint="--json"
@@ -128,7 +129,7 @@ def alerts(
     if not follow:
         records = asyncio.run(read_topic(bootstrap, topic))
         _audit(settings, tenant, None, actor, purpose, "alerts")
-        print_alerts(_of_tenant(records, tenant, sealer), out, output)
+        print_alerts(_of_tenant(records, tenant, purpose, sealer), out, output)
         return
     _audit(settings, tenant, None, actor, purpose, "alerts-follow")
 
@@ -136,7 +137,7 @@ def alerts(
 
     async def tail() -> None:
         async for record in follow_topic(bootstrap, topic, asyncio.Event()):
-            for alert in _of_tenant([record], tenant, sealer):
+            for alert in _of_tenant([record], tenant, purpose, sealer):
                 print_alert(alert, out, output, identified)
 
     asyncio.run(tail())
@@ -156,12 +157,17 @@ def _alerts_refusal(policy: TenantPolicy, tenant: str, purpose: str) -> str | No
     return None
 
 
-def _of_tenant(records: Iterable[Any], tenant: str, sealer: Sealer) -> list[Alert]:
-    """The tenant's alerts among the records: only records keyed to one of its subjects are
-    opened at all (another tenant's are not decrypted), and each is checked for the tenant."""
+def _of_tenant(records: Iterable[Any], tenant: str, purpose: str, sealer: Sealer) -> list[Alert]:
+    """The tenant's alerts for `purpose` among the records: only records keyed to one of its
+    subjects are opened at all (another tenant's are not decrypted), and each is checked for the
+    tenant and for the purpose of the claims behind it."""
     prefix = f"{tenant}:".encode()
     ours = [record for record in records if (record.key or b"").startswith(prefix)]
-    return [alert for alert in readable_alerts(ours, sealer) if alert.tenant_id == tenant]
+    return [
+        alert
+        for alert in readable_alerts(ours, sealer)
+        if alert.tenant_id == tenant and alert.purpose == purpose
+    ]
 
 
 def _alerts_of(settings: Settings, records: list[Any]) -> list[Alert]:

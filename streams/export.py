@@ -69,6 +69,7 @@ ALERT_COLUMNS = (
     "drug_allergy",
     "duplicate_therapy",
     "evidence",
+    "purpose",
 )
 
 

@@ -301,7 +301,7 @@ def _relations(allowed: str) -> dict[str, str]:
     return {
         "events": f"{_of_tenant('events')} {purpose_bound}",
         "gate_decisions": _gate_decisions(allowed),
-        "alerts": f"{_of_tenant('alerts')} AND {allowed}",
+        "alerts": f"{_of_tenant('alerts')} AND purpose = {{purpose:String}} AND {allowed}",
         "state_checkpoints": _of_tenant("state_checkpoints", _CHECKPOINT_COLUMNS),
         "open_alerts": """SELECT * FROM (
     SELECT * FROM alerts ORDER BY alert_id, source_offset DESC LIMIT 1 BY alert_id

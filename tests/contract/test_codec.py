@@ -231,7 +231,7 @@ def test_an_alert_consumer_still_on_v1_reads_v2_records() -> None:
     """Adding an optional field is compatible both ways: a consumer built on alert v1 (a
     Confluent deserializer resolves the writer's v2 to its v1) reads v2 records, without
     `duplicate_therapy`."""
-    v1, v2 = bundled_registry().versions("uac.Alert")
+    v1, v2, _ = bundled_registry().versions("uac.Alert")
     assert can_read(v1, v2) is None
     for case in GOLDEN[2]["alerts"]:
         schema_id, body = unframe(bytes.fromhex(case["avro_hex"]))
@@ -241,6 +241,24 @@ def test_an_alert_consumer_still_on_v1_reads_v2_records() -> None:
         assert "duplicate_therapy" not in record
         assert str(record["alert_id"]) == case["json"]["alert_id"]
         assert record["severity"] == case["json"]["severity"]
+
+
+def test_an_alert_consumer_still_on_v2_reads_v3_records_without_their_purpose() -> None:
+    """A consumer built on alert v2 resolves the writer's v3 to its v2 (the purpose is dropped);
+    a v3 reader gives a v2 record the default purpose, care."""
+    _, v2, v3 = bundled_registry().versions("uac.Alert")
+    assert can_read(v2, v3) is None
+    assert can_read(v3, v2) is None
+    for case in GOLDEN[3]["alerts"]:
+        schema_id, body = unframe(bytes.fromhex(case["avro_hex"]))
+        assert schema_id == v3.schema_id
+        record = schemaless_reader(io.BytesIO(body), v3.parsed, v2.parsed)
+        assert isinstance(record, dict)
+        assert "purpose" not in record
+        assert str(record["alert_id"]) == case["json"]["alert_id"]
+    assert {case["json"]["purpose"] for case in GOLDEN[3]["alerts"]} == {"care", "research"}
+    for case in GOLDEN[2]["alerts"]:
+        assert alert_codec().decode(bytes.fromhex(case["avro_hex"])).purpose == "care"
 
 
 def test_an_event_consumer_still_on_v2_reads_v3_records_without_the_new_field() -> None:
@@ -279,7 +297,7 @@ def test_manifest_ids_are_unique_and_fixed() -> None:
         for s in bundled_registry().subjects()
     }
     assert ids == {
-        "uac.Alert": [2, 7],
+        "uac.Alert": [2, 7, 10],
         "uac.Event": [1, 8, 9],
         "uac.GateDecision": [3],
         "uac.StateCheckpoint": [4],

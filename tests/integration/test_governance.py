@@ -324,3 +324,57 @@ def test_given_a_subject_then_its_export_round_trips_and_reads_are_purpose_bound
     alert_id = document["alerts"][0]["alert_id"]
     unexplained = pipeline.uac("explain", alert_id, "--tenant", "clinic-a")
     assert unexplained.returncode == 4, unexplained.stdout
+
+
+def studied_subject() -> list[Event]:
+    """A subject of clinic-a who consents to research with health data: a penicillin allergy
+    recorded for research, amoxicillin prescribed for care, ampicillin given in the study."""
+
+    def event(kind: str, name: str, hours: int, recorded_for: str, **payload: Any) -> Event:
+        return make_event(
+            kind,
+            f"studied-{name}",
+            subject="studied",
+            at=timedelta(hours=hours),
+            payload=payload,
+            purpose=recorded_for,
+        )
+
+    return [
+        event("ConsentChanged", "consent", 0, "care", purpose="research", granted=True),
+        event("AllergyRecorded", "allergy", 1, "research", substance="penicillin"),
+        event("MedicationPrescribed", "amox", 2, "care", drug="amoxicillin 500 mg"),
+        event("MedicationPrescribed", "amp", 3, "research", drug="ampicillin 1 g"),
+    ]
+
+
+def test_given_claims_recorded_for_research_then_their_alert_is_research_only_end_to_end(
+    pipeline: Pipeline,
+) -> None:
+    """The allergy recorded for research is used for research: against the study's ampicillin
+    (one alert, of purpose research), not against the care prescription; `uac alerts` (care)
+    does not show it, a research query of the consenting subject does, and explain follows."""
+    pipeline.start("worker", "--loglevel", "info")
+    pipeline.start("sink")
+    events = studied_subject()
+    pipeline.publish(events)
+    wait_until_settled(pipeline, events)
+    (alert,) = wait_for(pipeline.alerts, lambda found: len(found) >= 1, what="the study's alert")
+    assert (alert.purpose, alert.rule_id) == ("research", "drug-allergy-conflict")
+    assert alert.drug_allergy is not None and alert.drug_allergy.drug == "ampicillin 1 g"
+    shown = pipeline.uac("alerts", "--tenant", "clinic-a", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == ""
+    research = "SELECT subject_id, purpose, alert_id FROM alerts"
+    rows = wait_for(
+        lambda: pipeline.clickhouse(research, "clinic-a", "research"),
+        bool,
+        what="the research alert in ClickHouse",
+    )
+    assert [list(row) for row in rows] == [["studied", "research", str(alert.alert_id)]]
+    assert pipeline.clickhouse(research, "clinic-a", "care") == []
+    for purpose, code in (("research", 0), ("care", 4)):
+        explained = pipeline.uac(
+            "explain", str(alert.alert_id), "--tenant", "clinic-a", "--purpose", purpose
+        )
+        assert explained.returncode == code, (purpose, explained.stdout, explained.stderr)

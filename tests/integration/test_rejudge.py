@@ -98,7 +98,7 @@ def test_given_a_knowledge_upgrade_then_rejudge_brings_the_alerts_in_line_once(
     asyncio.run(record_rulebook(pipeline.bootstrap, pipeline.topics.rulebook, EARLIER))
     warning = _check(pipeline)
     assert warning is not None
-    assert "new polypharmacy v1" in warning
+    assert "new polypharmacy v2" in warning
     assert f"knowledge uac-bundled-2026.12.1 -> {KNOWLEDGE.version}" in warning
     assert "uac rejudge" in warning
     dry, _ = rejudge(pipeline, "--dry-run")

@@ -1250,6 +1250,24 @@ def test_given_an_alerts_table_of_a_release_before_v2_then_the_schema_adds_the_f
     assert kept.result_rows == [(rows, rows)]
 
 
+def test_given_an_alerts_table_of_a_release_before_v3_then_its_alerts_read_as_care(
+    client: Client,
+) -> None:
+    rows = client.query("SELECT count() FROM uac.alerts").result_rows[0][0]
+    client.command("ALTER TABLE uac.alerts DROP COLUMN purpose")
+    apply_schema(client)
+    kept = client.query("SELECT count(), countIf(purpose = 'care') FROM uac.alerts")
+    assert kept.result_rows == [(rows, rows)]
+    assert query(client, "SELECT count() FROM alerts", A).rows == [[rows_of_tenant(client, A)]]
+
+
+def rows_of_tenant(client: Client, tenant: str) -> int:
+    result = client.query(
+        "SELECT count() FROM uac.alerts WHERE tenant_id = {t:String}", parameters={"t": tenant}
+    )
+    return int(result.result_rows[0][0])
+
+
 def test_tenant_is_the_first_sort_key_everywhere(client: Client) -> None:
     result = client.query("SELECT name, sorting_key FROM system.tables WHERE database = 'uac'")
     assert sorted(name for name, _ in result.result_rows) == sorted(COLUMNS)
@@ -1412,10 +1430,11 @@ PURPOSE_HISTORIES = {
 }
 
 
-def _purpose_alert(subject: str, offset: int) -> Row:
-    alert_id = uuid5(NAMESPACE_URL, f"alert/{P}/{subject}")
+def _purpose_alert(subject: str, offset: int, purpose: str) -> Row:
+    alert_id = uuid5(NAMESPACE_URL, f"alert/{P}/{subject}/{purpose}")
     alert = Alert.model_validate(
         {
+            "purpose": purpose,
             "lifecycle_id": uuid5(alert_id, "raised"),
             "alert_id": alert_id,
             "tenant_id": P,
@@ -1457,7 +1476,11 @@ def purposes(client: Client) -> str:
     events = [event for history in PURPOSE_HISTORIES.values() for event in history]
     _, decisions = _accepted(events, first_offset=1000)
     write_batch(client, "gate_decisions", DECISION_COLUMNS, decisions, "purpose-decisions")
-    alerts = [_purpose_alert(subject, 1000 + n) for n, subject in enumerate(PURPOSE_HISTORIES)]
+    alerts = [
+        _purpose_alert(subject, 1000 + 2 * n + k, purpose)
+        for n, subject in enumerate(PURPOSE_HISTORIES)
+        for k, purpose in enumerate(("care", RESEARCH))
+    ]
     write_batch(client, "alerts", ALERT_COLUMNS, alerts, "purpose-alerts")
     return P
 
@@ -1590,14 +1613,14 @@ PURPOSE_CASES = [
         RESEARCH,
         {},
         ["consenting"],
-        id="given research then alerts only of the subject whose consent is in force",
+        id="given research then research alerts only of the subject whose consent is in force",
     ),
     pytest.param(
         "SELECT subject_id FROM open_alerts",
         "care",
         {},
         ["consenting", "lapsed", "partial", "silent"],
-        id="given care then every alert (exempt purpose)",
+        id="given care then every subject's care alert, no research alert (exempt purpose)",
     ),
 ]
 
@@ -2240,17 +2263,31 @@ def test_explain_lists_only_the_alerted_subjects_events_when_an_event_id_is_reus
 
 
 def test_explain_is_audited_with_the_subject_by_reference(client: Client, explained: str) -> None:
-    audit_exempt = frozenset({"audit"})
-    alert_lineage.explain(
-        client, explained, E, purpose="audit", exempt_purposes=audit_exempt, actor="explainer-2"
-    )
+    alert_lineage.explain(client, explained, E, purpose="care", actor="explainer-2")
     (row,) = _audit_rows(client, "explainer-2")
     assert (row["action"], row["purpose"], row["detail"]) == (
         "explain",
-        "audit",
+        "care",
         f"alert:{explained}",
     )
     assert row["subject_ref"] == subject_ref(E, "patient-1")
+
+
+def test_explain_refuses_an_exempt_purpose_other_than_that_of_the_alerts_claims(
+    client: Client, explained: str
+) -> None:
+    """Audit is consent-exempt here, but the alert's claims were recorded for care: audit may
+    not use them, and the refusal is worded as for an alert never stored."""
+    with pytest.raises(AlertNotFound, match="'audit'"):
+        alert_lineage.explain(
+            client,
+            explained,
+            E,
+            purpose="audit",
+            exempt_purposes=frozenset({"audit", "care"}),
+            actor="explainer-4",
+        )
+    assert _audit_rows(client, "explainer-4") == []
 
 
 def test_explain_answers_a_purpose_that_may_not_read_the_alert_as_for_an_alert_never_stored(

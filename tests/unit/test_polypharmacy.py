@@ -69,7 +69,7 @@ def daily(count: int, first_day: int = 1) -> list[Event]:
 
 
 def episode(day: float) -> str:
-    return f"episode:{(T0 + day * DAY).isoformat()}"
+    return f"episode:care:{(T0 + day * DAY).isoformat()}"
 
 
 def test_given_nine_different_medicines_then_no_review_and_the_tenth_raises_one() -> None:

@@ -12,7 +12,7 @@ CURRENT = Rulebook.of(default_rules(KNOWLEDGE), KNOWLEDGE.version)
 
 
 def test_the_rulebook_names_every_rule_with_its_version_and_the_knowledge_release() -> None:
-    assert "polypharmacy v1" in CURRENT.rules and "drug-allergy-conflict v1" in CURRENT.rules
+    assert "polypharmacy v2" in CURRENT.rules and "drug-allergy-conflict v1" in CURRENT.rules
     assert CURRENT.rules == tuple(sorted(CURRENT.rules))
     assert Rulebook.decode(CURRENT.encode()) == CURRENT
 
@@ -24,12 +24,12 @@ def test_given_the_same_rulebook_or_an_empty_pipeline_then_nothing_to_say() -> N
 
 def test_given_another_rulebook_then_every_change_and_the_command_are_named() -> None:
     earlier = Rulebook(
-        (*(rule for rule in CURRENT.rules if rule != "polypharmacy v1"), "retired-rule v3"),
+        (*(rule for rule in CURRENT.rules if rule != "polypharmacy v2"), "retired-rule v3"),
         "uac-bundled-2026.12.1",
     )
     warning = unjudged(earlier, CURRENT, history=True)
     assert warning is not None
-    assert "new polypharmacy v1" in warning
+    assert "new polypharmacy v2" in warning
     assert "no longer retired-rule v3" in warning
     assert f"knowledge uac-bundled-2026.12.1 -> {KNOWLEDGE.version}" in warning
     assert "uac rejudge" in warning

@@ -1,0 +1,151 @@
+"""A claim is used only for the purpose it was recorded for: a rule combines claims of one
+purpose, and its alert carries that purpose (the purpose it may be read for)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from rules.engine import default_rules
+from rules.knowledge.bundled import load_bundled_knowledge
+from rules.polypharmacy import THRESHOLD
+from schemas.alerts import Alert, AlertStatus
+from schemas.events import Event
+from tests.factories import make_event
+from tests.unit.test_rules import run
+
+RULES = default_rules(load_bundled_knowledge())
+DAY = timedelta(days=1)
+CARE, RESEARCH = "care", "research"
+DRUGS = (
+    "Lisinopril 10 MG Oral Tablet",
+    "Metformin 500 MG Oral Tablet",
+    "Atorvastatin 20 MG Oral Tablet",
+    "Amlodipine 5 MG Oral Tablet",
+    "Omeprazole 20 MG Delayed Release Oral Capsule",
+    "Levothyroxine 0.05 MG Oral Tablet",
+    "Sertraline 50 MG Oral Tablet",
+    "Furosemide 40 MG Oral Tablet",
+    "Gabapentin 300 MG Oral Capsule",
+    "Warfarin 5 MG Oral Tablet",
+)
+
+
+def allergy(name: str, purpose: str, day: float = 0, **payload: Any) -> Event:
+    return make_event(
+        "AllergyRecorded",
+        name,
+        at=day * DAY,
+        payload={"allergy_id": name, "substance": "penicillin", **payload},
+        purpose=purpose,
+    )
+
+
+def rx(name: str, drug: str, purpose: str, day: float = 1) -> Event:
+    return make_event(
+        "MedicationPrescribed",
+        name,
+        at=day * DAY,
+        payload={"prescription_id": name, "drug": drug},
+        purpose=purpose,
+    )
+
+
+def raised(events: list[Event], rule: str) -> list[Alert]:
+    return [
+        alert
+        for alert in run(events, RULES)
+        if alert.rule_id == rule and alert.status is AlertStatus.RAISED
+    ]
+
+
+@pytest.mark.parametrize("purposes", [(CARE, RESEARCH), (RESEARCH, CARE)])
+def test_an_allergy_and_a_drug_recorded_for_different_purposes_raise_nothing_in_either_order(
+    purposes: tuple[str, str],
+) -> None:
+    allergy_purpose, drug_purpose = purposes
+    events = [allergy("pen", allergy_purpose), rx("amox", "amoxicillin", drug_purpose)]
+    assert raised(events, "drug-allergy-conflict") == []
+    assert raised(events[::-1], "drug-allergy-conflict") == []
+
+
+@pytest.mark.parametrize("purpose", [CARE, RESEARCH])
+def test_an_allergy_and_a_drug_of_one_purpose_raise_an_alert_of_that_purpose(purpose: str) -> None:
+    (alert,) = raised(
+        [allergy("pen", purpose), rx("amox", "amoxicillin", purpose)], "drug-allergy-conflict"
+    )
+    assert alert.purpose == purpose
+    assert alert.drug_allergy is not None and alert.drug_allergy.level == "same_class"
+
+
+def test_a_drug_is_judged_against_the_allergies_of_its_purpose_only() -> None:
+    """A care prescription against a care and a research allergy: one alert, the care pair's;
+    stopping the drug resolves it, and its resolution carries the purpose too."""
+    events = [
+        allergy("pen-care", CARE),
+        allergy("pen-research", RESEARCH, day=0.5),
+        rx("amox", "amoxicillin", CARE),
+        make_event("MedicationStopped", "stop", at=2 * DAY, payload={"prescription_id": "amox"}),
+    ]
+    alerts = [a for a in run(events, RULES) if a.rule_id == "drug-allergy-conflict"]
+    assert [(a.status, a.purpose) for a in alerts] == [
+        (AlertStatus.RAISED, CARE),
+        (AlertStatus.RESOLVED, CARE),
+    ]
+    assert {e.claim_id for e in alerts[0].evidence} == {"pen-care", "amox"}
+
+
+def test_duplicate_therapy_pairs_prescriptions_of_one_purpose_only() -> None:
+    mixed = [rx("a", "ibuprofen 400 mg", CARE), rx("b", "naproxen 500 mg", RESEARCH, day=2)]
+    assert raised(mixed, "duplicate-therapy") == []
+    same = [rx("a", "ibuprofen 400 mg", RESEARCH), rx("b", "naproxen 500 mg", RESEARCH, day=2)]
+    (alert,) = raised(same, "duplicate-therapy")
+    assert alert.purpose == RESEARCH
+
+
+def test_a_no_known_allergy_statement_contradicts_allergies_of_its_purpose_only() -> None:
+    statement = make_event(
+        "AllergyRecorded",
+        "nkda",
+        payload={
+            "allergy_id": "nkda",
+            "substance": "No known drug allergies",
+            "negated": True,
+            "categories": ["medication"],
+        },
+        purpose=CARE,
+    )
+    assert raised([statement, allergy("pen", RESEARCH, day=1)], "allergy-list-contradiction") == []
+    (alert,) = raised([statement, allergy("pen", CARE, day=1)], "allergy-list-contradiction")
+    assert alert.purpose == CARE
+
+
+def test_a_reversal_stated_for_another_purpose_asks_for_no_confirmation() -> None:
+    def stated(name: str, value: str, purpose: str, day: float) -> Event:
+        payload = {"key": "seat", "value": value}
+        return make_event("PreferenceStated", name, at=day * DAY, payload=payload, purpose=purpose)
+
+    held = stated("held", "aisle", "personalization", 0)
+    elsewhere = stated("elsewhere", "window", "marketing", 1)
+    assert raised([held, elsewhere], "claim-needs-confirmation") == []
+    reversal = stated("reversal", "window", "personalization", 1)
+    (alert,) = raised([held, reversal], "claim-needs-confirmation")
+    assert alert.purpose == "personalization"
+    assert set(alert.cause) == {f"preference:{held.id}", f"preference:{reversal.id}"}
+
+
+def test_polypharmacy_counts_the_medicines_of_each_purpose_apart() -> None:
+    """Ten medicines split between two purposes are no episode; ten of one purpose are one,
+    of that purpose, whatever the other purpose holds."""
+    split = [
+        rx(f"rx-{n}", drug, CARE if n % 2 else RESEARCH, day=1 + n) for n, drug in enumerate(DRUGS)
+    ]
+    assert len(DRUGS) == THRESHOLD
+    assert raised(split, "polypharmacy") == []
+    research_too = [rx("extra", "Tamsulosin 0.4 MG Oral Capsule", RESEARCH, day=0.5)]
+    care = [rx(f"rx-{n}", drug, CARE, day=1 + n) for n, drug in enumerate(DRUGS)]
+    (alert,) = raised(research_too + care, "polypharmacy")
+    assert alert.purpose == CARE
+    assert len(alert.evidence) == THRESHOLD
