@@ -399,7 +399,7 @@ def test_unknown_text_is_unresolved(knowledge: BundledKnowledge, text: str) -> N
         ("levetiracetam 500mg BD PO, titrate weekly", ("levetiracetam",)),
         ("cefazolin 2g IV at induction", ("cefazolin",)),
         ("gliclazide 80mg BD with meals", ("gliclazide",)),
-        ("Fluarix Tetra 0.5ml IM single dose", ("influenza vaccine",)),
+        ("Fluarix Tetra 0.5ml IM single dose", ("influenza vaccine", "polysorbate 80")),
     ],
 )
 def test_common_order_abbreviations_resolve(
