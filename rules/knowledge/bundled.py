@@ -457,6 +457,6 @@ def _unrecognised(recognition: Recognition) -> str:
     offered = dict(recognition.suggestions)
     words = [
         f"{word} (did you mean {' or '.join(offered[word])}?)" if word in offered else word
-        for word in recognition.unrecognised
+        for word in dict.fromkeys(recognition.unrecognised)
     ]
     return f" (unrecognised: {', '.join(words)})"

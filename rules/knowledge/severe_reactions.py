@@ -17,6 +17,9 @@ reaction by definition, whatever severity a record gives it: a systemic reaction
 2020;145:1082-123; it is what makes an allergy of high criticality in FHIR's
 AllergyIntolerance). `anaphylaxis` finds it in a reaction's manifestation.
 
+A reaction coded only names them by their SNOMED CT codes: Stevens-Johnson syndrome 73442001,
+toxic epidermal necrolysis 23067006.
+
 "TEN" is read in capitals, or as an item of its own ("penicillin - ten", "SJS/TEN"), never as
 the number ("rash ten days after"); "SCAR" in capitals only. A reaction the text denies ("no
 SJS", "not DRESS", "SJS ruled out") is not recorded.
@@ -40,6 +43,7 @@ _NAMED: Final = re.compile(
     r"|\bdress\b|\bdrug\s+(?:reaction|rash)\s+with\s+eosinophilia\b|\bdihs\b"
     r"|\bdrug[\s-]+induced\s+hypersensitivity\s+syndrome\b|\bagep\b"
     r"|\bacute\s+generali[sz]ed\s+exanthematous\s+pustulosis\b"
+    r"|\b73442001\b|\b23067006\b"
     r"|\bsevere\s+cutaneous\s+adverse\s+(?:drug\s+)?reactions?\b"
     r"|(?:^|(?<=[-:(,;/|]))\s*ten\s*(?=$|[-),;/.|])"
     r"|史蒂文斯|史-?约综合征|中毒性表皮坏死|表皮坏死松解|药物超敏反应综合征"

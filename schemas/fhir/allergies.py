@@ -30,6 +30,7 @@ from schemas.fhir.json_access import (
     Problem,
     Unmappable,
     Unsupported,
+    codings_of,
     concept_label,
     concept_text,
     items_at,
@@ -294,9 +295,23 @@ def _manifestation(reaction: Json) -> str | None:
     names = [
         label
         for where, manifestation in items_at(reaction, "manifestation")
-        if (label := within(where, partial(concept_text, _concept_of(manifestation))))
+        if (label := within(where, partial(_manifestation_name, _concept_of(manifestation))))
     ]
     return "; ".join(names) or string_at(reaction, "description")
+
+
+def _manifestation_name(concept: Json) -> str | None:
+    """A manifestation's text or display, else its codes ("SNOMED CT 39579001"): a reaction
+    coded only (anaphylaxis, Stevens-Johnson syndrome by their SNOMED CT codes) is still read
+    as what it is, never as an unspecified one."""
+    text = concept_text(concept)
+    if text is not None:
+        return text
+    codes = [
+        f"{'SNOMED CT' if coding.system == SNOMED else coding.system} {coding.code}"
+        for coding in codings_of(concept)
+    ]
+    return ", ".join(codes) or None
 
 
 def _concept_of(manifestation: Json) -> Json:

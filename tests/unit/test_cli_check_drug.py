@@ -185,3 +185,9 @@ def test_given_only_unknown_codes_then_the_reason_names_the_codes_not_words_of_t
 def test_given_a_local_code_that_is_a_name_then_the_name_is_still_read() -> None:
     verdict = _verdict("--allergy", "penicillin", "--drug-code", "urn:local:formulary|amoxicillin")
     assert verdict["level"] == "same_class"
+
+
+def test_given_an_unknown_ndc_code_alone_then_the_reason_names_it_once() -> None:
+    verdict = _verdict("--allergy", "Penicillin", "--drug-code", "ndc|0093-3109-01")
+    assert verdict["level"] == "unverified"
+    assert str(verdict["reason"]).count("0093-3109-01") == 2, verdict["reason"]

@@ -116,3 +116,44 @@ def test_given_code_systems_written_with_a_trailing_slash_then_the_codes_are_sti
 
     alerts = drug_allergy_alerts(subject(results, PATIENT), "coded-order")
     assert [alert.severity for alert in alerts] == [Severity.CRITICAL]
+
+
+def unconfirmed_with_reaction(code: str) -> dict[str, Any]:
+    """An unconfirmed, low-criticality penicillin allergy whose one reaction is coded only."""
+    return allergy(SNOMED, "91936005") | {
+        "verificationStatus": {
+            "coding": [
+                {
+                    "system": "http://terminology.hl7.org/CodeSystem/allergyintolerance-verification",
+                    "code": "unconfirmed",
+                }
+            ]
+        },
+        "criticality": "low",
+        "reaction": [{"manifestation": [{"coding": [{"system": SNOMED, "code": code}]}]}],
+    }
+
+
+def test_given_a_reaction_coded_only_as_anaphylaxis_then_it_is_read_as_anaphylaxis() -> None:
+    """An unconfirmed low-criticality record is lowered one step, unless its reaction was
+    severe: anaphylaxis by its SNOMED CT code (39579001) is, as the word is."""
+    results = fold(
+        submitted_from([unconfirmed_with_reaction("39579001"), order(AMOXICILLIN_BY_CODE)])
+    )
+
+    (alert,) = drug_allergy_alerts(subject(results, PATIENT), "coded-order")
+    assert alert.severity is Severity.CRITICAL
+    allergies = subject(results, PATIENT).state.allergy_views()
+    assert [r.manifestation for a in allergies for r in a.reactions] == ["SNOMED CT 39579001"]
+
+
+def test_given_a_reaction_coded_only_as_stevens_johnson_then_a_cephalosporin_needs_evaluation() -> (
+    None
+):
+    """After SJS (SNOMED CT 73442001) a related drug needs an allergist's evaluation first: a
+    dissimilar cephalosporin is not `info` then."""
+    ceftriaxone = {"coding": [{"system": RXNORM, "code": "2193"}]}
+    results = fold(submitted_from([unconfirmed_with_reaction("73442001"), order(ceftriaxone)]))
+
+    (alert,) = drug_allergy_alerts(subject(results, PATIENT), "coded-order")
+    assert alert.severity is not Severity.INFO
