@@ -336,6 +336,13 @@ def _references(event: Event, state: UserState, context: GateContext) -> tuple[P
                 " retraction never takes back an explicit or verified claim"
             )
             problems.append(Problem(ReasonCode.RETRACTS_STRONGER_CLAIM, detail))
+        elif target.purpose != event.purpose:
+            detail = (
+                f"retracts {claim_id}, a claim recorded for {target.purpose!r}: a retraction "
+                f"recorded for {event.purpose!r} may not change it (record it for "
+                f"{target.purpose!r})"
+            )
+            problems.append(Problem(ReasonCode.RETRACTS_OTHER_PURPOSE, detail))
     return tuple(problems)
 
 
@@ -486,4 +493,11 @@ def _supersedes(
             "verified one (send it without supersedes: the policy weighs it)"
         )
         return [Problem(ReasonCode.SUPERSEDES_STRONGER_CLAIM, detail)]
+    if target.purpose != event.purpose:
+        detail = (
+            f"supersedes {target_id}, a claim recorded for {target.purpose!r}: a correction "
+            f"recorded for {event.purpose!r} may not replace it (retract it for "
+            f"{target.purpose!r}, then record the claim for {event.purpose!r})"
+        )
+        return [Problem(ReasonCode.SUPERSEDES_OTHER_PURPOSE, detail)]
     return []

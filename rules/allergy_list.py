@@ -14,7 +14,7 @@ from uuid import UUID
 from projections.queries import active_allergies, no_known_allergy_statements
 from projections.state import Kind, UserState
 from projections.views import AllergyView
-from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of, shared_purpose
+from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id, shared_purpose
 from rules.knowledge.model import DrugKnowledge
 from rules.resolution import CachedResolver
 from schemas.alerts import Severity
@@ -50,7 +50,7 @@ class AllergyListRule:
             shared = _covered(statement) & categories
             if shared:
                 finding = _finding(statement, allergy, shared, inferred)
-                found[alert_id(state.tenant_id, state.subject_id, RULE, finding.cause)] = finding
+                found[finding_id(state, finding)] = finding
         return found
 
     def _categories(self, allergy: AllergyView) -> tuple[frozenset[AllergyCategory], bool]:

@@ -18,6 +18,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from projections.state import Kind, UserState, claim_address
 from schemas.alerts import (
+    ALERT_DEFAULT_PURPOSE,
     Alert,
     AlertStatus,
     DrugAllergyFinding,
@@ -64,9 +65,24 @@ def shared_purpose(*claims: Event) -> str | None:
     return purposes.pop() if len(purposes) == 1 else None
 
 
-def alert_id(tenant_id: str, subject_id: str, rule: RuleRef, cause: Iterable[str]) -> UUID:
-    key = "/".join([tenant_id, subject_id, rule.id, str(rule.version), *sorted(cause)])
+def alert_id(
+    tenant_id: str,
+    subject_id: str,
+    rule: RuleRef,
+    cause: Iterable[str],
+    purpose: str = ALERT_DEFAULT_PURPOSE,
+) -> UUID:
+    """uuid5 of tenant, subject, rule id and version, the cause, and the purpose when it is not
+    the default (`care`, the purpose of every alert before alerts carried one, keeps its ids):
+    the same claims restated for another purpose are another alert, never a record of this one."""
+    named = [] if purpose == ALERT_DEFAULT_PURPOSE else [f"purpose={purpose}"]
+    key = "/".join([tenant_id, subject_id, rule.id, str(rule.version), *sorted(cause), *named])
     return uuid5(ALERT_NAMESPACE, key)
+
+
+def finding_id(state: UserState, finding: Finding) -> UUID:
+    """The alert id of `finding` in `state`."""
+    return alert_id(state.tenant_id, state.subject_id, finding.rule, finding.cause, finding.purpose)
 
 
 def lifecycle_id(alert: UUID, status: AlertStatus, trigger_event_id: str) -> UUID:
@@ -135,7 +151,7 @@ def lifecycle_record(
 ) -> Alert:
     """The lifecycle record of `finding` in `state`, caused by `trigger_id` (an event id, or a
     re-judgement) at `occurred_at`."""
-    identifier = alert_id(state.tenant_id, state.subject_id, finding.rule, finding.cause)
+    identifier = finding_id(state, finding)
     return Alert(
         lifecycle_id=lifecycle_id(identifier, status, trigger_id),
         alert_id=identifier,

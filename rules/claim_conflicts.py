@@ -15,7 +15,7 @@ from uuid import UUID
 
 from projections.state import Kind, UserState
 from projections.views import ClaimView, Conflict, claim_value, valid_at
-from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of
+from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id
 from schemas.alerts import Severity
 
 RULE = RuleRef(
@@ -50,9 +50,7 @@ class ClaimConflictRule:
                 )
                 if conflict is not None and _in_force(conflict, state.as_of):
                     finding = _finding(kind, conflict.key, conflict)
-                    found[alert_id(state.tenant_id, state.subject_id, RULE, finding.cause)] = (
-                        finding
-                    )
+                    found[finding_id(state, finding)] = finding
         return found
 
 

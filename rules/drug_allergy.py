@@ -15,7 +15,7 @@ from uuid import UUID
 from projections.queries import active_allergies, active_medications
 from projections.state import Kind, UserState
 from projections.views import AllergyView, MedicationView
-from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of, shared_purpose
+from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id, shared_purpose
 from rules.knowledge.model import (
     Coding,
     CrossReactivity,
@@ -187,7 +187,7 @@ class DrugAllergyRule:
             purpose = shared_purpose(allergy.record, medication.prescribed)
             finding = None if purpose is None else self._finding(allergy, medication, purpose)
             if finding is not None:
-                found[alert_id(state.tenant_id, state.subject_id, RULE, finding.cause)] = finding
+                found[finding_id(state, finding)] = finding
         return found
 
     def verdict(self, allergy: AllergyView, medication: MedicationView) -> CrossReactivity:

@@ -19,7 +19,7 @@ from projections.queries import active_medications
 from projections.state import Kind, UserState
 from projections.views import MedicationView
 from rules.administration import Site, act_apart, site_of
-from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of, shared_purpose
+from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id, shared_purpose
 from rules.knowledge.model import DrugKnowledge, DrugResolution
 from rules.resolution import CachedResolver
 from schemas.alerts import DuplicateTherapyFinding, Severity
@@ -54,7 +54,7 @@ class DuplicateTherapyRule:
             purpose = shared_purpose(first.prescribed, second.prescribed)
             finding = None if purpose is None else self._finding(first, second, purpose)
             if finding is not None:
-                found[alert_id(state.tenant_id, state.subject_id, RULE, finding.cause)] = finding
+                found[finding_id(state, finding)] = finding
         return found
 
     def _act_apart(self, first: MedicationView, second: MedicationView) -> bool:

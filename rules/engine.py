@@ -72,7 +72,8 @@ def _status_of(action: AcknowledgementAction) -> AlertStatus:
 def _acknowledgement(rules: Sequence[Rule], state: UserState, event: Event) -> list[Alert]:
     """An acknowledgement or override of an alert that is currently raised, when it is the one
     that holds: one older in valid time than the acknowledgement the state already holds (it
-    arrived late) changes nothing, so the alert's status follows the state."""
+    arrived late) changes nothing, so the alert's status follows the state. It acknowledges an
+    alert of the purpose it was recorded for only (a claim is used only for its purpose)."""
     if not isinstance(event.payload, AlertAcknowledged):
         return []
     ack = event.payload
@@ -82,6 +83,7 @@ def _acknowledgement(rules: Sequence[Rule], state: UserState, event: Event) -> l
     return [
         lifecycle(state, finding, _status_of(ack.action), event, ack.reason)
         for finding in _findings_of(rules, state, ack.alert_id)
+        if finding.purpose == event.purpose
     ]
 
 
@@ -105,7 +107,7 @@ def _standing_acknowledgement(state: UserState, alert: Alert, event: Event) -> A
     if alert.status is not AlertStatus.RAISED:
         return None
     held: AcknowledgementView | None = state.resolution(Kind.ACKNOWLEDGEMENT, str(alert.alert_id))
-    if held is None or held.event.id == event.id:
+    if held is None or held.event.id == event.id or held.event.purpose != alert.purpose:
         return None
     status = _status_of(held.action)
     episode = f"{alert.trigger_event_id}+{held.event.id}"
@@ -136,12 +138,15 @@ def _acknowledgement_retracted(
     if held_before is None or held_before.event.id != retracted.id:
         return []
     held: AcknowledgementView | None = after.resolution(Kind.ACKNOWLEDGEMENT, alert)
+    if held is not None and held.event.purpose != retracted.purpose:
+        held = None
     retraction = f"{event.type.value} {event.id} retracted its acknowledgement"
     status = AlertStatus.RAISED if held is None else _status_of(held.action)
     reason = retraction if held is None else held.reason
     return [
         lifecycle(after, finding, status, event, reason)
         for finding in _findings_of(rules, after, alert)
+        if finding.purpose == retracted.purpose
     ]
 
 

@@ -29,7 +29,7 @@ from uuid import UUID
 from projections.queries import active_medications
 from projections.state import Kind, UserState
 from projections.views import MedicationView
-from rules.base import Finding, Focus, RuleRef, alert_id, evidence_of
+from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id
 from rules.knowledge.model import DrugKnowledge
 from rules.knowledge.normalise import fold
 from rules.resolution import CachedResolver
@@ -99,7 +99,7 @@ class PolypharmacyRule:
             start = episode_start(courses, self.threshold, state.as_of)
             if start is not None:
                 finding = _finding(start, purpose, active, in_use, self.threshold)
-                found[alert_id(state.tenant_id, state.subject_id, RULE, finding.cause)] = finding
+                found[finding_id(state, finding)] = finding
         return found
 
     def _course(self, view: MedicationView) -> Course:

@@ -45,8 +45,10 @@ class ReasonCode(StrEnum):
     SUPERSEDES_OTHER_KEY = "supersedes_other_key"
     SUPERSEDES_OTHER_TYPE = "supersedes_other_type"
     SUPERSEDES_STRONGER_CLAIM = "supersedes_stronger_claim"
+    SUPERSEDES_OTHER_PURPOSE = "supersedes_other_purpose"
     RETRACTS_UNKNOWN_CLAIM = "retracts_unknown_claim"
     RETRACTS_STRONGER_CLAIM = "retracts_stronger_claim"
+    RETRACTS_OTHER_PURPOSE = "retracts_other_purpose"
     BEFORE_ITS_CLAIM = "before_its_claim"
     # A record that contradicts itself.
     NEGATION_NOT_FLAGGED = "negation_not_flagged"

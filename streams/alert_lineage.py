@@ -47,7 +47,11 @@ _LIFECYCLE_COLUMNS: Final = (
 _ALERT_LIFECYCLE: Final = f"""SELECT {", ".join(_LIFECYCLE_COLUMNS)}
 FROM uac.alerts FINAL
 WHERE tenant_id = {{tenant:String}} AND alert_id = {{alert_id:UUID}}
+    AND purpose = {{purpose:String}}
 ORDER BY source_partition, source_offset"""  # noqa: S608
+"""An alert's lifecycle records of the purpose of the read (every record of an alert carries
+its purpose; the filter keeps records another purpose wrote under one id, before alert ids
+named their purpose, out of the chain)."""
 
 _LINEAGE_EVENTS: Final = """SELECT toString(event_id), type, origin, source_ref, occurred_at,
     source_topic, source_partition, source_offset, accepted_partition, accepted_offset
@@ -86,7 +90,7 @@ def explain(
     alert = _alert_uuid(alert_id)
     with one_at_a_time(client):
         try:
-            lifecycle = _lifecycle(client, alert, read.tenant)
+            lifecycle = _lifecycle(client, alert, read.tenant, read.purpose)
             readable = bool(lifecycle) and _alert_readable(client, alert, read)
             roles = _event_roles(lifecycle)
             subject = lifecycle[0]["subject_id"] if lifecycle else ""
@@ -102,7 +106,7 @@ def explain(
                 "only for the purpose the claims behind it were recorded for)"
             )
         audit_read(client, read.audited("explain", f"alert:{alert}", lifecycle[0]["subject_id"]))
-    return _explanation(str(alert), read.tenant, lifecycle, roles, events)
+    return _explanation(str(alert), read.tenant, read.purpose, lifecycle, roles, events)
 
 
 def _alert_readable(client: Client, alert: UUID, read: Read) -> bool:
@@ -123,10 +127,9 @@ def _alert_uuid(alert_id: str) -> UUID:
         raise AlertNotFound(f"{alert_id!r} is not an alert id (a UUID)") from None
 
 
-def _lifecycle(client: Client, alert_id: UUID, tenant: str) -> list[dict[str, Any]]:
-    result = client.query(
-        _ALERT_LIFECYCLE, parameters={TENANT_PARAMETER: tenant, "alert_id": str(alert_id)}
-    )
+def _lifecycle(client: Client, alert_id: UUID, tenant: str, purpose: str) -> list[dict[str, Any]]:
+    parameters = {TENANT_PARAMETER: tenant, "alert_id": str(alert_id), "purpose": purpose}
+    result = client.query(_ALERT_LIFECYCLE, parameters=parameters)
     records = [dict(zip(_LIFECYCLE_COLUMNS, row, strict=True)) for row in result.result_rows]
     for record in records:
         record["evidence"] = json.loads(record["evidence"])
@@ -178,6 +181,7 @@ def _lineage_event(row: Sequence[Any]) -> dict[str, Any]:
 def _explanation(
     alert_id: str,
     tenant: str,
+    purpose: str,
     lifecycle: Sequence[Mapping[str, Any]],
     roles: Mapping[str, list[str]],
     events: Sequence[dict[str, Any]],
@@ -188,6 +192,7 @@ def _explanation(
         "alert_id": alert_id,
         "tenant_id": tenant,
         "subject_id": first["subject_id"],
+        "purpose": purpose,
         "rule": {"id": first["rule_id"], "version": first["rule_version"]},
         "cause": list(first["cause"]),
         "lifecycle": [

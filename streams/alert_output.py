@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from projections.document import plain
-from schemas.alerts import Alert, AlertStatus
+from schemas.alerts import ALERT_DEFAULT_PURPOSE, Alert, AlertStatus
 from schemas.codec import alert_codec
 from schemas.fhir.detected_issue import detected_issue, detected_issue_bundle, first_raised
 from streams.console_text import visible
@@ -65,7 +65,15 @@ def alert_view(alerts: list[Alert], width: int, title: str = "Alerts") -> Render
 
 def _cells(alert: Alert) -> tuple[str, ...]:
     status, severity = alert.status.value, alert.severity.value
-    return (alert.key, status, severity, alert.rule_id, alert.title, str(alert.alert_id))
+    return (alert.key, status, severity, _rule(alert), alert.title, str(alert.alert_id))
+
+
+def _rule(alert: Alert) -> str:
+    """The rule of an alert, with its purpose when that is not the default: `uac replay` lists
+    the alerts of every purpose side by side."""
+    if alert.purpose == ALERT_DEFAULT_PURPOSE:
+        return alert.rule_id
+    return f"{alert.rule_id} (for {alert.purpose})"
 
 
 def _table_fits(alerts: list[Alert], width: int) -> bool:
@@ -90,7 +98,7 @@ def _alert_block(alert: Alert) -> RenderableType:
     heading = Text.assemble(
         (f"{alert.status.value:<{STATUS_WIDTH}}", "bold"),
         (f"{alert.severity.value:<9}", _SEVERITY_STYLE.get(alert.severity.value, "")),
-        visible(f"{alert.key}  {alert.rule_id}"),
+        visible(f"{alert.key}  {_rule(alert)}"),
         no_wrap=False,
         overflow="fold",
     )

@@ -21,7 +21,7 @@ def explanation_view(chain: Mapping[str, Any]) -> RenderableType:
     rule = chain["rule"]
     parts: list[RenderableType] = [
         Rule(styled(f"alert {chain['alert_id']}", "bold")),
-        Text(f"subject {chain['tenant_id']}:{chain['subject_id']}"),
+        Text(f"subject {chain['tenant_id']}:{chain['subject_id']}; purpose {chain['purpose']}"),
         Text(f"rule {rule['id']} v{rule['version']}; cause: {', '.join(map(str, chain['cause']))}"),
         _lifecycle(chain["lifecycle"]),
     ]

@@ -4,6 +4,7 @@ purpose, and its alert carries that purpose (the purpose it may be read for)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from itertools import permutations
 from typing import Any
 
 import pytest
@@ -149,3 +150,95 @@ def test_polypharmacy_counts_the_medicines_of_each_purpose_apart() -> None:
     (alert,) = raised(research_too + care, "polypharmacy")
     assert alert.purpose == CARE
     assert len(alert.evidence) == THRESHOLD
+
+
+def acknowledge(
+    name: str, alert: Alert, purpose: str, day: float, action: str = "overridden"
+) -> Event:
+    return make_event(
+        "AlertAcknowledged",
+        name,
+        at=day * DAY,
+        payload={"alert_id": str(alert.alert_id), "action": action, "reason": f"{purpose} says"},
+        purpose=purpose,
+    )
+
+
+def test_the_same_claims_restated_for_another_purpose_are_another_alert() -> None:
+    """An allergy and a prescription recorded for care, then restated (same ids) for research:
+    the care alert resolves and a research alert with its own id is raised; a care override
+    does not carry over to it, and every record of an id has one purpose."""
+    care = [allergy("pen", CARE), rx("amox", "amoxicillin", CARE)]
+    (care_alert,) = raised(care, "drug-allergy-conflict")
+    history = [
+        *care,
+        acknowledge("override", care_alert, CARE, day=1.5),
+        allergy("pen-restated", RESEARCH, day=2, allergy_id="pen"),
+        make_event(
+            "MedicationPrescribed",
+            "amox-restated",
+            at=3 * DAY,
+            payload={"prescription_id": "amox", "drug": "amoxicillin"},
+            purpose=RESEARCH,
+        ),
+    ]
+    alerts = [a for a in run(history, RULES) if a.rule_id == "drug-allergy-conflict"]
+    by_id: dict[str, set[str]] = {}
+    for alert in alerts:
+        by_id.setdefault(str(alert.alert_id), set()).add(alert.purpose)
+    assert len(by_id) == 2
+    assert all(len(purposes) == 1 for purposes in by_id.values())
+    assert [a.status for a in alerts if a.purpose == CARE] == [
+        AlertStatus.RAISED,
+        AlertStatus.OVERRIDDEN,
+        AlertStatus.RESOLVED,
+    ]
+    (research,) = [a for a in alerts if a.purpose == RESEARCH]
+    assert research.status is AlertStatus.RAISED
+    assert research.alert_id != care_alert.alert_id
+
+
+def test_an_acknowledgement_recorded_for_another_purpose_acknowledges_nothing() -> None:
+    care = [allergy("pen", CARE), rx("amox", "amoxicillin", CARE)]
+    (care_alert,) = raised(care, "drug-allergy-conflict")
+    elsewhere = acknowledge("research-ack", care_alert, RESEARCH, day=2)
+    assert [a.status for a in run([*care, elsewhere], RULES)] == [AlertStatus.RAISED]
+    in_care = acknowledge("care-ack", care_alert, CARE, day=2)
+    assert [a.status for a in run([*care, in_care], RULES)] == [
+        AlertStatus.RAISED,
+        AlertStatus.OVERRIDDEN,
+    ]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(
+            make_event(
+                "AllergyStatusChanged",
+                "refuted-elsewhere",
+                at=2 * DAY,
+                payload={"allergy_id": "pen", "verification_status": "refuted"},
+                purpose=RESEARCH,
+            ),
+            id="a research refutation of the care allergy",
+        ),
+        pytest.param(
+            make_event(
+                "MedicationStopped",
+                "stopped-elsewhere",
+                at=2 * DAY,
+                payload={"prescription_id": "amox"},
+                purpose=RESEARCH,
+            ),
+            id="a research stop of the care prescription",
+        ),
+    ],
+)
+def test_a_change_recorded_for_another_purpose_leaves_the_care_alert_raised_in_any_order(
+    change: Event,
+) -> None:
+    care = [allergy("pen", CARE), rx("amox", "amoxicillin", CARE)]
+    for order in permutations([*care, change]):
+        alerts = [a for a in run(list(order), RULES) if a.rule_id == "drug-allergy-conflict"]
+        assert [(a.status, a.purpose) for a in alerts] == [(AlertStatus.RAISED, CARE)], order

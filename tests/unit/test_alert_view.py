@@ -91,3 +91,13 @@ def test_given_control_characters_in_an_alerts_subject_and_title_then_every_view
         lines = printed([shown], width)
         assert not any(character in "".join(lines) for character in "\x1b\x07"), width
         assert any("p\\x1b]0;pwned\\x07" in line for line in lines), width
+
+
+def test_an_alert_of_another_purpose_than_care_says_its_purpose_in_every_view() -> None:
+    """`uac replay` lists the alerts of every purpose side by side."""
+    research = alert(AlertStatus.RAISED).model_copy(update={"purpose": "research"})
+    care = alert(AlertStatus.RAISED, number=2)
+    for width in (80, 240):
+        shown = "\n".join(printed([research, care], width))
+        assert "drug-allergy-conflict (for research)" in shown, width
+        assert shown.count("(for ") == 1, width

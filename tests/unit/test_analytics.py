@@ -2180,9 +2180,12 @@ E_OTHER_SUBJECT = E_ALLERGY.model_copy(
 subject, so both are stored."""
 
 
-def _lifecycle(status: str, trigger: Event, offset: int, reason: str | None = None) -> Row:
+def _lifecycle(
+    status: str, trigger: Event, offset: int, reason: str | None = None, purpose: str = "care"
+) -> Row:
     alert = Alert.model_validate(
         {
+            "purpose": purpose,
             "lifecycle_id": uuid5(E_ALERT, status),
             "alert_id": E_ALERT,
             "tenant_id": E,
@@ -2218,15 +2221,22 @@ def _lifecycle(status: str, trigger: Event, offset: int, reason: str | None = No
 
 @pytest.fixture(scope="module")
 def explained(client: Client) -> str:
+    """A care alert's lifecycle, and a research record under its id (a stream written before
+    alert ids named their purpose), which a care read must not list."""
     event_rows, _ = _accepted([E_ALLERGY, E_RX, E_STOP, E_OTHER_SUBJECT], first_offset=2000)
     write_batch(client, "events", EVENT_COLUMNS, event_rows, "explain-events")
-    lifecycle = [_lifecycle("raised", E_RX, 31), _lifecycle("resolved", E_STOP, 32, "stopped")]
+    lifecycle = [
+        _lifecycle("raised", E_RX, 31),
+        _lifecycle("resolved", E_STOP, 32, "stopped"),
+        _lifecycle("overridden", E_RX, 33, "research override", purpose="research"),
+    ]
     write_batch(client, "alerts", ALERT_COLUMNS, lifecycle, "explain-alerts")
     return str(E_ALERT)
 
 
 def test_explain_gives_the_lifecycle_rule_cause_and_lineage(client: Client, explained: str) -> None:
     found = alert_lineage.explain(client, explained, E, actor="explainer")
+    assert found["purpose"] == "care"
     assert found["rule"] == {"id": "drug-allergy-conflict", "version": 2}
     assert found["cause"] == ["allergy-1", "rx-1"]
     assert [(r["status"], r["trigger_event_id"], r["reason"]) for r in found["lifecycle"]] == [

@@ -272,6 +272,28 @@ REJECTIONS = [
         id="given an inference retracting an explicit claim then retracts_stronger_claim",
     ),
     pytest.param(
+        make_event(
+            "ClaimRetracted", "ret-elsewhere", purpose="marketing", payload={"claim_id": ALLERGY.id}
+        ),
+        {},
+        REMEMBERED,
+        ReasonCode.RETRACTS_OTHER_PURPOSE,
+        id="given a retraction recorded for another purpose than its claim then refused",
+    ),
+    pytest.param(
+        make_event(
+            "PreferenceStated",
+            "pref-elsewhere",
+            at=timedelta(hours=2),
+            purpose="marketing",
+            supersedes=PREFERENCE.id,
+        ),
+        {},
+        REMEMBERED,
+        ReasonCode.SUPERSEDES_OTHER_PURPOSE,
+        id="given a correction recorded for another purpose than its claim then refused",
+    ),
+    pytest.param(
         make_event("PreferenceStated", "late"),
         {"erased": True},
         None,

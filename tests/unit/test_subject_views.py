@@ -85,6 +85,7 @@ CHAIN: dict[str, Any] = {
     "alert_id": "12287e40-eeb9-574a-a50b-3bccddcf12dc",
     "tenant_id": "clinic-a",
     "subject_id": "p-1001",
+    "purpose": "care",
     "rule": {"id": "drug-allergy-conflict", "version": 2},
     "cause": ["allergy-1", "rx-1"],
     "lifecycle": [
@@ -127,6 +128,7 @@ CHAIN: dict[str, Any] = {
 def test_given_an_alert_then_its_chain_is_tables_down_to_log_coordinates() -> None:
     shown = _shown(explanation_view(CHAIN), width=80)
     assert "alert 12287e40-eeb9-574a-a50b-3bccddcf12dc" in shown
+    assert "subject clinic-a:p-1001; purpose care" in shown
     assert "rule drug-allergy-conflict v2; cause: allergy-1, rx-1" in shown
     assert (
         "resolved     critical 2024-11-20 06:00:00  reason: stopped\n  triggered by e-stop" in shown
