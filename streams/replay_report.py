@@ -74,7 +74,7 @@ def _summary(state: UserState, document: Mapping[str, Any]) -> str:
         f"active medications: {', '.join(medications) or '-'}",
         f"trips: {len(trips)} ({international} international)",
         f"preferences: {preferences or '-'}",
-        f"open conflicts: {len(document['conflicts'])}",
+        f"claims needing confirmation: {len(document['conflicts'])}",
     ]
     return "\n".join(lines)
 
