@@ -15,23 +15,14 @@ from rules.polypharmacy import THRESHOLD
 from schemas.alerts import Alert, AlertStatus
 from schemas.events import Event
 from tests.factories import make_event
+from tests.unit.test_polypharmacy import DRUGS as POLYPHARMACY_DRUGS
 from tests.unit.test_rules import run
 
 RULES = default_rules(load_bundled_knowledge())
 DAY = timedelta(days=1)
 CARE, RESEARCH = "care", "research"
-DRUGS = (
-    "Lisinopril 10 MG Oral Tablet",
-    "Metformin 500 MG Oral Tablet",
-    "Atorvastatin 20 MG Oral Tablet",
-    "Amlodipine 5 MG Oral Tablet",
-    "Omeprazole 20 MG Delayed Release Oral Capsule",
-    "Levothyroxine 0.05 MG Oral Tablet",
-    "Sertraline 50 MG Oral Tablet",
-    "Furosemide 40 MG Oral Tablet",
-    "Gabapentin 300 MG Oral Capsule",
-    "Warfarin 5 MG Oral Tablet",
-)
+DRUGS = POLYPHARMACY_DRUGS[:THRESHOLD]
+"""Ten different medicines: the polypharmacy threshold."""
 
 
 def allergy(name: str, purpose: str, day: float = 0, **payload: Any) -> Event:
@@ -145,7 +136,7 @@ def test_polypharmacy_counts_the_medicines_of_each_purpose_apart() -> None:
     ]
     assert len(DRUGS) == THRESHOLD
     assert raised(split, "polypharmacy") == []
-    research_too = [rx("extra", "Tamsulosin 0.4 MG Oral Capsule", RESEARCH, day=0.5)]
+    research_too = [rx("extra", POLYPHARMACY_DRUGS[THRESHOLD], RESEARCH, day=0.5)]
     care = [rx(f"rx-{n}", drug, CARE, day=1 + n) for n, drug in enumerate(DRUGS)]
     (alert,) = raised(research_too + care, "polypharmacy")
     assert alert.purpose == CARE
@@ -164,12 +155,18 @@ def acknowledge(
     )
 
 
+def care_conflict() -> tuple[list[Event], Alert]:
+    """A penicillin allergy and an amoxicillin order recorded for care, and their alert."""
+    care = [allergy("pen", CARE), rx("amox", "amoxicillin", CARE)]
+    (care_alert,) = raised(care, "drug-allergy-conflict")
+    return care, care_alert
+
+
 def test_the_same_claims_restated_for_another_purpose_are_another_alert() -> None:
     """An allergy and a prescription recorded for care, then restated (same ids) for research:
     the care alert resolves and a research alert with its own id is raised; a care override
     does not carry over to it, and every record of an id has one purpose."""
-    care = [allergy("pen", CARE), rx("amox", "amoxicillin", CARE)]
-    (care_alert,) = raised(care, "drug-allergy-conflict")
+    care, care_alert = care_conflict()
     history = [
         *care,
         acknowledge("override", care_alert, CARE, day=1.5),
@@ -199,8 +196,7 @@ def test_the_same_claims_restated_for_another_purpose_are_another_alert() -> Non
 
 
 def test_an_acknowledgement_recorded_for_another_purpose_acknowledges_nothing() -> None:
-    care = [allergy("pen", CARE), rx("amox", "amoxicillin", CARE)]
-    (care_alert,) = raised(care, "drug-allergy-conflict")
+    care, care_alert = care_conflict()
     elsewhere = acknowledge("research-ack", care_alert, RESEARCH, day=2)
     assert [a.status for a in run([*care, elsewhere], RULES)] == [AlertStatus.RAISED]
     in_care = acknowledge("care-ack", care_alert, CARE, day=2)
