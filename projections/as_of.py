@@ -16,7 +16,15 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from projections.clock import clock_event
-from projections.state import Kind, UserState, evolve, initial_state, replay, with_corrections
+from projections.state import (
+    Kind,
+    UserState,
+    claim_address,
+    evolve,
+    initial_state,
+    replay,
+    with_corrections,
+)
 from projections.views import DEFAULT_POLICY, FoldPolicy
 from schemas.events import (
     AllergyRecorded,
@@ -76,15 +84,17 @@ def _known_otherwise(past: UserState, known: UserState) -> frozenset[tuple[Kind,
     """The claims of `past` whose evidence `known` holds otherwise: an allergy's verification
     status, a prescription found entered in error."""
     allergies = (
-        (Kind.ALLERGY, view.allergy_id)
+        address
         for view in past.allergy_views()
-        if (now := known.resolution(Kind.ALLERGY, view.allergy_id)) is not None
+        if (address := claim_address(view.record)) is not None
+        and (now := known.resolution(*address)) is not None
         and now.verification_status != view.verification_status
     )
     prescriptions = (
-        (Kind.MEDICATION, view.prescription_id)
+        address
         for view in past.medication_views()
-        if (now := known.resolution(Kind.MEDICATION, view.prescription_id)) is not None
+        if (address := claim_address(view.prescribed)) is not None
+        and (now := known.resolution(*address)) is not None
         and now.entered_in_error
         and not view.entered_in_error
     )
@@ -95,11 +105,13 @@ def _evidence_of(event: Event) -> tuple[Kind, str] | None:
     """The claim whose evidence `event` gives or may undo (by replacing an event that gave
     it), if any: an allergy's verification status, a prescription entered in error."""
     payload = event.payload
-    if isinstance(payload, AllergyRecorded) or (
-        isinstance(payload, AllergyStatusChanged)
-        and (payload.verification_status is not None or event.supersedes)
+    if (
+        isinstance(payload, AllergyRecorded)
+        or (
+            isinstance(payload, AllergyStatusChanged)
+            and (payload.verification_status is not None or event.supersedes)
+        )
+        or (isinstance(payload, MedicationStopped) and payload.entered_in_error)
     ):
-        return (Kind.ALLERGY, payload.allergy_id)
-    if isinstance(payload, MedicationStopped) and payload.entered_in_error:
-        return (Kind.MEDICATION, payload.prescription_id)
+        return claim_address(event)
     return None

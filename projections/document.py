@@ -26,7 +26,7 @@ from projections.queries import (
     open_conflicts,
     trips,
 )
-from projections.state import Kind, UserState, initial_state, replay
+from projections.state import Kind, UserState, initial_state, keyed_for, replay
 from projections.views import (
     DEFAULT_POLICY,
     AllergyView,
@@ -40,7 +40,7 @@ from schemas.base import field_names
 from schemas.checkpoint import StateCheckpoint
 from schemas.events import Event
 
-DOCUMENT_VERSION = 3
+DOCUMENT_VERSION = 4
 T = TypeVar("T")
 
 
@@ -163,15 +163,19 @@ def state_document(state: UserState, *, policy: FoldPolicy = DEFAULT_POLICY) -> 
             }
             for view in state.consent_views()
         },
-        "acknowledgements": {
-            view.alert_id: {
-                "action": view.action.value,
-                "reason": view.reason,
-                "event_id": view.event.id,
-                "occurred_at": plain(view.event.occurred_at),
-            }
+        "acknowledgements": _by_purpose(
+            (
+                view.event.purpose,
+                view.alert_id,
+                {
+                    "action": view.action.value,
+                    "reason": view.reason,
+                    "event_id": view.event.id,
+                    "occurred_at": plain(view.event.occurred_at),
+                },
+            )
             for view in state.acknowledgement_views()
-        },
+        ),
         "pending_retractions": sorted(state.pending_retractions.keys()),
     }
     return document
@@ -294,26 +298,40 @@ def _trip(trip: Any) -> dict[str, Any]:
     }
 
 
+def _by_purpose(entries: Iterable[tuple[str, str, dict[str, Any]]]) -> dict[str, Any]:
+    """{purpose: {key: entry}}: the claims of a purpose-bound kind, held apart by purpose."""
+    filed: dict[str, dict[str, Any]] = {}
+    for purpose, key, entry in entries:
+        filed.setdefault(purpose, {})[key] = entry
+    return filed
+
+
 def _claims(
     state: UserState, kind: Kind, views: list[ClaimView], policy: FoldPolicy
 ) -> dict[str, Any]:
-    return {
-        view.key: {
-            "value": view.value,
-            "current": _event_ref(view.winner),
-            "needs_confirmation": None if view.conflict is None else view.conflict.conflict_id,
-            "history": [
-                {
-                    **_event_ref(entry.event),
-                    "value": entry.value,
-                    "status": entry.status,
-                    "replaced_by": entry.replaced_by,
-                }
-                for entry in claim_history(state, kind, view.key, policy)
-            ],
-        }
+    return _by_purpose(
+        (
+            view.winner.purpose,
+            view.key,
+            {
+                "value": view.value,
+                "current": _event_ref(view.winner),
+                "needs_confirmation": None if view.conflict is None else view.conflict.conflict_id,
+                "history": [
+                    {
+                        **_event_ref(entry.event),
+                        "value": entry.value,
+                        "status": entry.status,
+                        "replaced_by": entry.replaced_by,
+                    }
+                    for entry in claim_history(
+                        state, kind, keyed_for(kind, view.key, view.winner.purpose), policy
+                    )
+                ],
+            },
+        )
         for view in views
-    }
+    )
 
 
 def _conflict(conflict: Conflict) -> dict[str, Any]:

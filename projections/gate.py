@@ -17,7 +17,7 @@ from uuid import UUID
 from projections.characters import unprintable_characters
 from projections.document import plain
 from projections.secrets import FreeText, secrets_in
-from projections.state import Kind, UserState, claim_address
+from projections.state import Kind, UserState, claim_address, claim_key
 from projections.views import valid_at, weaker_than
 from schemas.allergy_statements import statement_categories
 from schemas.base import blank_required_text
@@ -477,7 +477,7 @@ def _supersedes(
         return [
             Problem(ReasonCode.SUPERSEDES_UNKNOWN_CLAIM, f"supersedes unknown claim {target_id}")
         ]
-    if claim_address(target) != claim_address(event) or claim_address(event) is None:
+    if claim_key(target) != claim_key(event) or claim_key(event) is None:
         detail = f"supersedes {target_id}, which is a claim about another key"
         return [Problem(ReasonCode.SUPERSEDES_OTHER_KEY, detail)]
     if target.type is not event.type:

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from datetime import date, datetime
 from typing import NamedTuple
 
-from projections.state import Kind, UserState, step_for
+from projections.state import Kind, UserState, keyed_for, step_for
 from projections.timeline import Timeline, fold, sort_key
 from projections.views import (
     DEFAULT_POLICY,
@@ -24,7 +24,7 @@ from projections.views import (
     valid_at,
 )
 from schemas.countries import HOME_COUNTRY, iso_country
-from schemas.events import Event, FactValue
+from schemas.events import DEFAULT_PURPOSE, Event, FactValue
 
 
 class Trip(NamedTuple):
@@ -38,12 +38,13 @@ class Trip(NamedTuple):
     event: Event
 
 
-def home_country_at(state: UserState, day: date) -> str | None:
-    """The subject's home country on `day`, from `home_country` facts true then: from their
-    date (a correction from the date of the claim it corrects, when earlier and it names no
-    `valid_from` of its own) until their `valid_until`; read as a trip's countries are
-    (`iso_country`: " nl " is NL, "UK" is GB), and unknown when it is not a two-letter code."""
-    timeline = state.facts.get(HOME_COUNTRY)
+def home_country_at(state: UserState, day: date, purpose: str = DEFAULT_PURPOSE) -> str | None:
+    """The subject's home country on `day` by the `home_country` facts recorded for `purpose`
+    and true then: from their date (a correction from the date of the claim it corrects, when
+    earlier and it names no `valid_from` of its own) until their `valid_until`; read as a trip's
+    countries are (`iso_country`: " nl " is NL, "UK" is GB), and unknown when it is not a
+    two-letter code."""
+    timeline = state.facts.get(keyed_for(Kind.FACT, HOME_COUNTRY, purpose))
     if timeline is None:
         return None
     known = [
@@ -72,11 +73,12 @@ def _fact_date(event: Event, members: Mapping[str, Event]) -> date:
 
 
 def trips(state: UserState) -> list[Trip]:
-    """Every trip, oldest first, with `international` derived from the home country."""
+    """Every trip, oldest first, with `international` derived from the home country recorded
+    for the trip's purpose."""
     found = []
     for view in state.trip_views():
         trip = view.trip
-        home = home_country_at(state, trip.departure_date)
+        home = home_country_at(state, trip.departure_date, view.event.purpose)
         international = None if home is None else trip.destination_country != home
         found.append(
             Trip(

@@ -5,7 +5,9 @@ purpose of the read, when special-category data (health data always is) has a le
 that purpose (a consent-exempt purpose of the tenant, such as care, or the subject's explicit
 consent), and while its validity window is open at the time of the read (the wiring passes its
 clock; without one, the subject's `as_of`). A read names its purpose; one that does not gets
-`DEFAULT_PURPOSE`, never everything.
+`DEFAULT_PURPOSE`, never everything. The state document files preferences, facts and
+acknowledgements by purpose (`{purpose: {key: ...}}`); a read returns those of its purpose
+(`{key: ...}`) and counts the others as withheld.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from projections.queries import events_in_order
 from projections.state import UserState
 from projections.views import DEFAULT_POLICY, FoldPolicy
 from schemas.countries import HOME_COUNTRY
+from schemas.events import DEFAULT_PURPOSE
 
-DEFAULT_PURPOSE = "care"
 SPECIAL = "special_category"
 
 
@@ -137,7 +139,7 @@ def _restricted(state: UserState, check: _Filter, policy: FoldPolicy) -> dict[st
         a for a in document["allergies"] if check.allows(a["recorded"], health=True)
     ]
     document["medications"] = _readable_medications(document["medications"], check)
-    home = document["facts"].get(HOME_COUNTRY)
+    home = document["facts"].get(check.purpose, {}).get(HOME_COUNTRY)
     home_usable = home is None or all(check.may_use(claim) for claim in home["history"])
     document["trips"] = [
         trip if home_usable else trip | {"home_country": None, "international": None}
@@ -147,12 +149,14 @@ def _restricted(state: UserState, check: _Filter, policy: FoldPolicy) -> dict[st
     for kind in ("preferences", "facts"):
         document[kind] = {
             key: claim | {"history": [h for h in claim["history"] if check.allows(h)]}
-            for key, claim in document[kind].items()
+            for claims in document[kind].values()
+            for key, claim in claims.items()
             if check.allows(claim["current"])
         }
     document["acknowledgements"] = {
         alert_id: entry
-        for alert_id, entry in document["acknowledgements"].items()
+        for entries in document["acknowledgements"].values()
+        for alert_id, entry in entries.items()
         if check.allows(provenance(state.events[entry["event_id"]]), health=True)
     }
     document["conflicts"] = [

@@ -49,6 +49,7 @@ from projections.views import (
 )
 from schemas.base import WireModel
 from schemas.events import (
+    DEFAULT_PURPOSE,
     AlertAcknowledged,
     AllergyRecorded,
     AllergyStatusChanged,
@@ -96,14 +97,53 @@ NOT_CLAIMS: frozenset[type[WireModel]] = frozenset(
 )
 
 
-def claim_address(event: Event) -> tuple[Kind, str] | None:
-    """(kind, key) of the claim an event records or changes; None for retractions/erasure."""
+PURPOSE_BOUND: frozenset[Kind] = frozenset(Kind) - {Kind.CONSENT}
+"""The kinds whose claims are held apart by purpose: a claim recorded for research neither
+replaces, corrects, disputes nor hides the one recorded for care under the same id or key (an
+allergy re-recorded for research under its care id is a research record of its own; a research
+refutation or stop follows the research record only), and an acknowledgement acknowledges for
+its own purpose only. A consent is keyed by the purpose it grants, whatever the event's."""
+
+
+def keyed_for(kind: Kind, key: str, purpose: str) -> str:
+    """The timeline key of `key` for claims recorded for `purpose`: the key itself for the
+    default purpose (and for the kinds not bound by purpose), else the key and the purpose
+    joined by a unit separator (a control character no accepted record holds, so no key of
+    one purpose can name another's)."""
+    if purpose == DEFAULT_PURPOSE or kind not in PURPOSE_BOUND:
+        return key
+    return f"{key}\x1f{purpose}"
+
+
+def unkeyed(key: str) -> str:
+    """The id or key a timeline key names, without the purpose `keyed_for` joined to it."""
+    return key.partition("\x1f")[0]
+
+
+def record_address(kind: Kind, key: str, record: Event) -> tuple[Kind, str]:
+    """(kind, timeline key) of the claim `key` whose record is `record`."""
+    return kind, keyed_for(kind, key, record.purpose)
+
+
+def claim_key(event: Event) -> tuple[Kind, str] | None:
+    """(kind, key) the claim an event records or changes is about, whatever its purpose; None
+    for retractions/erasure."""
     found = CLAIM_KEYS.get(type(event.payload))
     if found is None:
         return None
     kind, field = found
     key: str = getattr(event.payload, field)
     return kind, key
+
+
+def claim_address(event: Event) -> tuple[Kind, str] | None:
+    """(kind, timeline key) of the claim an event records or changes (`keyed_for` its
+    purpose); None for retractions/erasure."""
+    found = claim_key(event)
+    if found is None:
+        return None
+    kind, key = found
+    return kind, keyed_for(kind, key, event.purpose)
 
 
 Bound = tuple[datetime, Kind, str]
@@ -419,7 +459,7 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
             elif isinstance(payload, ErasureRequested):
                 return None
             continue
-        address = (found[0], getattr(payload, found[1]))
+        address = (found[0], keyed_for(found[0], getattr(payload, found[1]), event.purpose))
         if event.valid_from is not None or event.valid_until is not None:
             bounds.extend(bounds_of(event, address))
         keyed = members.get(address)

@@ -146,9 +146,7 @@ def outranked(event: Event, held: Event) -> bool:
 
 
 def step_allergy(view: AllergyView | None, event: Event) -> AllergyView | None:
-    """The allergy after `event`. A status change recorded for another purpose than the
-    allergy's record changes nothing (a claim is used only for the purpose it was recorded
-    for; a research refutation does not resolve a care allergy): it stays in the history."""
+    """The allergy after `event` (of the allergy's purpose: see `PURPOSE_BOUND`)."""
     payload = event.payload
     if view is not None and (
         known_before(event, view.record)
@@ -175,8 +173,6 @@ def step_allergy(view: AllergyView | None, event: Event) -> AllergyView | None:
             ),
         )
     if isinstance(payload, AllergyStatusChanged) and view is not None:
-        if event.purpose != view.record.purpose:
-            return view
         return view.changed_by(payload, event)
     return view
 
@@ -224,8 +220,7 @@ class MedicationView(NamedTuple):
 
 
 def step_medication(view: MedicationView | None, event: Event) -> MedicationView | None:
-    """The prescription after `event`. A stop recorded for another purpose than the
-    prescription changes nothing (as for an allergy's status change): it stays in the history."""
+    """The prescription after `event` (of the prescription's purpose: see `PURPOSE_BOUND`)."""
     payload = event.payload
     if view is not None and (
         known_before_prescription(event, view.prescribed)
@@ -248,8 +243,6 @@ def step_medication(view: MedicationView | None, event: Event) -> MedicationView
             ),
         )
     if isinstance(payload, MedicationStopped) and view is not None:
-        if event.purpose != view.prescribed.purpose:
-            return view
         return view.stopped_by(event, payload)
     return view
 

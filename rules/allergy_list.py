@@ -12,7 +12,7 @@ from typing import ClassVar
 from uuid import UUID
 
 from projections.queries import active_allergies, no_known_allergy_statements
-from projections.state import Kind, UserState
+from projections.state import Kind, UserState, record_address
 from projections.views import AllergyView
 from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id, shared_purpose
 from rules.knowledge.model import DrugKnowledge
@@ -115,4 +115,4 @@ def _finding(
 
 
 def _key(allergy: AllergyView) -> tuple[Kind, str]:
-    return (Kind.ALLERGY, allergy.allergy_id)
+    return record_address(Kind.ALLERGY, allergy.allergy_id, allergy.record)

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Protocol
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from projections.state import Kind, UserState, claim_address
+from projections.state import Kind, UserState, claim_address, unkeyed
 from schemas.alerts import (
     ALERT_DEFAULT_PURPOSE,
     Alert,
@@ -223,7 +223,7 @@ class _CauseOfChange:
     def of(self, finding: Finding) -> str:
         named = f"{self.event.type.value} {self.event.id}"
         claims = {*finding.cause, *(f"{item.role}:{item.claim_id}" for item in finding.evidence)}
-        if any(f"{kind.value}:{key}" in claims for kind, key in self.focus):
+        if any(f"{kind.value}:{unkeyed(key)}" in claims for kind, key in self.focus):
             return named
         if any(claims & self._names(kind, key) for kind, key in self.timed):
             return f"time reaching {self.after.as_of.isoformat()} ({named})"
@@ -243,7 +243,7 @@ class _CauseOfChange:
         the id of an event stated about it (a preference's statements)."""
         timeline = self.after.timelines(kind).get(key)
         members = () if timeline is None else timeline.members.keys()
-        return {f"{kind.value}:{name}" for name in (key, *members)}
+        return {f"{kind.value}:{name}" for name in (unkeyed(key), *members)}
 
 
 class Graded(Protocol):

@@ -43,24 +43,11 @@ class ClaimConflictRule:
             for key in keys:
                 timeline = timelines.get(key)
                 view: ClaimView | None = None if timeline is None else timeline.resolution
-                conflict = (
-                    None
-                    if view is None or view.conflict is None
-                    else _of_one_purpose(view.conflict)
-                )
+                conflict = None if view is None else view.conflict
                 if conflict is not None and _in_force(conflict, state.as_of):
                     finding = _finding(kind, conflict.key, conflict)
                     found[finding_id(state, finding)] = finding
         return found
-
-
-def _of_one_purpose(conflict: Conflict) -> Conflict | None:
-    """The conflict between the held claim and the challengers recorded for its purpose (a
-    statement made for another purpose disputes nothing for this one), or None without any."""
-    challengers = [c for c in conflict.challengers if c.purpose == conflict.held.purpose]
-    if not challengers:
-        return None
-    return conflict._replace(challenger=challengers[-1], earlier=tuple(challengers[:-1]))
 
 
 def _in_force(conflict: Conflict, moment: datetime | None) -> bool:

@@ -13,7 +13,7 @@ from typing import ClassVar
 from uuid import UUID
 
 from projections.queries import active_allergies, active_medications
-from projections.state import Kind, UserState
+from projections.state import Kind, UserState, record_address
 from projections.views import AllergyView, MedicationView
 from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id, shared_purpose
 from rules.knowledge.model import (
@@ -255,10 +255,14 @@ def _pairs(
     if focus is None:
         yield from product(allergies, medications)
         return
-    focused_allergies = [a for a in allergies if (Kind.ALLERGY, a.allergy_id) in focus]
-    focused_medications = [m for m in medications if (Kind.MEDICATION, m.prescription_id) in focus]
+    focused_allergies = [a for a in allergies if _address(a) in focus]
+    focused_medications = [
+        m
+        for m in medications
+        if record_address(Kind.MEDICATION, m.prescription_id, m.prescribed) in focus
+    ]
     yield from product(focused_allergies, medications)
-    others = [a for a in allergies if (Kind.ALLERGY, a.allergy_id) not in focus]
+    others = [a for a in allergies if _address(a) not in focus]
     yield from product(others, focused_medications)
 
 
@@ -280,3 +284,7 @@ def _evidence(allergy: AllergyView, medication: MedicationView, kind: str) -> tu
         )
     )
     return tuple(evidence)
+
+
+def _address(allergy: AllergyView) -> tuple[Kind, str]:
+    return record_address(Kind.ALLERGY, allergy.allergy_id, allergy.record)

@@ -16,7 +16,7 @@ from typing import ClassVar, Final
 from uuid import UUID
 
 from projections.queries import active_medications
-from projections.state import Kind, UserState
+from projections.state import Kind, UserState, record_address
 from projections.views import MedicationView
 from rules.administration import Site, act_apart, site_of
 from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id, shared_purpose
@@ -187,4 +187,4 @@ def _site_specific(one: DrugResolution, two: DrugResolution) -> bool:
 
 
 def _key(medication: MedicationView) -> tuple[Kind, str]:
-    return (Kind.MEDICATION, medication.prescription_id)
+    return record_address(Kind.MEDICATION, medication.prescription_id, medication.prescribed)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from projections.clock import validity_changes
 from projections.gate import Admitted, Decision, GateContext, admit
-from projections.state import Kind, UserState, evolve
+from projections.state import Kind, UserState, evolve, keyed_for
 from projections.views import DEFAULT_POLICY, AcknowledgementView, FoldPolicy
 from rules.allergy_list import AllergyListRule
 from rules.base import Finding, Rule, RuleRef, lifecycle, lifecycle_id, touched, transitions
@@ -77,7 +77,9 @@ def _acknowledgement(rules: Sequence[Rule], state: UserState, event: Event) -> l
     if not isinstance(event.payload, AlertAcknowledged):
         return []
     ack = event.payload
-    held: AcknowledgementView | None = state.resolution(Kind.ACKNOWLEDGEMENT, ack.alert_id)
+    held: AcknowledgementView | None = state.resolution(
+        Kind.ACKNOWLEDGEMENT, keyed_for(Kind.ACKNOWLEDGEMENT, ack.alert_id, event.purpose)
+    )
     if held is None or held.event.id != event.id:
         return []
     return [
@@ -106,8 +108,10 @@ def _standing_acknowledgement(state: UserState, alert: Alert, event: Event) -> A
     (an acknowledgement that arrives after the re-grade acknowledges the alert as re-graded)."""
     if alert.status is not AlertStatus.RAISED:
         return None
-    held: AcknowledgementView | None = state.resolution(Kind.ACKNOWLEDGEMENT, str(alert.alert_id))
-    if held is None or held.event.id == event.id or held.event.purpose != alert.purpose:
+    held: AcknowledgementView | None = state.resolution(
+        Kind.ACKNOWLEDGEMENT, keyed_for(Kind.ACKNOWLEDGEMENT, str(alert.alert_id), alert.purpose)
+    )
+    if held is None or held.event.id == event.id:
         return None
     status = _status_of(held.action)
     episode = f"{alert.trigger_event_id}+{held.event.id}"
@@ -134,12 +138,11 @@ def _acknowledgement_retracted(
     if retracted is None or not isinstance(retracted.payload, AlertAcknowledged):
         return []
     alert = retracted.payload.alert_id
-    held_before: AcknowledgementView | None = before.resolution(Kind.ACKNOWLEDGEMENT, alert)
+    address = keyed_for(Kind.ACKNOWLEDGEMENT, alert, retracted.purpose)
+    held_before: AcknowledgementView | None = before.resolution(Kind.ACKNOWLEDGEMENT, address)
     if held_before is None or held_before.event.id != retracted.id:
         return []
-    held: AcknowledgementView | None = after.resolution(Kind.ACKNOWLEDGEMENT, alert)
-    if held is not None and held.event.purpose != retracted.purpose:
-        held = None
+    held: AcknowledgementView | None = after.resolution(Kind.ACKNOWLEDGEMENT, address)
     retraction = f"{event.type.value} {event.id} retracted its acknowledgement"
     status = AlertStatus.RAISED if held is None else _status_of(held.action)
     reason = retraction if held is None else held.reason

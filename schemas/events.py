@@ -256,6 +256,8 @@ class ClockAdvanced(WireModel):
 
 
 CLOCK_ACTOR: Final = "uac-clock"
+DEFAULT_PURPOSE: Final = "care"
+"""The purpose a record is for when it names none, and that of a read that names none."""
 
 
 Payload = (
@@ -306,7 +308,7 @@ class Event(WireModel):
     source_ref: str | None = None
     confidence: float = Field(ge=0.0, le=1.0, allow_inf_nan=False, strict=True)
     sensitivity: Sensitivity = Sensitivity.NORMAL
-    purpose: str = Field(default="care", min_length=1)
+    purpose: str = Field(default=DEFAULT_PURPOSE, min_length=1)
     scope: str = Field(default="subject", min_length=1)
     valid_from: UtcMillis | None = None
     valid_until: UtcMillis | None = None

@@ -17,12 +17,12 @@ from pydantic import ValidationError
 from projections.characters import unprintable_characters
 from projections.document import CorruptCheckpoint, state_from_checkpoint, state_hash
 from projections.gate import TenantPolicy
-from projections.reads import DEFAULT_PURPOSE, readable_document, readable_document_as_of
+from projections.reads import readable_document, readable_document_as_of
 from projections.secrets import FreeText, secrets_in_text
 from projections.state import UserState, initial_state
 from schemas.alerts import Alert
 from schemas.codec import alert_codec
-from schemas.events import ErasureRequested, Event, EventType, Origin
+from schemas.events import DEFAULT_PURPOSE, ErasureRequested, Event, EventType, Origin
 from streams.alert_output import (
     AlertFormat,
     print_alert,

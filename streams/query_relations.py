@@ -104,17 +104,19 @@ def _claim_event_columns(claim: str, ref: str) -> str:
     )
 
 
-_HOME_CLAIMS = "JSONExtractArrayRaw(state_json, 'state', 'facts', 'home_country', 'history')"
+_HOME_CLAIMS = (
+    "JSONExtractArrayRaw(state_json, 'state', 'facts', {purpose:String}, 'home_country', 'history')"
+)
 
 
 def _home_usable(allowed: str) -> str:
     """Whether the read may use every `home_country` claim a trip's home country and
-    `international` are derived from: each recorded for its purpose, special ones only with a
-    legal basis (otherwise the two columns are NULL, as for an unknown home country)."""
+    `international` are derived from (those recorded for the trip's purpose, which is the
+    read's): special ones only with a legal basis (otherwise the two columns are NULL, as for
+    an unknown home country)."""
     return (
-        f"arrayAll(claim -> JSONExtractString(claim, 'purpose') = {{purpose:String}}, "
-        f"{_HOME_CLAIMS}) AND (NOT arrayExists(claim -> JSONExtractString(claim, 'sensitivity')"
-        f" = 'special_category', {_HOME_CLAIMS}) OR {allowed})"
+        f"NOT arrayExists(claim -> JSONExtractString(claim, 'sensitivity') = 'special_category', "
+        f"{_HOME_CLAIMS}) OR {allowed}"
     )
 
 
@@ -198,9 +200,9 @@ _HELD_VALUE_JSON = "JSONExtractRaw(claim, 'value')"
 
 
 def _held_claims(kind: str, allowed: str) -> str:
-    """One row per key of the document's `preferences` or `facts` map: the value the fold holds
-    and the claim that holds it (`current`). The key's `history` is left out: it holds claims of
-    other purposes, and the `events` relation has the ones a read may see."""
+    """One row per key of the document's `preferences` or `facts` map of the read's purpose: the
+    value the fold holds and the claim that holds it (`current`). The key's `history` is left
+    out: the `events` relation has the claims a read may see."""
     return f"""SELECT
     tenant_id, subject_id, state_version, key,
     if(JSONType(claim, 'value') = 'String', JSONExtractString(claim, 'value'), {_HELD_VALUE_JSON})
@@ -216,7 +218,8 @@ FROM (
     SELECT tenant_id, subject_id, version AS state_version,
         tupleElement(entry, 1) AS key, tupleElement(entry, 2) AS claim
     FROM ({_LATEST_DOCUMENTS})
-    ARRAY JOIN JSONExtractKeysAndValuesRaw(state_json, 'state', '{kind}') AS entry
+    ARRAY JOIN JSONExtractKeysAndValuesRaw(state_json, 'state', '{kind}', {{purpose:String}})
+        AS entry
 )
 WHERE {_claim_readable("claim", "current", allowed, always_special=False)}"""  # noqa: S608
 

@@ -16,6 +16,7 @@ from projections.document import plain, state_document, state_hash
 from projections.queries import active_allergies, active_medications
 from projections.state import UserState
 from rules.batch import SubjectResult
+from schemas.events import DEFAULT_PURPOSE
 from streams.alert_output import alert_view
 from streams.console_text import styled
 from streams.event_files import LineError
@@ -68,7 +69,11 @@ def _summary(state: UserState, document: Mapping[str, Any]) -> str:
     medications = [view.drug for view in active_medications(state)]
     trips = document["trips"]
     international = sum(1 for trip in trips if trip["international"])
-    preferences = {key: value["value"] for key, value in document["preferences"].items()}
+    preferences = {
+        key if purpose == DEFAULT_PURPOSE else f"{key} (for {purpose})": value["value"]
+        for purpose, claims in sorted(document["preferences"].items())
+        for key, value in claims.items()
+    }
     lines = [
         f"active allergies: {', '.join(allergies) or '-'}",
         f"active medications: {', '.join(medications) or '-'}",

@@ -9,6 +9,10 @@ from typing import Any
 
 import pytest
 
+from projections.gate import TenantPolicy
+from projections.queries import trips
+from projections.reads import readable_document
+from projections.state import replay
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from rules.polypharmacy import THRESHOLD
@@ -164,8 +168,9 @@ def care_conflict() -> tuple[list[Event], Alert]:
 
 def test_the_same_claims_restated_for_another_purpose_are_another_alert() -> None:
     """An allergy and a prescription recorded for care, then restated (same ids) for research:
-    the care alert resolves and a research alert with its own id is raised; a care override
-    does not carry over to it, and every record of an id has one purpose."""
+    the research records are records of their own, so the care alert stays as it was (its
+    override too) and a research alert with its own id is raised; a care override does not
+    carry over to it, and every record of an id has one purpose."""
     care, care_alert = care_conflict()
     history = [
         *care,
@@ -188,7 +193,6 @@ def test_the_same_claims_restated_for_another_purpose_are_another_alert() -> Non
     assert [a.status for a in alerts if a.purpose == CARE] == [
         AlertStatus.RAISED,
         AlertStatus.OVERRIDDEN,
-        AlertStatus.RESOLVED,
     ]
     (research,) = [a for a in alerts if a.purpose == RESEARCH]
     assert research.status is AlertStatus.RAISED
@@ -238,3 +242,103 @@ def test_a_change_recorded_for_another_purpose_leaves_the_care_alert_raised_in_a
     for order in permutations([*care, change]):
         alerts = [a for a in run(list(order), RULES) if a.rule_id == "drug-allergy-conflict"]
         assert [(a.status, a.purpose) for a in alerts] == [(AlertStatus.RAISED, CARE)], order
+
+
+def stated(kind: str, name: str, key: str, value: str, purpose: str, day: float) -> Event:
+    payload = {"key": key, "value": value}
+    return make_event(kind, name, at=day * DAY, payload=payload, purpose=purpose)
+
+
+def test_a_statement_for_another_purpose_neither_settles_nor_hides_a_care_conflict() -> None:
+    """A care reversal within the confirmation window asks for confirmation; a research
+    statement about the same key in between is research's own value: the care conflict stays
+    open and its alert raised, whatever the order of arrival, and each read sees its value."""
+    care = [
+        stated("PreferenceStated", "aisle", "seat", "aisle", CARE, 0),
+        stated("PreferenceStated", "window", "seat", "window", CARE, 1),
+    ]
+    elsewhere = stated("PreferenceStated", "middle", "seat", "middle", RESEARCH, 0.5)
+    for order in permutations([*care, elsewhere]):
+        alerts = [a for a in run(list(order), RULES) if a.rule_id == "claim-needs-confirmation"]
+        assert [(a.status, a.purpose) for a in alerts] == [(AlertStatus.RAISED, CARE)], order
+    state = replay([*care, elsewhere])
+    in_care = readable_document(state, CARE)["preferences"]["seat"]
+    assert (in_care["value"], in_care["needs_confirmation"] is not None) == ("aisle", True)
+    assert [entry["value"] for entry in in_care["history"]] == ["aisle", "window"]
+    for_research = readable_document(state, RESEARCH)["preferences"]["seat"]
+    assert (for_research["value"], for_research["needs_confirmation"]) == ("middle", None)
+
+
+def test_a_home_country_recorded_for_research_leaves_the_care_trips_as_they_were() -> None:
+    """A trip is international by the home country recorded for the trip's own purpose."""
+    home = stated("FactAsserted", "home-nl", "home_country", "NL", CARE, 0)
+    moved = stated("FactAsserted", "home-be", "home_country", "BE", RESEARCH, 1)
+
+    def trip(name: str, purpose: str) -> Event:
+        payload = {
+            "trip_id": name,
+            "origin_country": "NL",
+            "destination_country": "BE",
+            "departure_date": "2024-03-10",
+        }
+        return make_event("TravelRecorded", name, at=2 * DAY, payload=payload, purpose=purpose)
+
+    history = [home, moved, trip("care", CARE), trip("study", RESEARCH)]
+    found = {
+        found.trip_id: (found.home_country, found.international) for found in trips(replay(history))
+    }
+    assert found == {"care": ("NL", True), "study": ("BE", False)}
+
+
+def test_an_acknowledgement_for_another_purpose_leaves_the_care_override_in_force() -> None:
+    care, care_alert = care_conflict()
+    override = acknowledge("care-override", care_alert, CARE, day=1.5)
+    elsewhere = acknowledge("research-ack", care_alert, RESEARCH, day=2, action="accepted")
+    for order in permutations([*care, override, elsewhere]):
+        alerts = run(list(order), RULES)
+        assert alerts[-1].status is AlertStatus.OVERRIDDEN, order
+        assert alerts[-1].trigger_event_id == override.id, order
+    clinic = TenantPolicy(frozenset({"ehr-adapter"}), frozenset({CARE}))
+    acknowledgements = readable_document(replay([*care, override, elsewhere]), CARE, clinic)
+    assert [entry["event_id"] for entry in acknowledgements["acknowledgements"].values()] == [
+        override.id
+    ]
+
+
+@pytest.mark.parametrize(
+    ("elsewhere", "held_for_research"),
+    [
+        pytest.param(
+            allergy("peanut", RESEARCH, day=-1, allergy_id="pen", substance="peanut"),
+            "peanut",
+            id="an allergy recorded for research under the care allergy's id, dated before it",
+        ),
+        pytest.param(
+            make_event(
+                "MedicationPrescribed",
+                "other-drug",
+                at=2 * DAY,
+                payload={"prescription_id": "amox", "drug": "metformin"},
+                purpose=RESEARCH,
+            ),
+            "metformin",
+            id="a prescription recorded for research under the care prescription's id",
+        ),
+    ],
+)
+def test_a_record_for_another_purpose_under_a_care_id_takes_nothing_from_care(
+    elsewhere: Event, held_for_research: str
+) -> None:
+    care = [allergy("pen", CARE), rx("amox", "amoxicillin", CARE)]
+    for order in permutations([*care, elsewhere]):
+        alerts = [a for a in run(list(order), RULES) if a.rule_id == "drug-allergy-conflict"]
+        assert [(a.status, a.purpose) for a in alerts] == [(AlertStatus.RAISED, CARE)], order
+    state = replay([*care, elsewhere])
+    clinic = TenantPolicy(frozenset({"ehr-adapter"}), frozenset({CARE, RESEARCH}))
+    in_care = readable_document(state, CARE, clinic)
+    assert [a["substance"] for a in in_care["allergies"]] == ["penicillin"]
+    assert [m["drug"] for m in in_care["medications"]["active"]] == ["amoxicillin"]
+    for_research = readable_document(state, RESEARCH, clinic)
+    held = [a["substance"] for a in for_research["allergies"]]
+    held += [m["drug"] for m in for_research["medications"]["active"]]
+    assert held == [held_for_research]

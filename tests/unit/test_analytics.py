@@ -1800,7 +1800,7 @@ def test_a_reversal_that_needs_confirmation_shows_the_held_value_and_the_conflic
     client: Client, held_claims: str
 ) -> None:
     document = state_document(replay(CLAIM_HISTORIES["silent"]))
-    conflict = document["preferences"]["seat"]["needs_confirmation"]
+    conflict = document["preferences"]["care"]["seat"]["needs_confirmation"]
     assert conflict is not None
     sql = (
         "SELECT value, value_json, event_id, needs_confirmation FROM preferences "
@@ -1816,6 +1816,8 @@ def test_a_value_told_for_another_purpose_does_not_show_through_a_later_claim(
     assert [row[result.columns.index("value")] for row in result.rows] == ["dutch"]
     assert "esperanto" not in _text(result)
     assert "history" not in result.columns
+    research = query(client, "SELECT value FROM preferences WHERE key = 'language'", C, RESEARCH)
+    assert research.rows == [["esperanto"]]
 
 
 def test_a_retracted_claim_gives_way_to_the_value_the_fold_holds_again(
@@ -2054,8 +2056,8 @@ HELD_CLAIM_CASES = [
         PREFERENCE_NAMES,
         RESEARCH,
         {},
-        ["consenting/newsletter", "silent/newsletter"],
-        id="given research then research preferences, not one an older research claim lost",
+        ["consenting/newsletter", "silent/language", "silent/newsletter"],
+        id="given research then research preferences, one whose key care restated later too",
     ),
     pytest.param(
         FACT_NAMES,

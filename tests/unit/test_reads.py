@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from projections.gate import TenantPolicy
-from projections.reads import DEFAULT_PURPOSE, readable_document, readable_document_as_of
+from projections.reads import readable_document, readable_document_as_of
 from projections.state import replay
-from schemas.events import Event
+from schemas.events import DEFAULT_PURPOSE, Event
 from tests.factories import T0, make_event
 
 CLINIC = TenantPolicy(frozenset({"ehr-adapter"}), frozenset({"care"}))
