@@ -23,7 +23,7 @@ from rules.knowledge.model import (
     DrugResolution,
     MatchLevel,
 )
-from rules.knowledge.severe_reactions import anaphylaxis
+from rules.knowledge.severe_reactions import life_threatening_reaction
 from schemas.alerts import DrugAllergyFinding, Evidence, Severity
 from schemas.events import (
     AllergyType,
@@ -98,8 +98,9 @@ def severity_for(
     cutaneous adverse reaction the allergy records (SJS, TEN, DRESS, AGEP, in its text or its
     reactions) is a severe reaction whatever severity it was given, and an immune-mediated one
     even in a record typed as an intolerance; so is a reaction whose manifestation names
-    anaphylaxis ("Anaphylaxis", "anaphylactic shock", SNOMED CT 39579001) whatever severity it
-    was given (or none), and an allergy whose own text names it ("amoxicillin - anaphylaxis").
+    anaphylaxis ("Anaphylaxis", "anaphylactic shock", SNOMED CT 39579001) or angioedema
+    whatever severity it was given (or none), and an allergy whose own text names it
+    ("amoxicillin - anaphylaxis", "lisinopril angioedema").
     A record that does not say its type is an intolerance when every reaction it records is a
     known `side_effect` of its substance ("codeine - nausea"); a record typed as an allergy
     stays one.
@@ -109,9 +110,10 @@ def severity_for(
         return None
     severe_reaction = (
         severe_cutaneous_reaction
-        or anaphylaxis(allergy.substance) is not None
+        or life_threatening_reaction(allergy.substance) is not None
         or any(
-            reaction.severity is ReactionSeverity.SEVERE or anaphylaxis(reaction.manifestation)
+            reaction.severity is ReactionSeverity.SEVERE
+            or life_threatening_reaction(reaction.manifestation)
             for reaction in allergy.reactions
         )
     )

@@ -21,7 +21,11 @@ from rules.knowledge.recognise import (
     spells_codes,
     with_written_coding,
 )
-from rules.knowledge.severe_reactions import SCAR_SOURCE, anaphylaxis, severe_cutaneous_reaction
+from rules.knowledge.severe_reactions import (
+    SCAR_SOURCE,
+    life_threatening_reaction,
+    severe_cutaneous_reaction,
+)
 from rules.knowledge.tables import ANY_DRUG, CLASS_PREFIX, KnowledgeTables, load_tables
 from schemas.allergy_statements import statement_categories
 
@@ -109,7 +113,9 @@ class BundledKnowledge:
         severe = severe_cutaneous_reaction(allergen, *reactions)
         side_effect = (
             None
-            if severe is not None or doubt is not None or anaphylaxis(allergen, *reactions)
+            if severe is not None
+            or doubt is not None
+            or life_threatening_reaction(allergen, *reactions)
             else self._side_effect(allergy.concepts, (kept, *reactions))
         )
         outcome = (

@@ -16,7 +16,7 @@ alerting rules only.
 from __future__ import annotations
 
 from rules.knowledge.model import Coding, CrossReactivity, DrugKnowledge, MatchLevel
-from rules.knowledge.severe_reactions import anaphylaxis
+from rules.knowledge.severe_reactions import life_threatening_reaction
 
 BASE_SEVERITY: dict[MatchLevel, str] = {
     MatchLevel.SAME_INGREDIENT: "critical",
@@ -38,12 +38,15 @@ _ORDER = ("info", "warning", "critical")
 
 def severity(verdict: CrossReactivity, allergy_texts: tuple[str, ...] = ()) -> str:
     """The severity of a judgement: its level's, raised after a severe cutaneous adverse
-    reaction the allergy records or an anaphylaxis one of `allergy_texts` (its text, its
+    reaction the allergy records or an anaphylaxis or angioedema one of `allergy_texts` (its text, its
     reactions' manifestations) names, one step lower for an intolerance its reactions show."""
     base = base_severity(verdict.level)
     if base == "none":
         return base
-    if verdict.severe_cutaneous_reaction is not None or anaphylaxis(*allergy_texts) is not None:
+    if (
+        verdict.severe_cutaneous_reaction is not None
+        or life_threatening_reaction(*allergy_texts) is not None
+    ):
         if verdict.level is MatchLevel.PARTIAL:
             return "critical"
         if verdict.level is MatchLevel.LOW_RISK and verdict.test_first_after_severe_reaction:

@@ -15,7 +15,10 @@ Anaphylaxis (anaphylactic shock, SNOMED CT 39579001, or an anaphylactoid reactio
 reaction by definition, whatever severity a record gives it: a systemic reaction that can kill
 (Shaker MS et al., Anaphylaxis - a 2020 practice parameter update, J Allergy Clin Immunol
 2020;145:1082-123; it is what makes an allergy of high criticality in FHIR's
-AllergyIntolerance). `anaphylaxis` finds it in a reaction's manifestation.
+AllergyIntolerance). So is angioedema, a swelling that can close the airway: after angioedema
+on an ACE inhibitor, sacubitril/valsartan is contraindicated and another ACE inhibitor is not
+given (ENTRESTO US prescribing information; Khan DA et al. 2022, above).
+`life_threatening_reaction` finds either in a reaction's manifestation or an allergy's text.
 
 A reaction coded only names them by their SNOMED CT codes: Stevens-Johnson syndrome 73442001,
 toxic epidermal necrolysis 23067006.
@@ -77,20 +80,23 @@ def severe_cutaneous_reaction(*texts: str) -> str | None:
     return None
 
 
-_ANAPHYLAXIS: Final = re.compile(
-    r"\banaphyla(?:xis|xes|ctic|ctoid)\w*|\b39579001\b|过敏性休克|严重过敏反应", re.IGNORECASE
+_LIFE_THREATENING: Final = re.compile(
+    r"\banaphyla(?:xis|xes|ctic|ctoid)\w*|\b39579001\b|过敏性休克|严重过敏反应"
+    r"|\bangio-?o?edema\w*|\bquincke'?s?\b|血管性水肿|血管神经性水肿",
+    re.IGNORECASE,
 )
 _ANSWERED_NO: Final = re.compile(r"\s*[:=]\s*(?:no|n|none|false|negative)\b", re.IGNORECASE)
 """A field about the reaction answered no ("Anaphylaxis: No")."""
 
 
-def anaphylaxis(*manifestations: str) -> str | None:
+def life_threatening_reaction(*manifestations: str) -> str | None:
     """The first manifestation that names anaphylaxis ("Anaphylaxis", "anaphylactic shock",
-    "39579001"), as written, or None when none does; a denied one ("no anaphylaxis",
-    "anaphylaxis ruled out", "Anaphylaxis: No") is not."""
+    "39579001") or angioedema ("angioedema", "angio-oedema", "Quincke's oedema"), as written,
+    or None when none does; a denied one ("no anaphylaxis", "angioedema ruled out",
+    "Anaphylaxis: No") is not."""
     for manifestation in manifestations:
         written = unicodedata.normalize("NFKC", manifestation)
-        for match in _ANAPHYLAXIS.finditer(written):
+        for match in _LIFE_THREATENING.finditer(written):
             denied_before = _DENIED.search(written, 0, match.start()) is not None
             denied_after = any(
                 pattern.match(written, match.end()) is not None

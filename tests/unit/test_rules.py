@@ -684,6 +684,11 @@ def test_given_an_unconfirmed_low_criticality_allergy_with_anaphylaxis_then_it_i
         ("amoxicillin - anaphylaxis", "ceftriaxone", Severity.INFO, "info"),
         ("amoxicillin, no anaphylaxis", "cefalexin", Severity.INFO, "warning"),
         ("amoxicillin - rash", "cefalexin", Severity.INFO, "warning"),
+        ("lisinopril angioedema", "Entresto", Severity.CRITICAL, "critical"),
+        ("ACE inhibitor angio-oedema", "sacubitril/valsartan", Severity.CRITICAL, "critical"),
+        ("lisinopril - cough", "Entresto", Severity.INFO, "info"),
+        ("lisinopril angioedema", "losartan", Severity.INFO, "info"),
+        ("lisinopril, angioedema ruled out", "Entresto", Severity.INFO, "warning"),
     ],
 )
 def test_given_anaphylaxis_named_in_the_allergy_text_then_it_counts_as_a_severe_reaction(
@@ -693,7 +698,8 @@ def test_given_anaphylaxis_named_in_the_allergy_text_then_it_counts_as_a_severe_
     allergy lists do, is as severe as one whose reaction says it: an unconfirmed low-criticality
     record is not lowered (others are, in the alert; check-drug does not know the record's
     verification and criticality) and a partial cross-reactivity is critical, in the alert and
-    in check-drug alike; a denied anaphylaxis is not one."""
+    in check-drug alike; a denied anaphylaxis is not one. Angioedema counts as anaphylaxis does
+    (sacubitril/valsartan is contraindicated after ACE-inhibitor angioedema)."""
     knowledge = load_bundled_knowledge()
     (alert,) = run(
         [allergy(substance=substance, **UNCONFIRMED_LOW), rx("rx-1", drug)],
