@@ -418,7 +418,7 @@ def _blank_text(event: Event) -> tuple[Problem, ...]:
     spaces only: it says nothing, as empty text would, which the model refuses; held, a blank
     substance would stand on the allergy list as an allergy to nothing."""
     return tuple(
-        Problem(ReasonCode.INVALID_RECORD, f"{path} is blank (spaces only)")
+        Problem(ReasonCode.INVALID_RECORD, f"{path} is blank (spaces or invisible characters only)")
         for path in blank_required_text(event)
     )
 

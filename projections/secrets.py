@@ -2,7 +2,8 @@
 
 Findings name the kind of secret and where it was, never the secret itself. Text is read in its
 NFKC form, so a full-width colon (U+FF1A) after `password`, full-width letters or digits and the
-no-break spaces (U+00A0, U+202F) read as their plain forms.
+no-break spaces (U+00A0, U+202F) read as their plain forms, and without its invisible format
+characters (a zero-width space, U+200B, between a card number's groups hides nothing).
 """
 
 from __future__ import annotations
@@ -17,13 +18,21 @@ from pydantic import BaseModel
 from schemas.base import field_names
 from schemas.events import Event
 
-_CREDENTIAL_WORD = r"(?:password|passwd|pwd|passcode|secret|api[_ -]?key|access[_ -]?token|token)"
+_LOGIN_TERMS = (
+    r"password|passwd|pwd|passcode|passwort|kennwort|wachtwoord|mot de passe|contrase[ñn]a|senha"
+)
+_CREDENTIAL_WORD = (
+    rf"(?:[a-z0-9]+[_-])*(?:{_LOGIN_TERMS}|secret|api[_ -]?key|access[_ -]?token|token)"
+    r"(?:[_-][a-z0-9]+)*"
+)
+"""A word that names a credential, alone or in a setting's name (`aws_secret_access_key`,
+`client_secret`, `db_password`)."""
 _CREDENTIAL_VALUE = r"(?=\S*?(?:\d|[a-z][A-Z]|[_@#$%^&*+=\\|<>~`]))\S{4,}"
 """A run of four or more characters without spaces that holds a digit, a symbol or a capital
 letter after a small one (`hunter22`, `p@ss`, `eyJhbGci`): what a credential looks like, and
 what an ordinary word (`Secret: patient does not want family informed`) does not."""
 
-_LOGIN_WORD = r"(?:password|passwd|pwd|passcode)"
+_LOGIN_WORD = rf"(?:{_LOGIN_TERMS})"
 """A password given as the whole of its line (`password: letmein`) is one, whatever it looks
 like; `Password: reset by the IT desk` goes on in words and is not."""
 
@@ -38,6 +47,10 @@ _TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
     ("an AWS access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    (
+        "a credential in a URL",
+        re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:[^\s/@]+@"),
+    ),
     ("a GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{22,}")),
     ("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
     (
@@ -63,15 +76,16 @@ _TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _ANY_TOKEN = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern in _TOKEN_PATTERNS))
 """Matches wherever one of the token patterns does: most text matches none, so it is searched
 once instead of once per pattern."""
-_DIGITS_IN_A_ROW = re.compile(r"\d(?:[ .-]?\d){12}")
-"""Thirteen digits with at most one space, dot or hyphen between two: every card number as it is
-written holds them, and most text does not (the quick test before candidates are read)."""
+_DIGITS_IN_A_ROW = re.compile(r"\d(?:[ .\-/_\t]?\d){12}")
+"""Thirteen digits with at most one separator (space, dot, hyphen, slash, underscore or tab)
+between two: every card number as it is written holds them, and most text does not (the quick
+test before candidates are read)."""
 _DIGIT_RUN = re.compile(r"(?<![\d+])\d{13,19}(?!\d)")
 """13 to 19 digits in a row; letters may touch them (`visa4111111111111111`)."""
-_DIGIT_GROUPS = re.compile(r"(?<![\w.-])\d+([ .-])\d+(?:\1\d+)*(?![\w-]|\.\d)")
+_DIGIT_GROUPS = re.compile(r"(?<![\w.\-/])\d+([ .\-/_\t])\d+(?:\1\d+)*(?![\w\-/]|\.\d)")
 """Groups of digits split by one kind of separator (`4111 1111 1111 1111`, `4111.1111.1111.1111`,
-`4111-1111-1111-1111`) that touch no word, hyphen or dot: the parts of a UUID or of a dotted
-version are not a card number."""
+`4111-1111-1111-1111`, a slash, an underscore or a tab) that touch no word, hyphen, slash or
+dot: the parts of a UUID or of a dotted version are not a card number."""
 
 _CARD_BRANDS: tuple[tuple[str, str, frozenset[int]], ...] = (
     ("4", "4", frozenset({13, 16, 19})),  # Visa
@@ -166,7 +180,7 @@ def _card_candidates(text: str) -> Iterator[str]:
         separator = match.group(1)
         groups = match.group().split(separator)
         after_plus = text[match.start() - 1 : match.start()] == "+"
-        if separator != " ":
+        if separator not in " \t":
             if not after_plus:
                 yield "".join(groups)
             continue
@@ -180,6 +194,10 @@ def _card_candidates(text: str) -> Iterator[str]:
 
 
 def _readable(text: str) -> str:
+    """`text` in NFKC form without invisible format characters (Unicode category Cf)."""
+    if text.isascii():
+        return text
+    text = "".join(char for char in text if unicodedata.category(char) != "Cf")
     return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
 
 
@@ -205,8 +223,9 @@ still apply."""
 
 
 def text_fields(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    """Every string inside a model, tuple or list, with its dotted path; an integer as its
-    digits (a card number sent as a number is still a card number)."""
+    """Every string inside a model, tuple or list, with its dotted path; an integer, or a
+    floating-point whole number, as its digits (a card number sent as a number is still a card
+    number)."""
     if isinstance(value, str):
         yield path, value
         return
@@ -221,8 +240,8 @@ def text_fields(value: Any, path: str) -> Iterator[tuple[str, str]]:
     for part_path, item in parts:
         if isinstance(item, str):
             yield part_path, item
-        elif isinstance(item, int) and not isinstance(item, bool):
-            yield part_path, str(item)
+        elif (digits := _digits_of(item)) is not None:
+            yield part_path, digits
         elif isinstance(item, BaseModel | tuple | list):
             yield from text_fields(item, part_path)
 
@@ -240,11 +259,23 @@ def _texts(value: Any, found: list[str]) -> None:
             _part_texts(item, found)
 
 
+def _digits_of(number: Any) -> str | None:
+    """The digits of an integer or of a whole floating-point number below 10^19 (a card
+    number sent as 4111111111111111.0); None for anything else."""
+    if isinstance(number, bool):
+        return None
+    if isinstance(number, int):
+        return str(number)
+    if isinstance(number, float) and number.is_integer() and abs(number) < 1e19:
+        return str(int(number))
+    return None
+
+
 def _part_texts(item: Any, found: list[str]) -> None:
     if isinstance(item, str):
         found.append(item)
-    elif isinstance(item, int) and not isinstance(item, bool):
-        found.append(str(item))
+    elif (digits := _digits_of(item)) is not None:
+        found.append(digits)
     elif isinstance(item, BaseModel | tuple | list):
         _texts(item, found)
 

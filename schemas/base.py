@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from functools import cache
@@ -53,13 +54,23 @@ def field_names(model: type[BaseModel]) -> tuple[str, ...]:
     return tuple(model.model_fields)
 
 
+def says_nothing(text: str) -> bool:
+    """Whether `text` holds only spaces and characters that do not show (a zero-width space)."""
+    if text.isascii():
+        return not text.strip()
+    return all(char.isspace() or unicodedata.category(char) in _UNSEEN for char in text)
+
+
+_UNSEEN: Final = frozenset({"Cf", "Cc", "Zs", "Zl", "Zp"})
+
+
 def blank_required_text(model: BaseModel, path: str = "") -> Iterator[str]:
     """The paths (`payload.codes.0.code`) of text fields that must not be empty (`min_length`)
-    but hold spaces only, in `model` and the records it holds."""
+    but hold spaces or invisible characters only, in `model` and the records it holds."""
     required, nested = _text_fields(type(model))
     for name in required:
         value = getattr(model, name)
-        if isinstance(value, str) and not value.strip():
+        if isinstance(value, str) and says_nothing(value):
             yield f"{path}.{name}" if path else name
     for name in nested:
         value, where = getattr(model, name), f"{path}.{name}" if path else name

@@ -245,7 +245,7 @@ def test_given_text_with_unicode_line_separators_then_each_subject_stays_one_jso
     tmp_path: Path,
 ) -> None:
     event = json.loads(SAMPLE.read_text(encoding="utf-8").splitlines()[0])
-    event["payload"]["trip_id"] = "first\u2028second\u2029third\u0085fourth"
+    event["source_ref"] = "first\u2028second\u2029third\u0085fourth"
     path = tmp_path / "separators.ndjson"
     path.write_text(json.dumps(event, ensure_ascii=False) + "\n", encoding="utf-8")
     code, subjects, stderr = _replay_json(path)

@@ -928,6 +928,18 @@ def test_given_a_correction_by_an_inference_then_it_never_overrides_an_explicit_
             id="given a note with a terminal escape sequence then it is refused",
         ),
         pytest.param(
+            {},
+            {"key": "di\u200bet", "value": "vegan"},
+            "payload.key holds a character that does not print (U+200B)",
+            id="given a preference key with a zero-width space, another key, then it is refused",
+        ),
+        pytest.param(
+            {},
+            {"key": "\uff44iet", "value": "vegan"},
+            "payload.key holds a character its NFKC form writes otherwise (U+FF44)",
+            id="given a preference key with a full-width letter then it is refused",
+        ),
+        pytest.param(
             {"source_ref": "chat/42\x07"},
             None,
             "source_ref holds a control character (U+0007)",

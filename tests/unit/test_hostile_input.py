@@ -106,6 +106,12 @@ BLANK = [
         id="a code",
     ),
     pytest.param("PreferenceStated", {"purpose": "  "}, "purpose", id="purpose"),
+    pytest.param(
+        "AllergyRecorded",
+        {"payload": {"substance": "\u200b"}},
+        "payload.substance",
+        id="substance of a zero-width space",
+    ),
 ]
 
 

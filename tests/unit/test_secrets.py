@@ -104,6 +104,15 @@ def test_given_a_card_number_sent_as_a_number_then_it_is_found() -> None:
     assert [(f.field, f.kind) for f in found] == [("payload.reference", "a payment card number")]
 
 
+def test_given_a_card_number_sent_as_a_whole_floating_point_number_then_it_is_found() -> None:
+    class Fact(BaseModel):
+        value: float
+
+    assert [f.kind for f in secrets_in(FreeText({"payload": Fact(value=4111111111111111.0)}))] == [
+        "a payment card number"
+    ]
+
+
 def test_given_a_card_number_split_across_two_strings_then_nothing_is_found() -> None:
     claim = Claim(text="4111 1111", reactions=(), tags=["1111 1111"])
     assert secrets_in(FreeText({"payload": claim})) == []
@@ -249,6 +258,43 @@ def test_a_card_number_is_found_but_not_an_international_phone_number(
             "a payment card number",
             id="given full-width digits then a card",
         ),
+        pytest.param(
+            "4111\u200b1111\u200b1111\u200b1111",
+            "a payment card number",
+            id="given groups split by zero-width spaces then a card",
+        ),
+        pytest.param(
+            "card 4111\t1111\t1111\t1111",
+            "a payment card number",
+            id="given groups split by tabs then a card",
+        ),
+        pytest.param(
+            "card 4111/1111/1111/1111",
+            "a payment card number",
+            id="given groups split by slashes then a card",
+        ),
+        pytest.param(
+            "card 4111_1111_1111_1111",
+            "a payment card number",
+            id="given groups split by underscores then a card",
+        ),
+        pytest.param(
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "a credential assignment",
+            id="given a secret key in a setting's name then a credential",
+        ),
+        pytest.param(
+            "client_secret: 9f8e7d6c5b4a",
+            "a credential assignment",
+            id="given a client secret then a credential",
+        ),
+        pytest.param(
+            "portal https://anna:S3cretPass@example.com/login",
+            "a credential in a URL",
+            id="given a user and password in a URL then a credential",
+        ),
+        pytest.param("Passwort: Geheim123", "a credential assignment", id="given Passwort"),
+        pytest.param("wachtwoord: zomer2024", "a credential assignment", id="given wachtwoord"),
     ],
 )
 def test_given_a_secret_then_its_kind_is_found(text: str, kind: str) -> None:
@@ -278,6 +324,10 @@ def test_given_a_secret_then_its_kind_is_found(text: str, kind: str) -> None:
         pytest.param(
             "uuid a4111111-1111-1111-1110-abcdef012345", id="given the digit groups of a UUID"
         ),
+        pytest.param("see https://example.com/a:b/c@d", id="given a URL without a user"),
+        pytest.param("mailto anna@example.com, phone 020/123/4567", id="given an address"),
+        pytest.param("seen 12/01/2024 and 13/01/2024", id="given dates with slashes"),
+        pytest.param("pass\u200bword reset on Monday", id="given a zero-width space in prose"),
     ],
 )
 def test_given_text_without_a_secret_then_nothing_is_found(text: str) -> None:
