@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from projections.queries import (
     MEDICATION_STANDINGS,
     claim_history,
+    claim_views_at,
     events_in_order,
     medication_standing,
     open_conflicts,
@@ -30,7 +31,6 @@ from projections.state import Kind, UserState, initial_state, keyed_for, replay
 from projections.views import (
     DEFAULT_POLICY,
     AllergyView,
-    ClaimView,
     Conflict,
     FoldPolicy,
     MedicationView,
@@ -138,8 +138,13 @@ def forget_events(events: Iterable[Event]) -> None:
                 del memo[id(event)]
 
 
-def state_document(state: UserState, *, policy: FoldPolicy = DEFAULT_POLICY) -> dict[str, Any]:
-    """The readable state: every view, without the folded events themselves."""
+def state_document(
+    state: UserState, *, policy: FoldPolicy = DEFAULT_POLICY, moment: datetime | None = None
+) -> dict[str, Any]:
+    """The readable state: every view, without the folded events themselves. Preferences, facts
+    and their conflicts are resolved at `moment` (default: the state's `as_of`) from the
+    statements in force then (`claim_views_at`)."""
+    moment = state.as_of if moment is None else moment
     document: dict[str, Any] = {
         "document_version": DOCUMENT_VERSION,
         "tenant_id": state.tenant_id,
@@ -151,9 +156,9 @@ def state_document(state: UserState, *, policy: FoldPolicy = DEFAULT_POLICY) -> 
         "allergies": [_allergy(view) for view in state.allergy_views()],
         "medications": _medications(state.medication_views(), state.as_of),
         "trips": [_trip(trip) for trip in trips(state)],
-        "preferences": _claims(state, Kind.PREFERENCE, state.preference_views(), policy),
-        "facts": _claims(state, Kind.FACT, state.fact_views(), policy),
-        "conflicts": [_conflict(conflict) for conflict in open_conflicts(state)],
+        "preferences": _claims(state, Kind.PREFERENCE, moment, policy),
+        "facts": _claims(state, Kind.FACT, moment, policy),
+        "conflicts": [_conflict(conflict) for conflict in open_conflicts(state, moment, policy)],
         "consents": {
             view.purpose: {
                 "granted": view.granted,
@@ -307,7 +312,7 @@ def _by_purpose(entries: Iterable[tuple[str, str, dict[str, Any]]]) -> dict[str,
 
 
 def _claims(
-    state: UserState, kind: Kind, views: list[ClaimView], policy: FoldPolicy
+    state: UserState, kind: Kind, moment: datetime | None, policy: FoldPolicy
 ) -> dict[str, Any]:
     return _by_purpose(
         (
@@ -325,12 +330,12 @@ def _claims(
                         "replaced_by": entry.replaced_by,
                     }
                     for entry in claim_history(
-                        state, kind, keyed_for(kind, view.key, view.winner.purpose), policy
+                        state, kind, keyed_for(kind, view.key, view.winner.purpose), policy, moment
                     )
                 ],
             },
         )
-        for view in views
+        for view in claim_views_at(state, kind, moment, policy)
     )
 
 

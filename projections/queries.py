@@ -145,8 +145,55 @@ def medication_standing(view: MedicationView, moment: datetime | None) -> str:
     return ACTIVE
 
 
-def open_conflicts(state: UserState) -> list[Conflict]:
-    views = [*state.preference_views(), *state.fact_views()]
+def _in_force_members(timeline: Timeline[ClaimView], moment: datetime | None) -> list[Event] | None:
+    """The statements of a key that count and are in force at `moment`, when only some are:
+    None when all are, or none (the key's resolution over all of them stands)."""
+    if moment is None:
+        return None
+    members = timeline.effective()
+    in_force = [event for event in members if valid_at(event, moment)]
+    return None if len(in_force) in (0, len(members)) else in_force
+
+
+def claim_views_at(
+    state: UserState, kind: Kind, moment: datetime | None, policy: FoldPolicy = DEFAULT_POLICY
+) -> list[ClaimView]:
+    """The preference or fact views at `moment`, by key: each key folded from its statements in
+    force then, when only some are (a held claim whose `valid_until` has passed gives way to the
+    statement that disputed it, or that it outranked; one whose `valid_from` is still to come is
+    not held yet), else its resolution over all of them."""
+    return [
+        view
+        for key in sorted(state.timelines(kind).keys())
+        if (view := claim_view_at(state, kind, key, moment, policy)) is not None
+    ]
+
+
+def claim_view_at(
+    state: UserState,
+    kind: Kind,
+    key: str,
+    moment: datetime | None,
+    policy: FoldPolicy = DEFAULT_POLICY,
+) -> ClaimView | None:
+    """The view of one preference or fact key (its timeline key) at `moment`: see
+    `claim_views_at`."""
+    timeline: Timeline[ClaimView] | None = state.timelines(kind).get(key)
+    if timeline is None:
+        return None
+    in_force = _in_force_members(timeline, moment)
+    return timeline.resolution if in_force is None else fold(in_force, step_for(kind, policy))
+
+
+def open_conflicts(
+    state: UserState, moment: datetime | None = None, policy: FoldPolicy = DEFAULT_POLICY
+) -> list[Conflict]:
+    """The open conflicts of the preference and fact keys at `moment` (default: every
+    statement, whatever its validity)."""
+    views = [
+        *claim_views_at(state, Kind.PREFERENCE, moment, policy),
+        *claim_views_at(state, Kind.FACT, moment, policy),
+    ]
     return [view.conflict for view in views if view.conflict is not None]
 
 
@@ -158,20 +205,31 @@ class ClaimHistoryEntry(NamedTuple):
 
 
 def claim_history(
-    state: UserState, kind: Kind, key: str, policy: FoldPolicy = DEFAULT_POLICY
+    state: UserState,
+    kind: Kind,
+    key: str,
+    policy: FoldPolicy = DEFAULT_POLICY,
+    moment: datetime | None = None,
 ) -> list[ClaimHistoryEntry]:
-    """Every statement about a preference/fact key, oldest first, with what became of it.
+    """Every statement about a preference/fact key, oldest first, with what became of it (at
+    `moment`, as `claim_views_at` resolves the key then; default: whatever their validity).
 
     status: `current` (the value in force), `superseded` (was in force, replaced by a later
     statement), `corrected` (explicitly replaced via `supersedes`), `retracted`, `challenging`
     (disagrees with the value in force; see the open conflict), `not_adopted` (outranked, e.g.
-    an inference against an explicit statement). `replaced_by` names the statement that took
-    its place: none for a statement whose correction was retracted (it holds again).
+    an inference against an explicit statement), and at a moment when only some statements are
+    in force, `expired` (its `valid_until` has passed) or `scheduled` (its `valid_from` is
+    still to come). `replaced_by` names the statement that took its place: none for a
+    statement whose correction was retracted (it holds again).
     """
     timeline: Timeline[ClaimView] | None = state.timelines(kind).get(key)
     if timeline is None:
         return []
-    replaced_by, final = _winner_changes(timeline, kind, policy)
+    in_force = _in_force_members(timeline, moment)
+    replaced_by, final = _winner_changes(
+        timeline.effective() if in_force is None else in_force, kind, policy
+    )
+    window = None if in_force is None else moment
     correctors = {
         e.supersedes: e.id
         for e in timeline.members.values()
@@ -181,7 +239,7 @@ def claim_history(
         ClaimHistoryEntry(
             event,
             claim_value(event),
-            _status(event, timeline, final, replaced_by),
+            _status(event, timeline, final, replaced_by, window),
             correctors.get(event.id) or replaced_by.get(event.id),
         )
         for event in sorted(timeline.members.values(), key=sort_key)
@@ -189,12 +247,12 @@ def claim_history(
 
 
 def _winner_changes(
-    timeline: Timeline[ClaimView], kind: Kind, policy: FoldPolicy
+    statements: list[Event], kind: Kind, policy: FoldPolicy
 ) -> tuple[dict[str, str], ClaimView | None]:
     step = step_for(kind, policy)
     replaced_by: dict[str, str] = {}
     view: ClaimView | None = None
-    for event in timeline.effective():
+    for event in statements:
         previous = view
         view = step(view, event)
         if previous is not None and view is not None and previous.winner.id != view.winner.id:
@@ -207,11 +265,16 @@ def _status(
     timeline: Timeline[ClaimView],
     final: ClaimView | None,
     replaced_by: dict[str, str],
+    moment: datetime | None,
 ) -> str:
     if event.id in timeline.retracted:
         return "retracted"
     if event.id in timeline.superseded:
         return "corrected"
+    if moment is not None and not valid_at(event, moment):
+        return (
+            "scheduled" if event.valid_from is not None and moment < event.valid_from else "expired"
+        )
     if final is not None and event.id == final.winner.id:
         return "current"
     if event.id in replaced_by:

@@ -134,7 +134,7 @@ def _readable_medications(
 
 
 def _restricted(state: UserState, check: _Filter, policy: FoldPolicy) -> dict[str, Any]:
-    document = state_document(state, policy=policy)
+    document = state_document(state, policy=policy, moment=check.moment)
     document["allergies"] = [
         a for a in document["allergies"] if check.allows(a["recorded"], health=True)
     ]

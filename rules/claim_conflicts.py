@@ -1,9 +1,10 @@
 """Contradictions the fold would not settle alone: a quick explicit reversal of a preference,
 or equal-rank statements of a fact that disagree. The alert asks for confirmation while the
-disagreement is in force at the subject's time: the held claim and a challenger recorded for
-its purpose both inside their validity windows (a challenger whose window has closed, or not
-yet opened, disputes nothing now; neither does one that challenges a held claim out of its
-window, nor one stated for another purpose)."""
+disagreement is in force at the subject's time: the key is weighed from its statements in
+force then (`claim_view_at`), so a challenger whose window has closed, or not yet opened,
+disputes nothing now, and when the held claim's window closes the statements still in force
+are weighed among themselves (two of them that disagree ask for confirmation in their turn).
+A statement made for another purpose is another key's (`PURPOSE_BOUND`)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from datetime import datetime
 from typing import ClassVar
 from uuid import UUID
 
+from projections.queries import claim_view_at
 from projections.state import Kind, UserState
-from projections.views import ClaimView, Conflict, claim_value, valid_at
+from projections.views import DEFAULT_POLICY, Conflict, FoldPolicy, claim_value, valid_at
 from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id
 from schemas.alerts import Severity
 
@@ -33,6 +35,9 @@ RULE = RuleRef(
 @dataclass(frozen=True)
 class ClaimConflictRule:
     ref: RuleRef = RULE
+    policy: FoldPolicy = DEFAULT_POLICY
+    """The fold's conflict policy: the rule weighs the statements in force at the subject's
+    `as_of` as the fold weighs them (an expired held claim gives way to its challengers)."""
     watches: ClassVar[frozenset[Kind]] = frozenset({Kind.PREFERENCE, Kind.FACT})
 
     def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
@@ -41,8 +46,7 @@ class ClaimConflictRule:
             timelines = state.timelines(kind)
             keys = timelines.keys() if focus is None else [key for k, key in focus if k is kind]
             for key in keys:
-                timeline = timelines.get(key)
-                view: ClaimView | None = None if timeline is None else timeline.resolution
+                view = claim_view_at(state, kind, key, state.as_of, self.policy)
                 conflict = None if view is None else view.conflict
                 if conflict is not None and _in_force(conflict, state.as_of):
                     finding = _finding(kind, conflict.key, conflict)

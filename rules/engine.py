@@ -21,12 +21,15 @@ from schemas.alerts import Alert, AlertStatus
 from schemas.events import AcknowledgementAction, AlertAcknowledged, ClaimRetracted, Event
 
 
-def default_rules(knowledge: DrugKnowledge) -> tuple[Rule, ...]:
+def default_rules(
+    knowledge: DrugKnowledge, policy: FoldPolicy = DEFAULT_POLICY
+) -> tuple[Rule, ...]:
+    """The rules in use, judging with `knowledge`; `policy` is the fold's conflict policy."""
     return (
         DrugAllergyRule(knowledge),
         DuplicateTherapyRule(knowledge),
         AllergyListRule(knowledge),
-        ClaimConflictRule(),
+        ClaimConflictRule(policy=policy),
         PolypharmacyRule(knowledge),
     )
 

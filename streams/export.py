@@ -78,7 +78,7 @@ def _fates(state: UserState) -> dict[str, str]:
     fates: dict[str, str] = {}
     for kind in (Kind.PREFERENCE, Kind.FACT):
         for key in state.timelines(kind):
-            for entry in claim_history(state, kind, key):
+            for entry in claim_history(state, kind, key, moment=state.as_of):
                 fates[entry.event.id] = entry.status
     return fates
 

@@ -21,7 +21,11 @@ from projections.queries import (
 )
 from projections.state import Kind, UserState, replay
 from projections.views import claim_value
+from rules.engine import default_rules
+from rules.knowledge.bundled import load_bundled_knowledge
+from schemas.alerts import AlertStatus
 from tests.factories import T0, event_id, make_event
+from tests.unit.test_rules import run
 
 DAY = timedelta(days=1)
 
@@ -1009,3 +1013,71 @@ def test_given_a_correction_learned_later_then_the_past_keeps_its_time_and_names
     assert [m.prescription_id for m in active_medications(past)] == ["course"]
     assert (view.verification_status.value, view.last_change.event_id) == ("refuted", refuted.id)
     assert state_document(past)["as_of"] == "2024-01-06T09:00:00.000Z"
+
+
+def _later(day: float) -> Any:
+    """An event of another key that moves the subject's time to `day`."""
+    return make_event("TravelRecorded", f"trip-{day}", at=day * DAY)
+
+
+def test_given_the_held_claim_expired_then_the_statement_that_disputed_it_holds() -> None:
+    """A quick reversal of a preference whose held statement has a validity window: while both
+    are in force the key asks for confirmation; once the held one has expired, the reversal is
+    the value (its conflict and alert are over), and the history says why."""
+    held = pref("p1", "vegan", 0, valid_until=T0 + 14 * DAY)
+    reversal = pref("p2", "omnivore", 2)
+    during = state_document(replay([held, reversal, _later(5)]))
+    assert during["preferences"]["care"]["diet"]["value"] == "vegan"
+    assert during["preferences"]["care"]["diet"]["needs_confirmation"] is not None
+    after = _every_order([held, reversal, _later(20)])
+    document = state_document(after)
+    diet = document["preferences"]["care"]["diet"]
+    assert (diet["value"], diet["needs_confirmation"]) == ("omnivore", None)
+    assert [(h["value"], h["status"]) for h in diet["history"]] == [
+        ("vegan", "expired"),
+        ("omnivore", "current"),
+    ]
+    assert document["conflicts"] == []
+    assert open_conflicts(after, after.as_of) == []
+
+
+def test_given_a_statement_not_yet_valid_then_the_one_before_it_holds_until_it_begins() -> None:
+    held = pref("p1", "vegan", 0)
+    scheduled = pref("p2", "omnivore", 10, valid_from=T0 + 30 * DAY)
+    before = state_document(replay([held, scheduled, _later(20)]))["preferences"]["care"]["diet"]
+    assert before["value"] == "vegan"
+    assert [h["status"] for h in before["history"]] == ["current", "scheduled"]
+    begun = state_document(replay([held, scheduled, _later(40)]))["preferences"]["care"]["diet"]
+    assert begun["value"] == "omnivore"
+
+
+def test_given_the_held_claim_of_a_dispute_expired_then_the_statements_in_force_dispute_anew() -> (
+    None
+):
+    """vegan (until day 3) is held against omnivore and pescatarian, each a quick reversal:
+    when vegan expires its alert resolves, and the two still in force, which disagree, ask for
+    confirmation in their turn (an alert of their own)."""
+    statements = [
+        make_event(
+            "PreferenceStated",
+            "p1",
+            at=0 * DAY,
+            payload={"value": "vegan"},
+            valid_until=T0 + 3 * DAY,
+        ),
+        pref("p2", "omnivore", 1),
+        pref("p3", "pescatarian", 2),
+        _later(5),
+    ]
+    alerts = [
+        alert
+        for alert in run(statements, default_rules(load_bundled_knowledge()))
+        if alert.rule_id == "claim-needs-confirmation"
+    ]
+    last = {str(alert.alert_id): alert for alert in alerts}
+    standing = [alert for alert in last.values() if alert.status is AlertStatus.RAISED]
+    (now,) = standing
+    assert set(now.cause) == {f"preference:{event_id('p2')}", f"preference:{event_id('p3')}"}
+    resolved = [alert for alert in last.values() if alert.status is AlertStatus.RESOLVED]
+    assert all(f"preference:{event_id('p1')}" in alert.cause for alert in resolved)
+    assert resolved

@@ -264,7 +264,11 @@ def _diet(name: str, day: int, value: str, **envelope: Any) -> Event:
             [],
             id="every challenger expired: nothing is disputed",
         ),
-        pytest.param({"vegan": T0 + 3 * DAY}, [], id="the held claim expired"),
+        pytest.param(
+            {"vegan": T0 + 3 * DAY},
+            [["omnivore", "pescatarian"]],
+            id="the held claim expired: the two still in force dispute in their turn",
+        ),
     ],
 )
 def test_given_a_conflict_then_a_read_shows_it_while_the_held_claim_and_a_challenger_are_in_force(
