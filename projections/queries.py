@@ -181,8 +181,16 @@ def claim_view_at(
     timeline: Timeline[ClaimView] | None = state.timelines(kind).get(key)
     if timeline is None:
         return None
+    if not _windowed(state, kind, key):
+        return timeline.resolution
     in_force = _in_force_members(timeline, moment)
     return timeline.resolution if in_force is None else fold(in_force, step_for(kind, policy))
+
+
+def _windowed(state: UserState, kind: Kind, key: str) -> bool:
+    """Whether a statement of the key has a validity window (`state.bounds` indexes them): a
+    key without one is in force whole at any moment, its resolution read as it is."""
+    return any(bound_kind is kind and bound_key == key for _, bound_kind, bound_key in state.bounds)
 
 
 def open_conflicts(
