@@ -84,6 +84,20 @@ def _where_json_fails(error: json.JSONDecodeError) -> str:
     return f"not JSON: {error.msg.removesuffix(' at')} at column {error.colno}"
 
 
+def json_type(value: object) -> str:
+    """The JSON name of a decoded value's type (`null`, `array`, `string`...), as a producer
+    wrote it, not Python's."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
 def parse_event(text: str) -> Event:
     """One event from its JSON text; raises `MalformedJson` or `InvalidRecord`."""
     try:
@@ -91,7 +105,7 @@ def parse_event(text: str) -> Event:
     except json.JSONDecodeError as error:
         raise MalformedJson(_where_json_fails(error)) from None
     if not isinstance(document, dict):
-        raise InvalidRecord(f"expected a JSON object, got {type(document).__name__}")
+        raise InvalidRecord(f"expected a JSON object, got {json_type(document)}")
     try:
         return Event.model_validate(document)
     except ValidationError as error:

@@ -597,3 +597,18 @@ def test_given_a_bad_as_of_then_a_usage_error(
     result = runner.invoke(app, ["replay", *files, *options])
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [("null", "null"), ("[]", "an array"), ('"event"', "a string"), ("7", "a number")],
+)
+def test_given_a_line_that_is_json_but_no_object_then_the_error_names_its_json_type(
+    tmp_path: Path, line: str, named: str
+) -> None:
+    path = tmp_path / "values.ndjson"
+    path.write_text(line + "\n", encoding="utf-8")
+    code, subjects, stderr = _replay_json(path)
+    assert code == 1
+    assert f"values.ndjson:1: invalid_record: expected a JSON object, got {named}" in stderr
+    assert subjects == []
