@@ -146,13 +146,13 @@ def medication_standing(view: MedicationView, moment: datetime | None) -> str:
 
 
 def _in_force_members(timeline: Timeline[ClaimView], moment: datetime | None) -> list[Event] | None:
-    """The statements of a key that count and are in force at `moment`, when only some are:
-    None when all are, or none (the key's resolution over all of them stands)."""
+    """The statements of a key that count and are in force at `moment` (maybe none); None when
+    all are (the key's resolution over all of them stands)."""
     if moment is None:
         return None
     members = timeline.effective()
     in_force = [event for event in members if valid_at(event, moment)]
-    return None if len(in_force) in (0, len(members)) else in_force
+    return None if len(in_force) == len(members) else in_force
 
 
 def claim_views_at(
@@ -161,7 +161,9 @@ def claim_views_at(
     """The preference or fact views at `moment`, by key: each key folded from its statements in
     force then, when only some are (a held claim whose `valid_until` has passed gives way to the
     statement that disputed it, or that it outranked; one whose `valid_from` is still to come is
-    not held yet), else its resolution over all of them."""
+    not held yet), else its resolution over all of them. When none is in force, the key's view
+    is the claim that held it last, disputed by nothing (a read, which keeps to the claims in
+    force, shows none)."""
     return [
         view
         for key in sorted(state.timelines(kind).keys())
@@ -184,7 +186,12 @@ def claim_view_at(
     if not _windowed(state, kind, key):
         return timeline.resolution
     in_force = _in_force_members(timeline, moment)
-    return timeline.resolution if in_force is None else fold(in_force, step_for(kind, policy))
+    if in_force is None:
+        return timeline.resolution
+    if not in_force:
+        held = timeline.resolution
+        return None if held is None else held._replace(conflict=None)
+    return fold(in_force, step_for(kind, policy))
 
 
 def _windowed(state: UserState, kind: Kind, key: str) -> bool:
@@ -225,19 +232,25 @@ def claim_history(
     status: `current` (the value in force), `superseded` (was in force, replaced by a later
     statement), `corrected` (explicitly replaced via `supersedes`), `retracted`, `challenging`
     (disagrees with the value in force; see the open conflict), `not_adopted` (outranked, e.g.
-    an inference against an explicit statement), and at a moment when only some statements are
-    in force, `expired` (its `valid_until` has passed) or `scheduled` (its `valid_from` is
-    still to come). `replaced_by` names the statement that took its place: none for a
-    statement whose correction was retracted (it holds again).
+    an inference against an explicit statement), and at a moment when not every statement is
+    in force, for one out of force that nothing replaced, `expired` (its `valid_until` has
+    passed) or `scheduled` (its `valid_from` is still to come). `replaced_by` names the
+    statement that took its place: none for a statement whose correction was retracted (it
+    holds again).
     """
     timeline: Timeline[ClaimView] | None = state.timelines(kind).get(key)
     if timeline is None:
         return []
+    replaced_by, final = _winner_changes(timeline.effective(), kind, policy)
     in_force = _in_force_members(timeline, moment)
-    replaced_by, final = _winner_changes(
-        timeline.effective() if in_force is None else in_force, kind, policy
-    )
-    window = None if in_force is None else moment
+    out_of_force: datetime | None = None
+    if in_force is not None and moment is not None:
+        replaced_in_force, final = _winner_changes(in_force, kind, policy)
+        kept = {e.id for e in in_force}
+        replaced_by = {
+            claim: by for claim, by in replaced_by.items() if claim not in kept
+        } | replaced_in_force
+        out_of_force = moment
     correctors = {
         e.supersedes: e.id
         for e in timeline.members.values()
@@ -247,7 +260,7 @@ def claim_history(
         ClaimHistoryEntry(
             event,
             claim_value(event),
-            _status(event, timeline, final, replaced_by, window),
+            _status(event, timeline, final, replaced_by, out_of_force),
             correctors.get(event.id) or replaced_by.get(event.id),
         )
         for event in sorted(timeline.members.values(), key=sort_key)
@@ -280,6 +293,8 @@ def _status(
     if event.id in timeline.superseded:
         return "corrected"
     if moment is not None and not valid_at(event, moment):
+        if event.id in replaced_by:
+            return "superseded"
         return (
             "scheduled" if event.valid_from is not None and moment < event.valid_from else "expired"
         )

@@ -133,6 +133,23 @@ def _readable_medications(
     return {"active": [m for entries in readable.values() for m in entries], "stopped": stopped}
 
 
+def _readable_claims(
+    by_purpose: Mapping[str, Mapping[str, Any]], check: _Filter
+) -> dict[str, dict[str, Any]]:
+    """The preference or fact keys a read may use, `{key: ...}`, each with the statements of
+    its history the read may use; every statement of a key it may not use is withheld."""
+    readable = {}
+    for claims in by_purpose.values():
+        for key, claim in claims.items():
+            if check.allows(claim["current"]):
+                readable[key] = claim | {
+                    "history": [h for h in claim["history"] if check.allows(h)]
+                }
+            else:
+                check.withheld += len(claim["history"]) - 1
+    return readable
+
+
 def _restricted(state: UserState, check: _Filter, policy: FoldPolicy) -> dict[str, Any]:
     document = state_document(state, policy=policy, moment=check.moment)
     document["allergies"] = [
@@ -147,12 +164,7 @@ def _restricted(state: UserState, check: _Filter, policy: FoldPolicy) -> dict[st
         if check.allows(trip["recorded"])
     ]
     for kind in ("preferences", "facts"):
-        document[kind] = {
-            key: claim | {"history": [h for h in claim["history"] if check.allows(h)]}
-            for claims in document[kind].values()
-            for key, claim in claims.items()
-            if check.allows(claim["current"])
-        }
+        document[kind] = _readable_claims(document[kind], check)
     document["acknowledgements"] = {
         alert_id: entry
         for entries in document["acknowledgements"].values()

@@ -65,12 +65,12 @@ def print_human(results: Mapping[str, SubjectResult], console: Console) -> None:
 def _summary(state: UserState, document: Mapping[str, Any]) -> str:
     """The subject at its own time: allergies and medications in force at `as_of` (a course past
     its `valid_until` is not listed, though no stop was recorded)."""
-    allergies = [view.substance for view in active_allergies(state)]
-    medications = [view.drug for view in active_medications(state)]
+    allergies = [_for(view.substance, view.record.purpose) for view in active_allergies(state)]
+    medications = [_for(view.drug, view.prescribed.purpose) for view in active_medications(state)]
     trips = document["trips"]
     international = sum(1 for trip in trips if trip["international"])
     preferences = {
-        key if purpose == DEFAULT_PURPOSE else f"{key} (for {purpose})": value["value"]
+        _for(key, purpose): value["value"]
         for purpose, claims in sorted(document["preferences"].items())
         for key, value in claims.items()
     }
@@ -82,6 +82,12 @@ def _summary(state: UserState, document: Mapping[str, Any]) -> str:
         f"claims needing confirmation: {len(document['conflicts'])}",
     ]
     return "\n".join(lines)
+
+
+def _for(name: str, purpose: str) -> str:
+    """A claim's name, with its purpose when it is not the default (`penicillin (for research)`):
+    the records of one id or key kept for two purposes are two."""
+    return name if purpose == DEFAULT_PURPOSE else f"{name} (for {purpose})"
 
 
 def print_line_errors(errors: list[LineError], console: Console) -> None:

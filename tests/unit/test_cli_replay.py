@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from projections.document import event_document
 from projections.state import replay
 from rules.batch import SubjectResult
 from streams.cli_app import app
@@ -612,3 +613,24 @@ def test_given_a_line_that_is_json_but_no_object_then_the_error_names_its_json_t
     assert code == 1
     assert f"values.ndjson:1: invalid_record: expected a JSON object, got {named}" in stderr
     assert subjects == []
+
+
+def test_given_one_allergy_id_recorded_for_two_purposes_then_the_summary_names_the_other_purpose(
+    tmp_path: Path,
+) -> None:
+    consent = make_event(
+        "ConsentChanged",
+        "consent",
+        purpose="research",
+        payload={"purpose": "research", "granted": True, "special_category": True},
+    )
+    care = make_event("AllergyRecorded", "care", at=timedelta(days=1))
+    research = make_event("AllergyRecorded", "research", at=timedelta(days=2), purpose="research")
+    path = tmp_path / "purposes.ndjson"
+    path.write_text(
+        "".join(json.dumps(event_document(e)) + "\n" for e in (consent, care, research)),
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["replay", "--file", str(path)])
+    assert result.exit_code == 0, result.stderr
+    assert "active allergies: penicillin, penicillin (for research)" in result.stdout

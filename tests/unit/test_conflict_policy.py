@@ -1081,3 +1081,28 @@ def test_given_the_held_claim_of_a_dispute_expired_then_the_statements_in_force_
     resolved = [alert for alert in last.values() if alert.status is AlertStatus.RESOLVED]
     assert all(f"preference:{event_id('p1')}" in alert.cause for alert in resolved)
     assert resolved
+
+
+def test_given_every_statement_of_a_disputed_key_expired_then_no_dispute_is_left() -> None:
+    """Two equal-rank facts disagree until both windows close: then the key holds the claim
+    that held it last, disputed by nothing, and its history says both expired."""
+    first = fact("f1", "A+", 0, valid_until=T0 + 20 * DAY)
+    second = fact("f2", "B+", 1, valid_until=T0 + 30 * DAY)
+    during = state_document(replay([first, second, _later(10)]))
+    assert during["facts"]["care"]["blood_type"]["needs_confirmation"] is not None
+    after = state_document(replay([first, second, _later(40)]))
+    blood_type = after["facts"]["care"]["blood_type"]
+    assert blood_type["needs_confirmation"] is None
+    assert [h["status"] for h in blood_type["history"]] == ["expired", "expired"]
+    assert after["conflicts"] == []
+
+
+def test_given_a_statement_replaced_before_its_window_closed_then_it_stays_superseded() -> None:
+    held = pref("p1", "vegan", 0, valid_until=T0 + 60 * DAY)
+    later = pref("p2", "omnivore", 24)
+    for moment in (30, 90):
+        diet = state_document(replay([held, later, _later(moment)]))["preferences"]["care"]["diet"]
+        assert [(h["status"], h["replaced_by"]) for h in diet["history"]] == [
+            ("superseded", event_id("p2")),
+            ("current", None),
+        ], moment

@@ -357,3 +357,17 @@ def test_given_an_as_of_time_to_come_then_what_will_be_in_force_if_nothing_chang
     tomorrow = readable_document_as_of(state, T0 + 3 * DAY, read_on_day_two, tenant=CLINIC)
     assert (visible(tomorrow)["medications"], visible(in_a_week)["medications"]) == (1, 0)
     assert visible(in_a_week)["allergies"] == 1
+
+
+def test_given_a_key_of_another_purpose_then_each_of_its_statements_counts_as_withheld() -> None:
+    statements = [_diet(f"d{day}", day * 10, value) for day, value in enumerate(["a", "b", "c"])]
+    elsewhere = make_event(
+        "PreferenceStated",
+        "mine",
+        at=40 * DAY,
+        purpose="marketing",
+        payload={"key": "diet", "value": "d"},
+    )
+    document = readable_document(replay([*statements, elsewhere]), "marketing", ASSISTANT)
+    assert document["preferences"]["diet"]["value"] == "d"
+    assert document["read"]["withheld"] == 3
