@@ -34,6 +34,7 @@ from schemas.events import (
     Origin,
     PreferenceStated,
     Reaction,
+    ReactionSeverity,
     TravelRecorded,
     VerificationStatus,
 )
@@ -145,6 +146,44 @@ def outranked(event: Event, held: Event) -> bool:
     return ORIGIN_RANK[event.origin] < ORIGIN_RANK[held.origin]
 
 
+def gravity(record: AllergyRecorded) -> tuple[bool, bool, int, bool, bool]:
+    """How grave an allergy record is, for telling two versions of it apart: an allergy before a
+    "no known allergy" statement, one in force (not refuted, entered in error, inactive or
+    resolved) before one that is not, then by criticality (high, unable to assess, low or
+    unsaid), a severe reaction, and confirmed before unconfirmed."""
+    in_force = record.verification_status in _IN_FORCE_VERIFICATION and (
+        record.clinical_status in (None, ClinicalStatus.ACTIVE)
+    )
+    return (
+        not record.negated,
+        in_force,
+        0 if record.criticality is None else _CRITICALITY_GRAVITY.get(record.criticality, 0),
+        any(reaction.severity is ReactionSeverity.SEVERE for reaction in record.reactions),
+        record.verification_status is VerificationStatus.CONFIRMED,
+    )
+
+
+_IN_FORCE_VERIFICATION = frozenset({VerificationStatus.CONFIRMED, VerificationStatus.UNCONFIRMED})
+_CRITICALITY_GRAVITY = {Criticality.HIGH: 2, Criticality.UNABLE_TO_ASSESS: 1}
+
+
+def lighter_version(event: Event, held: Event) -> bool:
+    """Whether `event` is a version of the allergy record `held` stated at the same instant (the
+    same valid and recording times, neither a correction) and less grave (`gravity`): of two
+    versions nothing else orders, the graver is held, whatever their event ids (an anaphylaxis
+    version is not dropped for a mild one by the accident of an id's sort order)."""
+    payload, kept = event.payload, held.payload
+    return (
+        isinstance(payload, AllergyRecorded)
+        and isinstance(kept, AllergyRecorded)
+        and event.supersedes is None
+        and held.supersedes is None
+        and event.occurred_at == held.occurred_at
+        and event.recorded_at == held.recorded_at
+        and gravity(payload) < gravity(kept)
+    )
+
+
 def step_allergy(view: AllergyView | None, event: Event) -> AllergyView | None:
     """The allergy after `event` (of the allergy's purpose: see `PURPOSE_BOUND`)."""
     payload = event.payload
@@ -152,6 +191,7 @@ def step_allergy(view: AllergyView | None, event: Event) -> AllergyView | None:
         known_before(event, view.record)
         or outranked(event, view.record)
         or outranked(event, view.last_change)
+        or lighter_version(event, view.record)
     ):
         return view
     if isinstance(payload, AllergyRecorded):

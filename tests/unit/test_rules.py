@@ -886,3 +886,32 @@ def test_an_alert_judged_by_code_displays_names_them_in_its_title(
     (alert,) = run([recorded, prescribed], rules)
 
     assert (alert.severity, alert.title) == (Severity.CRITICAL, title)
+
+
+@pytest.mark.parametrize(
+    ("mild_name", "grave_name"), [("version-a", "version-b"), ("version-b", "version-a")]
+)
+def test_given_two_versions_of_an_allergy_at_one_instant_then_the_graver_is_held_whatever_their_ids(
+    mild_name: str, grave_name: str
+) -> None:
+    """Two versions of one allergy record stated at the same instant (same valid and recording
+    times) are ordered by nothing but their event ids: the graver is held, not the one whose id
+    happens to sort last, so an anaphylaxis version is never dropped for a mild one."""
+    mild = allergy(
+        mild_name,
+        "sulfa",
+        allergy_id="a2",
+        reactions=[{"manifestation": "rash", "severity": "mild"}],
+        **UNCONFIRMED_LOW,
+    )
+    grave = allergy(
+        grave_name,
+        "sulfa",
+        allergy_id="a2",
+        criticality="high",
+        reactions=[{"manifestation": "Anaphylaxis", "severity": "severe"}],
+    )
+    (held,) = replay([mild, grave]).allergy_views()
+    assert held.record.id == grave.id
+    alerts = run([mild, grave, rx("rx-1", "Bactrim DS")], default_rules(load_bundled_knowledge()))
+    assert [alert.severity for alert in alerts] == [Severity.CRITICAL]
