@@ -24,13 +24,13 @@ from projections.queries import (
     claim_views_at,
     events_in_order,
     medication_standing,
-    open_conflicts,
     trips,
 )
 from projections.state import Kind, UserState, initial_state, keyed_for, replay
 from projections.views import (
     DEFAULT_POLICY,
     AllergyView,
+    ClaimView,
     Conflict,
     FoldPolicy,
     MedicationView,
@@ -145,6 +145,8 @@ def state_document(
     and their conflicts are resolved at `moment` (default: the state's `as_of`) from the
     statements in force then (`claim_views_at`)."""
     moment = state.as_of if moment is None else moment
+    preferences = claim_views_at(state, Kind.PREFERENCE, moment, policy)
+    facts = claim_views_at(state, Kind.FACT, moment, policy)
     document: dict[str, Any] = {
         "document_version": DOCUMENT_VERSION,
         "tenant_id": state.tenant_id,
@@ -156,9 +158,11 @@ def state_document(
         "allergies": [_allergy(view) for view in state.allergy_views()],
         "medications": _medications(state.medication_views(), state.as_of),
         "trips": [_trip(trip) for trip in trips(state)],
-        "preferences": _claims(state, Kind.PREFERENCE, moment, policy),
-        "facts": _claims(state, Kind.FACT, moment, policy),
-        "conflicts": [_conflict(conflict) for conflict in open_conflicts(state, moment, policy)],
+        "preferences": _claims(state, Kind.PREFERENCE, preferences, moment, policy),
+        "facts": _claims(state, Kind.FACT, facts, moment, policy),
+        "conflicts": [
+            _conflict(view.conflict) for view in (*preferences, *facts) if view.conflict is not None
+        ],
         "consents": {
             view.purpose: {
                 "granted": view.granted,
@@ -312,7 +316,11 @@ def _by_purpose(entries: Iterable[tuple[str, str, dict[str, Any]]]) -> dict[str,
 
 
 def _claims(
-    state: UserState, kind: Kind, moment: datetime | None, policy: FoldPolicy
+    state: UserState,
+    kind: Kind,
+    views: list[ClaimView],
+    moment: datetime | None,
+    policy: FoldPolicy,
 ) -> dict[str, Any]:
     return _by_purpose(
         (
@@ -335,7 +343,7 @@ def _claims(
                 ],
             },
         )
-        for view in claim_views_at(state, kind, moment, policy)
+        for view in views
     )
 
 

@@ -147,6 +147,13 @@ def test_polypharmacy_counts_the_medicines_of_each_purpose_apart() -> None:
     assert len(alert.evidence) == THRESHOLD
 
 
+def only_the_care_alert_is_raised(events: list[Event], rule: str) -> None:
+    """In every arrival order of `events`, `rule` raises one alert, for care, and nothing else."""
+    for order in permutations(events):
+        alerts = [a for a in run(list(order), RULES) if a.rule_id == rule]
+        assert [(a.status, a.purpose) for a in alerts] == [(AlertStatus.RAISED, CARE)], order
+
+
 def acknowledge(
     name: str, alert: Alert, purpose: str, day: float, action: str = "overridden"
 ) -> Event:
@@ -239,9 +246,7 @@ def test_a_change_recorded_for_another_purpose_leaves_the_care_alert_raised_in_a
     change: Event,
 ) -> None:
     care = [allergy("pen", CARE), rx("amox", "amoxicillin", CARE)]
-    for order in permutations([*care, change]):
-        alerts = [a for a in run(list(order), RULES) if a.rule_id == "drug-allergy-conflict"]
-        assert [(a.status, a.purpose) for a in alerts] == [(AlertStatus.RAISED, CARE)], order
+    only_the_care_alert_is_raised([*care, change], "drug-allergy-conflict")
 
 
 def stated(kind: str, name: str, key: str, value: str, purpose: str, day: float) -> Event:
@@ -258,9 +263,7 @@ def test_a_statement_for_another_purpose_neither_settles_nor_hides_a_care_confli
         stated("PreferenceStated", "window", "seat", "window", CARE, 1),
     ]
     elsewhere = stated("PreferenceStated", "middle", "seat", "middle", RESEARCH, 0.5)
-    for order in permutations([*care, elsewhere]):
-        alerts = [a for a in run(list(order), RULES) if a.rule_id == "claim-needs-confirmation"]
-        assert [(a.status, a.purpose) for a in alerts] == [(AlertStatus.RAISED, CARE)], order
+    only_the_care_alert_is_raised([*care, elsewhere], "claim-needs-confirmation")
     state = replay([*care, elsewhere])
     in_care = readable_document(state, CARE)["preferences"]["seat"]
     assert (in_care["value"], in_care["needs_confirmation"] is not None) == ("aisle", True)
@@ -330,9 +333,7 @@ def test_a_record_for_another_purpose_under_a_care_id_takes_nothing_from_care(
     elsewhere: Event, held_for_research: str
 ) -> None:
     care = [allergy("pen", CARE), rx("amox", "amoxicillin", CARE)]
-    for order in permutations([*care, elsewhere]):
-        alerts = [a for a in run(list(order), RULES) if a.rule_id == "drug-allergy-conflict"]
-        assert [(a.status, a.purpose) for a in alerts] == [(AlertStatus.RAISED, CARE)], order
+    only_the_care_alert_is_raised([*care, elsewhere], "drug-allergy-conflict")
     state = replay([*care, elsewhere])
     clinic = TenantPolicy(frozenset({"ehr-adapter"}), frozenset({CARE, RESEARCH}))
     in_care = readable_document(state, CARE, clinic)
