@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 from uuid import UUID
 
 from projections.characters import unprintable_characters
@@ -364,10 +364,15 @@ def _coherence(event: Event) -> tuple[Problem, ...]:
     return (Problem(ReasonCode.NEGATION_NOT_FLAGGED, detail),)
 
 
+_NOT_STATED: Final = frozenset({Origin.INFERRED, Origin.OBSERVED_BEHAVIOR})
+"""Origins of a claim nobody stated: a model's inference, a pattern seen in behaviour."""
+
+
 def _alert_reference(event: Event) -> tuple[Problem, ...]:
     """An acknowledgement whose `alert_id` is no UUID: alert ids are UUIDs (uuid5), so it can
     never name an alert, and held it would wait for one forever without a word (an unknown UUID
-    is admitted: the acknowledgement may come before its alert)."""
+    is admitted: the acknowledgement may come before its alert). Nor may an acknowledgement be
+    inferred or observed: held, a guess would take a critical alert off a clinician's list."""
     payload = event.payload
     if not isinstance(payload, AlertAcknowledged):
         return ()
@@ -378,6 +383,13 @@ def _alert_reference(event: Event) -> tuple[Problem, ...]:
             "payload.alert_id is not an alert id (alert ids are UUIDs, as uac alerts gives them)"
         )
         return (Problem(ReasonCode.INVALID_RECORD, detail),)
+    if event.origin in _NOT_STATED:
+        detail = (
+            f"an {event.origin.value} acknowledgement: accepting or overriding an alert is a "
+            "person's decision (send it as explicit_statement, user_provided_fact, imported or "
+            "verified_source, with the actor who took it)"
+        )
+        return (Problem(ReasonCode.ACKNOWLEDGEMENT_NOT_STATED, detail),)
     return ()
 
 

@@ -52,5 +52,7 @@ class ReasonCode(StrEnum):
     BEFORE_ITS_CLAIM = "before_its_claim"
     # A record that contradicts itself.
     NEGATION_NOT_FLAGGED = "negation_not_flagged"
+    # A decision only a person can take, written by a process.
+    ACKNOWLEDGEMENT_NOT_STATED = "acknowledgement_not_stated"
     # The pipeline failed on this message; it is kept here instead of being lost.
     PROCESSING_ERROR = "processing_error"

@@ -1063,3 +1063,35 @@ def test_given_an_acknowledgement_then_an_alert_id_that_is_no_uuid_is_invalid_re
         assert "payload.alert_id is not an alert id" in decision.detail
     else:
         assert isinstance(decision, Admitted)
+
+
+@pytest.mark.parametrize(
+    ("origin", "action", "refused"),
+    [
+        pytest.param("inferred", "overridden", True, id="an inferred override"),
+        pytest.param("observed_behavior", "accepted", True, id="an observed acceptance"),
+        pytest.param("explicit_statement", "overridden", False, id="a clinician's override"),
+        pytest.param("user_provided_fact", "accepted", False, id="a patient's acceptance"),
+        pytest.param("imported", "overridden", False, id="an override imported from the EHR"),
+    ],
+)
+def test_given_an_acknowledgement_then_only_one_a_person_stated_is_admitted(
+    origin: str, action: str, refused: bool
+) -> None:
+    event = make_event(
+        "AlertAcknowledged",
+        "ack",
+        origin=origin,
+        payload={
+            "alert_id": "8a4e7a62-0f8b-5d4a-9f0e-2f4f5d6c7b8a",
+            "action": action,
+            "reason": "tolerated a full course in 2023",
+        },
+    )
+    decision = _decide(event)
+    if refused:
+        assert isinstance(decision, Rejected)
+        assert decision.reasons == (ReasonCode.ACKNOWLEDGEMENT_NOT_STATED,)
+        assert "a person's decision" in decision.detail
+    else:
+        assert isinstance(decision, Admitted)
