@@ -8,27 +8,42 @@ prescriptions, none of them in conflict, and one more prescription that conflict
 With the rules checking only the pairs the new prescription is in, the time grows with N, not
 with N squared (nor with allergies times prescriptions). Last, N prescriptions of twelve
 different medicines, so that the polypharmacy rule, an aggregate, walks the timeline of every
-prescription on each event (linear in N too). Run: `make bench`.
+prescription on each event (linear in N too). Then an acknowledgement, which every rule judges
+over the whole state, for a subject with N preferences that each hold until a date, and the
+render of that subject's state document (both linear in N). Run: `make bench`.
 """
 
 from __future__ import annotations
 
 import time
 from datetime import timedelta
+from uuid import UUID
 
 from benchmarks.output import machine_speed_around
 from benchmarks.synthetic import START, event_of
+from projections.document import state_document
 from projections.state import UserState, evolve, initial_state
 from rules.base import Rule
 from rules.engine import default_rules, evaluate
 from rules.knowledge.bundled import load_bundled_knowledge
-from schemas.events import AllergyRecorded, Event, MedicationPrescribed, Origin, Payload
+from schemas.events import (
+    AcknowledgementAction,
+    AlertAcknowledged,
+    AllergyRecorded,
+    Event,
+    MedicationPrescribed,
+    Origin,
+    Payload,
+    PreferenceStated,
+)
 
 SIZES = (10, 100, 1_000, 4_000)
 TRIES = 5
 DRUGS = ("amoxicillin", "ibuprofen", "naproxen", "lisinopril", "atorvastatin", "metformin")
 """Two NSAIDs among them, so duplicate therapies are found as well as penicillin conflicts."""
 IMPORTED = Origin.IMPORTED
+ACCEPTED = AcknowledgementAction.ACCEPTED
+YEAR = timedelta(days=365)
 UNRELATED_ALLERGENS = ("latex", "peanut", "bee venom", "shellfish", "cat dander")
 UNRELATED_DRUGS = ("metformin", "lisinopril", "atorvastatin", "omeprazole", "levothyroxine")
 """No allergen of these conflicts with any drug of these, nor two of the drugs with each other."""
@@ -101,6 +116,26 @@ def _many_medicines(rules: tuple[Rule, ...]) -> None:
         print(f"  {size:>6,} active: {best * 1000:8.2f} ms, {alerts:,} alerts raised")
 
 
+def _windowed_preferences(rules: tuple[Rule, ...]) -> None:
+    print("rules cost of an acknowledgement, and document render, by N preferences with windows:")
+    state, stated = initial_state("bench", "s-4"), 0
+    for size in SIZES:
+        while stated < size:
+            at = START + timedelta(minutes=stated)
+            payload = PreferenceStated(key=f"preference-{stated}", value="yes")
+            event = event_of("bench", "s-4", stated, at, payload, Origin.EXPLICIT_STATEMENT)
+            state = evolve(state, event.model_copy(update={"valid_until": at + YEAR}))
+            stated += 1
+        accepted = AlertAcknowledged(alert_id=str(UUID(int=size)), action=ACCEPTED)
+        at = START + timedelta(days=30)
+        ack = event_of("bench", "s-4", size, at, accepted, Origin.EXPLICIT_STATEMENT)
+        best, _ = _best_evaluation(rules, state, ack)
+        started = time.perf_counter()
+        state_document(state)
+        rendered = time.perf_counter() - started
+        print(f"  {size:>6,} stated: {best * 1000:8.2f} ms, document {rendered * 1000:8.2f} ms")
+
+
 def main() -> None:
     rules = default_rules(load_bundled_knowledge())
     allergy = AllergyRecorded(allergy_id="a-1", substance="penicillin")
@@ -117,6 +152,7 @@ def main() -> None:
         print(f"  {size:>6,} active: {best * 1000:8.2f} ms, {alerts:,} alerts raised")
     _allergies_and_prescriptions(rules)
     _many_medicines(rules)
+    _windowed_preferences(rules)
 
 
 if __name__ == "__main__":

@@ -164,10 +164,12 @@ def claim_views_at(
     not held yet), else its resolution over all of them. When none is in force, the key's view
     is the claim that held it last, disputed by nothing (a read, which keeps to the claims in
     force, shows none)."""
+    windowed = _windowed_keys(state, kind)
+    timelines = state.timelines(kind)
     return [
         view
-        for key in sorted(state.timelines(kind).keys())
-        if (view := claim_view_at(state, kind, key, moment, policy)) is not None
+        for key in sorted(timelines.keys())
+        if (view := _view_at(timelines[key], key in windowed, moment, policy, kind)) is not None
     ]
 
 
@@ -183,7 +185,19 @@ def claim_view_at(
     timeline: Timeline[ClaimView] | None = state.timelines(kind).get(key)
     if timeline is None:
         return None
-    if not _windowed(state, kind, key):
+    return _view_at(timeline, key in _windowed_keys(state, kind), moment, policy, kind)
+
+
+def _view_at(
+    timeline: Timeline[ClaimView],
+    windowed: bool,
+    moment: datetime | None,
+    policy: FoldPolicy,
+    kind: Kind,
+) -> ClaimView | None:
+    """A key's view at `moment`; `windowed`: whether a statement of the key has a validity
+    window (a key without one is in force whole at any moment, its resolution read as it is)."""
+    if not windowed:
         return timeline.resolution
     in_force = _in_force_members(timeline, moment)
     if in_force is None:
@@ -194,10 +208,10 @@ def claim_view_at(
     return fold(in_force, step_for(kind, policy))
 
 
-def _windowed(state: UserState, kind: Kind, key: str) -> bool:
-    """Whether a statement of the key has a validity window (`state.bounds` indexes them): a
-    key without one is in force whole at any moment, its resolution read as it is."""
-    return any(bound_kind is kind and bound_key == key for _, bound_kind, bound_key in state.bounds)
+def _windowed_keys(state: UserState, kind: Kind) -> frozenset[str]:
+    """The keys of `kind` with a statement that has a validity window (`state.bounds` indexes
+    them)."""
+    return frozenset(key for _, bound_kind, key in state.bounds if bound_kind is kind)
 
 
 def open_conflicts(

@@ -14,9 +14,16 @@ from datetime import datetime
 from typing import ClassVar
 from uuid import UUID
 
-from projections.queries import claim_view_at
+from projections.queries import claim_view_at, claim_views_at
 from projections.state import Kind, UserState
-from projections.views import DEFAULT_POLICY, Conflict, FoldPolicy, claim_value, valid_at
+from projections.views import (
+    DEFAULT_POLICY,
+    ClaimView,
+    Conflict,
+    FoldPolicy,
+    claim_value,
+    valid_at,
+)
 from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id
 from schemas.alerts import Severity
 
@@ -43,15 +50,23 @@ class ClaimConflictRule:
     def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
         found: dict[UUID, Finding] = {}
         for kind in (Kind.PREFERENCE, Kind.FACT):
-            timelines = state.timelines(kind)
-            keys = timelines.keys() if focus is None else [key for k, key in focus if k is kind]
-            for key in keys:
-                view = claim_view_at(state, kind, key, state.as_of, self.policy)
-                conflict = None if view is None else view.conflict
+            for view in self._views(state, kind, focus):
+                conflict = view.conflict
                 if conflict is not None and _in_force(conflict, state.as_of):
                     finding = _finding(kind, conflict.key, conflict)
                     found[finding_id(state, finding)] = finding
         return found
+
+    def _views(self, state: UserState, kind: Kind, focus: Focus) -> list[ClaimView]:
+        """The views at the subject's `as_of` of the keys of `kind` in focus (all when None)."""
+        if focus is None:
+            return claim_views_at(state, kind, state.as_of, self.policy)
+        return [
+            view
+            for focused, key in focus
+            if focused is kind
+            and (view := claim_view_at(state, kind, key, state.as_of, self.policy)) is not None
+        ]
 
 
 def _in_force(conflict: Conflict, moment: datetime | None) -> bool:
