@@ -17,8 +17,10 @@ reaction by definition, whatever severity a record gives it: a systemic reaction
 2020;145:1082-123; it is what makes an allergy of high criticality in FHIR's
 AllergyIntolerance). So is angioedema, a swelling that can close the airway: after angioedema
 on an ACE inhibitor, sacubitril/valsartan is contraindicated and another ACE inhibitor is not
-given (ENTRESTO US prescribing information; Khan DA et al. 2022, above).
-`life_threatening_reaction` finds either in a reaction's manifestation or an allergy's text.
+given (ENTRESTO US prescribing information; Khan DA et al. 2022, above). Records often name
+neither but the signs ("tongue swelling", "throat closing", "hypotension", "呼吸困难"): they
+count the same. `life_threatening_reaction` finds any of them in a reaction's manifestation or
+an allergy's text.
 
 A reaction coded only names them by their SNOMED CT codes: Stevens-Johnson syndrome 73442001,
 toxic epidermal necrolysis 23067006.
@@ -80,20 +82,39 @@ def severe_cutaneous_reaction(*texts: str) -> str | None:
     return None
 
 
+_SWELLING_SITE: Final = r"(?:tongue|lips?|mouth|face|facial|throat|airways?|uvula|laryn(?:x|geal))"
 _LIFE_THREATENING: Final = re.compile(
     r"\banaphyla(?:xis|xes|ctic|ctoid)\w*|\b39579001\b|过敏性休克|严重过敏反应"
-    r"|\bangio-?o?edema\w*|\bquincke'?s?\b|血管性水肿|血管神经性水肿",
+    r"|\bangio-?o?edema\w*|\bquincke'?s?\b|血管性水肿|血管神经性水肿"
+    rf"|\b{_SWELLING_SITE}\s+(?:swelling|swollen|swelled|o?edema)\b"
+    rf"|\bswollen\s+{_SWELLING_SITE}\b"
+    rf"|\bswell(?:ing|ed)?\s+(?:of\s+|in\s+)?(?:the\s+|his\s+|her\s+|their\s+)?{_SWELLING_SITE}\b"
+    r"|\bthroat\s+(?:clos(?:ing|ed|ure)|tight(?:ness|ening)?|constrict\w*)"
+    r"|\bclos(?:ing|ure)\s+(?:of\s+)?(?:the\s+|his\s+|her\s+)?throat\b"
+    r"|\blaryngo-?spasm\b|\bbroncho-?spasm\b|\bstridor\b|\bwheez\w*"
+    r"|\bhypotensi(?:on|ve)\b|\b(?:drop|fall)\s+in\s+blood\s+pressure\b|\bshock\b"
+    r"|\bcirculatory\s+collapse\b|\b(?:difficulty|trouble)\s+breathing\b"
+    r"|\b(?:could\s*n[o']?t|can'?t|cannot|unable\s+to)\s+breathe\b"
+    r"|\brespiratory\s+(?:distress|arrest|compromise|failure)\b|\bintubat\w*"
+    r"|喉头?水肿|喉头?痉挛|支气管痉挛|呼吸困难|低血压|休克|舌头?肿|嘴?唇肿|面部肿",
     re.IGNORECASE,
 )
+"""Anaphylaxis and angioedema by name, and the signs that make a reaction one whatever it is
+called: swelling of the tongue, lips, face or throat (angioedema); the airway closing (throat
+tightness, laryngeal oedema, laryngospasm, stridor); bronchospasm or wheezing; hypotension or
+shock; breathing difficulty, respiratory distress, intubation (Shaker MS et al. 2020, above:
+after exposure to a known allergen, hypotension, bronchospasm or laryngeal involvement alone is
+anaphylaxis)."""
 _ANSWERED_NO: Final = re.compile(r"\s*[:=]\s*(?:no|n|none|false|negative)\b", re.IGNORECASE)
 """A field about the reaction answered no ("Anaphylaxis: No")."""
 
 
 def life_threatening_reaction(*manifestations: str) -> str | None:
     """The first manifestation that names anaphylaxis ("Anaphylaxis", "anaphylactic shock",
-    "39579001") or angioedema ("angioedema", "angio-oedema", "Quincke's oedema"), as written,
-    or None when none does; a denied one ("no anaphylaxis", "angioedema ruled out",
-    "Anaphylaxis: No") is not."""
+    "39579001"), angioedema ("angioedema", "angio-oedema", "Quincke's oedema") or one of their
+    signs ("lip swelling", "throat tightness", "bronchospasm", "hypotension"), as written, or
+    None when none does; a denied one ("no anaphylaxis", "angioedema ruled out", "Anaphylaxis:
+    No", "no difficulty breathing") is not."""
     for manifestation in manifestations:
         written = unicodedata.normalize("NFKC", manifestation)
         for match in _LIFE_THREATENING.finditer(written):

@@ -650,6 +650,34 @@ UNCONFIRMED_LOW: dict[str, Any] = {"verification_status": "unconfirmed", "critic
             Severity.WARNING,
             id="given anaphylaxis answered no then it is not recorded",
         ),
+        pytest.param(
+            "Hypotension",
+            None,
+            "cefadroxil",
+            Severity.CRITICAL,
+            id="given hypotension as the manifestation then a partial match is critical",
+        ),
+        pytest.param(
+            "Bronchospasm",
+            "moderate",
+            "amoxicillin",
+            Severity.CRITICAL,
+            id="given bronchospasm graded moderate then it is still severe",
+        ),
+        pytest.param(
+            "Throat tightness",
+            None,
+            "cefadroxil",
+            Severity.CRITICAL,
+            id="given the throat tightening then a partial match is critical",
+        ),
+        pytest.param(
+            "Urticaria",
+            None,
+            "amoxicillin",
+            Severity.WARNING,
+            id="given hives alone then the unconfirmed low-criticality record is lowered",
+        ),
     ],
 )
 def test_given_an_unconfirmed_low_criticality_allergy_with_anaphylaxis_then_it_is_not_lowered(
@@ -689,6 +717,14 @@ def test_given_an_unconfirmed_low_criticality_allergy_with_anaphylaxis_then_it_i
         ("lisinopril - cough", "Entresto", Severity.INFO, "info"),
         ("lisinopril angioedema", "losartan", Severity.INFO, "info"),
         ("lisinopril, angioedema ruled out", "Entresto", Severity.INFO, "warning"),
+        ("penicillin - tongue swelling", "Keflex", Severity.CRITICAL, "critical"),
+        ("penicillin - throat closing", "cefadroxil", Severity.CRITICAL, "critical"),
+        ("amoxicillin: hives, laryngeal edema", "cefalexin", Severity.CRITICAL, "critical"),
+        ("青霉素 - 喉头水肿", "头孢氨苄", Severity.CRITICAL, "critical"),
+        ("lisinopril - swelling of the lips", "Entresto", Severity.CRITICAL, "critical"),
+        ("amoxicillin - difficulty breathing", "cefalexin", Severity.CRITICAL, "critical"),
+        ("amoxicillin - rash, no difficulty breathing", "cefalexin", Severity.INFO, "warning"),
+        ("amoxicillin - ankle swelling", "cefalexin", Severity.INFO, "warning"),
     ],
 )
 def test_given_anaphylaxis_named_in_the_allergy_text_then_it_counts_as_a_severe_reaction(
@@ -699,7 +735,9 @@ def test_given_anaphylaxis_named_in_the_allergy_text_then_it_counts_as_a_severe_
     record is not lowered (others are, in the alert; check-drug does not know the record's
     verification and criticality) and a partial cross-reactivity is critical, in the alert and
     in check-drug alike; a denied anaphylaxis is not one. Angioedema counts as anaphylaxis does
-    (sacubitril/valsartan is contraindicated after ACE-inhibitor angioedema)."""
+    (sacubitril/valsartan is contraindicated after ACE-inhibitor angioedema), and so do their
+    signs written instead of their names (swelling of the tongue, lips or throat, the throat
+    closing, breathing difficulty), not a swelling elsewhere."""
     knowledge = load_bundled_knowledge()
     (alert,) = run(
         [allergy(substance=substance, **UNCONFIRMED_LOW), rx("rx-1", drug)],

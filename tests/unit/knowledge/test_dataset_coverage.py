@@ -64,7 +64,6 @@ def test_no_dataset_pair_is_unverified(
         pytest.param("260147004", id="given house dust mite when any dataset drug then none"),
         pytest.param("288328004", id="given bee venom when any dataset drug is given then none"),
         pytest.param("782576004", id="given tree pollen when any dataset drug is given then none"),
-        pytest.param("227037002", id="given fish when any dataset drug is given then none"),
     ],
 )
 def test_non_drug_allergens_never_alert_on_dataset_drugs(
@@ -101,6 +100,28 @@ def test_an_egg_allergy_flags_only_the_egg_emulsified_lipid_emulsion_among_datas
     }
 
     assert flagged == {"Intralipid 20% IV Fat Emulsion": MatchLevel.PARTIAL}
+
+
+def test_a_fish_allergy_flags_only_the_protamine_insulin_among_dataset_drugs(
+    knowledge: BundledKnowledge,
+) -> None:
+    """Protamine, from salmon sperm, is a listed risk for fish-allergic patients; NPH insulin
+    is insulin crystallised with it, so the Humulin 70/30 mix holds it. No other drug of the
+    datasets is a concern for a fish allergy."""
+    allergen = next(r for r in ALLERGENS if r["code"] == "227037002")
+
+    flagged = {
+        drug["code"]: verdict.level
+        for drug in ALL_DRUGS
+        if (
+            verdict := knowledge.cross_reactivity(
+                allergen["text"], drug["text"], codes_of(allergen), codes_of(drug)
+            )
+        ).level
+        is not MatchLevel.NONE
+    }
+
+    assert flagged == {"106892": MatchLevel.PARTIAL}
 
 
 SNOMED = "http://snomed.info/sct"

@@ -429,7 +429,7 @@ def test_abbreviated_orders_are_judged_like_their_names(
 @pytest.mark.parametrize(
     "text",
     [
-        pytest.param("Excedrin PM", id="given an unlisted PM variant of a brand"),
+        pytest.param("Bayer Aspirin PM", id="given an unlisted PM variant of a brand"),
         pytest.param("Benadryl-D", id="given an unlisted -D variant of a brand"),
         pytest.param("Diovan Plus 160/12.5", id="given an unlisted Plus variant of a brand"),
         pytest.param("aspirin plus C", id="given plus naming an ingredient no term knows"),
