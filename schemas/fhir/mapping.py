@@ -419,6 +419,9 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
             replaced = _replaced_patient_named(item, events, index, replacing)
             if replaced is not None:
                 filed.setdefault(replaced, []).append(label)
+        result.passed_over.extend(
+            PassedOver(item.origin, label, detail) for detail in _records_contained(item.resource)
+        )
     result.passed_over.extend(replacement_notices(index.links, filed))
     result.events.extend(moved_away(result.events))
     ended, said = left_in_force(result.events, skipped_versions)
@@ -486,6 +489,22 @@ def _allergy_inside(resource: Json) -> str:
             "send it as a resource of its own"
         )
     return ""
+
+
+def _records_contained(resource: Json) -> list[str]:
+    """What a resource that is read says of the records it holds in `contained` (an allergy
+    inside a MedicationRequest): only a Medication is read from there, so each of them is
+    named, never dropped without a word."""
+    return [
+        f"it holds {_a(kind)} {kind} (#{held.get('id', '?')}) in contained, which is not read "
+        "from inside another resource; send it as a resource of its own"
+        for held in objects_at(resource, "contained")
+        if isinstance(kind := held.get("resourceType"), str) and kind in CLAIM_TYPES
+    ]
+
+
+def _a(word: str) -> str:
+    return "an" if word[:1] in "AEIOU" else "a"
 
 
 def _fhir_type(resource_type: str) -> bool:

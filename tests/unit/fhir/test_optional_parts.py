@@ -210,3 +210,37 @@ def test_skipped_resources_are_named_per_reason_most_frequent_first() -> None:
         "orders.json#entry[2] and 2 more)",
         "skipped 1 resource(s): status draft (MedicationRequest/rx9 at orders.json#entry[9])",
     ]
+
+
+@pytest.mark.parametrize(
+    ("holder", "held", "article", "imported"),
+    [
+        pytest.param(
+            AMOXICILLIN_ORDER,
+            PENICILLIN,
+            "an",
+            {"MedicationPrescribed"},
+            id="an allergy in an order",
+        ),
+        pytest.param(
+            {"resourceType": "Patient", "id": "example", "address": [{"country": "NL"}]},
+            AMOXICILLIN_ORDER,
+            "a",
+            {"FactAsserted"},
+            id="an order inside the patient",
+        ),
+    ],
+)
+def test_a_record_contained_in_a_record_that_is_read_is_named_not_dropped(
+    holder: dict[str, Any], held: dict[str, Any], article: str, imported: set[str]
+) -> None:
+    """Only a Medication is read from `contained`: an allergy or an order held there is not
+    imported, and the import says so instead of leaving the allergy list silently short."""
+    result = run({**holder, "contained": [{**held, "id": "inner"}]})
+    assert {type(event.payload).__name__ for _, event in result.events} == imported
+    (passed,) = result.passed_over
+    assert passed.message == (
+        f"{holder['resourceType']}/{holder['id']}: it holds {article} {held['resourceType']} "
+        "(#inner) in contained, which is not read from inside another resource; send it as a "
+        "resource of its own"
+    )
