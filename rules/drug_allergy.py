@@ -5,6 +5,7 @@ alert a clinician can act on."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -58,21 +59,29 @@ _BASE: dict[MatchLevel, Severity | None] = {
 
 
 _TITLES: dict[MatchLevel, str] = {
-    MatchLevel.SAME_INGREDIENT: "{drug} contains the substance of the recorded {allergen} {kind}",
-    MatchLevel.SAME_CLASS: "{drug} conflicts with the recorded {allergen} {kind}",
-    MatchLevel.PARTIAL: "{drug} may cross-react with the recorded {allergen} {kind}",
-    MatchLevel.LOW_RISK: "{drug} is related to the recorded {allergen} {kind} (low risk)",
-    MatchLevel.UNVERIFIED: "Cannot verify {drug} against the recorded {allergen} {kind}",
-    MatchLevel.NONE: "{drug} is unrelated to the recorded {allergen} {kind}",
+    MatchLevel.SAME_INGREDIENT: "{drug} contains the substance of the recorded {allergen}{kind}",
+    MatchLevel.SAME_CLASS: "{drug} conflicts with the recorded {allergen}{kind}",
+    MatchLevel.PARTIAL: "{drug} may cross-react with the recorded {allergen}{kind}",
+    MatchLevel.LOW_RISK: "{drug} is related to the recorded {allergen}{kind} (low risk)",
+    MatchLevel.UNVERIFIED: "Cannot verify {drug} against the recorded {allergen}{kind}",
+    MatchLevel.NONE: "{drug} is unrelated to the recorded {allergen}{kind}",
 }
 
 
 _EVALUATE_FIRST: dict[MatchLevel, str] = {
-    MatchLevel.PARTIAL: "{drug} may cross-react with the recorded {allergen} {kind}: evaluate first",
-    MatchLevel.LOW_RISK: "{drug} is related to the recorded {allergen} {kind}: evaluate first",
+    MatchLevel.PARTIAL: "{drug} may cross-react with the recorded {allergen}{kind}: evaluate first",
+    MatchLevel.LOW_RISK: "{drug} is related to the recorded {allergen}{kind}: evaluate first",
 }
 """Titles of a related drug whose severity a severe reaction raised because it needs a test or
 an allergist's evaluation first (`test_first_after_severe_reaction`): not "low risk" then."""
+
+
+_KIND_WORDS: dict[str, re.Pattern[str]] = {
+    "allergy": re.compile(r"\ballerg(?:y|ies|ic)\b|过敏", re.IGNORECASE),
+    "intolerance": re.compile(r"\bintoleran(?:ce|t)\b|不耐受", re.IGNORECASE),
+}
+"""A name that already says the kind ("Allergy to penicillin (finding)") is not followed by it
+again in a title ("the recorded Allergy to penicillin (finding)", not "... allergy")."""
 
 
 def _shift(severity: Severity, steps: int) -> Severity:
@@ -98,9 +107,10 @@ def severity_for(
     cutaneous adverse reaction the allergy records (SJS, TEN, DRESS, AGEP, in its text or its
     reactions) is a severe reaction whatever severity it was given, and an immune-mediated one
     even in a record typed as an intolerance; so is a reaction whose manifestation names
-    anaphylaxis ("Anaphylaxis", "anaphylactic shock", SNOMED CT 39579001) or angioedema
-    whatever severity it was given (or none), and an allergy whose own text names it
-    ("amoxicillin - anaphylaxis", "lisinopril angioedema").
+    anaphylaxis ("Anaphylaxis", "anaphylactic shock", SNOMED CT 39579001), angioedema or one of
+    their signs ("throat swelling", "hypotension") whatever severity it was given (or none), and
+    an allergy whose own text names one ("amoxicillin - anaphylaxis", "lisinopril angioedema"):
+    a record typed as an intolerance that records one is not lowered either.
     A record that does not say its type is an intolerance when every reaction it records is a
     known `side_effect` of its substance ("codeine - nausea"); a record typed as an allergy
     stays one.
@@ -108,17 +118,18 @@ def severity_for(
     base = _BASE[level]
     if base is None:
         return None
+    life_threatening = life_threatening_reaction(allergy.substance) is not None or any(
+        life_threatening_reaction(reaction.manifestation) is not None
+        for reaction in allergy.reactions
+    )
     severe_reaction = (
         severe_cutaneous_reaction
-        or life_threatening_reaction(allergy.substance) is not None
-        or any(
-            reaction.severity is ReactionSeverity.SEVERE
-            or life_threatening_reaction(reaction.manifestation)
-            for reaction in allergy.reactions
-        )
+        or life_threatening
+        or any(reaction.severity is ReactionSeverity.SEVERE for reaction in allergy.reactions)
     )
     severe_history = allergy.criticality is Criticality.HIGH or severe_reaction
-    allergic = not _intolerance(allergy, side_effect) or severe_cutaneous_reaction
+    immune_mediated = severe_cutaneous_reaction or life_threatening
+    allergic = not _intolerance(allergy, side_effect) or immune_mediated
     if level is MatchLevel.LOW_RISK:
         test_first = test_first_after_severe_reaction and severe_history and allergic
         return Severity.WARNING if test_first else base
@@ -218,10 +229,11 @@ class DrugAllergyRule:
         kind = "intolerance" if _intolerance(allergy, side_effect) else "allergy"
         raised = verdict.test_first_after_severe_reaction and severity is not _BASE[verdict.level]
         titles = _EVALUATE_FIRST if raised else _TITLES
+        allergen = self._names(allergy.substance, allergy.codes)
         title = titles.get(verdict.level, _TITLES[verdict.level]).format(
             drug=self._names(medication.drug, medication.codes),
-            allergen=self._names(allergy.substance, allergy.codes),
-            kind=kind,
+            allergen=allergen,
+            kind="" if _KIND_WORDS[kind].search(allergen) else f" {kind}",
         )
         detail = f"{verdict.level.value}: {verdict.reason} (source: {verdict.source})"
         return Finding(

@@ -47,8 +47,16 @@ SYSTEMS: Mapping[str, str] = {
 def system_key(system: str) -> str:
     """A code system as `SYSTEMS` knows it: folded to lower case, without surrounding white
     space or a trailing slash (`http://snomed.info/sct/`, as some producers write it, is SNOMED
-    CT)."""
-    return fold(system).strip().rstrip("/")
+    CT), `https` read as `http` (the canonical URIs are `http`, some producers write `https`),
+    and a SNOMED CT edition URI (`http://snomed.info/sct/731000124108`, which FHIR puts in
+    `version`, not `system`) read as SNOMED CT."""
+    key = _HTTPS.sub("http://", fold(system).strip().rstrip("/"))
+    return SNOMED_URI if _SNOMED_EDITION.match(key) else key
+
+
+SNOMED_URI: Final = "http://snomed.info/sct"
+_HTTPS: Final = re.compile(r"^https://")
+_SNOMED_EDITION: Final = re.compile(r"^http://snomed\.info/sct/\d+(?:/version/\d+)?$")
 
 
 SYSTEM_URIS: Mapping[str, str] = {

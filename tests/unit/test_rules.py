@@ -445,6 +445,24 @@ SEVERITY_CASES = [
         id="given an intolerance then one step lower than an allergy",
     ),
     pytest.param(
+        MatchLevel.SAME_CLASS,
+        {"allergy_type": "intolerance", "reactions": [{"manifestation": "Anaphylaxis"}]},
+        Severity.CRITICAL,
+        id="given an intolerance that records anaphylaxis then not lowered",
+    ),
+    pytest.param(
+        MatchLevel.SAME_INGREDIENT,
+        {"allergy_type": "intolerance", "reactions": [{"manifestation": "Lip swelling"}]},
+        Severity.CRITICAL,
+        id="given an intolerance that records angioedema signs then not lowered",
+    ),
+    pytest.param(
+        MatchLevel.SAME_CLASS,
+        {"allergy_type": "intolerance", "reactions": [{"manifestation": "Nausea"}]},
+        Severity.WARNING,
+        id="given an intolerance that records nausea then one step lower",
+    ),
+    pytest.param(
         MatchLevel.SAME_INGREDIENT,
         {"verification_status": "unconfirmed", "criticality": "low"},
         Severity.WARNING,
@@ -885,8 +903,14 @@ RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
             "Drug allergy - see chart",
             "Home med #3",
             "Home med #3 (amoxicillin 500 MG Oral Capsule) conflicts with the recorded "
-            "Drug allergy - see chart (Allergy to penicillin) allergy",
+            "Drug allergy - see chart (Allergy to penicillin)",
             id="given texts that name nothing then the title names what was judged",
+        ),
+        pytest.param(
+            "Allergy to penicillin (finding)",
+            "Amoxil",
+            "Amoxil conflicts with the recorded Allergy to penicillin (finding)",
+            id="given an allergen named as an allergy then the title does not say it twice",
         ),
         pytest.param(
             "Penicillin",
