@@ -108,9 +108,25 @@ def test_given_codes_alone_then_the_title_names_what_they_were_read_as() -> None
     )
 
 
-def test_given_code_systems_written_with_a_trailing_slash_then_the_codes_are_still_read() -> None:
-    allergen = allergy("http://snomed.info/sct/", "91936005")
-    drug = {"coding": [{"system": f"{RXNORM}/", "code": "308182"}]}
+@pytest.mark.parametrize(
+    ("allergy_system", "drug_system"),
+    [
+        pytest.param("http://snomed.info/sct/", f"{RXNORM}/", id="with a trailing slash"),
+        pytest.param(
+            "https://snomed.info/sct",
+            "https://www.nlm.nih.gov/research/umls/rxnorm",
+            id="with https",
+        ),
+        pytest.param(
+            "http://snomed.info/sct/731000124108", RXNORM, id="as a SNOMED CT edition URI"
+        ),
+    ],
+)
+def test_given_code_systems_written_otherwise_then_the_codes_are_still_read(
+    allergy_system: str, drug_system: str
+) -> None:
+    allergen = allergy(allergy_system, "91936005")
+    drug = {"coding": [{"system": drug_system, "code": "308182"}]}
 
     results = fold(submitted_from([allergen, order(drug)]))
 
