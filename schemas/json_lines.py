@@ -76,12 +76,17 @@ def strict_json(text: str) -> Any:
     return document
 
 
-def _where_json_fails(error: json.JSONDecodeError) -> str:
-    """The reader's message and column, or that the line stops before its value is complete
-    (a truncated line: the reader's column would point past the end)."""
+def where_json_fails(error: json.JSONDecodeError) -> str:
+    """The reader's message and where: the column alone in a text of one line (a line of a
+    file, whose origin gives its number), else the line and the column; or that the line or
+    the file stops before its value is complete (cut short: the reader's position would point
+    past the end)."""
+    one_line = "\n" not in error.doc.rstrip("\r\n")
     if error.pos >= len(error.doc.rstrip()):
-        return "not JSON: the line ends before its JSON value is complete"
-    return f"not JSON: {error.msg.removesuffix(' at')} at column {error.colno}"
+        text = "line" if one_line else "file"
+        return f"not JSON: the {text} ends before its JSON value is complete"
+    where = f"column {error.colno}" if one_line else f"line {error.lineno} column {error.colno}"
+    return f"not JSON: {error.msg.removesuffix(' at')} at {where}"
 
 
 def json_type(value: object) -> str:
@@ -103,7 +108,7 @@ def parse_event(text: str) -> Event:
     try:
         document = strict_json(text)
     except json.JSONDecodeError as error:
-        raise MalformedJson(_where_json_fails(error)) from None
+        raise MalformedJson(where_json_fails(error)) from None
     if not isinstance(document, dict):
         raise InvalidRecord(f"expected a JSON object, got {json_type(document)}")
     try:

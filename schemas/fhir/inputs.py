@@ -21,7 +21,7 @@ from schemas.fhir.json_access import (
     relative_reference,
     unversioned_parts,
 )
-from schemas.json_lines import NotUtf8, strict_json
+from schemas.json_lines import NotUtf8, strict_json, where_json_fails
 
 CLAIM_TYPES: Final = frozenset(
     {
@@ -238,7 +238,7 @@ def _parsed_json(
     try:
         document = strict_json(text)
     except json.JSONDecodeError as error:
-        message = f"not JSON: {error.msg} at line {error.lineno} column {error.colno}{hint(error)}"
+        message = f"{where_json_fails(error)}{hint(error)}"
         return ParsedInput(errors=(_malformed(origin, message),))
     except MalformedJson as error:
         return ParsedInput(errors=(_malformed(origin, str(error)),))

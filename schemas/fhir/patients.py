@@ -71,7 +71,9 @@ def patient_events(source: Source, index: Index) -> list[Event]:
     if address is not None and country is not None:
         _note_rivals(source, address, country, known_at)
     if address is None or country is None:
-        raise Unsupported("Patient without an address country: no home_country fact")
+        raise Unsupported(
+            "Patient without an address country: no home_country fact (the records naming it are still imported)"
+        )
     code = country_code(country)
     if code is None:
         raise Unsupported(f"Patient address country {country!r} is not an ISO 3166-1 code or name")

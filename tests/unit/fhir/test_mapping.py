@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from schemas.events import (
     Sensitivity,
     VerificationStatus,
 )
-from schemas.fhir.inputs import CLAIM_TYPES, conditional_identifier
+from schemas.fhir.inputs import CLAIM_TYPES, ParsedInput, conditional_identifier
 from schemas.fhir.json_access import Unmappable, duration_of, parse_fhir_period_end
 from schemas.fhir.mapping import (
     MAPPED_TYPES,
@@ -1494,12 +1495,12 @@ def test_given_a_home_address_with_a_period_when_imported_then_the_fact_dates_fr
     [
         pytest.param(
             None,
-            "Patient without an address country: no home_country fact",
+            "Patient without an address country: no home_country fact (the records naming it are still imported)",
             id="given no address then skipped with a reason",
         ),
         pytest.param(
             [{"city": "Olathe"}],
-            "Patient without an address country: no home_country fact",
+            "Patient without an address country: no home_country fact (the records naming it are still imported)",
             id="given an address without a country then skipped with a reason",
         ),
         pytest.param(
@@ -1670,7 +1671,9 @@ def test_given_unmapped_types_dropped_while_reading_then_the_same_import_and_ski
         ),
         pytest.param(
             "Patient-example",
-            ["Patient without an address country: no home_country fact"],
+            [
+                "Patient without an address country: no home_country fact (the records naming it are still imported)"
+            ],
             id="given a Patient without a country then skipped with a reason",
         ),
         pytest.param(
@@ -2085,3 +2088,35 @@ def test_history_entry_versions(response: dict[str, Any], recorded: datetime) ->
     entry = {"resource": PENICILLIN, "response": response}
     [event] = events_of({"resourceType": "Bundle", "type": "history", "entry": [entry]})
     assert event.recorded_at == recorded
+
+
+@pytest.mark.parametrize(
+    ("read", "message"),
+    [
+        pytest.param(
+            lambda: parse_ndjson(['{"resourceType": "Patient" "id": "p1"}\n'], "bulk.ndjson"),
+            "not JSON: Expecting ',' delimiter at column 28",
+            id="given a bulk line then the column alone",
+        ),
+        pytest.param(
+            lambda: parse_ndjson(['{"resourceType": "Patient",\n'], "bulk.ndjson"),
+            "not JSON: the line ends before its JSON value is complete",
+            id="given a bulk line cut short then that it ends too soon",
+        ),
+        pytest.param(
+            lambda: parse_json_document('{\n  "resourceType": "Patient",\n  "id": "p1', "p.json"),
+            "not JSON: Unterminated string starting at line 3 column 9",
+            id="given a document then the line and the column, 'at' once",
+        ),
+        pytest.param(
+            lambda: parse_json_document('{\n  "resourceType": "Patient",\n', "p.json"),
+            "not JSON: the file ends before its JSON value is complete",
+            id="given a document cut short then that it ends too soon",
+        ),
+    ],
+)
+def test_a_json_error_says_where_in_the_words_of_its_input(
+    read: Callable[[], ParsedInput], message: str
+) -> None:
+    (error,) = read().errors
+    assert (error.reason, error.message) == ("malformed_json", message)
