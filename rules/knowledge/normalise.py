@@ -1,7 +1,9 @@
 """Text and code normalisation shared by the bundled knowledge tables and their lookups.
 
-Case, accents, punctuation and full-width characters are folded away; Chinese characters are
-kept one token each so that multi-character names can be matched as token sequences.
+Case, accents, punctuation and full-width characters are folded away; Chinese characters,
+Japanese kana and Korean syllables are kept one token each so that multi-character names can
+be matched as token sequences in scripts written without spaces between words ("ペニシリン
+アレルギー"); Latin and Cyrillic words are whole tokens.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ import unicodedata
 _GREEK = str.maketrans(
     {"\u03b1": " alpha ", "\u03b2": " beta ", "\u03b3": " gamma ", "\u03b4": " delta "}
 )
-_TOKEN = re.compile(r"[a-z0-9]+|[\u3400-\u4dbf\u4e00-\u9fff]")
+_TOKEN = re.compile(
+    r"[a-z0-9]+|[\u0430-\u044f\u0451-\u045f]+"
+    r"|[\u3400-\u4dbf\u4e00-\u9fff\u3041-\u3096\u30a1-\u30fa\u30fc\uac00-\ud7a3]"
+)
 _QUANTITY = re.compile(r"\d+[a-z]*|(?:nda|anda|bla)\d+|q\d+h|x\d+[a-z]*|[a-ce-z]")
 """A stray letter is noise ("1 g", "penicillin-g" is a term of its own), except "d": after a
 brand it adds an ingredient (Claritin-D, Allegra-D: pseudoephedrine), so it must be part of a
@@ -21,10 +26,15 @@ _NDC_WIDTHS = (5, 4, 2)
 
 
 def fold(text: str) -> str:
-    """Lower-case, width-folded, accent-free text."""
+    """Lower-case, width-folded, accent-free text (a kana's voicing mark is an accent: "ペ"
+    folds as "ヘ"; a Korean syllable stays one character)."""
     lowered = unicodedata.normalize("NFKC", text).lower().translate(_GREEK)
     decomposed = unicodedata.normalize("NFKD", lowered)
-    return "".join(char for char in decomposed if not unicodedata.combining(char))
+    plain = "".join(char for char in decomposed if not unicodedata.combining(char))
+    return unicodedata.normalize("NFC", plain) if _HANGUL_JAMO.search(plain) else plain
+
+
+_HANGUL_JAMO = re.compile(r"[\u1100-\u11ff]")
 
 
 def tokens(text: str) -> tuple[str, ...]:

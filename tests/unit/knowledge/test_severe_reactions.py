@@ -7,7 +7,7 @@ import pytest
 
 from rules.knowledge.bundled import BundledKnowledge
 from rules.knowledge.report import check_drug
-from rules.knowledge.severe_reactions import severe_cutaneous_reaction
+from rules.knowledge.severe_reactions import life_threatening_reaction, severe_cutaneous_reaction
 
 
 @pytest.mark.parametrize(
@@ -163,3 +163,43 @@ def test_a_severe_cutaneous_reaction_among_the_recorded_reactions_counts_as_in_t
         in_text["test_first_after_severe_reaction"],
     )
     assert in_reactions["reason"] == in_text["reason"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "penicillin - tongue swelling",
+        "swelling of the lips",
+        "Throat closing",
+        "laryngeal oedema",
+        "Bronchospasm",
+        "wheezing and hives",
+        "Hypotension",
+        "anaphylactic shock",
+        "difficulty breathing",
+        "could not breathe",
+        "intubated in ICU",
+        "青霉素 - 喉头水肿",
+        "呼吸困难",
+    ],
+)
+def test_the_signs_of_anaphylaxis_and_angioedema_read_as_a_life_threatening_reaction(
+    text: str,
+) -> None:
+    assert life_threatening_reaction(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "rash",
+        "ankle swelling",
+        "swelling at the injection site",
+        "no difficulty breathing",
+        "wheezing: no",
+        "not hypotensive",
+        "nausea",
+    ],
+)
+def test_a_reaction_without_those_signs_is_not_life_threatening(text: str) -> None:
+    assert life_threatening_reaction(text) is None
