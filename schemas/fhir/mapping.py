@@ -288,7 +288,12 @@ from schemas.fhir.medications import request_events, statement_events
 from schemas.fhir.modifiers import not_plain
 from schemas.fhir.moves import SkippedVersion, left_in_force, moved_away
 from schemas.fhir.outcomes import OPERATION_OUTCOME, reported
-from schemas.fhir.patient_links import linked_patients, named_subject, replacement_notices
+from schemas.fhir.patient_links import (
+    linked_patients,
+    named_subject,
+    replacement_notices,
+    shared_identifier_notices,
+)
 from schemas.fhir.patients import country_code, patient_events
 from schemas.fhir.resource_types import (
     LATER_RESOURCE_TYPES,
@@ -423,6 +428,7 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
             PassedOver(item.origin, label, detail) for detail in _records_contained(item.resource)
         )
     result.passed_over.extend(replacement_notices(index.links, filed))
+    result.passed_over.extend(shared_identifier_notices(index, parsed.resources))
     result.events.extend(moved_away(result.events))
     ended, said = left_in_force(result.events, skipped_versions)
     result.events.extend(ended)

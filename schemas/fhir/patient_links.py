@@ -19,6 +19,7 @@ from schemas.fhir.json_access import (
     Unmappable,
     Unsupported,
     items_at,
+    objects_at,
     string_at,
     within,
 )
@@ -209,4 +210,41 @@ def replacement_notices(
             said = "no record of the input set names it"
         detail = f"replaced by {by} at the source (Patient.link): {said}"
         lines.append(PassedOver(replacement.origin, f"Patient/{old}", detail))
+    return lines
+
+
+def shared_identifier_notices(
+    index: Index, resources: Iterable[SourcedResource]
+) -> list[PassedOver]:
+    """One line per business identifier (`system|value`) that Patients filed as different
+    subjects carry alike (one MRN under two resource ids): the import keeps them apart, as
+    their ids say, and names them so one person is not split without a word (a conditional
+    create or update, or a `Patient.link`, makes them one). The value is not repeated: only
+    its system and the Patients."""
+    holders: dict[tuple[str, str], dict[str, SourcedResource]] = {}
+    for item in _newest_patients(resources):
+        if item.identity is None:
+            continue
+        try:
+            subject = index.current_patient(subject_id_of(item.identity))
+        except Unmappable:
+            continue
+        for identifier in objects_at(item.resource, "identifier"):
+            system, value = identifier.get("system"), identifier.get("value")
+            if isinstance(value, str) and value.strip():
+                key = (system if isinstance(system, str) else "", value.strip())
+                holders.setdefault(key, {}).setdefault(subject, item)
+    lines: list[PassedOver] = []
+    for (system, _), subjects in holders.items():
+        if len(subjects) < 2:
+            continue
+        first, *others = subjects.values()
+        named = ", ".join(f"Patient/{other.identity}" for other in others)
+        detail = (
+            f"it carries an identifier of system {system or '(none)'!r} with the value "
+            f"{named} carries: filed as {len(subjects)} subjects, as their ids say; if they are "
+            "one person, send one Patient id, a conditional create (ifNoneExist: "
+            "identifier=system|value) or a Patient.link"
+        )
+        lines.append(PassedOver(first.origin, f"Patient/{first.identity}", detail))
     return lines

@@ -68,7 +68,8 @@ def test_a_replaced_patients_allergy_meets_the_order_of_the_patient_replacing_it
     assert {skip.resource_id: skip.reason for skip in result.skipped} == {
         "old": "Patient replaced by another at the source (Patient.link): no longer used, the "
         "records naming it are filed under the patient replacing it",
-        "new": "Patient without an address country: no home_country fact (the records naming it are still imported)",
+        "new": "Patient without an address country: no home_country fact (the records naming it "
+        "are still imported)",
     }
     (alert,) = drug_allergy_alerts(subject(fold(submitted_from(resources)), "new"))
     assert alert.drug_allergy is not None
@@ -267,3 +268,33 @@ def test_a_replaces_link_whose_patient_cannot_be_told_is_reported_and_read_past(
     ((origin, record, detail),) = notices(result)
     assert (origin, record) == ("file0", "Patient/new")
     assert detail.endswith("which patient it replaces cannot be told (read past)")
+
+
+MRN = [{"system": "urn:oid:1.2.3.4", "value": "MRN123"}]
+
+
+def test_two_patients_with_one_identifier_stay_two_subjects_and_are_named() -> None:
+    """One MRN under two resource ids, unlinked: the ids decide (two subjects, the allergy of
+    one does not meet the order of the other), and a notice names both so that the split is
+    seen; the value is not repeated in it."""
+    first, second = ({**patient(name), "identifier": MRN} for name in ("p1", "p2"))
+    result = run(first, second, penicillin_allergy("Patient/p1"), amoxicillin_order("Patient/p2"))
+    assert subjects(result) == {"p1", "p2"}
+    assert notices(result) == [
+        (
+            "file0",
+            "Patient/p1",
+            "it carries an identifier of system 'urn:oid:1.2.3.4' with the value Patient/p2 "
+            "carries: filed as 2 subjects, as their ids say; if they are one person, send one "
+            "Patient id, a conditional create (ifNoneExist: identifier=system|value) or a "
+            "Patient.link",
+        )
+    ]
+    assert all("MRN123" not in line.detail for line in result.passed_over)
+
+
+def test_a_replaced_patient_sharing_the_identifier_of_its_replacement_is_no_split() -> None:
+    old, new = ({**linked_patient, "identifier": MRN} for linked_patient in (OLD, NEW))
+    result = run(old, new, penicillin_allergy("Patient/old"))
+    assert subjects(result) == {"new"}
+    assert [line.source_ref for line in result.passed_over] == ["Patient/old"]
