@@ -424,9 +424,11 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
             replaced = _replaced_patient_named(item, events, index, replacing)
             if replaced is not None:
                 filed.setdefault(replaced, []).append(label)
-        result.passed_over.extend(
-            PassedOver(item.origin, label, detail) for detail in _records_contained(item.resource)
-        )
+        if resource_type in MAPPED_TYPES:
+            result.passed_over.extend(
+                PassedOver(item.origin, label, detail)
+                for detail in _records_contained(item.resource)
+            )
     result.passed_over.extend(replacement_notices(index.links, filed))
     result.passed_over.extend(shared_identifier_notices(index, parsed.resources))
     result.events.extend(moved_away(result.events))
