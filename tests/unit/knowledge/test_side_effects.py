@@ -60,6 +60,22 @@ from rules.knowledge.report import check_drug
         pytest.param(
             "codeine - nausea", "azithromycin", "none", "none", "nausea", id="unrelated stays none"
         ),
+        pytest.param(
+            "amlodipine - ankle swelling",
+            "nifedipine",
+            "same_class",
+            "warning",
+            "ankle swelling",
+            id="calcium channel blocker oedema",
+        ),
+        pytest.param(
+            "amlodipine - edema",
+            "amlodipine",
+            "same_ingredient",
+            "warning",
+            "edema",
+            id="oedema on amlodipine",
+        ),
     ],
 )
 def test_an_allergy_that_records_only_side_effects_is_an_intolerance_one_step_lower(
@@ -89,6 +105,9 @@ def test_an_allergy_that_records_only_side_effects_is_an_intolerance_one_step_lo
         pytest.param("codeine - nausea, hives", "codeine", id="an allergic reaction among them"),
         pytest.param("penicillin - itching", "amoxicillin", id="itching of a penicillin"),
         pytest.param("amoxicillin - cough", "amoxicillin", id="cough of a non-ACE inhibitor"),
+        pytest.param("lisinopril - edema", "lisinopril", id="oedema of a non-calcium blocker"),
+        pytest.param("amlodipine - facial edema", "amlodipine", id="facial oedema: angioedema"),
+        pytest.param("amlodipine - swelling", "amlodipine", id="a swelling it does not place"),
         pytest.param("codeine - SJS, nausea", "codeine", id="a severe cutaneous reaction"),
         pytest.param("cefazolin - nausea, anaphylaxis", "cefazolin", id="anaphylaxis in the text"),
         pytest.param("penicillin", "amoxicillin", id="no reaction recorded"),
