@@ -61,6 +61,14 @@ from rules.knowledge.report import check_drug
             "codeine - nausea", "azithromycin", "none", "none", "nausea", id="unrelated stays none"
         ),
         pytest.param(
+            "vancomycin - RMS",
+            "vancomycin",
+            "same_ingredient",
+            "warning",
+            "rms",
+            id="red man syndrome abbreviated",
+        ),
+        pytest.param(
             "amlodipine - ankle swelling",
             "nifedipine",
             "same_class",
