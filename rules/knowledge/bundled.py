@@ -125,10 +125,12 @@ class BundledKnowledge:
         )
         reason = outcome.reason
         if side_effect is not None and outcome.level is not MatchLevel.NONE:
-            reason = (
-                f"the recorded reaction ('{side_effect}') is a known side effect, not an allergic "
-                f"reaction: an intolerance; {reason}"
+            said = (
+                f"the record says '{side_effect}'"
+                if side_effect in _INTOLERANCE_WORDS
+                else f"the recorded reaction ('{side_effect}') is a known side effect"
             )
+            reason = f"{said}, not an allergic reaction: an intolerance; {reason}"
         return CrossReactivity(
             allergen=allergen,
             drug=drug,
@@ -369,6 +371,10 @@ class BundledKnowledge:
                 if memberships.intersection(group.classes)
             )
         )
+
+
+_INTOLERANCE_WORDS: Final = frozenset({"intolerance", "intolerant"})
+"""Reaction words that name the record's type rather than a reaction ("statin intolerance")."""
 
 
 @cache

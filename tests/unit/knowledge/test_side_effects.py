@@ -143,3 +143,23 @@ def test_a_side_effect_recorded_beside_anaphylaxis_does_not_make_it_an_intoleran
     report = check_drug(knowledge, "cefazolin", "cefazolin", reactions=("Nausea", "39579001"))
 
     assert (report["severity"], report["side_effect"]) == ("critical", None)
+
+
+@pytest.mark.parametrize(
+    ("allergy", "drug", "severity"),
+    [
+        pytest.param("statin intolerance", "rosuvastatin", "warning", id="a class"),
+        pytest.param("codeine intolerant", "morphine", "warning", id="intolerant"),
+        pytest.param("penicillin intolerance, hives", "amoxicillin", "critical", id="and hives"),
+    ],
+)
+def test_an_allergy_text_that_says_intolerance_is_one_unless_a_reaction_says_otherwise(
+    knowledge: BundledKnowledge, allergy: str, drug: str, severity: str
+) -> None:
+    report = check_drug(knowledge, allergy, drug)
+
+    assert report["severity"] == severity
+    if severity == "warning":
+        assert str(report["reason"]).startswith(
+            f"the record says '{report['side_effect']}', not an allergic reaction: an intolerance"
+        )
