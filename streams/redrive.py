@@ -55,6 +55,7 @@ REDRIVABLE: frozenset[ReasonCode] = frozenset(
         ReasonCode.SUBJECT_HISTORY_FULL,
         ReasonCode.SUPERSEDES_UNKNOWN_CLAIM,
         ReasonCode.RETRACTS_UNKNOWN_CLAIM,
+        ReasonCode.BEFORE_ITS_CLAIM,
         ReasonCode.PROCESSING_ERROR,
         ReasonCode.WRONG_PARTITION,
     }

@@ -5,9 +5,9 @@ one valid time, re-sent copies) give the same state, and the same alerts in the 
 arrival order.
 
 What the gate refuses depends on order where the product says so: a correction or retraction
-whose claim has not arrived yet (`supersedes_unknown_claim`, `retracts_unknown_claim`, mended by
-`uac redrive`) and a stop or status change dated before its claim when the claim is already
-known (`before_its_claim`). The gate is therefore checked here through `uac replay`'s own order
+whose claim has not arrived yet (`supersedes_unknown_claim`, `retracts_unknown_claim`) and a
+stop or status change dated before the versions of its claim received so far
+(`before_its_claim`), all mended by `uac redrive`. The gate is therefore checked here through `uac replay`'s own order
 (transaction time), which does not depend on the order of the file.
 """
 

@@ -24,6 +24,7 @@ from projections.queries import active_allergies, active_medications
 from projections.state import UserState, initial_state, replay
 from schemas.events import CLOCK_ACTOR, Event
 from schemas.reasons import ReasonCode
+from streams.redrive import REDRIVABLE
 from tests.factories import T0, event_id, make_event
 
 NOW = T0 + timedelta(days=30)
@@ -1095,3 +1096,26 @@ def test_given_an_acknowledgement_then_only_one_a_person_stated_is_admitted(
         assert "a person's decision" in decision.detail
     else:
         assert isinstance(decision, Admitted)
+
+
+def test_a_status_change_refused_before_the_later_version_is_admitted_once_the_first_arrives() -> (
+    None
+):
+    """`before_its_claim` judges the versions received so far: an allergy's status change dated
+    between its two versions, arriving after the later one only, is refused; once the earlier
+    version has arrived, the same record (a redrive sends it again unchanged) is admitted, so
+    the state is the one of the order the versions were written in."""
+    first = make_event("AllergyRecorded", "first", at=T0, payload={"substance": "latex"})
+    later = make_event(
+        "AllergyRecorded", "later", at=T0 + timedelta(days=10), payload={"substance": "amoxicillin"}
+    )
+    resolved = make_event(
+        "AllergyStatusChanged",
+        "resolved",
+        at=T0 + timedelta(days=1),
+        recorded=T0 + timedelta(days=11),
+        payload={"allergy_id": "allergy-1", "clinical_status": "resolved"},
+    )
+    assert _reasons(_decide(resolved, replay([later]))) == ("before_its_claim",)
+    assert isinstance(_decide(resolved, replay([later, first])), Admitted)
+    assert ReasonCode.BEFORE_ITS_CLAIM in REDRIVABLE
