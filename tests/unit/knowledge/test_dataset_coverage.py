@@ -81,25 +81,33 @@ def test_non_drug_allergens_never_alert_on_dataset_drugs(
     assert levels == {MatchLevel.NONE}
 
 
+def _flagged(
+    knowledge: BundledKnowledge, allergen_code: str
+) -> list[tuple[dict[str, str], MatchLevel]]:
+    """The dataset drugs judged other than `none` against the dataset allergen of that code."""
+    allergen = next(r for r in ALLERGENS if r["code"] == allergen_code)
+    judged = (
+        (
+            drug,
+            knowledge.cross_reactivity(
+                allergen["text"], drug["text"], codes_of(allergen), codes_of(drug)
+            ).level,
+        )
+        for drug in ALL_DRUGS
+    )
+    return [(drug, level) for drug, level in judged if level is not MatchLevel.NONE]
+
+
 def test_an_egg_allergy_flags_only_the_egg_emulsified_lipid_emulsion_among_dataset_drugs(
     knowledge: BundledKnowledge,
 ) -> None:
     """Intralipid is emulsified with egg phospholipids and labelled against egg allergy; no
     other drug of the datasets is a concern for it (propofol's egg lecithin is a myth row)."""
-    allergen = next(r for r in ALLERGENS if r["code"] == "102263004")
+    flagged = _flagged(knowledge, "102263004")
 
-    flagged = {
-        drug["text"]: verdict.level
-        for drug in ALL_DRUGS
-        if (
-            verdict := knowledge.cross_reactivity(
-                allergen["text"], drug["text"], codes_of(allergen), codes_of(drug)
-            )
-        ).level
-        is not MatchLevel.NONE
+    assert {drug["text"]: level for drug, level in flagged} == {
+        "Intralipid 20% IV Fat Emulsion": MatchLevel.PARTIAL
     }
-
-    assert flagged == {"Intralipid 20% IV Fat Emulsion": MatchLevel.PARTIAL}
 
 
 def test_a_fish_allergy_flags_only_the_protamine_insulin_among_dataset_drugs(
@@ -108,20 +116,9 @@ def test_a_fish_allergy_flags_only_the_protamine_insulin_among_dataset_drugs(
     """Protamine, from salmon sperm, is a listed risk for fish-allergic patients; NPH insulin
     is insulin crystallised with it, so the Humulin 70/30 mix holds it. No other drug of the
     datasets is a concern for a fish allergy."""
-    allergen = next(r for r in ALLERGENS if r["code"] == "227037002")
+    flagged = _flagged(knowledge, "227037002")
 
-    flagged = {
-        drug["code"]: verdict.level
-        for drug in ALL_DRUGS
-        if (
-            verdict := knowledge.cross_reactivity(
-                allergen["text"], drug["text"], codes_of(allergen), codes_of(drug)
-            )
-        ).level
-        is not MatchLevel.NONE
-    }
-
-    assert flagged == {"106892": MatchLevel.PARTIAL}
+    assert {drug["code"]: level for drug, level in flagged} == {"106892": MatchLevel.PARTIAL}
 
 
 SNOMED = "http://snomed.info/sct"
