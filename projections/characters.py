@@ -17,9 +17,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import cache
 from typing import Final, NamedTuple
 
+from pydantic import BaseModel
+
 from projections.secrets import FreeText
+from schemas.base import field_names
 from schemas.events import Event
 
 NAMES: Final = ("tenant_id", "subject_id", "actor", "purpose", "scope")
@@ -49,8 +53,8 @@ def unprintable_characters(event: Event, text: FreeText) -> list[UnprintableChar
     names = [(name, getattr(event, name)) for name in NAMES]
     names += [
         (f"payload.{name}", value)
-        for name in PAYLOAD_NAMES
-        if isinstance(value := getattr(event.payload, name, None), str)
+        for name in _keying_fields(type(event.payload))
+        if isinstance(value := getattr(event.payload, name), str)
     ]
     found = [
         _first_unprintable(name, value) if not value.isprintable() else _first_folded(name, value)
@@ -65,6 +69,13 @@ def unprintable_characters(event: Event, text: FreeText) -> list[UnprintableChar
         for path, value in text.fields()
         if path not in named and (match := _CONTROL.search(value)) is not None
     ]
+
+
+@cache
+def _keying_fields(payload: type[BaseModel]) -> tuple[str, ...]:
+    """The fields of `PAYLOAD_NAMES` a payload class has, found once per class (asking a model
+    for a field it lacks raises inside pydantic, about a microsecond each, for every event)."""
+    return tuple(name for name in PAYLOAD_NAMES if name in field_names(payload))
 
 
 def _first_unprintable(field: str, text: str) -> UnprintableCharacter:

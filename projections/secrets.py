@@ -36,46 +36,87 @@ _LOGIN_WORD = rf"(?:{_LOGIN_TERMS})"
 """A password given as the whole of its line (`password: letmein`) is one, whatever it looks
 like; `Password: reset by the IT desk` goes on in words and is not."""
 
-_TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
-    (
+
+class _TokenPattern(NamedTuple):
+    kind: str
+    pattern: re.Pattern[str]
+    needles: tuple[str, ...]
+    """Lower-case text that every match holds, in the text as `_folded` reads it: the pattern is
+    searched only where one of them is, since Python's regular expressions try each branch at
+    each position (the credential assignment alone took about 20 us on 100 characters of
+    plain clinical text, the combined search of every pattern about 35 us)."""
+
+
+_TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
+    _TokenPattern(
+        "a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), ("private key-----",)
+    ),
+    _TokenPattern(
         "an API key",
         re.compile(
             r"\b(?:sk|pk|rk)[-_](?:live[-_]|test[-_])?[A-Za-z0-9]{16,}"
             r"|\bsk-(?:proj|svcacct|admin|ant-[a-z]+\d*)-[A-Za-z0-9_-]{20,}"
         ),
+        ("k-", "k_"),
     ),
-    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
-    ("an AWS access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    (
+    _TokenPattern("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), ("aiza",)),
+    _TokenPattern(
+        "an AWS access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), ("akia", "asia")
+    ),
+    _TokenPattern(
         "a credential in a URL",
         re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:[^\s/@]+@"),
+        ("://",),
     ),
-    ("a GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{22,}")),
-    ("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    (
+    _TokenPattern(
+        "a GitHub token",
+        re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{22,}"),
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    _TokenPattern("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), ("xox",)),
+    _TokenPattern(
         "a JSON web token",
         re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+        ("eyj",),
     ),
-    (
+    _TokenPattern(
         "an authorization credential",
         re.compile(
             r"(?i:\bauthorization\s*:\s*(?:bearer|basic|token|digest)\s+)\S{8,}"
             r"|(?i:\bbearer\s+)(?=[A-Za-z._~+/-]*\d)[A-Za-z0-9._~+/-]{20,}"
         ),
+        ("authorization", "bearer"),
     ),
-    (
+    _TokenPattern(
         "a credential assignment",
         re.compile(
             rf"(?i:\b{_CREDENTIAL_WORD}\s*=\s*)\S{{4,}}"
             rf"|(?i:\b{_CREDENTIAL_WORD}\s*(?:is|:)\s*){_CREDENTIAL_VALUE}"
             rf"|(?i:\b{_LOGIN_WORD}\s*:\s*)\S{{4,}}?(?=[.,;!)]*(?:$|[\r\n]))"
         ),
+        ("pass", "pwd", "kennwort", "wachtwoord", "contrase", "senha", "secret", "api", "token"),
     ),
 )
-_ANY_TOKEN = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern in _TOKEN_PATTERNS))
-"""Matches wherever one of the token patterns does: most text matches none, so it is searched
-once instead of once per pattern."""
+_NEEDLES: Final = tuple(
+    dict.fromkeys(needle for token in _TOKEN_PATTERNS for needle in token.needles)
+)
+_ASCII_CASE_FOLDS: Final = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
+"""The characters other than ASCII letters that a case-insensitive pattern takes for one (the
+dotted and dotless i, the long s) but that `str.lower` does not turn into it."""
+
+
+def _folded(text: str) -> str:
+    """`text` as the needles are looked for in it: lower case, and each character that a
+    case-insensitive pattern matches as an ASCII letter written as that letter."""
+    return (text if text.isascii() else text.translate(_ASCII_CASE_FOLDS)).lower()
+
+
+def _may_hold_a_token(text: str) -> bool:
+    """False only when no token pattern can match `text` (none of their needles is in it)."""
+    folded = _folded(text)
+    return any(needle in folded for needle in _NEEDLES)
+
+
 _DIGITS_IN_A_ROW = re.compile(r"\d(?:[ .\-/_\t]?\d){12}")
 """Thirteen digits with at most one separator (space, dot, hyphen, slash, underscore or tab)
 between two: every card number as it is written holds them, and most text does not (the quick
@@ -203,13 +244,16 @@ def _readable(text: str) -> str:
 
 def secrets_in_text(field: str, text: str) -> list[SecretFinding]:
     text = _readable(text)
-    findings = (
-        [SecretFinding(field, kind) for kind, pattern in _TOKEN_PATTERNS if pattern.search(text)]
-        if _ANY_TOKEN.search(text)
-        else []
-    )
-    if not _CODED_VALUE.search(field) and any(
-        is_card_number(digits) for digits in _card_candidates(text)
+    folded = _folded(text)
+    findings = [
+        SecretFinding(field, token.kind)
+        for token in _TOKEN_PATTERNS
+        if any(needle in folded for needle in token.needles) and token.pattern.search(text)
+    ]
+    if (
+        _DIGITS_IN_A_ROW.search(text)
+        and not _CODED_VALUE.search(field)
+        and any(is_card_number(digits) for digits in _card_candidates(text))
     ):
         findings.append(SecretFinding(field, "a payment card number"))
     return findings
@@ -304,7 +348,7 @@ def secrets_in(text: FreeText) -> list[SecretFinding]:
     string do, so whatever any pattern matches within one string it also matches there, and
     text with nothing that looks like a secret (most) is searched once, its paths never named."""
     together = _readable(text.together)
-    if not (_ANY_TOKEN.search(together) or _DIGITS_IN_A_ROW.search(together)):
+    if not (_may_hold_a_token(together) or _DIGITS_IN_A_ROW.search(together)):
         return []
     return [finding for field, value in text.fields() for finding in secrets_in_text(field, value)]
 
