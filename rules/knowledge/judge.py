@@ -61,16 +61,30 @@ def is_class(concept: str) -> bool:
     return concept.startswith(CLASS_PREFIX)
 
 
+def _rows_both_ways(
+    rows: tuple[CrossReactivityRow, ...],
+) -> dict[tuple[str, str], list[CrossReactivityRow]]:
+    """The rows by (allergen, drug) key, each also under its reverse (a penicillin allergy
+    against a cephalosporin is judged as a cephalosporin allergy against a penicillin), except
+    where a row is written for the reverse itself: the risk is not always the same both ways
+    (after angioedema on an ACE inhibitor most patients tolerate an ARB; after angioedema on an
+    ARB an ACE inhibitor's label warns of a higher risk)."""
+    by_key: dict[tuple[str, str], list[CrossReactivityRow]] = {}
+    for row in rows:
+        by_key.setdefault((row.allergen, row.drug), []).append(row)
+    written = set(by_key)
+    for row in rows:
+        if row.allergen != row.drug and (row.drug, row.allergen) not in written:
+            by_key.setdefault((row.drug, row.allergen), []).append(row)
+    return by_key
+
+
 class Judge:
     """Judges concept pairs against one set of tables."""
 
     def __init__(self, tables: KnowledgeTables) -> None:
         self._tables = tables
-        self._rows: dict[tuple[str, str], list[CrossReactivityRow]] = {}
-        for row in tables.rows:
-            self._rows.setdefault((row.allergen, row.drug), []).append(row)
-            if row.allergen != row.drug:
-                self._rows.setdefault((row.drug, row.allergen), []).append(row)
+        self._rows = _rows_both_ways(tables.rows)
         self.keys: Callable[[str], frozenset[str]] = cache(self._keys)
         self.depth: Callable[[str], int] = cache(self._depth)
         self.members: Callable[[str], tuple[str, ...]] = cache(self._members)

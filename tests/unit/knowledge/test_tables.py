@@ -10,6 +10,7 @@ import pytest
 from rules.knowledge import tables
 from rules.knowledge.bundled import BundledKnowledge
 from rules.knowledge.errors import KnowledgeDataError
+from rules.knowledge.report import check_drug
 from rules.knowledge.tables import (
     data_text,
     file_digest,
@@ -166,3 +167,30 @@ def test_a_product_form_of_an_unknown_form_or_concept_or_without_source_is_refus
 ) -> None:
     with pytest.raises(KnowledgeDataError, match=refused):
         load_edited(monkeypatch, "product_forms.csv", old, new)
+
+
+_ARB_TO_ACE_INHIBITOR = "class:angiotensin_receptor_blockers,class:ace_inhibitors,"
+
+
+def _levels_between_lisinopril_and_losartan() -> tuple[str, str]:
+    knowledge = BundledKnowledge(load_tables())
+    return (
+        str(check_drug(knowledge, "losartan", "lisinopril")["level"]),
+        str(check_drug(knowledge, "lisinopril", "losartan")["level"]),
+    )
+
+
+def test_a_row_written_for_the_reverse_pair_judges_that_direction_only() -> None:
+    assert _levels_between_lisinopril_and_losartan() == ("partial", "low_risk")
+
+
+def test_without_a_row_for_the_reverse_pair_a_row_judges_both_directions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    row = next(
+        line
+        for line in data_text("cross_reactivity.csv").splitlines(keepends=True)
+        if line.startswith(_ARB_TO_ACE_INHIBITOR)
+    )
+    load_edited(monkeypatch, "cross_reactivity.csv", row, "")
+    assert _levels_between_lisinopril_and_losartan() == ("low_risk", "low_risk")
