@@ -144,7 +144,8 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
         time_at(resource, "onsetPeriod", "start"),
     )
     if _no_longer_holds(payload):
-        candidates = (time_at(resource, "meta", "lastUpdated"), *candidates)
+        last_updated = time_at(resource, "meta", "lastUpdated")
+        candidates = (last_updated, source.document_time, *candidates)
     timing = timing_of(source, candidates)
     return [new_event(source, subject_id, timing, payload, EventType.ALLERGY_RECORDED.value)]
 

@@ -58,8 +58,9 @@ end), with a line when that is not the version named.
 Times: `occurred_at` is the first present of
   - AllergyIntolerance: recordedDate, onsetDateTime, onsetPeriod.start, meta.lastUpdated; for
     a record that no longer holds (refuted, entered-in-error, inactive, resolved) meta.lastUpdated
-    comes first, because recordedDate is when the allergy was first recorded, not when it was
-    refuted (so a refuting re-import resolves alerts at the time of the refutation)
+    comes first, then the time of the Bundle it came in, because recordedDate is when the
+    allergy was first recorded, not when it was refuted (so a refuting re-import resolves
+    alerts at the time of the refutation, also when it is sent without meta)
   - MedicationRequest: authoredOn, meta.lastUpdated
   - MedicationStatement: effectiveDateTime, effectivePeriod.start, dateAsserted, meta.lastUpdated
     (dateAsserted first when the use is planned to begin after it was asserted: an intended

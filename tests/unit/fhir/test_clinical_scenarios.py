@@ -1383,3 +1383,30 @@ def test_given_the_whole_synthea_set_then_the_only_drug_allergy_alerts_are_the_a
         (key, "Acetaminophen 325 MG Oral Tablet", Severity.INFO, AlertStatus.RAISED),
         (key, "Acetaminophen 325 MG Oral Tablet", Severity.INFO, AlertStatus.RESOLVED),
     }
+
+
+def _bundled(sent: str, *resources: dict[str, Any]) -> dict[str, Any]:
+    """A collection Bundle sent at `sent` holding `resources` without their `meta`."""
+    entries = [{"resource": {k: v for k, v in r.items() if k != "meta"}} for r in resources]
+    return {"resourceType": "Bundle", "type": "collection", "timestamp": sent, "entry": entries}
+
+
+@pytest.mark.parametrize("status", ["resolved", "inactive"])
+def test_given_a_later_bundle_says_the_allergy_no_longer_holds_then_the_alert_resolves_at_its_time(
+    status: str,
+) -> None:
+    """Versions without meta: the Bundle's time dates the change, not the allergy's
+    recordedDate (when it was first recorded), which would resolve the alert before it was
+    raised and leave the allergy inactive while the drug was given."""
+    no_longer = copy.deepcopy(PENICILLIN) | {"clinicalStatus": {"coding": [{"code": status}]}}
+    bundles = [
+        _bundled("2014-06-01T00:00:00Z", PENICILLIN),
+        _bundled("2015-02-01T00:00:00Z", ACTIVE_ZOSYN),
+        _bundled("2016-06-01T00:00:00Z", no_longer),
+    ]
+    result = subject(fold(submitted_from(bundles)), "pat1")
+    records = drug_allergy_alerts(result, "medrx0319")
+    assert [(a.status, a.occurred_at) for a in records] == [
+        (AlertStatus.RAISED, datetime(2015, 1, 15, tzinfo=UTC)),
+        (AlertStatus.RESOLVED, datetime(2016, 6, 1, tzinfo=UTC)),
+    ]
