@@ -550,11 +550,11 @@ def unordered_versions(resources: Sequence[SourcedResource]) -> dict[int, str]:
         if item.resource_type in CLAIM_TYPES and item.identity is not None:
             key = (item.resource_type, item.identity, item.server_base, _recorded_time(item))
             groups.setdefault(key, []).append(position)
-    found: dict[int, str] = {}
+    found = _one_version_two_contents(resources)
     for (resource_type, identity, _, _), positions in groups.items():
         found.update(_one_version_two_patients(resources, positions))
         versions = {version_id(resources[position].resource) for position in positions}
-        contents = _distinct(_without_meta(resources[position].resource) for position in positions)
+        contents = _distinct(without_meta(resources[position].resource) for position in positions)
         if len(versions) < 2 or len(contents) < 2 or _placed_apart(versions):
             continue
         named = ", ".join(sorted(repr(version) for version in versions if version))
@@ -564,6 +564,33 @@ def unordered_versions(resources: Sequence[SourcedResource]) -> dict[int, str]:
             "nothing says which version is newer (a versionId that is not a number does not "
             f"order them, nor do numbers from {VERSION_SLOTS} on): give each version "
             "meta.lastUpdated, or import the current one only"
+        )
+        found.update((position, reason) for position in positions)
+    return found
+
+
+def _one_version_two_contents(resources: Sequence[SourcedResource]) -> dict[int, str]:
+    """Position -> why, for each claim resource that differs from another of its id (from one
+    server) under the same `meta.versionId`, whatever their `meta.lastUpdated`: a server gives
+    each change a new versionId, so they are not versions of one record but records of two
+    sources under one id (bulk NDJSON names no server), and the later one would replace the
+    other (its drug, its patient, its status)."""
+    groups: dict[tuple[str, str, str | None, str], list[int]] = {}
+    for position, item in enumerate(resources):
+        version = version_id(item.resource)
+        if item.resource_type in CLAIM_TYPES and item.identity is not None and version:
+            key = (item.resource_type, item.identity, item.server_base, version)
+            groups.setdefault(key, []).append(position)
+    found: dict[int, str] = {}
+    for (resource_type, identity, _, version), positions in groups.items():
+        contents = _distinct(without_meta(resources[position].resource) for position in positions)
+        if len(contents) < 2:
+            continue
+        reason = (
+            f"{resource_type}/{identity}: different records under one meta.versionId "
+            f"({version!r}): a server gives each change of a record a new versionId, so they "
+            "are not versions of one record (records of two sources under one id?) and "
+            "nothing says which one holds: import each source's records under ids of their own"
         )
         found.update((position, reason) for position in positions)
     return found
@@ -651,7 +678,7 @@ def _placed_apart(versions: set[str | None]) -> bool:
     return all(_numeric(version) for version in numbered) and len(slots) == len(numbered)
 
 
-def _without_meta(resource: Json) -> dict[str, object]:
+def without_meta(resource: Json) -> dict[str, object]:
     return {key: value for key, value in resource.items() if key != "meta"}
 
 

@@ -49,7 +49,8 @@ type and id (or whose patient's id) the input set holds from two servers is an e
 merged with the other (`schemas.fhir.sources.Index.across_servers`).
 A reference to a Medication or MedicationRequest resolves to the newest version the input set
 holds (`meta.lastUpdated`, then a numeric `meta.versionId`); two different resources under one
-reference that no version order separates are an error for the records naming them. A
+reference that no version order separates, or under one `meta.versionId` (a server gives each
+change a new one: records of two sources), are an error for the records naming them. A
 reference to a Medication or Substance pinned to a version (`/_history/<versionId>`) names that
 version when the set holds it, else the newest, with a line that says so; one pinned to a
 version of a MedicationRequest is read as the order's newest version (its patient, status and

@@ -24,6 +24,7 @@ from schemas.fhir.inputs import (
     version_id,
     version_rank,
     version_slot,
+    without_meta,
 )
 from schemas.fhir.json_access import (
     Json,
@@ -104,7 +105,8 @@ class Index:
     order_ends: dict[str, datetime | None] = field(default_factory=dict, compare=False)
     """Order id -> when its own import stops it, filled as records of drugs given name their
     orders (so an order is mapped once more for them all, not once per record)."""
-    undecided: frozenset[str] = frozenset()
+    undecided: Mapping[str, str] = field(default_factory=dict)
+    """A key given by two different resources -> why neither can be read as the one meant."""
     """Keys given by two different resources of which neither is the newer version: what they
     name cannot be told (see `version_rank`)."""
     replacing: Mapping[str, tuple[SourcedResource, ...]] = field(default_factory=dict)
@@ -140,6 +142,13 @@ class Index:
         identifiers: dict[tuple[str, str], str | None] = {}
         ranks: dict[str, VersionRank] = {}
         ties: dict[str, VersionRank] = {}
+        by_version: dict[tuple[str, str], Json] = {}
+        clashes: set[tuple[str, str]] = set()
+        newest_by_type = {
+            "Medication": medications,
+            "Substance": substances,
+            "MedicationRequest": orders,
+        }
         replacing: dict[str, list[SourcedResource]] = {}
         versions: dict[str, dict[str, Json]] = {}
         servers: dict[str, set[str]] = {}
@@ -159,17 +168,16 @@ class Index:
             keys = [key for key in (on_server, full_url, relative) if key]
             for named, server in _server_keys(item):
                 servers.setdefault(named, set()).add(server)
-            if resource_type == "Medication":
-                _keep_newest(medications, keys, item, ranks, ties)
-            if resource_type == "Substance":
-                _keep_newest(substances, keys, item, ranks, ties)
+            newest = newest_by_type.get(resource_type)
+            if newest is not None:
+                _note_clash(by_version, clashes, keys, item.resource)
+                _keep_newest(newest, keys, item, ranks, ties)
             version = version_id(item.resource)
             if resource_type in _VERSIONED_TYPES and relative and version:
                 for held_as in (on_server, relative):
                     if held_as:
                         versions.setdefault(held_as, {})[version] = item.resource
             if resource_type == "MedicationRequest":
-                _keep_newest(orders, keys, item, ranks, ties)
                 prior = _prior_key(item.resource)
                 if prior is not None:
                     replacing.setdefault(prior, []).append(item)
@@ -180,7 +188,13 @@ class Index:
                     identifiers[key] = (
                         identifier if identifiers.get(key, identifier) == identifier else None
                     )
-        undecided = frozenset(key for key, rank in ties.items() if ranks[key] == rank)
+        undecided = {key: _TIED for key, rank in ties.items() if ranks[key] == rank}
+        for held in newest_by_type.values():
+            undecided |= {
+                key: _CLASHED.format(version=version)
+                for key, item in held.items()
+                if (version := version_id(item.resource)) and (key, version) in clashes
+            }
         across = {key: tuple(sorted(held)) for key, held in servers.items() if len(held) > 1}
         return cls(
             {key: item.resource for key, item in medications.items()},
@@ -311,13 +325,9 @@ class Index:
     def _decided(self, key: str) -> str:
         if relative_reference(key) == key:
             self.on_one_server(key)
-        if key in self.undecided:
-            raise Unmappable(
-                Problem.UNRESOLVED_REFERENCE,
-                f"{key} is given by two different resources, neither a newer version of the "
-                "other (the same meta.lastUpdated, and no numeric meta.versionId that orders "
-                "them): which one is meant cannot be told",
-            )
+        why = self.undecided.get(key)
+        if why is not None:
+            raise Unmappable(Problem.UNRESOLVED_REFERENCE, f"{key} is given by {why}")
         return key
 
 
@@ -380,6 +390,36 @@ def _pinned_version(reference: str) -> tuple[str, str] | None:
     if not marker or not version or "/" in version or relative is None:
         return None
     return relative, version
+
+
+_TIED: Final = (
+    "two different resources, neither a newer version of the other (the same "
+    "meta.lastUpdated, and no numeric meta.versionId that orders them): which one is meant "
+    "cannot be told"
+)
+_CLASHED: Final = (
+    "two different resources under one meta.versionId ({version!r}): a server gives each "
+    "change of a resource a new versionId, so they are not versions of one record (records of "
+    "two sources under one id?), and which one is meant cannot be told"
+)
+
+
+def _note_clash(
+    by_version: dict[tuple[str, str], Json],
+    clashes: set[tuple[str, str]],
+    keys: Sequence[str],
+    resource: Json,
+) -> None:
+    """Note in `clashes` each (key, versionId) under which two resources differ (their `meta`
+    apart: the same version exported twice may carry other lastUpdated times)."""
+    version = version_id(resource)
+    if version is None:
+        return
+    content = without_meta(resource)
+    for key in keys:
+        seen = by_version.setdefault((key, version), content)
+        if seen != content:
+            clashes.add((key, version))
 
 
 def _keep_newest(

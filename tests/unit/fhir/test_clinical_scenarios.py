@@ -1410,3 +1410,67 @@ def test_given_a_later_bundle_says_the_allergy_no_longer_holds_then_the_alert_re
         (AlertStatus.RAISED, datetime(2015, 1, 15, tzinfo=UTC)),
         (AlertStatus.RESOLVED, datetime(2016, 6, 1, tzinfo=UTC)),
     ]
+
+
+def _imported(resources: Sequence[dict[str, Any]]) -> Any:
+    context = ImportContext(tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK)
+    return import_fhir(
+        combine(unpack(r, f"scenario#{n}") for n, r in enumerate(resources)), context
+    )
+
+
+@pytest.mark.parametrize("newest_first", [False, True], ids=["in file order", "reversed"])
+def test_given_two_records_under_one_id_and_versionid_then_both_are_errors_whatever_their_times(
+    newest_first: bool,
+) -> None:
+    """Bulk NDJSON of two sources names no server: their AllergyIntolerance/1 under versionId
+    1 are two records, not versions (a server gives each change a new versionId), so the later
+    lastUpdated must not replace the other's patient or status."""
+    elsewhere = for_patient(PENICILLIN, "pat2", code={"text": "latex"})
+    versions = [
+        PENICILLIN | {"meta": {"versionId": "1", "lastUpdated": "2016-01-10T00:00:00Z"}},
+        elsewhere | {"meta": {"versionId": "1", "lastUpdated": "2016-01-20T00:00:00Z"}},
+    ]
+    imported = _imported(versions[::-1] if newest_first else versions)
+    assert imported.events == []
+    assert [error.reason for error in imported.errors] == ["invalid_value", "invalid_value"]
+    assert all("different records under one meta.versionId" in e.message for e in imported.errors)
+
+
+def test_given_one_version_exported_twice_with_other_times_then_it_is_imported_once() -> None:
+    versions = [
+        PENICILLIN | {"meta": {"versionId": "1", "lastUpdated": lastUpdated}}
+        for lastUpdated in ("2016-01-10T00:00:00Z", "2016-01-20T00:00:00Z")
+    ]
+    imported = _imported(versions)
+    assert imported.errors == []
+    assert {event.payload.allergy_id for _, event in imported.events} == {PENICILLIN["id"]}
+
+
+def test_given_two_medications_under_one_id_and_versionid_then_the_orders_naming_it_are_errors() -> (
+    None
+):
+    def medication(code: str, display: str, updated: str) -> dict[str, Any]:
+        coding = {"system": "http://www.nlm.nih.gov/research/umls/rxnorm", "code": code}
+        return {
+            "resourceType": "Medication",
+            "id": "1",
+            "meta": {"versionId": "1", "lastUpdated": updated},
+            "code": {"coding": [coding | {"display": display}]},
+        }
+
+    order = for_patient(ACTIVE_ZOSYN, "pat1", medicationReference={"reference": "Medication/1"})
+    order.pop("medicationCodeableConcept", None)
+    order.pop("contained", None)
+    imported = _imported(
+        [
+            medication("723", "amoxicillin", "2016-01-01T00:00:00Z"),
+            medication("5640", "ibuprofen", "2016-01-05T00:00:00Z"),
+            order,
+        ]
+    )
+    prescribed = [e for _, e in imported.events if e.type is EventType.MEDICATION_PRESCRIBED]
+    assert prescribed == []
+    [error] = [e for e in imported.errors if "Medication/1" in e.message]
+    assert error.reason == "unresolved_reference"
+    assert "two different resources under one meta.versionId" in error.message
