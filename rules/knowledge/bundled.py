@@ -57,7 +57,9 @@ class BundledKnowledge:
 
     def __init__(self, tables: KnowledgeTables) -> None:
         self._tables = tables
-        self._recogniser = Recogniser(tables.lexicon, tables.codes, tables.qualifiers)
+        self._recogniser = Recogniser(
+            tables.lexicon, tables.codes, tables.qualifiers, tables.misspellings
+        )
         self._judge = Judge(tables)
         self._categories: Callable[[str], frozenset[str]] = cache(self._categories_of)
 

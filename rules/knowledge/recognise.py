@@ -57,12 +57,13 @@ class Recogniser:
         lexicon: Mapping[tuple[str, ...], tuple[str, ...]],
         codes: Mapping[tuple[str, str], tuple[str, ...]],
         qualifiers: frozenset[tuple[str, ...]] = frozenset(),
+        unsuggested: frozenset[tuple[str, ...]] = frozenset(),
     ) -> None:
         self._lexicon = lexicon
         self._codes_index = codes
         self._qualifiers = qualifiers
         self._longest = max(len(term) for term in lexicon)
-        self._names_by_initial = _names_by_initial(lexicon)
+        self._names_by_initial = _names_by_initial(lexicon, unsuggested)
         self._closest = lru_cache(maxsize=4096)(self._closest_names)
 
     def recognise(
@@ -115,7 +116,7 @@ class Recogniser:
     def _unread_items(self, text: str) -> tuple[str, ...]:
         """The unrecognised words of the list items that name nothing, in a text of several
         items: an allergy's code names one substance, so it cannot vouch for another item of
-        its list ("Penicillin, Sulfamethoxazol" coded as penicillin G). A text of one item is
+        its list ("Penicillin, Sulfamethoxazle" coded as penicillin G). A text of one item is
         the code's display, which the code already reads."""
         items = _ITEM_SEPARATORS.split(fold(text))
         if len(items) < 2:
@@ -230,12 +231,16 @@ def _words_and_items(text: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
 
 def _names_by_initial(
     lexicon: Mapping[tuple[str, ...], tuple[str, ...]],
+    unsuggested: frozenset[tuple[str, ...]],
 ) -> dict[str, list[str]]:
-    """One-word terms that name something (not noise words), by first letter, sorted (so the
-    suggestions are deterministic)."""
+    """One-word terms that name something (not noise words, nor the misspellings a table
+    reads, which a suggestion must not offer), by first letter, sorted (so the suggestions
+    are deterministic)."""
     names: dict[str, list[str]] = {}
     for term in sorted(
-        term[0] for term, concepts in lexicon.items() if len(term) == 1 and concepts
+        term[0]
+        for term, concepts in lexicon.items()
+        if len(term) == 1 and concepts and term not in unsuggested
     ):
         names.setdefault(term[0], []).append(term)
     return names

@@ -191,6 +191,8 @@ class KnowledgeTables:
     product_forms: Mapping[str, tuple[ProductForm, ...]] = field(default_factory=dict)
     """Ingredient -> the dose forms whose every product carries an allergen
     (`product_forms.csv`)."""
+    misspellings: frozenset[tuple[str, ...]] = frozenset()
+    """The terms of kind `misspelling` ("asprin"): read, never offered as a suggestion."""
 
 
 def load_tables() -> KnowledgeTables:
@@ -218,6 +220,11 @@ def load_tables() -> KnowledgeTables:
         reactions=reactions,
         side_effects=_side_effects(_records(texts["side_effects.csv"]), reactions, known),
         product_forms=_product_forms(_records(texts["product_forms.csv"]), texts, ingredients),
+        misspellings=frozenset(
+            tokens(record["term"])
+            for record in _records(texts["terms.csv"])
+            if record["kind"] == "misspelling"
+        ),
     )
 
 

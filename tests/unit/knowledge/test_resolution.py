@@ -612,8 +612,8 @@ def test_common_drugs_resolve_to_their_classes(
 @pytest.mark.parametrize(
     ("text", "misspelt", "offered"),
     [
-        pytest.param("amoxicilin 500 mg", "amoxicilin", "amoxicillin", id="given amoxicilin"),
-        pytest.param("Ibuprofin", "ibuprofin", "ibuprofen", id="given ibuprofin"),
+        pytest.param("amoxicilln 500 mg", "amoxicilln", "amoxicillin", id="given amoxicilln"),
+        pytest.param("Ibuprofan", "ibuprofan", "ibuprofen", id="given ibuprofan"),
         pytest.param("cephalexn capsule", "cephalexn", "cephalexin", id="given cephalexn"),
     ],
 )
@@ -636,7 +636,7 @@ def test_gibberish_gets_no_suggestion(knowledge: BundledKnowledge) -> None:
 def test_suggestions_are_the_same_in_every_process() -> None:
     script = (
         "from rules.knowledge.bundled import load_bundled_knowledge as k;"
-        "print(k().cross_reactivity('asprin', 'amoxicilin / ibuprofin').reason)"
+        "print(k().cross_reactivity('aspirn', 'amoxicilln / ibuprofan').reason)"
     )
     reasons = {
         subprocess.run(
@@ -651,3 +651,21 @@ def test_suggestions_are_the_same_in_every_process() -> None:
 
     assert len(reasons) == 1
     assert "did you mean aspirin" in reasons.pop()
+
+
+@pytest.mark.parametrize(
+    ("text", "ingredient"),
+    [("asprin", "aspirin"), ("codiene", "codeine"), ("amoxacillin 500 mg", "amoxicillin")],
+)
+def test_a_listed_misspelling_is_read_as_its_drug(
+    knowledge: BundledKnowledge, text: str, ingredient: str
+) -> None:
+    assert knowledge.resolve(text).ingredients == (ingredient,)
+
+
+def test_a_listed_misspelling_is_never_offered_as_a_suggestion(
+    knowledge: BundledKnowledge,
+) -> None:
+    reason = knowledge.cross_reactivity("penicillin", "ibuprofan").reason
+
+    assert "(did you mean ibuprofen?)" in reason
