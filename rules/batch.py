@@ -111,9 +111,12 @@ def replay_batch(
     rules: Sequence[Rule],
     policy: FoldPolicy = DEFAULT_POLICY,
 ) -> dict[str, SubjectResult]:
-    owners = {item.event.id: item.event.key for item in batch}
+    ordered = in_processing_order(batch)
+    owners: dict[str, str] = {}
+    for item in ordered:
+        owners.setdefault(item.event.id, item.event.key)
     results: dict[str, SubjectResult] = {}
-    for item in in_processing_order(batch):
+    for item in ordered:
         event = item.event
         result = results.get(event.key) or SubjectResult(
             initial_state(event.tenant_id, event.subject_id)

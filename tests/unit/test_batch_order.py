@@ -93,3 +93,39 @@ def test_given_an_order_replaced_at_the_instant_its_successor_starts_then_no_dup
         (result,) = replay_batch(batch, _context, RULES).values()
         assert result.rejections == []
         assert result.alerts == []
+
+
+def _preference(name: str, subject: str, days: int, corrects: str | None = None) -> Event:
+    return make_event(
+        "PreferenceStated",
+        name,
+        at=timedelta(days=days),
+        subject=subject,
+        payload={"key": "diet", "value": name},
+        supersedes=None if corrects is None else event_id(corrects),
+    )
+
+
+def test_given_one_event_id_in_two_subjects_then_a_correction_naming_it_is_judged_alike_in_any_order() -> (
+    None
+):
+    """The producer contract forbids reusing an event id, even for another subject; when it
+    happens, the subject a correction's target is read as belonging to must not depend on the
+    order of the file (it decided between a final and a redrivable refusal)."""
+    reused = [
+        _preference("shared", "qa", 1).model_copy(update={"actor": "not-an-actor"}),
+        _preference("shared", "qb", 2),
+    ]
+    correction = _preference("fix", "qa", 3, "shared")
+    outcomes = set()
+    for order in permutations([*reused, correction]):
+        batch = [Submitted(f"line {n}", event, 100) for n, event in enumerate(order, 1)]
+        results = replay_batch(batch, _context, RULES)
+        outcomes.add(
+            tuple(
+                (key, rejection.reasons, rejection.detail)
+                for key, result in results.items()
+                for _, rejection in result.rejections
+            )
+        )
+    assert len(outcomes) == 1
