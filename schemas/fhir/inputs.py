@@ -554,7 +554,9 @@ def unordered_versions(resources: Sequence[SourcedResource]) -> dict[int, str]:
     for (resource_type, identity, _, _), positions in groups.items():
         found.update(_one_version_two_patients(resources, positions))
         versions = {version_id(resources[position].resource) for position in positions}
-        contents = _distinct(without_meta(resources[position].resource) for position in positions)
+        contents = _distinct(
+            recorded_content(resources[position].resource) for position in positions
+        )
         if len(versions) < 2 or len(contents) < 2 or _placed_apart(versions):
             continue
         named = ", ".join(sorted(repr(version) for version in versions if version))
@@ -583,7 +585,9 @@ def _one_version_two_contents(resources: Sequence[SourcedResource]) -> dict[int,
             groups.setdefault(key, []).append(position)
     found: dict[int, str] = {}
     for (resource_type, identity, _, version), positions in groups.items():
-        contents = _distinct(without_meta(resources[position].resource) for position in positions)
+        contents = _distinct(
+            recorded_content(resources[position].resource) for position in positions
+        )
         if len(contents) < 2:
             continue
         reason = (
@@ -678,8 +682,11 @@ def _placed_apart(versions: set[str | None]) -> bool:
     return all(_numeric(version) for version in numbered) and len(slots) == len(numbered)
 
 
-def without_meta(resource: Json) -> dict[str, object]:
-    return {key: value for key, value in resource.items() if key != "meta"}
+def recorded_content(resource: Json) -> dict[str, object]:
+    """The resource without its `meta` and its narrative `text`: what two copies of one version
+    share whatever the export (a server writes the narrative in one answer and leaves it out
+    of another, `_summary=data`; `meta.lastUpdated` may differ between copies)."""
+    return {key: value for key, value in resource.items() if key not in ("meta", "text")}
 
 
 def _distinct(values: Iterable[dict[str, object]]) -> list[dict[str, object]]:

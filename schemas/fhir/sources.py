@@ -19,12 +19,12 @@ from schemas.fhir.inputs import (
     SourcedResource,
     VersionRank,
     located,
+    recorded_content,
     reference_key,
     server_base_of,
     version_id,
     version_rank,
     version_slot,
-    without_meta,
 )
 from schemas.fhir.json_access import (
     Json,
@@ -411,11 +411,11 @@ def _note_clash(
     resource: Json,
 ) -> None:
     """Note in `clashes` each (key, versionId) under which two resources differ (their `meta`
-    apart: the same version exported twice may carry other lastUpdated times)."""
+    and narrative apart: `recorded_content`)."""
     version = version_id(resource)
     if version is None:
         return
-    content = without_meta(resource)
+    content = recorded_content(resource)
     for key in keys:
         seen = by_version.setdefault((key, version), content)
         if seen != content:

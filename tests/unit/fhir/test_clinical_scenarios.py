@@ -1438,9 +1438,12 @@ def test_given_two_records_under_one_id_and_versionid_then_both_are_errors_whate
 
 
 def test_given_one_version_exported_twice_with_other_times_then_it_is_imported_once() -> None:
+    """Two answers of one server: the later lastUpdated, and the narrative left out of one."""
+    narrative = {"status": "generated", "div": "<div>Penicillin G allergy</div>"}
     versions = [
-        PENICILLIN | {"meta": {"versionId": "1", "lastUpdated": lastUpdated}}
-        for lastUpdated in ("2016-01-10T00:00:00Z", "2016-01-20T00:00:00Z")
+        PENICILLIN | {"meta": {"versionId": "1", "lastUpdated": "2016-01-10T00:00:00Z"}},
+        {k: v for k, v in PENICILLIN.items() if k != "text"}
+        | {"meta": {"versionId": "1", "lastUpdated": "2016-01-20T00:00:00Z"}, "text": narrative},
     ]
     imported = _imported(versions)
     assert imported.errors == []
