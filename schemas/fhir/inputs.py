@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import chain
-from typing import Final
+from typing import Final, NamedTuple
 from urllib.parse import parse_qs
 
 from schemas.errors import MalformedJson
@@ -550,7 +550,13 @@ def unordered_versions(resources: Sequence[SourcedResource]) -> dict[int, str]:
         if item.resource_type in CLAIM_TYPES and item.identity is not None:
             key = (item.resource_type, item.identity, item.server_base, _recorded_time(item))
             groups.setdefault(key, []).append(position)
-    found = _one_version_two_contents(resources)
+    found = _one_version_two_contents(
+        {
+            clash: positions
+            for clash, positions in clashing_versions(resources).items()
+            if clash.resource_type in CLAIM_TYPES
+        }
+    )
     for (resource_type, identity, _, _), positions in groups.items():
         found.update(_one_version_two_patients(resources, positions))
         versions = {version_id(resources[position].resource) for position in positions}
@@ -571,30 +577,44 @@ def unordered_versions(resources: Sequence[SourcedResource]) -> dict[int, str]:
     return found
 
 
-def _one_version_two_contents(resources: Sequence[SourcedResource]) -> dict[int, str]:
-    """Position -> why, for each claim resource that differs from another of its id (from one
-    server) under the same `meta.versionId`, whatever their `meta.lastUpdated`: a server gives
-    each change a new versionId, so they are not versions of one record but records of two
-    sources under one id (bulk NDJSON names no server), and the later one would replace the
-    other (its drug, its patient, its status)."""
-    groups: dict[tuple[str, str, str | None, str], list[int]] = {}
+class VersionClash(NamedTuple):
+    """Resources of one type and id, from one server, under one `meta.versionId`."""
+
+    resource_type: str
+    identity: str
+    server_base: str | None
+    version: str
+
+
+def clashing_versions(resources: Sequence[SourcedResource]) -> dict[VersionClash, list[int]]:
+    """The positions of resources that differ (`recorded_content`) from another of their id,
+    from one server, under the same `meta.versionId`, whatever their `meta.lastUpdated`: a
+    server gives each change a new versionId, so they are not versions of one record but
+    records of two sources under one id (bulk NDJSON names no server), and the later one
+    would replace the other (its drug, its patient, its status)."""
+    groups: dict[VersionClash, list[int]] = {}
     for position, item in enumerate(resources):
         version = version_id(item.resource)
-        if item.resource_type in CLAIM_TYPES and item.identity is not None and version:
-            key = (item.resource_type, item.identity, item.server_base, version)
+        if item.identity is not None and version:
+            key = VersionClash(item.resource_type, item.identity, item.server_base, version)
             groups.setdefault(key, []).append(position)
+    return {
+        clash: positions
+        for clash, positions in groups.items()
+        if len(_distinct(recorded_content(resources[p].resource) for p in positions)) > 1
+    }
+
+
+def _one_version_two_contents(clashes: Mapping[VersionClash, list[int]]) -> dict[int, str]:
+    """Position -> why, for each claim resource of `clashes`."""
     found: dict[int, str] = {}
-    for (resource_type, identity, _, version), positions in groups.items():
-        contents = _distinct(
-            recorded_content(resources[position].resource) for position in positions
-        )
-        if len(contents) < 2:
-            continue
+    for clash, positions in clashes.items():
         reason = (
-            f"{resource_type}/{identity}: different records under one meta.versionId "
-            f"({version!r}): a server gives each change of a record a new versionId, so they "
-            "are not versions of one record (records of two sources under one id?) and "
-            "nothing says which one holds: import each source's records under ids of their own"
+            f"{clash.resource_type}/{clash.identity}: different records under one "
+            f"meta.versionId ({clash.version!r}): a server gives each change of a record a new "
+            "versionId, so they are not versions of one record (records of two sources under "
+            "one id?) and nothing says which one holds: import each source's records under ids "
+            "of their own"
         )
         found.update((position, reason) for position in positions)
     return found

@@ -17,9 +17,10 @@ from schemas.events import Event, EventType, FactAsserted, Origin, Payload, Sens
 from schemas.fhir.inputs import (
     CLAIM_TYPES,
     SourcedResource,
+    VersionClash,
     VersionRank,
+    clashing_versions,
     located,
-    recorded_content,
     reference_key,
     server_base_of,
     version_id,
@@ -142,8 +143,6 @@ class Index:
         identifiers: dict[tuple[str, str], str | None] = {}
         ranks: dict[str, VersionRank] = {}
         ties: dict[str, VersionRank] = {}
-        by_version: dict[tuple[str, str], Json] = {}
-        clashes: set[tuple[str, str]] = set()
         newest_by_type = {
             "Medication": medications,
             "Substance": substances,
@@ -153,6 +152,7 @@ class Index:
         versions: dict[str, dict[str, Json]] = {}
         servers: dict[str, set[str]] = {}
         collected = list(resources)
+        clashes = set(clashing_versions(collected))
         disputed = {
             key: why
             for item in collected
@@ -170,7 +170,6 @@ class Index:
                 servers.setdefault(named, set()).add(server)
             newest = newest_by_type.get(resource_type)
             if newest is not None:
-                _note_clash(by_version, clashes, keys, item.resource)
                 _keep_newest(newest, keys, item, ranks, ties)
             version = version_id(item.resource)
             if resource_type in _VERSIONED_TYPES and relative and version:
@@ -193,7 +192,10 @@ class Index:
             undecided |= {
                 key: _CLASHED.format(version=version)
                 for key, item in held.items()
-                if (version := version_id(item.resource)) and (key, version) in clashes
+                if (version := version_id(item.resource))
+                and item.identity is not None
+                and VersionClash(item.resource_type, item.identity, item.server_base, version)
+                in clashes
             }
         across = {key: tuple(sorted(held)) for key, held in servers.items() if len(held) > 1}
         return cls(
@@ -402,24 +404,6 @@ _CLASHED: Final = (
     "change of a resource a new versionId, so they are not versions of one record (records of "
     "two sources under one id?), and which one is meant cannot be told"
 )
-
-
-def _note_clash(
-    by_version: dict[tuple[str, str], Json],
-    clashes: set[tuple[str, str]],
-    keys: Sequence[str],
-    resource: Json,
-) -> None:
-    """Note in `clashes` each (key, versionId) under which two resources differ (their `meta`
-    and narrative apart: `recorded_content`)."""
-    version = version_id(resource)
-    if version is None:
-        return
-    content = recorded_content(resource)
-    for key in keys:
-        seen = by_version.setdefault((key, version), content)
-        if seen != content:
-            clashes.add((key, version))
 
 
 def _keep_newest(
