@@ -3,6 +3,7 @@ corrects comes after that claim, whatever their times and ids say."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import permutations
 
@@ -24,6 +25,11 @@ RECORDED = T0 + timedelta(days=150)
 def _context(item: Submitted, owners: dict[str, str]) -> GateContext:
     now = datetime(2030, 1, 1, tzinfo=UTC)
     return GateContext(now=now, policy=POLICY, encoded_size=100, claim_owners=owners)
+
+
+def _lines(events: Sequence[Event]) -> list[Submitted]:
+    """The events as the lines of a file, in this order."""
+    return [Submitted(f"line {n}", event, 100) for n, event in enumerate(events, 1)]
 
 
 def _allergy(name: str, substance: str, days: int, corrects: str | None = None) -> Event:
@@ -58,7 +64,7 @@ def test_given_corrections_sent_with_their_claim_then_each_is_accepted_in_any_fi
     history: list[Event],
 ) -> None:
     for order in permutations(history):
-        batch = [Submitted(f"line {n}", event, 100) for n, event in enumerate(order, 1)]
+        batch = _lines(order)
         (result,) = replay_batch(batch, _context, RULES).values()
         assert result.rejections == []
         assert [view.substance for view in active_allergies(result.state)] == ["codeine"]
@@ -66,7 +72,7 @@ def test_given_corrections_sent_with_their_claim_then_each_is_accepted_in_any_fi
 
 def test_given_corrections_that_correct_each_other_then_each_is_processed_once() -> None:
     loop = [_allergy("a", "penicillin", 1, "b"), _allergy("b", "codeine", 2, "a")]
-    batch = [Submitted(f"line {n}", event, 100) for n, event in enumerate(loop, 1)]
+    batch = _lines(loop)
     assert sorted(item.origin for item in in_processing_order(batch)) == ["line 1", "line 2"]
 
 
@@ -89,7 +95,7 @@ def test_given_an_order_replaced_at_the_instant_its_successor_starts_then_no_dup
         make_event("MedicationStopped", "r1-stop", at=change, payload={"prescription_id": "r1"}),
     ]
     for order in permutations(history):
-        batch = [Submitted(f"line {n}", event, 100) for n, event in enumerate(order, 1)]
+        batch = _lines(order)
         (result,) = replay_batch(batch, _context, RULES).values()
         assert result.rejections == []
         assert result.alerts == []
@@ -119,7 +125,7 @@ def test_given_one_event_id_in_two_subjects_then_a_correction_naming_it_is_judge
     correction = _preference("fix", "qa", 3, "shared")
     outcomes = set()
     for order in permutations([*reused, correction]):
-        batch = [Submitted(f"line {n}", event, 100) for n, event in enumerate(order, 1)]
+        batch = _lines(order)
         results = replay_batch(batch, _context, RULES)
         outcomes.add(
             tuple(
