@@ -17,7 +17,7 @@ from uuid import UUID
 from projections.characters import unprintable_characters
 from projections.document import plain
 from projections.secrets import FreeText, secrets_in
-from projections.state import Kind, UserState, claim_address, claim_key
+from projections.state import UserState, claim_address, claim_key
 from projections.views import valid_at, weaker_than
 from schemas.allergy_statements import statement_categories
 from schemas.base import blank_required_text
@@ -315,7 +315,6 @@ def _references(event: Event, state: UserState, context: GateContext) -> tuple[P
     problems = []
     if event.supersedes is not None:
         problems.extend(_supersedes(event, event.supersedes, state, context))
-    problems.extend(_before_its_claim(event, state))
     if isinstance(event.payload, ClaimRetracted):
         claim_id = event.payload.claim_id
         target = state.events.get(claim_id)
@@ -442,39 +441,6 @@ def _unprintable_text(event: Event, text: FreeText) -> tuple[Problem, ...]:
         Problem(ReasonCode.INVALID_RECORD, found.describe())
         for found in unprintable_characters(event, text)
     )
-
-
-def _before_its_claim(event: Event, state: UserState) -> list[Problem]:
-    """A stop or status change dated before the prescription or allergy it follows: the fold
-    orders a claim's history by valid time, where it would come first and follow nothing, so
-    it is refused with the dates instead of being dropped ("stopped on the 5th" sent as
-    midnight, for an order written at 09:00 that day). A correction of a stop or status change
-    is checked too: it would also hide the one it corrects, and undo it without a word."""
-    if not isinstance(event.payload, (MedicationStopped, AllergyStatusChanged)):
-        return []
-    address = claim_address(event)
-    if address is None or state.resolution(*address) is None:
-        return []
-    claim = _first_claim(state, address, event)
-    if claim is None or event.occurred_at >= claim.occurred_at:
-        return []
-    detail = (
-        f"{event.type.value} at {event.occurred_at.isoformat()} is dated before the "
-        f"{claim.type.value} {claim.id} it follows ({claim.occurred_at.isoformat()}): date it "
-        "at or after that claim"
-    )
-    return [Problem(ReasonCode.BEFORE_ITS_CLAIM, detail)]
-
-
-def _first_claim(state: UserState, address: tuple[Kind, str], event: Event) -> Event | None:
-    """The earliest prescription or allergy record of the id `event` follows (a stop may end
-    the course an order had before it was restarted under the same id)."""
-    kind, key = address
-    opening = (
-        MedicationPrescribed if isinstance(event.payload, MedicationStopped) else AllergyRecorded
-    )
-    members = state.timelines(kind)[key].effective()
-    return next((member for member in members if isinstance(member.payload, opening)), None)
 
 
 def _supersedes(

@@ -22,8 +22,8 @@ from immutables import Map
 
 from schemas.events import Event, EventType
 
-SortKey = tuple[datetime, datetime, int, str]
-"""Valid time first, then transaction time, then the causal rank of the event's type, then the
+SortKey = tuple[datetime, int, datetime, str]
+"""Valid time first, then the causal rank of the event's type, then transaction time, then the
 event id: a total order over events."""
 
 R = TypeVar("R")
@@ -55,15 +55,16 @@ CAUSAL_RANK: Final = {
     EventType.CLOCK_ADVANCED: 4,
     EventType.ERASURE_REQUESTED: 5,
 }
-"""Among events of the same valid and transaction time, what can only follow comes after what
-it follows: a consent before the claims it allows, a claim before its stop, status change or
-retraction, an acknowledgement after them, an erasure last. Without it the random event ids
-decide, and a stop recorded at the instant of its prescription could come first and be lost."""
+"""Among events of the same valid time, what can only follow comes after what it follows,
+whenever each was recorded: a consent before the claims it allows, a claim before its stop,
+status change or retraction, an acknowledgement after them, an erasure last. Otherwise a stop
+dated at the instant of its prescription, but learned first (it arrived first, or its producer
+recorded it first), would come first, follow nothing and be lost."""
 
 
 def sort_key(event: Event) -> SortKey:
     """An event's place in the total order."""
-    return (event.occurred_at, event.recorded_at, CAUSAL_RANK[event.type], event.event_id)
+    return (event.occurred_at, CAUSAL_RANK[event.type], event.recorded_at, event.event_id)
 
 
 _BY_KEY = itemgetter(0)

@@ -15,6 +15,7 @@ from rules.base import Finding, Rule, RuleRef, lifecycle, lifecycle_id, touched,
 from rules.claim_conflicts import ClaimConflictRule
 from rules.drug_allergy import DrugAllergyRule
 from rules.duplicate_therapy import DuplicateTherapyRule
+from rules.follow_ups import FollowUpBeforeItsClaimRule
 from rules.knowledge.model import DrugKnowledge
 from rules.polypharmacy import PolypharmacyRule
 from schemas.alerts import Alert, AlertStatus
@@ -31,6 +32,7 @@ def default_rules(
         AllergyListRule(knowledge),
         ClaimConflictRule(policy=policy),
         PolypharmacyRule(knowledge),
+        FollowUpBeforeItsClaimRule(),
     )
 
 

@@ -50,6 +50,9 @@ class ReasonCode(StrEnum):
     RETRACTS_STRONGER_CLAIM = "retracts_stronger_claim"
     RETRACTS_OTHER_PURPOSE = "retracts_other_purpose"
     BEFORE_ITS_CLAIM = "before_its_claim"
+    """No longer given: a stop or status change dated before its claim is admitted and flagged
+    by the `follow-up-before-its-claim` rule, whatever the order of arrival. Records that
+    earlier releases quarantined with it may be redriven (they are admitted now)."""
     # A record that contradicts itself.
     NEGATION_NOT_FLAGGED = "negation_not_flagged"
     # A decision only a person can take, written by a process.

@@ -75,6 +75,7 @@ CLAIM_OF_ROLE: Final = {
     "allergy": "allergy",
     "allergy_status": "allergy",
     "medication": "medication",
+    "medication_stop": "medication",
 }
 """Evidence role -> the kind of the claim its `claim_id` names (other roles name no claim that
 has a FHIR resource)."""

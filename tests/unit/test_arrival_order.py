@@ -5,10 +5,10 @@ one valid time, re-sent copies) give the same state, and the same alerts in the 
 arrival order.
 
 What the gate refuses depends on order where the product says so: a correction or retraction
-whose claim has not arrived yet (`supersedes_unknown_claim`, `retracts_unknown_claim`) and a
-stop or status change dated before the versions of its claim received so far
-(`before_its_claim`), all mended by `uac redrive`. The gate is therefore checked here through `uac replay`'s own order
-(transaction time), which does not depend on the order of the file.
+whose claim has not arrived yet (`supersedes_unknown_claim`, `retracts_unknown_claim`), mended
+by `uac redrive`. The gate is therefore checked here through `uac replay`'s own order
+(transaction time), which does not depend on the order of the file. (A stop or status change
+dated before its claim is admitted in any order and flagged: `test_follow_ups`.)
 """
 
 from __future__ import annotations
@@ -152,7 +152,8 @@ def test_given_a_file_with_refusals_copies_and_late_claims_in_another_order_then
     tmp_path: Path,
 ) -> None:
     """`uac replay --file --json` in any order of the lines: the same subjects, states, alerts
-    and refusals (only where each refused event sits in the file differs)."""
+    and refusals (only where each refused event sits in the file differs); a stop dated before
+    its order is admitted and flagged."""
     day = timedelta(days=1)
     allergy = make_event("AllergyRecorded", "allergy", payload={"allergy_type": "intolerance"})
     order = make_event("MedicationPrescribed", "order", at=day)
@@ -208,11 +209,14 @@ def test_given_a_file_with_refusals_copies_and_late_claims_in_another_order_then
         outputs.append(subject)
     assert outputs[0] == outputs[1]
     assert sorted(r["reasons"][0] for r in outputs[0]["rejected"]) == [
-        "before_its_claim",
         "duplicate_event_id",
         "retracts_unknown_claim",
     ]
-    final = outputs[0]["alerts"][-1]
+    flagged = [a for a in outputs[0]["alerts"] if a["rule_id"] == "follow-up-before-its-claim"]
+    assert [(a["status"], a["cause"][1]) for a in flagged] == [
+        ("raised", f"medication_stop:{event_id('stop-before-order')}")
+    ]
+    final = [a for a in outputs[0]["alerts"] if a["alert_id"] == alert][-1]
     assert (final["alert_id"], final["status"], final["severity"]) == (
         alert,
         "acknowledged",

@@ -20,11 +20,9 @@ from projections.gate import (
     TenantPolicy,
     admit,
 )
-from projections.queries import active_allergies, active_medications
 from projections.state import UserState, initial_state, replay
 from schemas.events import CLOCK_ACTOR, Event
 from schemas.reasons import ReasonCode
-from streams.redrive import REDRIVABLE
 from tests.factories import T0, event_id, make_event
 
 NOW = T0 + timedelta(days=30)
@@ -697,130 +695,6 @@ def test_a_consent_counts_only_inside_its_validity_window(
         assert _reasons(decision) == ("special_category_without_consent",)
 
 
-def allergy_and_order(at: datetime) -> list[Event]:
-    """An allergy and an amoxicillin order (rx-1), both at `at`: the claims a follow-up follows."""
-    return [
-        make_event("AllergyRecorded", "allergy", at=at),
-        make_event(
-            "MedicationPrescribed",
-            "order",
-            at=at,
-            payload={"prescription_id": "rx-1", "drug": "amoxicillin"},
-        ),
-    ]
-
-
-@pytest.mark.parametrize(
-    ("follow_up", "offset", "refused"),
-    [
-        pytest.param(
-            "MedicationStopped", timedelta(hours=-9), True, id="a stop dated before its order"
-        ),
-        pytest.param("MedicationStopped", timedelta(0), False, id="a stop at its order's time"),
-        pytest.param(
-            "AllergyStatusChanged",
-            timedelta(days=-1),
-            True,
-            id="a refutation dated before its allergy",
-        ),
-        pytest.param(
-            "AllergyStatusChanged", timedelta(days=1), False, id="a refutation after its allergy"
-        ),
-    ],
-)
-def test_a_follow_up_dated_before_its_claim_is_refused_not_dropped(
-    follow_up: str, offset: timedelta, refused: bool
-) -> None:
-    claimed_at = T0 + timedelta(days=10)
-    claims = allergy_and_order(claimed_at)
-    payload = (
-        {"prescription_id": "rx-1"}
-        if follow_up == "MedicationStopped"
-        else {"allergy_id": "allergy-1", "verification_status": "refuted"}
-    )
-    event = make_event(
-        follow_up,
-        "follow-up",
-        at=claimed_at + offset,
-        recorded=claimed_at + timedelta(days=2),
-        payload=payload,
-    )
-    decision = _decide(event, replay(claims))
-    if refused:
-        assert _reasons(decision) == ("before_its_claim",)
-    else:
-        assert isinstance(decision, Admitted)
-
-
-@pytest.mark.parametrize(
-    ("follow_up", "payload"),
-    [
-        pytest.param(
-            "MedicationStopped",
-            {"prescription_id": "rx-1"},
-            id="given a stop corrected to a date before its order",
-        ),
-        pytest.param(
-            "AllergyStatusChanged",
-            {"allergy_id": "allergy-1", "verification_status": "refuted"},
-            id="given a refutation corrected to a date before its allergy",
-        ),
-    ],
-)
-def test_given_a_follow_up_corrected_to_before_its_claim_then_it_is_refused_and_the_first_holds(
-    follow_up: str, payload: dict[str, Any]
-) -> None:
-    """A correction (`supersedes`) of a stop or status change is folded like one: dated before
-    its claim it would hide the stop it corrects and change nothing itself, so the drug would be
-    active again and its allergy alert raised again without anyone having said so."""
-    claimed_at = T0 + timedelta(days=10)
-    claims = allergy_and_order(claimed_at)
-    first = make_event(follow_up, "follow-up", at=claimed_at + timedelta(days=1), payload=payload)
-    correction = make_event(
-        follow_up,
-        "corrected",
-        at=claimed_at - timedelta(hours=9),
-        recorded=claimed_at + timedelta(days=2),
-        supersedes=first.id,
-        payload=payload,
-    )
-    state = replay([*claims, first])
-    assert active_medications(state) == [] or active_allergies(state) == []
-    assert _reasons(_decide(correction, state)) == ("before_its_claim",)
-
-
-@pytest.mark.parametrize(
-    ("follow_up", "claim", "payload"),
-    [
-        pytest.param(
-            "MedicationStopped",
-            "MedicationPrescribed",
-            {"prescription_id": "rx-1"},
-            id="given an order restarted under its id when a late stop ends the first course",
-        ),
-        pytest.param(
-            "AllergyStatusChanged",
-            "AllergyRecorded",
-            {"allergy_id": "allergy-1", "verification_status": "refuted"},
-            id="given an allergy recorded again when a late refutation follows the first record",
-        ),
-    ],
-)
-def test_a_late_follow_up_of_an_earlier_version_of_its_claim_is_admitted_in_any_order(
-    follow_up: str, claim: str, payload: dict[str, Any]
-) -> None:
-    """A stop dated between an order and its restart under the same id follows the first
-    course: it is judged against the earliest version, so arriving after the restart does not
-    get it refused (and lost) where arriving before it would not."""
-    first = make_event(claim, "first", at=timedelta(days=1))
-    again = make_event(claim, "again", at=timedelta(days=20))
-    late = make_event(
-        follow_up, "late", at=timedelta(days=10), recorded=T0 + timedelta(days=21), payload=payload
-    )
-    assert isinstance(_decide(late, replay([first])), Admitted)
-    assert isinstance(_decide(late, replay([first, again])), Admitted)
-
-
 def test_a_follow_up_of_a_claim_not_yet_known_is_admitted() -> None:
     stop = make_event("MedicationStopped", "early-stop", payload={"prescription_id": "rx-9"})
     assert isinstance(_decide(stop, replay([make_event("TravelRecorded", "trip")])), Admitted)
@@ -1096,26 +970,3 @@ def test_given_an_acknowledgement_then_only_one_a_person_stated_is_admitted(
         assert "a person's decision" in decision.detail
     else:
         assert isinstance(decision, Admitted)
-
-
-def test_a_status_change_refused_before_the_later_version_is_admitted_once_the_first_arrives() -> (
-    None
-):
-    """`before_its_claim` judges the versions received so far: an allergy's status change dated
-    between its two versions, arriving after the later one only, is refused; once the earlier
-    version has arrived, the same record (a redrive sends it again unchanged) is admitted, so
-    the state is the one of the order the versions were written in."""
-    first = make_event("AllergyRecorded", "first", at=T0, payload={"substance": "latex"})
-    later = make_event(
-        "AllergyRecorded", "later", at=T0 + timedelta(days=10), payload={"substance": "amoxicillin"}
-    )
-    resolved = make_event(
-        "AllergyStatusChanged",
-        "resolved",
-        at=T0 + timedelta(days=1),
-        recorded=T0 + timedelta(days=11),
-        payload={"allergy_id": "allergy-1", "clinical_status": "resolved"},
-    )
-    assert _reasons(_decide(resolved, replay([later]))) == ("before_its_claim",)
-    assert isinstance(_decide(resolved, replay([later, first])), Admitted)
-    assert ReasonCode.BEFORE_ITS_CLAIM in REDRIVABLE

@@ -1,0 +1,100 @@
+"""A stop or status change dated before the prescription or allergy it follows. The fold reads a
+claim's history in valid time, where such a follow-up comes first and follows nothing, so the
+claim is held as it was recorded (the prescription stays active, the allergy keeps its
+status: the safe reading). The follow-up is admitted in any order of arrival, so every order
+gives one state; this rule makes it visible instead ("stopped on the 5th" sent as midnight,
+for an order written at 09:00 that day). A follow-up that arrives before any record of its
+claim waits for it and is flagged only once a record dated after it arrives."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import ClassVar, Final
+from uuid import UUID
+
+from projections.state import Kind, UserState, unkeyed
+from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id
+from schemas.alerts import Severity
+from schemas.events import AllergyRecorded, Event, MedicationPrescribed
+
+RULE = RuleRef(
+    id="follow-up-before-its-claim",
+    version=1,
+    severity=Severity.WARNING,
+    description=(
+        "A medication stop or allergy status change is dated before every record of the "
+        "prescription or allergy it follows: it is not applied (the claim holds as recorded) "
+        "until it is corrected with a date at or after that record, or retracted."
+    ),
+)
+
+_OPENING: Final = {Kind.MEDICATION: MedicationPrescribed, Kind.ALLERGY: AllergyRecorded}
+"""The record a follow-up of each kind follows."""
+_ROLE: Final = {Kind.MEDICATION: "medication_stop", Kind.ALLERGY: "allergy_status"}
+_HELD: Final = {
+    Kind.MEDICATION: "the prescription is held as active",
+    Kind.ALLERGY: "the allergy keeps the status it was recorded with",
+}
+
+
+@dataclass(frozen=True)
+class FollowUpBeforeItsClaimRule:
+    ref: RuleRef = RULE
+    watches: ClassVar[frozenset[Kind]] = frozenset(_OPENING)
+
+    def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
+        found: dict[UUID, Finding] = {}
+        for kind, key in _in_focus(state, focus):
+            for claim, follow_up in _early_follow_ups(state, kind, key):
+                finding = _finding(kind, unkeyed(key), claim, follow_up)
+                found[finding_id(state, finding)] = finding
+        return found
+
+
+def _in_focus(state: UserState, focus: Focus) -> Iterator[tuple[Kind, str]]:
+    if focus is None:
+        for kind in _OPENING:
+            yield from ((kind, key) for key in sorted(state.timelines(kind).keys()))
+    else:
+        yield from ((kind, key) for kind, key in sorted(focus) if kind in _OPENING)
+
+
+def _early_follow_ups(state: UserState, kind: Kind, key: str) -> Iterator[tuple[Event, Event]]:
+    """The claim's earliest record, with each follow-up that counts and is dated before it."""
+    timeline = state.timelines(kind).get(key)
+    if timeline is None:
+        return
+    members = timeline.effective()
+    opening = _OPENING[kind]
+    first = next(
+        (i for i, member in enumerate(members) if isinstance(member.payload, opening)), None
+    )
+    if first is None:
+        return
+    claim = members[first]
+    for member in members[:first]:
+        if member.occurred_at < claim.occurred_at:
+            yield claim, member
+
+
+def _finding(kind: Kind, claim_id: str, claim: Event, follow_up: Event) -> Finding:
+    role = _ROLE[kind]
+    named = f"{follow_up.type.value} {follow_up.id}"
+    return Finding(
+        rule=RULE,
+        cause=(f"{kind.value}:{claim_id}", f"{role}:{follow_up.id}"),
+        severity=RULE.severity,
+        title=f"{follow_up.type.value} dated before the {kind.value} {claim_id!r} it follows",
+        detail=(
+            f"{named} at {follow_up.occurred_at.isoformat()} is dated before the "
+            f"{claim.type.value} {claim.id} ({claim.occurred_at.isoformat()}): a claim's "
+            f"history is read in valid time, so it is not applied and {_HELD[kind]}; correct "
+            "it (supersedes) with a date at or after that record, or retract it"
+        ),
+        evidence=(
+            evidence_of(claim, claim_id, kind.value, f"{claim.type.value} {claim.id}"),
+            evidence_of(follow_up, claim_id, role, named),
+        ),
+        purpose=claim.purpose,
+    )
