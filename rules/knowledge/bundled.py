@@ -57,10 +57,14 @@ class BundledKnowledge:
 
     def __init__(self, tables: KnowledgeTables) -> None:
         self._tables = tables
-        self._recogniser = Recogniser(
-            tables.lexicon, tables.codes, tables.qualifiers, tables.misspellings
-        )
         self._judge = Judge(tables)
+        self._recogniser = Recogniser(
+            tables.lexicon,
+            tables.codes,
+            tables.qualifiers,
+            tables.misspellings,
+            self._descriptive_classes,
+        )
         self._categories: Callable[[str], frozenset[str]] = cache(self._categories_of)
 
     @property
@@ -342,6 +346,12 @@ class BundledKnowledge:
         return frozenset(
             key.removeprefix(CLASS_PREFIX) for key in self._judge.keys(concept) if is_class(key)
         )
+
+    def _descriptive_classes(self, concept: str) -> frozenset[str]:
+        """The classes of `concept` without a `shared_level`: their word after its name only
+        describes it (see `Recogniser`)."""
+        classes = self._tables.classes
+        return frozenset(c for c in self._class_ids(concept) if classes[c].shared_level is None)
 
     def _is_vehicle(self, concept: str) -> bool:
         return not VEHICLES.isdisjoint(self._judge.keys(concept))

@@ -11,20 +11,25 @@ semicolons or "+") that names something ("insulin pen"), and unrecognised in one
 ("Pen, sulfa"; "penicillin, antibiotics"), so a list item never vanishes. Any other
 word is unrecognised, and a text with unrecognised words is not completely resolved; for a
 long enough unrecognised word the closest known one-word names are offered (a likely
-misspelling), which never changes what was resolved.
+misspelling), which never changes what was resolved. A class word right after a name of one
+of its members, in the same list item, describes that name and adds nothing when the class
+says nothing of how its members cross-react ("Lantus insulin", "Moderna COVID-19 vaccine":
+the text names the member, not every drug of the class); a class that does ("cefazolin
+cephalosporins") is kept, the safe reading.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from difflib import get_close_matches
 from functools import lru_cache
 
+from rules.knowledge.judge import is_class
 from rules.knowledge.model import Coding
 from rules.knowledge.normalise import fold, folded_tokens, is_quantity, normalise_code
-from rules.knowledge.tables import SYSTEMS, system_key, written_coding
+from rules.knowledge.tables import CLASS_PREFIX, SYSTEMS, system_key, written_coding
 
 NEGATION = "free"
 JOINING_WORD = "plus"
@@ -58,8 +63,12 @@ class Recogniser:
         codes: Mapping[tuple[str, str], tuple[str, ...]],
         qualifiers: frozenset[tuple[str, ...]] = frozenset(),
         unsuggested: frozenset[tuple[str, ...]] = frozenset(),
+        descriptive_classes: Callable[[str], frozenset[str]] | None = None,
     ) -> None:
         self._lexicon = lexicon
+        self._descriptive_classes = descriptive_classes
+        """The ids of the classes a concept belongs to whose word, right after its name, only
+        describes it (None: no class word does)."""
         self._codes_index = codes
         self._qualifiers = qualifiers
         self._longest = max(len(term) for term in lexicon)
@@ -147,6 +156,8 @@ class Recogniser:
         qualifying: list[tuple[int, tuple[str, ...]]] = []
         joining = False
         position = 0
+        named_before: tuple[tuple[int, int], tuple[str, ...]] = ((-1, -1), ())
+        """Where the last name ended (word position, list item) and its concepts."""
         while position < len(words):
             length, concepts = self._longest_term(words, position)
             if length == 0:
@@ -155,6 +166,13 @@ class Recogniser:
                 position += 1
                 continue
             term = words[position : position + length]
+            if named_before[0] == (position, items[position]) and self._describes(
+                concepts, named_before[1]
+            ):
+                position += length
+                continue
+            if concepts:
+                named_before = ((position + length, items[position + length - 1]), concepts)
             negated = bool(concepts) and words[position + length : position + length + 1] == (
                 NEGATION,
             )
@@ -174,6 +192,20 @@ class Recogniser:
         if joining:
             unknown.append(JOINING_WORD)
         return tuple(c for c in found if c not in negated_concepts), tuple(unknown)
+
+    def _describes(self, concepts: tuple[str, ...], named: tuple[str, ...]) -> bool:
+        """Whether `concepts` are only classes that describe one of the concepts `named` just
+        before them (`descriptive_classes`)."""
+        describing = self._descriptive_classes
+        return (
+            describing is not None
+            and bool(concepts)
+            and all(
+                is_class(concept)
+                and any(concept.removeprefix(CLASS_PREFIX) in describing(n) for n in named)
+                for concept in concepts
+            )
+        )
 
     def terms(self, text: str) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
         """(the known terms of a text, names and noise words alike, as `parse` matches them,

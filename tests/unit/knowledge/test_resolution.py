@@ -177,6 +177,41 @@ def test_class_words_resolve_to_classes_without_ingredients(
 
 
 @pytest.mark.parametrize(
+    ("text", "classes"),
+    [
+        pytest.param(
+            "Moderna COVID-19 vaccine",
+            ("covid_19_mrna_vaccines",),
+            id="given a brand then its class word: the brand",
+        ),
+        pytest.param(
+            "Lantus insulin", ("basal_insulins",), id="given an insulin then 'insulin': the insulin"
+        ),
+        pytest.param(
+            "COVID-19 vaccine (Moderna)",
+            ("covid_19_mrna_vaccines", "covid_19_vaccines"),
+            id="given the class word first then the class as well",
+        ),
+        pytest.param(
+            "Lantus, insulin",
+            ("basal_insulins", "insulins"),
+            id="given the class word as the next item then the class as well",
+        ),
+    ],
+)
+def test_a_class_word_right_after_a_member_describes_it(
+    knowledge: BundledKnowledge, text: str, classes: tuple[str, ...]
+) -> None:
+    """ "Moderna COVID-19 vaccine" names the Moderna vaccine, not every COVID-19 vaccine; a class
+    word before the name, or apart from it, still names the class."""
+    resolution = knowledge.resolve(text)
+
+    assert resolution.resolved
+    assert len(resolution.ingredients) == 1
+    assert resolution.classes == classes
+
+
+@pytest.mark.parametrize(
     ("text", "ingredient"),
     [
         pytest.param("shellfish", "shellfish", id="given shellfish then a non-drug allergen"),

@@ -84,6 +84,49 @@ from rules.knowledge.report import check_drug
             "edema",
             id="oedema on amlodipine",
         ),
+        pytest.param(
+            "codeine makes me sick",
+            "morphine",
+            "same_class",
+            "warning",
+            "sick",
+            id="said in the patient's words",
+        ),
+        pytest.param(
+            "morphine makes me itch", "morphine", "same_ingredient", "warning", "itch", id="itch"
+        ),
+        pytest.param(
+            "codeine makes me throw up",
+            "codeine",
+            "same_ingredient",
+            "warning",
+            "throw up",
+            id="throw up",
+        ),
+        pytest.param(
+            "erythromycin - stomach cramps",
+            "erythromycin",
+            "same_ingredient",
+            "warning",
+            "stomach cramps",
+            id="stomach cramps",
+        ),
+        pytest.param(
+            "Tetracycline - photosensitivity",
+            "doxycycline",
+            "same_class",
+            "warning",
+            "photosensitivity",
+            id="photosensitivity on a tetracycline",
+        ),
+        pytest.param(
+            "ciprofloxacin - sunburn",
+            "levofloxacin",
+            "same_class",
+            "warning",
+            "sunburn",
+            id="sunburn on a fluoroquinolone",
+        ),
     ],
 )
 def test_an_allergy_that_records_only_side_effects_is_an_intolerance_one_step_lower(
@@ -113,6 +156,9 @@ def test_an_allergy_that_records_only_side_effects_is_an_intolerance_one_step_lo
         pytest.param("codeine - nausea, hives", "codeine", id="an allergic reaction among them"),
         pytest.param("penicillin - itching", "amoxicillin", id="itching of a penicillin"),
         pytest.param("amoxicillin - cough", "amoxicillin", id="cough of a non-ACE inhibitor"),
+        pytest.param(
+            "amoxicillin - photosensitivity", "amoxicillin", id="photosensitivity of a penicillin"
+        ),
         pytest.param("lisinopril - edema", "lisinopril", id="oedema of a non-calcium blocker"),
         pytest.param("amlodipine - facial edema", "amlodipine", id="facial oedema: angioedema"),
         pytest.param("amlodipine - swelling", "amlodipine", id="a swelling it does not place"),
