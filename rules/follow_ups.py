@@ -32,10 +32,11 @@ RULE = RuleRef(
 _OPENING: Final = {Kind.MEDICATION: MedicationPrescribed, Kind.ALLERGY: AllergyRecorded}
 """The record a follow-up of each kind follows."""
 _ROLE: Final = {Kind.MEDICATION: "medication_stop", Kind.ALLERGY: "allergy_status"}
-_HELD: Final = {
-    Kind.MEDICATION: "the prescription is held as active",
-    Kind.ALLERGY: "the allergy keeps the status it was recorded with",
+_NAMES: Final = {
+    Kind.MEDICATION: ("stop", "prescription", "the prescription is held as active"),
+    Kind.ALLERGY: ("status change", "allergy", "the allergy keeps the status it was recorded with"),
 }
+"""What a follow-up of each kind is called, what it follows, and what holds meanwhile."""
 
 
 @dataclass(frozen=True)
@@ -80,21 +81,40 @@ def _early_follow_ups(state: UserState, kind: Kind, key: str) -> Iterator[tuple[
 
 def _finding(kind: Kind, claim_id: str, claim: Event, follow_up: Event) -> Finding:
     role = _ROLE[kind]
-    named = f"{follow_up.type.value} {follow_up.id}"
+    follow_up_name, claim_name, held = _NAMES[kind]
+    subject = _what(claim)
     return Finding(
         rule=RULE,
         cause=(f"{kind.value}:{claim_id}", f"{role}:{follow_up.id}"),
         severity=RULE.severity,
-        title=f"{follow_up.type.value} dated before the {kind.value} {claim_id!r} it follows",
+        title=(
+            f"{follow_up_name.capitalize()} dated before the {claim_name} {claim_id!r} "
+            f"({subject}) it follows"
+        ),
         detail=(
-            f"{named} at {follow_up.occurred_at.isoformat()} is dated before the "
-            f"{claim.type.value} {claim.id} ({claim.occurred_at.isoformat()}): a claim's "
-            f"history is read in valid time, so it is not applied and {_HELD[kind]}; correct "
+            f"{follow_up.type.value} {follow_up.id} at {follow_up.occurred_at.isoformat()} is "
+            f"dated before the {claim.type.value} {claim.id} ({claim.occurred_at.isoformat()}): "
+            f"a claim's history is read in valid time, so it is not applied and {held}; correct "
             "it (supersedes) with a date at or after that record, or retract it"
         ),
         evidence=(
-            evidence_of(claim, claim_id, kind.value, f"{claim.type.value} {claim.id}"),
-            evidence_of(follow_up, claim_id, role, named),
+            evidence_of(claim, claim_id, kind.value, subject),
+            evidence_of(
+                follow_up,
+                claim_id,
+                role,
+                f"{follow_up_name} dated {follow_up.occurred_at.isoformat()}",
+            ),
         ),
         purpose=claim.purpose,
     )
+
+
+def _what(claim: Event) -> str:
+    """The drug a prescription orders, or the substance of an allergy."""
+    payload = claim.payload
+    if isinstance(payload, MedicationPrescribed):
+        return payload.drug
+    if isinstance(payload, AllergyRecorded):
+        return payload.substance
+    return claim.type.value
