@@ -120,6 +120,25 @@ from rules.knowledge.report import check_drug
             id="photosensitivity on a tetracycline",
         ),
         pytest.param(
+            "Reglan causes EPS", "metoclopramide", "same_ingredient", "warning", "eps", id="EPS"
+        ),
+        pytest.param(
+            "valproate - hair loss",
+            "valproate",
+            "same_ingredient",
+            "warning",
+            "hair loss",
+            id="hair loss",
+        ),
+        pytest.param(
+            "Eliquis - bleeding",
+            "apixaban",
+            "same_ingredient",
+            "warning",
+            "bleeding",
+            id="bleeding on an anticoagulant",
+        ),
+        pytest.param(
             "ciprofloxacin - sunburn",
             "levofloxacin",
             "same_class",
@@ -159,6 +178,7 @@ def test_an_allergy_that_records_only_side_effects_is_an_intolerance_one_step_lo
         pytest.param(
             "amoxicillin - photosensitivity", "amoxicillin", id="photosensitivity of a penicillin"
         ),
+        pytest.param("amoxicillin - bleeding", "amoxicillin", id="bleeding of a non-anticoagulant"),
         pytest.param("lisinopril - edema", "lisinopril", id="oedema of a non-calcium blocker"),
         pytest.param("amlodipine - facial edema", "amlodipine", id="facial oedema: angioedema"),
         pytest.param("amlodipine - swelling", "amlodipine", id="a swelling it does not place"),
