@@ -24,7 +24,6 @@ from rules.knowledge.model import (
     DrugResolution,
     MatchLevel,
 )
-from rules.knowledge.severe_reactions import life_threatening_reaction
 from schemas.alerts import DrugAllergyFinding, Evidence, Severity
 from schemas.events import (
     AllergyType,
@@ -35,6 +34,7 @@ from schemas.events import (
 from schemas.events import (
     Coding as WireCoding,
 )
+from schemas.severe_reactions import life_threatening_reaction
 
 RULE = RuleRef(
     id="drug-allergy-conflict",

@@ -21,13 +21,13 @@ from rules.knowledge.recognise import (
     spells_codes,
     with_written_coding,
 )
-from rules.knowledge.severe_reactions import (
+from rules.knowledge.tables import ANY_DRUG, CLASS_PREFIX, KnowledgeTables, load_tables
+from schemas.allergy_statements import statement_categories
+from schemas.severe_reactions import (
     SCAR_SOURCE,
     life_threatening_reaction,
     severe_cutaneous_reaction,
 )
-from rules.knowledge.tables import ANY_DRUG, CLASS_PREFIX, KnowledgeTables, load_tables
-from schemas.allergy_statements import statement_categories
 
 VEHICLES: Final = frozenset({f"{CLASS_PREFIX}infusion_vehicles", f"{CLASS_PREFIX}excipients"})
 """The classes of the ingredients that carry or dilute the active drug (`DrugResolution.vehicles`):

@@ -16,7 +16,7 @@ alerting rules only.
 from __future__ import annotations
 
 from rules.knowledge.model import Coding, CrossReactivity, DrugKnowledge, MatchLevel
-from rules.knowledge.severe_reactions import life_threatening_reaction
+from schemas.severe_reactions import life_threatening_reaction
 
 BASE_SEVERITY: dict[MatchLevel, str] = {
     MatchLevel.SAME_INGREDIENT: "critical",

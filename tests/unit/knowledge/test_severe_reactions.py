@@ -7,7 +7,7 @@ import pytest
 
 from rules.knowledge.bundled import BundledKnowledge
 from rules.knowledge.report import check_drug
-from rules.knowledge.severe_reactions import life_threatening_reaction, severe_cutaneous_reaction
+from schemas.severe_reactions import life_threatening_reaction, severe_cutaneous_reaction
 
 
 @pytest.mark.parametrize(
