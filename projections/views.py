@@ -38,6 +38,7 @@ from schemas.events import (
     TravelRecorded,
     VerificationStatus,
 )
+from schemas.severe_reactions import life_threatening_reaction
 
 CONFLICT_NAMESPACE = uuid5(NAMESPACE_URL, "https://uac.example/conflict")
 
@@ -108,25 +109,30 @@ class AllergyView(NamedTuple):
 
 
 def known_before(event: Event, held: Event) -> bool:
-    """Whether `event` was recorded before `held`, the record a view holds: an older version of
-    the claim (an imported resource's earlier version, its status then) that the fold meets
-    later only because it is valid later. Newer knowledge wins; `supersedes` still replaces."""
+    """Whether `event` was recorded before `held` (and is not a correction)."""
     return event.recorded_at < held.recorded_at and not event.supersedes
 
 
-def known_before_prescription(event: Event, prescribed: Event) -> bool:
-    """`known_before` for the prescription record a view holds, except for a stop: a
-    prescription record states no status of its own, so a stop recorded before it is an older
-    status of it only when both come from the same source record (`source_ref`: versions of one
-    imported order, whose newest version says whether the order still holds). A stop from
-    another source, or from a producer that names none, is applied in valid-time order: a
-    prescription learned after its stop (a backfill, dated before the stop) does not bring back
-    the drug the stop ended."""
-    if not known_before(event, prescribed):
+def older_version(event: Event, held: Event, changed_by: Event | None) -> bool:
+    """Whether `event`, which the fold meets after `held` (the record a view holds) because it
+    is valid later, is an older version of it that newer knowledge replaced, and so changes
+    nothing. That holds for an event recorded before `held` when both come from one source
+    record (`source_ref`: versions of one imported resource, whose newest version says what
+    holds), and for a record of the claim (a prescription, an allergy record) recorded before
+    `held` while nothing has changed `held` since. Otherwise late events are applied in
+    valid-time order (DESIGN 4.4): a stop or status change from another source, or from a
+    producer that names none, applies whenever it was learned (a prescription learned after
+    its stop, a backfill dated before it, does not bring back the drug the stop ended), and a
+    record dated after a stop or status change (`changed_by`) restates the claim after it (a
+    restart, a re-recording), even when `held` was learned later (a backfill of the first
+    course)."""
+    if not known_before(event, held):
         return False
-    if not isinstance(event.payload, MedicationStopped):
+    if event.source_ref is not None and event.source_ref == held.source_ref:
         return True
-    return event.source_ref is not None and event.source_ref == prescribed.source_ref
+    if isinstance(event.payload, (MedicationStopped, AllergyStatusChanged)):
+        return False
+    return changed_by is None
 
 
 def weaker_than(event: Event, held: Event) -> bool:
@@ -146,11 +152,13 @@ def outranked(event: Event, held: Event) -> bool:
     return ORIGIN_RANK[event.origin] < ORIGIN_RANK[held.origin]
 
 
-def gravity(record: AllergyRecorded) -> tuple[bool, bool, int, bool, bool]:
+def gravity(record: AllergyRecorded) -> tuple[bool, bool, int, bool, bool, bool]:
     """How grave an allergy record is, for telling two versions of it apart: an allergy before a
     "no known allergy" statement, one in force (not refuted, entered in error, inactive or
     resolved) before one that is not, then by criticality (high, unable to assess, low or
-    unsaid), a severe reaction, and confirmed before unconfirmed."""
+    unsaid), a severe reaction (said `severe`, or one that is severe whatever severity it was
+    given: anaphylaxis, angioedema and their signs, `schemas.severe_reactions`), an allergy
+    before an intolerance, and confirmed before unconfirmed."""
     in_force = record.verification_status in _IN_FORCE_VERIFICATION and (
         record.clinical_status in (None, ClinicalStatus.ACTIVE)
     )
@@ -158,7 +166,12 @@ def gravity(record: AllergyRecorded) -> tuple[bool, bool, int, bool, bool]:
         not record.negated,
         in_force,
         0 if record.criticality is None else _CRITICALITY_GRAVITY.get(record.criticality, 0),
-        any(reaction.severity is ReactionSeverity.SEVERE for reaction in record.reactions),
+        any(
+            reaction.severity is ReactionSeverity.SEVERE
+            or life_threatening_reaction(reaction.manifestation) is not None
+            for reaction in record.reactions
+        ),
+        record.allergy_type is not AllergyType.INTOLERANCE,
         record.verification_status is VerificationStatus.CONFIRMED,
     )
 
@@ -184,11 +197,16 @@ def lighter_version(event: Event, held: Event) -> bool:
     )
 
 
+def _status_change(view: AllergyView) -> Event | None:
+    """The status change that last changed the allergy's record, if one did."""
+    return None if view.last_change is view.record else view.last_change
+
+
 def step_allergy(view: AllergyView | None, event: Event) -> AllergyView | None:
     """The allergy after `event` (of the allergy's purpose: see `PURPOSE_BOUND`)."""
     payload = event.payload
     if view is not None and (
-        known_before(event, view.record)
+        older_version(event, view.record, _status_change(view))
         or outranked(event, view.record)
         or outranked(event, view.last_change)
         or lighter_version(event, view.record)
@@ -263,7 +281,7 @@ def step_medication(view: MedicationView | None, event: Event) -> MedicationView
     """The prescription after `event` (of the prescription's purpose: see `PURPOSE_BOUND`)."""
     payload = event.payload
     if view is not None and (
-        known_before_prescription(event, view.prescribed)
+        older_version(event, view.prescribed, view.stopped)
         or outranked(event, view.prescribed)
         or (view.stopped is not None and outranked(event, view.stopped))
     ):
@@ -407,12 +425,15 @@ def same_value(first: object, second: object) -> bool:
 
 
 def preference_step(policy: FoldPolicy = DEFAULT_POLICY) -> Step[ClaimView]:
-    """Latest explicit statement wins; a quick explicit reversal asks for confirmation."""
+    """Latest explicit statement wins; a quick explicit reversal asks for confirmation; of two
+    versions of one source record (`same_record`) the one recorded later holds."""
 
     def step(view: ClaimView | None, event: Event) -> ClaimView | None:
         if view is None or replaces(view, event):
             return _wins(event)
         held = view.winner
+        if same_record(held, event):
+            return _wins(event) if event.recorded_at > held.recorded_at else view
         value = claim_value(event)
         if not _is_explicit(event):
             return view if _is_explicit(held) else _wins(event)

@@ -80,9 +80,10 @@ always gives the same ids (the gate drops the repeats); an updated resource (new
 new events, and the fold keeps the version recorded last (meta.lastUpdated, with a numeric
 meta.versionId placed that many milliseconds after it, so that versions without a time of
 their own or with one time are ordered by number) even where an older version is valid later
-(`projections.views.known_before`). When the Bundle's time or `fallback_time` was
-used it is part of the version: a document imported twice gives the same ids, two documents (or
-two imports with different fallbacks) do not reuse one id for two different events. A resource
+(`projections.views.older_version`: the versions of one resource share its `source_ref`).
+When the Bundle's time or `fallback_time` was used it is part of the version: a document
+imported twice gives the same ids, two documents (or two imports with different fallbacks) do
+not reuse one id for two different events. A resource
 without meta.lastUpdated in a Bundle with a time is recorded at the Bundle's time (part of its
 version too), so of two transaction messages about one record the later one holds; a resource
 without an id is identified by the identifier a conditional update or create names it by, else

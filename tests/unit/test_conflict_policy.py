@@ -56,6 +56,25 @@ def _every_order(events: list[Any]) -> Any:
 
 PREFERENCE_CASES = [
     pytest.param(
+        [
+            pref("v1", "vegan", 5, source_ref="Patient/p1", recorded=T0 + 5 * DAY),
+            pref("v2", "omnivore", 1, source_ref="Patient/p1", recorded=T0 + 6 * DAY),
+        ],
+        "omnivore",
+        None,
+        id="given two versions of one source record then the one recorded later holds, "
+        "whatever their valid times, and no conflict opens",
+    ),
+    pytest.param(
+        [
+            pref("v1", "vegan", 1, source_ref="Patient/p1", recorded=T0 + 6 * DAY),
+            pref("v2", "omnivore", 5, source_ref="Patient/p1", recorded=T0 + 5 * DAY),
+        ],
+        "vegan",
+        None,
+        id="given an older version valid later then the newer version still holds",
+    ),
+    pytest.param(
         [pref("p1", "vegetarian", 0), pref("p2", "vegan", 30)],
         "vegan",
         None,
@@ -488,12 +507,66 @@ ALLERGY_CASES = [
     ),
     pytest.param(
         [
+            make_event(
+                "AllergyRecorded",
+                "v1",
+                at=T0,
+                recorded=T0 + 2 * DAY,
+                source_ref="AllergyIntolerance/a1",
+                payload={},
+            ),
+            make_event(
+                "AllergyStatusChanged",
+                "s",
+                at=DAY,
+                source_ref="AllergyIntolerance/a1",
+                payload={"allergy_id": "allergy-1", "verification_status": "refuted"},
+            ),
+        ],
+        True,
+        id="given a status change of one source record recorded before the version it would "
+        "change then that newer version stands",
+    ),
+    pytest.param(
+        [
             make_event("AllergyRecorded", "v1", at=T0, recorded=T0 + 2 * DAY, payload={}),
             status("s", 1, verification_status="refuted"),
         ],
+        False,
+        id="given a status change from another source recorded before the record it follows "
+        "then it applies in valid-time order (a backfilled record does not undo it)",
+    ),
+    pytest.param(
+        [
+            make_event("AllergyRecorded", "v1", at=T0, recorded=T0 + 3 * DAY, payload={}),
+            make_event(
+                "AllergyStatusChanged",
+                "s",
+                at=DAY,
+                recorded=T0 + 4 * DAY,
+                payload={"allergy_id": "allergy-1", "verification_status": "refuted"},
+            ),
+            status("s2", 2, verification_status="confirmed"),
+        ],
         True,
-        id="given a status change recorded before the record it would change then the record "
-        "stands",
+        id="given a re-confirmation learned before the record and a refutation before it "
+        "learned after it, then the re-confirmation holds",
+    ),
+    pytest.param(
+        [
+            make_event("AllergyRecorded", "v1", at=T0, recorded=T0 + 3 * DAY, payload={}),
+            make_event(
+                "AllergyStatusChanged",
+                "s",
+                at=DAY,
+                recorded=T0 + 4 * DAY,
+                payload={"allergy_id": "allergy-1", "verification_status": "refuted"},
+            ),
+            make_event("AllergyRecorded", "v2", at=2 * DAY, recorded=T0 + 2 * DAY, payload={}),
+        ],
+        True,
+        id="given a record re-recorded after its refutation, learned before the first record, "
+        "then the re-recording holds",
     ),
     pytest.param(
         [
@@ -689,6 +762,26 @@ def test_when_a_prescription_is_learned_after_its_stop_then_the_drug_stays_stopp
     assert active_medications(state) == []
     stopped = state_document(state)["medications"]["stopped"]
     assert [m["stopped"]["event_id"] for m in stopped] == [stop.event_id]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        pytest.param(None, id="given producers that name no source"),
+        pytest.param("MedicationRequest/rx", id="given a stop from another source record"),
+    ],
+)
+def test_given_an_order_restarted_after_its_stop_then_a_late_copy_of_the_first_course_does_not_undo_it(
+    source: str | None,
+) -> None:
+    """The order (day 2), its stop (day 5) and its restart under the same id (day 8): a restart
+    learned before the first course (a backfill, learned last) still follows the stop in valid
+    time, so the order is active in every order of learning, as when learned in date order."""
+    first = make_event("MedicationPrescribed", "rx", at=2 * DAY, recorded=T0 + 20 * DAY)
+    stop = make_event("MedicationStopped", "stop", at=5 * DAY, source_ref=source)
+    restart = make_event("MedicationPrescribed", "restart", at=8 * DAY, recorded=T0 + 10 * DAY)
+    state = _every_order([first, stop, restart])
+    assert [m.prescribed.event_id for m in active_medications(state)] == [restart.event_id]
 
 
 def test_given_a_prescription_that_expired_then_it_is_not_active() -> None:

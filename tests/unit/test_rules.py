@@ -977,3 +977,34 @@ def test_given_two_versions_of_an_allergy_at_one_instant_then_the_graver_is_held
     assert held.record.id == grave.id
     alerts = run([mild, grave, rx("rx-1", "Bactrim DS")], default_rules(load_bundled_knowledge()))
     assert [alert.severity for alert in alerts] == [Severity.CRITICAL]
+
+
+@pytest.mark.parametrize(
+    ("grave_reaction", "mild_payload"),
+    [
+        pytest.param(
+            {"manifestation": "Anaphylaxis"},
+            {"reactions": [{"manifestation": "Urticaria", "severity": "moderate"}]},
+            id="given anaphylaxis without a severity against moderate hives",
+        ),
+        pytest.param(
+            {"manifestation": "hives"},
+            {
+                "reactions": [{"manifestation": "hives"}],
+                "allergy_type": "intolerance",
+            },
+            id="given an allergy against an intolerance",
+        ),
+    ],
+)
+@pytest.mark.parametrize("grave_first", [True, False], ids=["graver id first", "graver id last"])
+def test_given_versions_at_one_instant_that_differ_by_their_reaction_or_type_then_the_graver_is_held(
+    grave_reaction: dict[str, Any], mild_payload: dict[str, Any], grave_first: bool
+) -> None:
+    """Anaphylaxis is severe whatever severity it was given, and an allergy is graver than an
+    intolerance: swapping the two versions' event ids does not change which one is held."""
+    names = ("version-a", "version-b") if grave_first else ("version-b", "version-a")
+    grave = allergy(names[0], "sulfa", allergy_id="a2", reactions=[grave_reaction])
+    mild = allergy(names[1], "sulfa", allergy_id="a2", **mild_payload)
+    (held,) = replay([mild, grave]).allergy_views()
+    assert held.record.id == grave.id
