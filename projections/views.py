@@ -119,14 +119,15 @@ def older_version(event: Event, held: Event, changed_by: Event | None) -> bool:
     nothing. That holds for an event recorded before `held` when both come from one source
     record (`source_ref`: versions of one imported resource, whose newest version says what
     holds), and for a record of the claim (a prescription, an allergy record) recorded before
-    `held` while nothing has changed `held` since. Otherwise late events are applied in
-    valid-time order (DESIGN 4.4): a stop or status change from another source, or from a
-    producer that names none, applies whenever it was learned (a prescription learned after
-    its stop, a backfill dated before it, does not bring back the drug the stop ended), and a
-    record dated after a stop or status change (`changed_by`) restates the claim after it (a
-    restart, a re-recording), even when `held` was learned later (a backfill of the first
-    course)."""
-    if not known_before(event, held):
+    `held` while nothing has changed `held` since; never when `held` is a correction
+    (`supersedes`: it speaks for the version it corrects, not for a later one). Otherwise late
+    events are applied in valid-time order (DESIGN 4.4): a stop or status change from another
+    source, or from a producer that names none, applies whenever it was learned (a
+    prescription learned after its stop, a backfill dated before it, does not bring back the
+    drug the stop ended), and a record dated after a stop or status change (`changed_by`)
+    restates the claim after it (a restart, a re-recording), even when `held` was learned
+    later (a backfill of the first course)."""
+    if not known_before(event, held) or held.supersedes is not None:
         return False
     if event.source_ref is not None and event.source_ref == held.source_ref:
         return True

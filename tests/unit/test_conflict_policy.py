@@ -455,6 +455,23 @@ def status(name: str, day: float, origin: str = "explicit_statement", **payload:
 
 
 ALLERGY_CASES = [
+    pytest.param(
+        [
+            allergy("v1"),
+            make_event(
+                "AllergyRecorded",
+                "corrected",
+                at=T0,
+                recorded=T0 + 9 * DAY,
+                supersedes=event_id("v1"),
+                payload={"verification_status": "refuted"},
+            ),
+            make_event("AllergyRecorded", "v2", at=5 * DAY, recorded=T0 + 6 * DAY, payload={}),
+        ],
+        True,
+        id="given a correction of the first version learned after a later version then the "
+        "later version holds (a correction speaks for the version it corrects)",
+    ),
     pytest.param([allergy("a")], True, id="given a confirmed active allergy then it is active"),
     pytest.param(
         [allergy("a"), status("s", 1, verification_status="refuted")],
