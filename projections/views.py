@@ -120,7 +120,9 @@ def older_version(event: Event, held: Event, changed_by: Event | None) -> bool:
     record (`source_ref`: versions of one imported resource, whose newest version says what
     holds), and for a record of the claim (a prescription, an allergy record) recorded before
     `held` while nothing has changed `held` since; never when `held` is a correction
-    (`supersedes`: it speaks for the version it corrects, not for a later one). Otherwise late
+    (`supersedes`: it speaks for the version it corrects, not for a later one) or of a lower
+    origin rank than `event` (a guessed version learned later does not undo a verified one
+    valid later). Otherwise late
     events are applied in valid-time order (DESIGN 4.4): a stop or status change from another
     source, or from a producer that names none, applies whenever it was learned (a
     prescription learned after its stop, a backfill dated before it, does not bring back the
@@ -128,6 +130,8 @@ def older_version(event: Event, held: Event, changed_by: Event | None) -> bool:
     restates the claim after it (a restart, a re-recording), even when `held` was learned
     later (a backfill of the first course)."""
     if not known_before(event, held) or held.supersedes is not None:
+        return False
+    if ORIGIN_RANK[event.origin] > ORIGIN_RANK[held.origin]:
         return False
     if event.source_ref is not None and event.source_ref == held.source_ref:
         return True
@@ -166,7 +170,7 @@ def gravity(record: AllergyRecorded) -> tuple[bool, bool, int, bool, bool, bool]
     return (
         not record.negated,
         in_force,
-        0 if record.criticality is None else _CRITICALITY_GRAVITY.get(record.criticality, 0),
+        _CRITICALITY_GRAVITY[record.criticality],
         any(
             reaction.severity is ReactionSeverity.SEVERE
             or life_threatening_reaction(reaction.manifestation) is not None
@@ -178,14 +182,21 @@ def gravity(record: AllergyRecorded) -> tuple[bool, bool, int, bool, bool, bool]
 
 
 _IN_FORCE_VERIFICATION = frozenset({VerificationStatus.CONFIRMED, VerificationStatus.UNCONFIRMED})
-_CRITICALITY_GRAVITY = {Criticality.HIGH: 2, Criticality.UNABLE_TO_ASSESS: 1}
+_CRITICALITY_GRAVITY: dict[Criticality | None, int] = {
+    Criticality.HIGH: 3,
+    Criticality.UNABLE_TO_ASSESS: 2,
+    None: 1,
+    Criticality.LOW: 0,
+}
+"""Unsaid criticality is graver than a criticality said to be low (it does not lower an alert)."""
 
 
 def lighter_version(event: Event, held: Event) -> bool:
     """Whether `event` is a version of the allergy record `held` stated at the same instant (the
-    same valid and recording times, neither a correction) and less grave (`gravity`): of two
-    versions nothing else orders, the graver is held, whatever their event ids (an anaphylaxis
-    version is not dropped for a mild one by the accident of an id's sort order)."""
+    same valid and recording times and origin rank, neither a correction) and less grave
+    (`gravity`, then its content): of two versions nothing else orders, the graver is held,
+    whatever their event ids (an anaphylaxis version is not dropped for a mild one by the
+    accident of an id's sort order). Of two ranks, the higher holds (`outranked`)."""
     payload, kept = event.payload, held.payload
     return (
         isinstance(payload, AllergyRecorded)
@@ -194,7 +205,8 @@ def lighter_version(event: Event, held: Event) -> bool:
         and held.supersedes is None
         and event.occurred_at == held.occurred_at
         and event.recorded_at == held.recorded_at
-        and gravity(payload) < gravity(kept)
+        and ORIGIN_RANK[event.origin] == ORIGIN_RANK[held.origin]
+        and (gravity(payload), payload.model_dump_json()) < (gravity(kept), kept.model_dump_json())
     )
 
 

@@ -1008,3 +1008,63 @@ def test_given_versions_at_one_instant_that_differ_by_their_reaction_or_type_the
     mild = allergy(names[1], "sulfa", allergy_id="a2", **mild_payload)
     (held,) = replay([mild, grave]).allergy_views()
     assert held.record.id == grave.id
+
+
+@pytest.mark.parametrize("first_id", [True, False], ids=["held id first", "held id last"])
+@pytest.mark.parametrize(
+    ("held", "other"),
+    [
+        pytest.param(
+            {"criticality": None},
+            {"criticality": "low"},
+            id="given unsaid criticality against low then the unsaid one (it lowers nothing)",
+        ),
+        pytest.param(
+            {"origin": "verified_source", "clinical_status": "resolved"},
+            {"origin": "explicit_statement"},
+            id="given a verified resolved version against a stated active one then the verified",
+        ),
+    ],
+)
+def test_given_two_versions_at_one_instant_then_the_same_one_is_held_whatever_their_ids(
+    held: dict[str, Any], other: dict[str, Any], first_id: bool
+) -> None:
+    names = ("version-a", "version-b") if first_id else ("version-b", "version-a")
+
+    def version(name: str, fields: dict[str, Any]) -> Any:
+        payload = {k: v for k, v in fields.items() if k != "origin"}
+        return make_event(
+            "AllergyRecorded",
+            name,
+            origin=fields.get("origin", "explicit_statement"),
+            payload={"substance": "penicillin", **payload},
+        )
+
+    kept, dropped = version(names[0], held), version(names[1], other)
+    (view,) = replay([dropped, kept]).allergy_views()
+    assert view.record.id == kept.id
+
+
+@pytest.mark.parametrize("order", ["guess learned last", "guess learned first"])
+def test_a_guessed_version_dated_earlier_never_undoes_a_verified_one(order: str) -> None:
+    """A verified allergy (day 8) and an inferred refutation of it dated day 5: whichever was
+    learned last, the verified record holds and its alert stays raised."""
+    verified = make_event(
+        "AllergyRecorded",
+        "verified",
+        at=8 * DAY,
+        recorded=T0 + 10 * DAY,
+        origin="verified_source",
+        payload={"substance": "penicillin"},
+    )
+    guess = make_event(
+        "AllergyRecorded",
+        "guess",
+        at=5 * DAY,
+        recorded=T0 + (11 if order == "guess learned last" else 9) * DAY,
+        origin="inferred",
+        payload={"substance": "penicillin", "verification_status": "refuted"},
+    )
+    (view,) = replay([verified, guess]).allergy_views()
+    assert view.record.id == verified.id
+    assert view.active
