@@ -122,13 +122,12 @@ def older_version(event: Event, held: Event, changed_by: Event | None) -> bool:
     `held` while nothing has changed `held` since; never when `held` is a correction
     (`supersedes`: it speaks for the version it corrects, not for a later one) or of a lower
     origin rank than `event` (a guessed version learned later does not undo a verified one
-    valid later). Otherwise late
-    events are applied in valid-time order (DESIGN 4.4): a stop or status change from another
-    source, or from a producer that names none, applies whenever it was learned (a
-    prescription learned after its stop, a backfill dated before it, does not bring back the
-    drug the stop ended), and a record dated after a stop or status change (`changed_by`)
-    restates the claim after it (a restart, a re-recording), even when `held` was learned
-    later (a backfill of the first course)."""
+    valid later). Otherwise late events are applied in valid-time order (DESIGN 4.4): a stop
+    or status change from another source, or from a producer that names none, applies
+    whenever it was learned (a prescription learned after its stop, a backfill dated before
+    it, does not bring back the drug the stop ended), and a record dated after a stop or
+    status change (`changed_by`) restates the claim after it (a restart, a re-recording),
+    even when `held` was learned later (a backfill of the first course)."""
     if not known_before(event, held) or held.supersedes is not None:
         return False
     if ORIGIN_RANK[event.origin] > ORIGIN_RANK[held.origin]:

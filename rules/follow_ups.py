@@ -37,6 +37,8 @@ _NAMES: Final = {
     Kind.ALLERGY: ("status change", "allergy", "the allergy keeps the status it was recorded with"),
 }
 """What a follow-up of each kind is called, what it follows, and what holds meanwhile."""
+_SUBJECT: Final = {Kind.MEDICATION: "drug", Kind.ALLERGY: "substance"}
+"""The field of the record that names what it is about (the drug ordered, the allergen)."""
 
 
 @dataclass(frozen=True)
@@ -62,27 +64,22 @@ def _in_focus(state: UserState, focus: Focus) -> Iterator[tuple[Kind, str]]:
 
 
 def _early_follow_ups(state: UserState, kind: Kind, key: str) -> Iterator[tuple[Event, Event]]:
-    """The claim's earliest record, with each follow-up that counts and is dated before it."""
+    """The claim's earliest record, with each follow-up that counts and sorts before it: one
+    dated before it (at one instant a record sorts before its follow-ups, `CAUSAL_RANK`)."""
     timeline = state.timelines(kind).get(key)
     if timeline is None:
         return
     members = timeline.effective()
-    opening = _OPENING[kind]
-    first = next(
-        (i for i, member in enumerate(members) if isinstance(member.payload, opening)), None
-    )
-    if first is None:
-        return
-    claim = members[first]
-    for member in members[:first]:
-        if member.occurred_at < claim.occurred_at:
-            yield claim, member
+    for position, member in enumerate(members):
+        if isinstance(member.payload, _OPENING[kind]):
+            yield from ((member, early) for early in members[:position])
+            return
 
 
 def _finding(kind: Kind, claim_id: str, claim: Event, follow_up: Event) -> Finding:
     role = _ROLE[kind]
     follow_up_name, claim_name, held = _NAMES[kind]
-    subject = _what(claim)
+    subject = str(getattr(claim.payload, _SUBJECT[kind]))
     return Finding(
         rule=RULE,
         cause=(f"{kind.value}:{claim_id}", f"{role}:{follow_up.id}"),
@@ -108,13 +105,3 @@ def _finding(kind: Kind, claim_id: str, claim: Event, follow_up: Event) -> Findi
         ),
         purpose=claim.purpose,
     )
-
-
-def _what(claim: Event) -> str:
-    """The drug a prescription orders, or the substance of an allergy."""
-    payload = claim.payload
-    if isinstance(payload, MedicationPrescribed):
-        return payload.drug
-    if isinstance(payload, AllergyRecorded):
-        return payload.substance
-    return claim.type.value

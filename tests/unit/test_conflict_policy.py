@@ -444,11 +444,18 @@ def allergy(name: str, day: float = 0, origin: str = "explicit_statement", **pay
     return make_event("AllergyRecorded", name, at=day * DAY, origin=origin, payload=payload)
 
 
-def status(name: str, day: float, origin: str = "explicit_statement", **payload: Any) -> Any:
+def status(
+    name: str,
+    day: float,
+    origin: str = "explicit_statement",
+    recorded: datetime | None = None,
+    **payload: Any,
+) -> Any:
     return make_event(
         "AllergyStatusChanged",
         name,
         at=day * DAY,
+        recorded=recorded,
         origin=origin,
         payload={"allergy_id": "allergy-1", **payload},
     )
@@ -556,13 +563,7 @@ ALLERGY_CASES = [
     pytest.param(
         [
             make_event("AllergyRecorded", "v1", at=T0, recorded=T0 + 3 * DAY, payload={}),
-            make_event(
-                "AllergyStatusChanged",
-                "s",
-                at=DAY,
-                recorded=T0 + 4 * DAY,
-                payload={"allergy_id": "allergy-1", "verification_status": "refuted"},
-            ),
+            status("s", 1, recorded=T0 + 4 * DAY, verification_status="refuted"),
             status("s2", 2, verification_status="confirmed"),
         ],
         True,
@@ -572,13 +573,7 @@ ALLERGY_CASES = [
     pytest.param(
         [
             make_event("AllergyRecorded", "v1", at=T0, recorded=T0 + 3 * DAY, payload={}),
-            make_event(
-                "AllergyStatusChanged",
-                "s",
-                at=DAY,
-                recorded=T0 + 4 * DAY,
-                payload={"allergy_id": "allergy-1", "verification_status": "refuted"},
-            ),
+            status("s", 1, recorded=T0 + 4 * DAY, verification_status="refuted"),
             make_event("AllergyRecorded", "v2", at=2 * DAY, recorded=T0 + 2 * DAY, payload={}),
         ],
         True,
