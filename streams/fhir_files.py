@@ -41,6 +41,7 @@ from streams.runtime import collector_paused
 from streams.text_files import DAMAGED_GZIP, file_labels, file_text, not_utf8, text_lines
 
 NDJSON_SUFFIXES = frozenset({".ndjson", ".jsonl"})
+ALLERGY_RECORD = "AllergyIntolerance/"
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,18 @@ class DrugNamesDiffer:
             "which is meant"
         )
 
+    def refusal(self) -> str:
+        """The error of a record whose words and code disagree on whether there is an allergy
+        at all (`NamesDiffer.absence`): it is not imported, as neither reading is safe to
+        guess (an allergy dropped, or one invented)."""
+        coding = self.found.coding
+        return (
+            f"{self.source_ref}: {self.where} says both that there is no known allergy and "
+            f"that there is one: {self.found.name!r} reads as {self.found.named}, but its "
+            f"coding {coding.system}|{coding.code} is {self.found.coded}; one record cannot be "
+            "both, so neither an allergy nor a negation is recorded: correct it at the source"
+        )
+
 
 NoteNotice = WithheldNote | CutNote | LeftOut | DrugNamesDiffer
 
@@ -159,11 +172,20 @@ def read_fhir_files(
     def size_of(event: Event) -> int:
         return len(codec.encode(event))
 
+    differing = names_differing(imported.concepts, knowledge or load_bundled_knowledge())
+    contradicted = [
+        found
+        for found in differing
+        if found.found.absence and found.source_ref.startswith(ALLERGY_RECORD)
+    ]
+    refused = {(found.origin, found.source_ref) for found in contradicted}
     submitted: list[Submitted] = []
     notes: list[NoteNotice] = [
         LeftOut(part.origin, part.source_ref, part.detail) for part in imported.passed_over
     ]
     for origin, found in imported.events:
+        if (origin, found.source_ref) in refused:
+            continue
         event, kinds = note_withheld(found)
         if kinds:
             notes.append(WithheldNote(origin, event.source_ref, kinds))
@@ -173,8 +195,12 @@ def read_fhir_files(
             event, size = cut.event, size_of(cut.event)
             notes.append(CutNote(origin, event.source_ref, cut.kept, cut.dropped, max_event_bytes))
         submitted.append(Submitted(origin, event, size))
-    notes.extend(names_differing(imported.concepts, knowledge or load_bundled_knowledge()))
+    notes.extend(found for found in differing if found not in contradicted)
     errors = [LineError(error.origin, error.reason, error.message) for error in imported.errors]
+    errors += [
+        LineError(found.origin, Problem.INVALID_VALUE.value, found.refusal())
+        for found in contradicted
+    ]
     return FhirFiles(submitted, errors, imported.skipped, notes)
 
 

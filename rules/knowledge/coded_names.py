@@ -10,11 +10,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from rules.knowledge.judge import NO_KNOWN_ALLERGY
 from rules.knowledge.model import Coding, DrugKnowledge, DrugResolution, MatchLevel
+from rules.knowledge.tables import CLASS_PREFIX
 
 _UNRELATED: Final = frozenset({MatchLevel.NONE, MatchLevel.LOW_RISK, MatchLevel.PARTIAL})
 """Levels at which two substances are different ones, related at most (not one the same
 ingredient or within the class the other names; not `unverified`: that cannot be told)."""
+_STATEMENT: Final = NO_KNOWN_ALLERGY.removeprefix(CLASS_PREFIX)
+"""The class a "no known allergy" statement resolves to ("NKDA", SNOMED 716186003)."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,9 @@ class NamesDiffer:
     coding: Coding
     coded: str
     """What the code is read as."""
+    absence: bool = False
+    """Whether one of them says there is no known allergy and the other names a substance: a
+    record cannot be both."""
 
 
 class CodedNames:
@@ -51,7 +58,8 @@ class CodedNames:
             for coding in codings:
                 by_code = self._resolved_code(coding)
                 if _names_something(by_code) and self._different(name, by_name, coding, by_code):
-                    return NamesDiffer(name, _read_as(by_name), coding, _read_as(by_code))
+                    absence = _STATEMENT in {*by_name.classes, *by_code.classes}
+                    return NamesDiffer(name, _read_as(by_name), coding, _read_as(by_code), absence)
         return None
 
     def _resolved_name(self, name: str) -> DrugResolution:

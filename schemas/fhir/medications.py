@@ -46,6 +46,7 @@ from schemas.fhir.json_access import (
     within,
 )
 from schemas.fhir.modifiers import not_plain
+from schemas.fhir.resource_types import R4_RESOURCE_TYPES
 from schemas.fhir.sources import (
     JUST_AFTER,
     ImportContext,
@@ -656,6 +657,10 @@ def _medication_parts(resource: Json) -> tuple[Part | None, Part | None]:
     )
 
 
+_NOT_DRUGS: Final = R4_RESOURCE_TYPES - {"Medication"}
+"""The resource types a drug reference may not name (a Patient, a Practitioner)."""
+
+
 def _referenced_medication(resource: Json, reference: Json, index: Index) -> Json | None:
     target = string_at(reference, "reference")
     if target is None:
@@ -669,6 +674,13 @@ def _referenced_medication(resource: Json, reference: Json, index: Index) -> Jso
             "entry's fullUrl",
         )
     found = index.medication(target)
+    named = relative_reference(target)
+    if found is None and named is not None and named.split("/")[0] in _NOT_DRUGS:
+        raise Unmappable(
+            Problem.INVALID_VALUE,
+            f"{target} is not a Medication (the drug is a Reference(Medication)): which drug is "
+            "meant cannot be told",
+        )
     if found is None:
         raise Unmappable(
             Problem.UNRESOLVED_REFERENCE,

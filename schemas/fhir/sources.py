@@ -560,6 +560,10 @@ def subject_of(resource: Json, field_name: str, index: Index) -> str:
     return within(field_name, lambda: _subject_of(resource, field_name, index))
 
 
+_SUBJECT_TYPES: Final = frozenset({"Patient", "Group"})
+"""What the `subject` of a medication record may name in R4: a Group is skipped (no one
+person), any other type is an error (a Practitioner is no subject: the order is not guessed to
+be for a patient)."""
 _OTHER_PATIENT_FIELD: Final = {"patient": "subject", "subject": "patient"}
 """Where a resource names its patient, and where another resource type does instead (an
 AllergyIntolerance in `patient`, a MedicationRequest in `subject`)."""
@@ -601,6 +605,12 @@ def _subject_of(resource: Json, field_name: str, index: Index) -> str:
         raise Unmappable(
             Problem.INVALID_VALUE,
             f"patient.reference {reference!r} is not a Patient (the element is Reference(Patient))",
+        )
+    if field_name == "subject" and resource_type not in _SUBJECT_TYPES:
+        raise Unmappable(
+            Problem.INVALID_VALUE,
+            f"subject.reference {reference!r} is not a Patient (the element is "
+            "Reference(Patient | Group))",
         )
     if resource_type != "Patient":
         raise NotForAPatient(f"the subject is a {resource_type}, not a Patient")

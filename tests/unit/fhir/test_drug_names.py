@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from schemas.events import AllergyRecorded, MedicationPrescribed
@@ -110,3 +111,60 @@ def test_replay_prints_the_line_and_keeps_exit_code_zero(tmp_path: Path) -> None
     result = runner.invoke(app, ["replay", "--format", "fhir", "--json", "--file", str(path)])
     assert result.exit_code == 0
     assert "medicationCodeableConcept names different substances: 'Ibuprofen'" in result.stderr
+
+
+def nka_coded(text: str, code: str = "716186003") -> dict[str, Any]:
+    return {
+        **SULFA_CODED_AS_PENICILLIN,
+        "code": {"text": text, "coding": [{"system": SNOMED, "code": code}]},
+    }
+
+
+@pytest.mark.parametrize(
+    ("allergy", "says"),
+    [
+        pytest.param(
+            nka_coded("Penicillin allergy"),
+            "'Penicillin allergy' reads as penicillins, but its coding "
+            "http://snomed.info/sct|716186003 is no known allergy statement",
+            id="given a 'no known allergy' code written as a penicillin allergy",
+        ),
+        pytest.param(
+            nka_coded("Amoxicillin - hives", code="409137002"),
+            "'Amoxicillin - hives' reads as amoxicillin, but its coding "
+            "http://snomed.info/sct|409137002 is no known allergy statement",
+            id="given a 'no known drug allergy' code written as an amoxicillin allergy",
+        ),
+        pytest.param(
+            nka_coded("NKDA", code="91936005"),
+            "'NKDA' reads as no known allergy statement, but its coding "
+            "http://snomed.info/sct|91936005 is penicillins",
+            id="given a penicillin allergy code written NKDA",
+        ),
+    ],
+)
+def test_an_allergy_whose_words_and_code_disagree_on_whether_there_is_one_is_an_error(
+    tmp_path: Path, allergy: dict[str, Any], says: str
+) -> None:
+    """Before, the words of a "no known allergy" code were only a notice, and the record was
+    imported as a negation: an active amoxicillin order raised nothing against an allergy its
+    words named. Neither reading is safe to guess, as for a code that says both."""
+    files = read(bundle_file(tmp_path, allergy, IBUPROFEN_CODED_AS_AMOXICILLIN))
+    assert [type(item.event.payload) for item in files.submitted] == [MedicationPrescribed]
+    assert [(e.origin, e.reason, e.message) for e in files.errors] == [
+        (
+            "bundle.json#entry[0]",
+            "invalid_value",
+            f"AllergyIntolerance/a2: code says both that there is no known allergy and that "
+            f"there is one: {says}; one record cannot be both, so neither an allergy nor a "
+            "negation is recorded: correct it at the source",
+        )
+    ]
+    assert not any("AllergyIntolerance/a2" in line for line in differing(files))
+
+
+def test_a_no_known_allergy_code_with_words_that_say_the_same_is_imported(tmp_path: Path) -> None:
+    files = read(bundle_file(tmp_path, nka_coded("No known allergies"), nka_coded("NKA")))
+    assert files.errors == []
+    payloads = [item.event.payload for item in files.submitted]
+    assert [isinstance(p, AllergyRecorded) and p.negated for p in payloads] == [True, True]

@@ -995,6 +995,38 @@ def test_given_a_subject_reference_that_names_no_resource_type_then_an_error_not
     assert [(e.reason, reference in e.message) for e in result.errors] == [("invalid_value", True)]
 
 
+@pytest.mark.parametrize("subject", ["Practitioner/dr-1", "Device/pump-2", "Location/ward-3"])
+def test_given_a_subject_that_is_no_patient_nor_group_then_an_error_not_a_skip(
+    subject: str,
+) -> None:
+    """R4's MedicationRequest.subject is Reference(Patient | Group): a Group is skipped (no one
+    person), a Practitioner is a mistake of the sender, and the order is not lost silently."""
+    result = run(changed(ACTIVE_ORDER, subject={"reference": subject}))
+    assert (result.events, result.skipped) == ([], [])
+    assert [(e.reason, e.message) for e in result.errors] == [
+        (
+            "invalid_value",
+            f"MedicationRequest/medrx0332: subject.reference {subject!r} is not a Patient (the "
+            "element is Reference(Patient | Group))",
+        )
+    ]
+
+
+def test_given_a_drug_reference_that_names_another_resource_type_then_it_says_so() -> None:
+    result = run(
+        changed(ACTIVE_ORDER, medicationReference={"reference": "Patient/pat1"}),
+        {"resourceType": "Patient", "id": "pat1"},
+    )
+    assert not any(isinstance(event.payload, MedicationPrescribed) for _, event in result.events)
+    assert [(e.reason, e.message) for e in result.errors] == [
+        (
+            "invalid_value",
+            "MedicationRequest/medrx0332: Patient/pat1 is not a Medication (the drug is a "
+            "Reference(Medication)): which drug is meant cannot be told",
+        )
+    ]
+
+
 @pytest.mark.parametrize(
     "intent",
     ["order", "original-order", "reflex-order", "filler-order", "instance-order", "plan"],
