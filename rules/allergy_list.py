@@ -14,7 +14,7 @@ from uuid import UUID
 from projections.queries import active_allergies, no_known_allergy_statements
 from projections.state import Kind, UserState, record_address
 from projections.views import AllergyView
-from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id, shared_purpose
+from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id, kind_to, shared_purpose
 from rules.knowledge.model import DrugKnowledge
 from rules.resolution import CachedResolver
 from schemas.alerts import Severity
@@ -97,17 +97,17 @@ def _finding(
         severity=RULE.severity,
         title=(
             f"Allergy list records {statement.substance!r} as no known allergy but also an "
-            f"active {kind} to {allergy.substance}"
+            f"active {kind_to(kind, allergy.substance)}"
         ),
         detail=(
             f"the statement {statement.allergy_id} ({named}) and the active {kind} "
-            f"{allergy.allergy_id} to {allergy.substance}{read} cannot both hold: confirm the "
+            f"{allergy.allergy_id} ({allergy.substance}{read}) cannot both hold: confirm the "
             f"{kind}, and refute or enter in error whichever record is wrong"
         ),
         evidence=(
             evidence_of(statement.record, statement.allergy_id, "allergy", statement.substance),
             evidence_of(
-                allergy.record, allergy.allergy_id, "allergy", f"{kind} to {allergy.substance}"
+                allergy.record, allergy.allergy_id, "allergy", kind_to(kind, allergy.substance)
             ),
         ),
         purpose=allergy.record.purpose,

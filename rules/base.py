@@ -10,6 +10,7 @@ purpose, and its alert carries that purpose (the purpose it may be read for).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -104,6 +105,20 @@ class Rule(Protocol):
         ...
 
 
+KIND_WORDS: Mapping[str, re.Pattern[str]] = {
+    "allergy": re.compile(r"\ballerg(?:y|ies|ic)\b|过敏", re.IGNORECASE),
+    "intolerance": re.compile(r"\bintoleran(?:ce|t)\b|不耐受", re.IGNORECASE),
+}
+"""A name that already says the kind ("Allergy to penicillin (finding)") is not preceded or
+followed by it again ("the recorded Allergy to penicillin (finding)", not "... allergy")."""
+
+
+def kind_to(kind: str, substance: str) -> str:
+    """An allergy or intolerance named by its kind and substance ("allergy to penicillin"), or
+    by its substance alone when that says the kind ("Allergy to penicillin")."""
+    return substance if KIND_WORDS[kind].search(substance) else f"{kind} to {substance}"
+
+
 def evidence_of(event: Event, claim_id: str, role: str, description: str) -> Evidence:
     return Evidence(event_id=event.id, claim_id=claim_id, role=role, description=description)
 
@@ -121,18 +136,17 @@ def touched(before: UserState, event: Event) -> frozenset[tuple[Kind, str]]:
 def lifecycle(
     state: UserState, finding: Finding, status: AlertStatus, event: Event, reason: str | None = None
 ) -> Alert:
-    at = (
-        _conflict_began(state, finding, event)
-        if status is AlertStatus.RAISED
-        else event.occurred_at
+    return lifecycle_record(
+        state, finding, status, event.id, _conflict_began(state, finding, event), reason
     )
-    return lifecycle_record(state, finding, status, event.id, at, reason)
 
 
 def _conflict_began(state: UserState, finding: Finding, event: Event) -> datetime:
-    """When the finding's cause first held: the latest start (`valid_from`, else the time it
-    occurred) of its evidence, or the triggering event's time if later. An allergy learned
-    late and dated before the drug does not date the alert before the drug was prescribed."""
+    """When a step of the finding's lifecycle happened: when its cause first held (the latest
+    start, `valid_from` or else the time it occurred, of its evidence), or the triggering
+    event's time if later. An allergy learned late and dated before the drug does not date the
+    alert before the drug was prescribed, and a correction dated before both does not date its
+    resolution before the alert was raised."""
     starts = [event.occurred_at]
     for item in finding.evidence:
         source = state.events.get(item.event_id)

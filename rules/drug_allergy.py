@@ -5,7 +5,6 @@ alert a clinician can act on."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -16,7 +15,16 @@ from uuid import UUID
 from projections.queries import active_allergies, active_medications
 from projections.state import Kind, UserState, record_address
 from projections.views import AllergyView, MedicationView
-from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id, shared_purpose
+from rules.base import (
+    KIND_WORDS,
+    Finding,
+    Focus,
+    RuleRef,
+    evidence_of,
+    finding_id,
+    kind_to,
+    shared_purpose,
+)
 from rules.knowledge.model import (
     Coding,
     CrossReactivity,
@@ -74,14 +82,6 @@ _EVALUATE_FIRST: dict[MatchLevel, str] = {
 }
 """Titles of a related drug whose severity a severe reaction raised because it needs a test or
 an allergist's evaluation first (`test_first_after_severe_reaction`): not "low risk" then."""
-
-
-_KIND_WORDS: dict[str, re.Pattern[str]] = {
-    "allergy": re.compile(r"\ballerg(?:y|ies|ic)\b|过敏", re.IGNORECASE),
-    "intolerance": re.compile(r"\bintoleran(?:ce|t)\b|不耐受", re.IGNORECASE),
-}
-"""A name that already says the kind ("Allergy to penicillin (finding)") is not followed by it
-again in a title ("the recorded Allergy to penicillin (finding)", not "... allergy")."""
 
 
 def _shift(severity: Severity, steps: int) -> Severity:
@@ -233,7 +233,7 @@ class DrugAllergyRule:
         title = titles.get(verdict.level, _TITLES[verdict.level]).format(
             drug=self._names(medication.drug, medication.codes),
             allergen=allergen,
-            kind="" if _KIND_WORDS[kind].search(allergen) else f" {kind}",
+            kind="" if KIND_WORDS[kind].search(allergen) else f" {kind}",
         )
         detail = f"{verdict.level.value}: {verdict.reason} (source: {verdict.source})"
         return Finding(
@@ -282,7 +282,7 @@ def _pairs(
 
 def _evidence(allergy: AllergyView, medication: MedicationView, kind: str) -> tuple[Evidence, ...]:
     evidence = [
-        evidence_of(allergy.record, allergy.allergy_id, "allergy", f"{kind} to {allergy.substance}")
+        evidence_of(allergy.record, allergy.allergy_id, "allergy", kind_to(kind, allergy.substance))
     ]
     if allergy.last_change.id != allergy.record.id:
         status = allergy.verification_status.value

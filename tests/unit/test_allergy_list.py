@@ -68,6 +68,19 @@ def test_given_a_negated_record_naming_a_substance_then_the_title_says_it_is_a_n
     )
 
 
+def test_given_a_substance_named_with_its_kind_then_the_kind_is_not_said_twice() -> None:
+    """A coded record's display ("Allergy to penicillin") already says it is an allergy: the
+    title and the evidence read "an active Allergy to penicillin", not "allergy to Allergy to
+    penicillin"."""
+    events = [record("nkda", 0, **NKDA), record("pen", 1, substance="Allergy to penicillin")]
+    (alert,) = [a for a in run(events) if a.rule_id == LIST_RULE.id]
+    assert alert.title.endswith("but also an active Allergy to penicillin")
+    assert [item.description for item in alert.evidence] == [
+        "No known drug allergies",
+        "Allergy to penicillin",
+    ]
+
+
 def test_the_allergy_is_still_judged_against_drugs_while_the_list_contradicts_itself() -> None:
     events = [
         record("nkda", 0, **NKDA),

@@ -92,6 +92,33 @@ def test_given_an_allergy_learned_after_the_drug_then_the_alert_is_dated_when_bo
         assert alert.occurred_at == prescribed.occurred_at
 
 
+def test_given_a_version_dated_before_the_drug_that_ends_the_conflict_then_it_resolves_no_earlier() -> (
+    None
+):
+    """A newer version of one imported allergy (same source_ref), dated at its first record's
+    day 0 and learned after the day-3 drug, says it is no allergy: the resolution is dated when
+    the alert was raised, day 3, never before it (a consumer ordering by time would keep it
+    open), while its trigger is the version that ended it."""
+    first = make_event(
+        "AllergyRecorded",
+        "allergy",
+        source_ref="AllergyIntolerance/a1",
+        payload={"substance": "penicillin"},
+    )
+    prescribed = rx("rx-amox", "amoxicillin", day=3)
+    negated = make_event(
+        "AllergyRecorded",
+        "negated",
+        recorded=T0 + 4 * DAY,
+        source_ref="AllergyIntolerance/a1",
+        payload={"substance": "No known allergy", "negated": True},
+    )
+    raised, resolved = run([first, prescribed, negated])
+    assert (raised.status, resolved.status) == (AlertStatus.RAISED, AlertStatus.RESOLVED)
+    assert raised.occurred_at == resolved.occurred_at == prescribed.occurred_at
+    assert resolved.trigger_event_id == negated.id
+
+
 def test_given_an_unresolvable_drug_then_an_unverified_warning_not_silence() -> None:
     (alert,) = run([allergy(), rx("rx-x", "zyxorin forte")])
     assert alert.severity is Severity.WARNING
