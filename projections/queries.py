@@ -265,11 +265,12 @@ def claim_history(
             claim: by for claim, by in replaced_by.items() if claim not in kept
         } | replaced_in_force
         out_of_force = moment
+    statements = sorted(timeline.members.values(), key=sort_key)
     correctors = {
-        e.supersedes: e.id
-        for e in timeline.members.values()
-        if e.supersedes and e.id not in timeline.retracted
+        e.supersedes: e.id for e in statements if e.supersedes and e.id not in timeline.retracted
     }
+    if final is not None and final.winner.supersedes in correctors:
+        correctors[final.winner.supersedes] = final.winner.id
     return [
         ClaimHistoryEntry(
             event,
@@ -277,7 +278,7 @@ def claim_history(
             _status(event, timeline, final, replaced_by, out_of_force),
             correctors.get(event.id) or replaced_by.get(event.id),
         )
-        for event in sorted(timeline.members.values(), key=sort_key)
+        for event in statements
     ]
 
 

@@ -128,6 +128,8 @@ def older_version(event: Event, held: Event, changed_by: Event | None) -> bool:
     it, does not bring back the drug the stop ended), and a record dated after a stop or
     status change (`changed_by`) restates the claim after it (a restart, a re-recording),
     even when `held` was learned later (a backfill of the first course)."""
+    if changed_by is not None and _earlier_word_of_one_source(event, changed_by):
+        return True
     if not known_before(event, held) or held.supersedes is not None:
         return False
     if ORIGIN_RANK[event.origin] > ORIGIN_RANK[held.origin]:
@@ -137,6 +139,22 @@ def older_version(event: Event, held: Event, changed_by: Event | None) -> bool:
     if isinstance(event.payload, (MedicationStopped, AllergyStatusChanged)):
         return False
     return changed_by is None
+
+
+def _earlier_word_of_one_source(event: Event, later: Event) -> bool:
+    """Whether `event` and `later` come from one source record (`source_ref`) and `event` was
+    learned first, so that `later`, its newest word, holds: a stop or status change the source
+    sent last, dated before a version it had sent earlier, is not undone by that version (a
+    refutation backdated by the source after its confirmation; a stop sent after the source's
+    restart of the order, dated before it). Not when `later` is a correction (it speaks for
+    the version it corrects) or of a lower origin rank than `event`."""
+    return (
+        event.source_ref is not None
+        and event.source_ref == later.source_ref
+        and later.supersedes is None
+        and known_before(event, later)
+        and ORIGIN_RANK[event.origin] <= ORIGIN_RANK[later.origin]
+    )
 
 
 def weaker_than(event: Event, held: Event) -> bool:

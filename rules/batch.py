@@ -20,7 +20,7 @@ from projections.views import DEFAULT_POLICY, FoldPolicy
 from rules.base import Rule
 from rules.engine import process
 from schemas.alerts import Alert
-from schemas.events import Event, EventType
+from schemas.events import ClaimRetracted, Event, EventType
 
 
 @dataclass(frozen=True)
@@ -71,11 +71,12 @@ def processing_order(submitted: Submitted) -> tuple[object, ...]:
 
 
 def in_processing_order(batch: Sequence[Submitted]) -> list[Submitted]:
-    """The batch in `processing_order`, except that an event correcting (`supersedes`) another
-    event of the batch comes after it: a correction sent with its claim, at the same
-    `recorded_at` and dated earlier (an onset moved back) or sorting first at the same instant,
-    is not refused as correcting an unknown claim. Corrections that correct each other in a
-    loop keep `processing_order`."""
+    """The batch in `processing_order`, except that an event correcting (`supersedes`) or
+    retracting (`ClaimRetracted`) another event of the batch comes after it: a correction sent
+    with its claim, at the same `recorded_at` and dated earlier (an onset moved back) or sorting
+    first at the same instant, is not refused as correcting an unknown claim, nor a retraction
+    sent with its claim (an override and its retraction at one instant) as retracting one.
+    Events that name each other in a loop keep `processing_order`."""
     ordered = sorted(batch, key=processing_order)
     present = {item.event.id for item in ordered}
     placed_ids: set[str] = set()
@@ -95,7 +96,7 @@ def in_processing_order(batch: Sequence[Submitted]) -> list[Submitted]:
             due.extend(reversed(waiting.pop(item.event.id, [])))
 
     for item in ordered:
-        target = item.event.supersedes
+        target = _claim_named(item.event)
         if target is not None and target in present and target not in placed_ids:
             waiting.setdefault(target, []).append(item)
         else:
@@ -103,6 +104,13 @@ def in_processing_order(batch: Sequence[Submitted]) -> list[Submitted]:
     for item in sorted((i for items in waiting.values() for i in items), key=processing_order):
         place(item)
     return result
+
+
+def _claim_named(event: Event) -> str | None:
+    """The event that `event` corrects or retracts, if any."""
+    if isinstance(event.payload, ClaimRetracted):
+        return event.payload.claim_id
+    return event.supersedes
 
 
 def replay_batch(

@@ -1,5 +1,5 @@
-"""A batch is processed in transaction-time order, but a correction sent with the claim it
-corrects comes after that claim, whatever their times and ids say."""
+"""A batch is processed in transaction-time order, but a correction or a retraction sent with
+the claim it corrects or retracts comes after that claim, whatever their times and ids say."""
 
 from __future__ import annotations
 
@@ -68,6 +68,45 @@ def test_given_corrections_sent_with_their_claim_then_each_is_accepted_in_any_fi
         (result,) = replay_batch(batch, _context, RULES).values()
         assert result.rejections == []
         assert [view.substance for view in active_allergies(result.state)] == ["codeine"]
+
+
+REFUTED = make_event(
+    "AllergyStatusChanged",
+    "refutation",
+    at=timedelta(days=3),
+    recorded=RECORDED,
+    payload={"allergy_id": "allergy-1", "verification_status": "refuted"},
+)
+
+
+@pytest.mark.parametrize(
+    "retracted",
+    [
+        pytest.param(REFUTED, id="a refutation retracted at its own instant, sorting after it"),
+        pytest.param(
+            _allergy("fix", "codeine", 1, "first"),
+            id="a correction dated before its claim, retracted before the claim's date",
+        ),
+    ],
+)
+def test_given_a_retraction_sent_with_its_claim_then_it_is_applied_in_any_file_order(
+    retracted: Event,
+) -> None:
+    """Before, a retraction that sorted before its claim (an earlier id at one instant, or a
+    claim a correction placed later) was refused as retracting an unknown claim, so the file
+    (and `uac publish`, which sends it in this order) kept what the producer had withdrawn."""
+    undo = make_event(
+        "ClaimRetracted",
+        "undo",
+        at=timedelta(days=3),
+        recorded=RECORDED,
+        payload={"claim_id": retracted.id},
+    )
+    assert event_id("undo") < REFUTED.id
+    for order in permutations([_allergy("first", "penicillin", 5), retracted, undo]):
+        (result,) = replay_batch(_lines(order), _context, RULES).values()
+        assert result.rejections == []
+        assert [view.substance for view in active_allergies(result.state)] == ["penicillin"]
 
 
 def test_given_corrections_that_correct_each_other_then_each_is_processed_once() -> None:

@@ -1211,3 +1211,65 @@ def test_given_a_statement_replaced_before_its_window_closed_then_it_stays_super
             ("superseded", event_id("p2")),
             ("current", None),
         ], moment
+
+
+def _sourced(
+    event_type: str, name: str, day: float, learned: float, source: str, **payload: Any
+) -> Any:
+    return make_event(
+        event_type,
+        name,
+        at=day * DAY,
+        recorded=T0 + learned * DAY,
+        source_ref=source,
+        payload=payload,
+    )
+
+
+@pytest.mark.parametrize("late_source", ["ehr:a1", "lab:report-7"])
+def test_given_a_status_change_a_source_sends_last_dated_before_its_earlier_one_then_it_holds_if_same_source(
+    late_source: str,
+) -> None:
+    """The source confirmed the allergy on day 5, then sent a refutation dated day 3: its newest
+    word is the refutation, which the confirmation it sent earlier does not undo (before, the
+    confirmation held by its later date). From another source, the changes apply in valid-time
+    order and the day-5 confirmation holds."""
+    history = [
+        _sourced("AllergyRecorded", "rec", 0, 0, "ehr:a1", allergy_id="allergy-1"),
+        _sourced(
+            "AllergyStatusChanged",
+            "conf",
+            5,
+            5,
+            "ehr:a1",
+            allergy_id="allergy-1",
+            verification_status="confirmed",
+        ),
+        _sourced(
+            "AllergyStatusChanged",
+            "refute",
+            3,
+            9,
+            late_source,
+            allergy_id="allergy-1",
+            verification_status="refuted",
+        ),
+    ]
+    expected = [] if late_source == "ehr:a1" else ["allergy-1"]
+    for order in permutations(history):
+        assert [view.allergy_id for view in active_allergies(replay(list(order)))] == expected
+
+
+@pytest.mark.parametrize("late_source", ["ehr:r1", "pharmacy:r1"])
+def test_given_a_stop_a_source_sends_after_its_restart_of_the_order_then_it_holds_if_same_source(
+    late_source: str,
+) -> None:
+    history = [
+        _sourced("MedicationPrescribed", "start", 2, 2, "ehr:r1", prescription_id="r1"),
+        _sourced("MedicationPrescribed", "restart", 5, 5, "ehr:r1", prescription_id="r1"),
+        _sourced("MedicationStopped", "stop", 4, 9, late_source, prescription_id="r1"),
+    ]
+    expected = [] if late_source == "ehr:r1" else ["r1"]
+    for order in permutations(history):
+        state = replay(list(order))
+        assert [view.prescription_id for view in active_medications(state)] == expected

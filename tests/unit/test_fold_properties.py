@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -200,6 +203,52 @@ def test_given_a_fixed_history_when_hashed_in_any_process_then_the_pinned_hash()
 
 
 PINNED_HASH = "5b2b363b43447aeb9627874a4712b92f24b5e7c5683db3858f0b9cdcf9568f61"
+
+_TWO_CORRECTIONS_EACH = """
+from datetime import timedelta
+from projections.document import state_hash
+from projections.state import replay
+from tests.factories import T0, event_id, make_event
+
+events = []
+for kind, payload in (
+    ("PreferenceStated", {"value": "vegan"}),
+    ("FactAsserted", {"value": "NL"}),
+    ("AllergyRecorded", {"substance": "penicillin"}),
+    ("MedicationPrescribed", {"drug": "amoxicillin"}),
+):
+    first = make_event(kind, kind, at=timedelta(days=2), payload=payload)
+    events.append(first)
+    for name, days, learned in (("a", 4, 3), ("b", 3, 5)):
+        events.append(
+            make_event(
+                kind,
+                kind + name,
+                at=timedelta(days=days),
+                recorded=T0 + timedelta(days=learned),
+                supersedes=first.id,
+                payload={**payload, **({"drug": name} if "drug" in payload else {})},
+            )
+        )
+print(state_hash(replay(events)))
+"""
+
+
+def test_given_two_corrections_of_one_claim_then_the_same_hash_in_every_process() -> None:
+    """Which of two corrections a statement's history names as its replacement came from the
+    iteration order of a hash map, which differs between processes (`PYTHONHASHSEED`): the
+    same events gave two state hashes, and a rebuilt state disagreed with the live one."""
+    hashes = {
+        subprocess.run(
+            [sys.executable, "-c", _TWO_CORRECTIONS_EACH],
+            env=os.environ | {"PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("0", "1", "2", "3", "4", "5")
+    }
+    assert len(hashes) == 1
 
 
 @settings(max_examples=50)
