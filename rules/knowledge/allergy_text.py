@@ -91,10 +91,14 @@ _SUGAR_INTOLERANCE: Final = re.compile(
 """Lactose intolerance: a deficiency of the enzyme that digests the milk sugar, not an
 allergy (a cow's milk protein allergy is recorded as such)."""
 _EXCEPTION: Final = r"\b(?:other\s+than|except(?:\s+for)?|apart\s+from|aside\s+from|besides|but)\b"
-_CLAUSE_BREAK: Final = re.compile(rf"[;|()\[\]\n。]|(?<!\d)\.|\.(?!\d)|(?P<exception>{_EXCEPTION})")
+_CLAUSE_BREAK: Final = re.compile(
+    rf"[;|()\[\]\n。]|(?<!\d)\.|\.(?!\d)|(?P<exception>{_EXCEPTION})"
+    r"|(?<=\bnkda),|(?<=\bnka),|(?<=\bnkfa),|,(?=\s*(?:allergic|allerg(?:y|ies))\s+to\b)"
+)
 """Where a clause ends: a semicolon, a full stop (not a decimal point), a bar, a line break, a
-parenthesis, or an exception ("denies allergies other than penicillin": the negation does not
-reach penicillin)."""
+parenthesis, an exception ("denies allergies other than penicillin": the negation does not
+reach penicillin), a comma after an abbreviated statement ("NKDA, egg allergy": no drug
+allergy, but an egg allergy) or before an allergy named anew ("NKDA, allergic to eggs")."""
 _RELATIVE: Final = (
     r"(?:mother|father|mum|mom|dad|sister|brother|son|daughter|parents?|siblings?|aunt|uncle"
     r"|grandmother|grandfather|grandma|grandpa|granny|cousin|husband|wife|spouse|partner"
