@@ -163,7 +163,9 @@ def read_fhir_files(
     every note withheld because it looked like it held a secret (see `note_withheld`) or
     shortened because it made its record larger than `max_event_bytes` (see `note_shortened`),
     and every concept whose words and codes name different substances to `knowledge` (the
-    bundled knowledge by default)."""
+    bundled knowledge by default), except an allergy's whose words and code disagree on
+    whether there is an allergy at all: that record is an error, and none of its events is
+    submitted (`DrugNamesDiffer.refusal`)."""
     imported = import_fhir_files(
         paths, ImportContext(tenant_id=tenant_id, actor=actor, fallback_time=fallback_time)
     )
