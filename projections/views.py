@@ -128,31 +128,28 @@ def older_version(event: Event, held: Event, changed_by: Event | None) -> bool:
     it, does not bring back the drug the stop ended), and a record dated after a stop or
     status change (`changed_by`) restates the claim after it (a restart, a re-recording),
     even when `held` was learned later (a backfill of the first course)."""
-    if changed_by is not None and _earlier_word_of_one_source(event, changed_by):
+    if event.source_ref is not None and any(
+        later is not None and later.source_ref == event.source_ref and _learned_later(later, event)
+        for later in (held, changed_by)
+    ):
         return True
-    if not known_before(event, held) or held.supersedes is not None:
-        return False
-    if ORIGIN_RANK[event.origin] > ORIGIN_RANK[held.origin]:
-        return False
-    if event.source_ref is not None and event.source_ref == held.source_ref:
-        return True
-    if isinstance(event.payload, (MedicationStopped, AllergyStatusChanged)):
-        return False
-    return changed_by is None
-
-
-def _earlier_word_of_one_source(event: Event, later: Event) -> bool:
-    """Whether `event` and `later` come from one source record (`source_ref`) and `event` was
-    learned first, so that `later`, its newest word, holds: a stop or status change the source
-    sent last, dated before a version it had sent earlier, is not undone by that version (a
-    refutation backdated by the source after its confirmation; a stop sent after the source's
-    restart of the order, dated before it). Not when `later` is a correction (it speaks for
-    the version it corrects) or of a lower origin rank than `event`."""
     return (
-        event.source_ref is not None
-        and event.source_ref == later.source_ref
+        changed_by is None
+        and not isinstance(event.payload, (MedicationStopped, AllergyStatusChanged))
+        and _learned_later(held, event)
+    )
+
+
+def _learned_later(later: Event, event: Event) -> bool:
+    """Whether `later` is newer knowledge than `event` that `event` cannot undo: `event` was
+    recorded first, `later` is no correction (it speaks for the version it corrects) and not of
+    a lower origin rank. With one `source_ref`, `later` is that source's newest word: a record
+    version, or a stop or status change it sent last, dated before a version it had sent
+    earlier (a refutation backdated after its confirmation, a stop sent after its restart of
+    the order)."""
+    return (
+        known_before(event, later)
         and later.supersedes is None
-        and known_before(event, later)
         and ORIGIN_RANK[event.origin] <= ORIGIN_RANK[later.origin]
     )
 
