@@ -105,7 +105,7 @@ class Rule(Protocol):
         ...
 
 
-KIND_WORDS: Mapping[str, re.Pattern[str]] = {
+_KIND_WORDS: Mapping[str, re.Pattern[str]] = {
     "allergy": re.compile(r"\ballerg(?:y|ies|ic)\b|过敏", re.IGNORECASE),
     "intolerance": re.compile(r"\bintoleran(?:ce|t)\b|不耐受", re.IGNORECASE),
 }
@@ -113,10 +113,16 @@ KIND_WORDS: Mapping[str, re.Pattern[str]] = {
 followed by it again ("the recorded Allergy to penicillin (finding)", not "... allergy")."""
 
 
+def says_kind(kind: str, name: str) -> bool:
+    """Whether an allergen's name says its kind, `allergy` or `intolerance` ("Allergy to
+    penicillin (finding)")."""
+    return _KIND_WORDS[kind].search(name) is not None
+
+
 def kind_to(kind: str, substance: str) -> str:
     """An allergy or intolerance named by its kind and substance ("allergy to penicillin"), or
     by its substance alone when that says the kind ("Allergy to penicillin")."""
-    return substance if KIND_WORDS[kind].search(substance) else f"{kind} to {substance}"
+    return substance if says_kind(kind, substance) else f"{kind} to {substance}"
 
 
 def evidence_of(event: Event, claim_id: str, role: str, description: str) -> Evidence:

@@ -16,13 +16,13 @@ from projections.queries import active_allergies, active_medications
 from projections.state import Kind, UserState, record_address
 from projections.views import AllergyView, MedicationView
 from rules.base import (
-    KIND_WORDS,
     Finding,
     Focus,
     RuleRef,
     evidence_of,
     finding_id,
     kind_to,
+    says_kind,
     shared_purpose,
 )
 from rules.knowledge.model import (
@@ -233,7 +233,7 @@ class DrugAllergyRule:
         title = titles.get(verdict.level, _TITLES[verdict.level]).format(
             drug=self._names(medication.drug, medication.codes),
             allergen=allergen,
-            kind="" if KIND_WORDS[kind].search(allergen) else f" {kind}",
+            kind="" if says_kind(kind, allergen) else f" {kind}",
         )
         detail = f"{verdict.level.value}: {verdict.reason} (source: {verdict.source})"
         return Finding(

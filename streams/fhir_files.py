@@ -113,6 +113,12 @@ class DrugNamesDiffer:
             "which is meant"
         )
 
+    @property
+    def refused(self) -> bool:
+        """Whether the record is an allergy whose words and code disagree on whether there is
+        an allergy at all (`NamesDiffer.absence`): an error, not a notice."""
+        return self.found.absence and self.source_ref.startswith(ALLERGY_RECORD)
+
     def refusal(self) -> str:
         """The error of a record whose words and code disagree on whether there is an allergy
         at all (`NamesDiffer.absence`): it is not imported, as neither reading is safe to
@@ -175,12 +181,7 @@ def read_fhir_files(
         return len(codec.encode(event))
 
     differing = names_differing(imported.concepts, knowledge or load_bundled_knowledge())
-    contradicted = [
-        found
-        for found in differing
-        if found.found.absence and found.source_ref.startswith(ALLERGY_RECORD)
-    ]
-    refused = {(found.origin, found.source_ref) for found in contradicted}
+    refused = {(found.origin, found.source_ref) for found in differing if found.refused}
     submitted: list[Submitted] = []
     notes: list[NoteNotice] = [
         LeftOut(part.origin, part.source_ref, part.detail) for part in imported.passed_over
@@ -197,11 +198,12 @@ def read_fhir_files(
             event, size = cut.event, size_of(cut.event)
             notes.append(CutNote(origin, event.source_ref, cut.kept, cut.dropped, max_event_bytes))
         submitted.append(Submitted(origin, event, size))
-    notes.extend(found for found in differing if found not in contradicted)
+    notes.extend(found for found in differing if not found.refused)
     errors = [LineError(error.origin, error.reason, error.message) for error in imported.errors]
     errors += [
         LineError(found.origin, Problem.INVALID_VALUE.value, found.refusal())
-        for found in contradicted
+        for found in differing
+        if found.refused
     ]
     return FhirFiles(submitted, errors, imported.skipped, notes)
 

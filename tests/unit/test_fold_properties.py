@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -38,6 +35,7 @@ from schemas.events import Event, EventType
 from schemas.reasons import ReasonCode
 from tests.factories import event_id, make_event
 from tests.fakes import TableKnowledge
+from tests.processes import outputs_under_hash_seeds
 from tests.strategies import event_histories, mixed_histories
 
 RULES = default_rules(TableKnowledge())
@@ -238,17 +236,7 @@ def test_given_two_corrections_of_one_claim_then_the_same_hash_in_every_process(
     """Which of two corrections a statement's history names as its replacement came from the
     iteration order of a hash map, which differs between processes (`PYTHONHASHSEED`): the
     same events gave two state hashes, and a rebuilt state disagreed with the live one."""
-    hashes = {
-        subprocess.run(
-            [sys.executable, "-c", _TWO_CORRECTIONS_EACH],
-            env=os.environ | {"PYTHONHASHSEED": seed},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        for seed in ("0", "1", "2", "3", "4", "5")
-    }
-    assert len(hashes) == 1
+    assert len(outputs_under_hash_seeds(_TWO_CORRECTIONS_EACH, range(6))) == 1
 
 
 @settings(max_examples=50)

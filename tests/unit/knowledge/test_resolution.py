@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from rules.knowledge.bundled import BundledKnowledge
 from rules.knowledge.model import Coding, MatchLevel
+from tests.processes import outputs_under_hash_seeds
 from tests.unit.knowledge.fixtures import (
     common_allergies,
     common_prescriptions,
@@ -673,16 +670,7 @@ def test_suggestions_are_the_same_in_every_process() -> None:
         "from rules.knowledge.bundled import load_bundled_knowledge as k;"
         "print(k().cross_reactivity('aspirn', 'amoxicilln / ibuprofan').reason)"
     )
-    reasons = {
-        subprocess.run(
-            [sys.executable, "-c", script],
-            env=os.environ | {"PYTHONHASHSEED": seed},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        for seed in ("1", "2", "3")
-    }
+    reasons = outputs_under_hash_seeds(script, (1, 2, 3))
 
     assert len(reasons) == 1
     assert "did you mean aspirin" in reasons.pop()
