@@ -12,7 +12,12 @@ records that bring the stream in line:
   differently (the record carries the new judgement and says what changed; the alert id stays,
   as its cause did),
 - `resolved` for an active alert the rules no longer find (also one of a rule this build no
-  longer has).
+  longer has),
+- `raised` again for an acknowledged alert whose acknowledgement answered a milder grade
+  than the rules find (an earlier build kept an acknowledgement across a graver re-grade),
+- after a `raised` one, the acknowledgement or override the state holds for the alert when it
+  covers the new grade (one that was shown a milder grade stays behind: the alert needs a new
+  acknowledgement; see `rules.acknowledgements`).
 
 Once those records are in the stream, re-judging the same state returns nothing.
 """
@@ -25,6 +30,8 @@ from datetime import datetime
 from uuid import UUID
 
 from projections.state import UserState
+from projections.views import DEFAULT_POLICY, FoldPolicy
+from rules.acknowledgements import outgrown, with_standing
 from rules.base import Rule, lifecycle_id, lifecycle_record, regrading
 from schemas.alerts import Alert, AlertStatus
 
@@ -52,7 +59,11 @@ def latest_records(records: Iterable[Alert]) -> dict[UUID, Alert]:
 
 
 def rejudged(
-    state: UserState, latest: Mapping[UUID, Alert], rules: Sequence[Rule], why: Rejudgement
+    state: UserState,
+    latest: Mapping[UUID, Alert],
+    rules: Sequence[Rule],
+    why: Rejudgement,
+    policy: FoldPolicy = DEFAULT_POLICY,
 ) -> list[Alert]:
     """The records that make the stream, whose `latest` record per alert of this subject is
     given, agree with what `rules` find in `state`.
@@ -66,14 +77,22 @@ def rejudged(
     active = {key for key, record in latest.items() if record.status is not AlertStatus.RESOLVED}
     records = []
     for key in sorted(found):
-        change = "newly found" if key not in active else regrading(latest[key], found[key])
+        change = (
+            "newly found"
+            if key not in active
+            else regrading(latest[key], found[key])
+            or outgrown(rules, state, latest[key], found[key].severity, policy)
+        )
         if change:
             reason = f"{why.reason}: {change}"
             record = lifecycle_record(
                 state, found[key], AlertStatus.RAISED, why.trigger_id, why.at, reason
             )
-            records.append(_answering(record, latest.get(key), why))
-    return records + [_resolved(latest[key], why) for key in sorted(active - found.keys())]
+            records.append(record)
+    raised = with_standing(rules, state, records, why.trigger_id, policy, latest)
+    return [_answering(record, latest.get(record.alert_id), why) for record in raised] + [
+        _resolved(latest[key], why) for key in sorted(active - found.keys())
+    ]
 
 
 def _answering(record: Alert, previous: Alert | None, why: Rejudgement) -> Alert:

@@ -154,7 +154,8 @@ def test_given_a_file_with_refusals_copies_and_late_claims_in_another_order_then
     """`uac replay --file --json` in any order of the lines: the same subjects, states, alerts
     and refusals (only where each refused event sits in the file differs); a stop dated before
     its order is admitted and flagged, and a retraction the file holds with its claim is
-    applied after it, even when it was recorded first (as `uac publish` sends it)."""
+    applied after it, even when it was recorded first (as `uac publish` sends it); an
+    intolerance accepted as a warning and then recorded as an allergy ends raised as critical."""
     day = timedelta(days=1)
     allergy = make_event("AllergyRecorded", "allergy", payload={"allergy_type": "intolerance"})
     order = make_event("MedicationPrescribed", "order", at=day)
@@ -217,8 +218,4 @@ def test_given_a_file_with_refusals_copies_and_late_claims_in_another_order_then
         ("raised", f"medication_stop:{event_id('stop-before-order')}")
     ]
     final = [a for a in outputs[0]["alerts"] if a["alert_id"] == alert][-1]
-    assert (final["alert_id"], final["status"], final["severity"]) == (
-        alert,
-        "acknowledged",
-        "critical",
-    )
+    assert (final["alert_id"], final["status"], final["severity"]) == (alert, "raised", "critical")

@@ -4,7 +4,7 @@ now find in each state, once, and agrees with the incremental transitions under 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import given
 
@@ -126,6 +126,64 @@ def test_given_an_acknowledged_alert_then_it_counts_as_active() -> None:
     state, alerts = folded(PENICILLIN_THEN_AMOXICILLIN, CURRENT)
     acknowledged = alerts[0].model_copy(update={"status": AlertStatus.ACKNOWLEDGED})
     assert rejudged(state, latest_records([*alerts, acknowledged]), CURRENT, UPGRADE) == []
+
+
+def _accept(alert: Alert) -> Event:
+    payload = {"alert_id": str(alert.alert_id), "action": "accepted", "reason": "seen"}
+    return make_event("AlertAcknowledged", "accept", at=AT, payload=payload)
+
+
+def test_given_an_accepted_warning_that_a_release_grades_critical_then_it_is_raised_again() -> None:
+    """The clinician accepted what the stream showed (a warning): the release's critical needs
+    a new decision, even though the new rules would have graded it critical then too."""
+    earlier = default_rules(ReleaseWithClassesAs(as_level=MatchLevel.PARTIAL))
+    state, alerts = folded(PENICILLIN_THEN_AMOXICILLIN, earlier)
+    accept = _accept(alerts[0])
+    after = replay([accept], state)
+    accepted = evaluate(earlier, state, after, accept)
+    state = after
+    assert [(a.status, a.severity) for a in accepted] == [
+        (AlertStatus.ACKNOWLEDGED, Severity.WARNING)
+    ]
+    (record,) = rejudged(state, latest_records([*alerts, *accepted]), CURRENT, UPGRADE)
+    assert (record.status, record.severity) == (AlertStatus.RAISED, Severity.CRITICAL)
+    assert "graver than the warning" in str(record.reason)
+    assert rejudged(state, latest_records([*alerts, *accepted, record]), CURRENT, UPGRADE) == []
+
+
+def test_given_an_accepted_critical_that_a_release_grades_warning_then_it_stays_accepted() -> None:
+    state, alerts = folded(PENICILLIN_THEN_AMOXICILLIN, CURRENT)
+    accept = _accept(alerts[0])
+    after = replay([accept], state)
+    stream = [*alerts, *evaluate(CURRENT, state, after, accept)]
+    milder = default_rules(ReleaseWithClassesAs(as_level=MatchLevel.PARTIAL))
+    records = rejudged(after, latest_records(stream), milder, UPGRADE)
+    assert [(r.status, r.severity) for r in records] == [
+        (AlertStatus.RAISED, Severity.WARNING),
+        (AlertStatus.ACKNOWLEDGED, Severity.WARNING),
+    ]
+    assert len({r.lifecycle_id for r in [*stream, *records]}) == len(stream) + 2
+    assert rejudged(after, latest_records([*stream, *records]), milder, UPGRADE) == []
+
+
+def test_given_an_acceptance_kept_across_a_graver_regrade_then_it_is_raised_again() -> None:
+    """An earlier build carried an accepted warning over to the critical it became: re-judging
+    raises it again, once."""
+    intolerance = allergy(allergy_type="intolerance")
+    state, alerts = folded([intolerance, rx("rx-amox", "amoxicillin")], CURRENT)
+    accept = _accept(alerts[0])
+    graver = make_event(
+        "AllergyRecorded",
+        "allergy-again",
+        at=AT + timedelta(days=1),
+        payload={"allergy_id": "allergy-1", "substance": "penicillin", "allergy_type": "allergy"},
+    )
+    state, more = folded([intolerance, rx("rx-amox", "amoxicillin"), accept, graver], CURRENT)
+    carried = more[-1].model_copy(update={"status": AlertStatus.ACKNOWLEDGED})
+    (record,) = rejudged(state, latest_records([*more, carried]), CURRENT, UPGRADE)
+    assert (record.status, record.severity) == (AlertStatus.RAISED, Severity.CRITICAL)
+    assert "acknowledged as warning, graded critical" in str(record.reason)
+    assert rejudged(state, latest_records([*more, carried, record]), CURRENT, UPGRADE) == []
 
 
 def test_given_an_erased_subject_then_nothing_is_rejudged() -> None:

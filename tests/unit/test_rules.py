@@ -253,12 +253,11 @@ def test_given_acknowledgements_in_any_arrival_order_then_the_latest_in_valid_ti
 
 
 @pytest.mark.parametrize("late_acknowledgement", [True, False], ids=["ack late", "in order"])
-def test_given_an_acknowledged_alert_regraded_in_any_arrival_order_then_it_ends_acknowledged(
+def test_given_an_acknowledged_alert_regraded_graver_in_any_arrival_order_then_it_is_raised_again(
     late_acknowledgement: bool,
 ) -> None:
-    """An acknowledgement holds until it is retracted, also across a change of grading: the
-    re-grade is raised (with its new severity) and the acknowledgement that holds follows it,
-    as when the acknowledgement arrives after the re-grade."""
+    """Accepting a warning is no decision about a critical: an intolerance accepted, then
+    recorded as an allergy, is raised as critical and stays raised, whichever arrives first."""
     intolerance = allergy(allergy_type="intolerance")
     (raised,) = run([intolerance, rx("rx-amox", "amoxicillin")])
     accept = _accept(raised.alert_id, day=2)
@@ -266,16 +265,89 @@ def test_given_an_acknowledged_alert_regraded_in_any_arrival_order_then_it_ends_
     late = [regrade, accept] if late_acknowledgement else [accept, regrade]
     alerts = run([intolerance, rx("rx-amox", "amoxicillin"), *late])
     final = alerts[-1]
-    assert (final.status, final.severity, final.reason) == (
-        AlertStatus.ACKNOWLEDGED,
-        Severity.CRITICAL,
-        "seen, order changed",
-    )
+    assert (final.status, final.severity) == (AlertStatus.RAISED, Severity.CRITICAL)
     assert [a.severity for a in alerts if a.status is AlertStatus.RAISED] == [
         Severity.WARNING,
         Severity.CRITICAL,
     ]
     assert len({a.lifecycle_id for a in alerts}) == len(alerts)
+
+
+def test_given_a_graver_regrade_then_the_raised_record_names_the_acknowledgement_it_outgrew() -> (
+    None
+):
+    intolerance = allergy(allergy_type="intolerance")
+    (raised,) = run([intolerance, rx("rx-amox", "amoxicillin")])
+    accept = _accept(raised.alert_id, day=2)
+    regrade = allergy("allergy-again", day=3, allergy_type="allergy")
+    final = run([intolerance, rx("rx-amox", "amoxicillin"), accept, regrade])[-1]
+    assert final.status is AlertStatus.RAISED
+    assert f"graver than the warning that AlertAcknowledged {accept.id}" in str(final.reason)
+
+
+@pytest.mark.parametrize("late_acknowledgement", [True, False], ids=["ack late", "in order"])
+def test_given_an_acknowledged_alert_regraded_milder_in_any_arrival_order_then_it_ends_acknowledged(
+    late_acknowledgement: bool,
+) -> None:
+    """An acceptance of a critical covers the warning it becomes (an allergy corrected to an
+    intolerance): the re-grade is raised with its new severity and the acceptance follows it."""
+    (raised,) = run([allergy(), rx("rx-amox", "amoxicillin")])
+    accept = _accept(raised.alert_id, day=2)
+    regrade = allergy("allergy-again", day=3, allergy_type="intolerance")
+    late = [regrade, accept] if late_acknowledgement else [accept, regrade]
+    alerts = run([allergy(), rx("rx-amox", "amoxicillin"), *late])
+    final = alerts[-1]
+    assert (final.status, final.severity, final.reason) == (
+        AlertStatus.ACKNOWLEDGED,
+        Severity.WARNING,
+        "seen, order changed",
+    )
+
+
+def test_given_an_acknowledgement_recorded_after_the_graver_regrade_then_it_covers_it() -> None:
+    """One recorded when the alert was already critical answered the critical, even when it
+    reaches UaC before the re-grade does."""
+    intolerance = allergy(allergy_type="intolerance")
+    (raised,) = run([intolerance, rx("rx-amox", "amoxicillin")])
+    regrade = allergy("allergy-again", day=3, allergy_type="allergy")
+    accept = _accept(raised.alert_id, day=4)
+    for order in ([regrade, accept], [accept, regrade]):
+        final = run([intolerance, rx("rx-amox", "amoxicillin"), *order])[-1]
+        assert (final.status, final.severity) == (AlertStatus.ACKNOWLEDGED, Severity.CRITICAL)
+
+
+def test_given_a_regrade_graver_and_back_then_the_acknowledgement_holds_again() -> None:
+    intolerance = allergy(allergy_type="intolerance")
+    (raised,) = run([intolerance, rx("rx-amox", "amoxicillin")])
+    accept = _accept(raised.alert_id, day=2)
+    graver = allergy("allergy-again", day=3, allergy_type="allergy")
+    back = allergy("intolerance-again", day=4, allergy_type="intolerance")
+    alerts = run([intolerance, rx("rx-amox", "amoxicillin"), accept, graver, back])
+    assert [(a.status, a.severity) for a in alerts[2:]] == [
+        (AlertStatus.RAISED, Severity.CRITICAL),
+        (AlertStatus.RAISED, Severity.WARNING),
+        (AlertStatus.ACKNOWLEDGED, Severity.WARNING),
+    ]
+
+
+@pytest.mark.parametrize("override_first", [True, False], ids=["override first", "order first"])
+def test_given_an_override_at_order_sign_then_a_graver_regrade_raises_the_alert_again(
+    override_first: bool,
+) -> None:
+    """An override that reaches UaC before its order answered the grade the alert was first
+    found with."""
+    intolerance = allergy(allergy_type="intolerance")
+    (raised,) = run([intolerance, rx("rx-amox", "amoxicillin")])
+    override = _override(raised.alert_id, day=1)
+    order = rx("rx-amox", "amoxicillin", day=1.01)
+    regrade = allergy("allergy-again", day=3, allergy_type="allergy")
+    signed = [override, order] if override_first else [order, override]
+    alerts = run([intolerance, *signed, regrade])
+    assert [(a.status, a.severity) for a in alerts] == [
+        (AlertStatus.RAISED, Severity.WARNING),
+        (AlertStatus.OVERRIDDEN, Severity.WARNING),
+        (AlertStatus.RAISED, Severity.CRITICAL),
+    ]
 
 
 def test_given_an_unchanged_conflict_when_unrelated_events_arrive_then_no_repeat_alert() -> None:
