@@ -816,6 +816,71 @@ def test_given_the_same_conflict_in_either_order_then_the_same_alert_id_in_the_s
         assert {(a["alert_id"], a["severity"]) for a in subject["alerts"]} == streamed
 
 
+def acknowledged_then_regraded(alert_id: str) -> list[Event]:
+    """An acceptance of the intolerance's warning, then the intolerance recorded as an allergy,
+    then an override of the critical it became."""
+    decisions = [("ack-accept", 2, "accepted", "seen"), ("ack-override", 4, "overridden", "tested")]
+    accept, override = (
+        make_event(
+            "AlertAcknowledged",
+            name,
+            subject="ack",
+            at=timedelta(days=day),
+            payload={"alert_id": alert_id, "action": action, "reason": reason},
+        )
+        for name, day, action, reason in decisions
+    )
+    graver = make_event(
+        "AllergyRecorded",
+        "ack-allergy",
+        subject="ack",
+        at=timedelta(days=3),
+        payload={"allergy_id": "pcn", "substance": "penicillin", "allergy_type": "allergy"},
+    )
+    return [accept, graver, override]
+
+
+def test_given_an_accepted_warning_graded_critical_then_the_stream_raises_it_until_overridden(
+    pipeline: Pipeline,
+) -> None:
+    intolerance = make_event(
+        "AllergyRecorded",
+        "ack-intolerance",
+        subject="ack",
+        payload={"allergy_id": "pcn", "substance": "penicillin", "allergy_type": "intolerance"},
+    )
+    order = make_event(
+        "MedicationPrescribed",
+        "ack-rx",
+        subject="ack",
+        at=timedelta(days=1),
+        payload={"prescription_id": "rx-amox", "drug": "amoxicillin"},
+    )
+    pipeline.start("worker", "--loglevel", "info")
+    pipeline.start("sink")
+    pipeline.publish([intolerance, order])
+    (raised,) = wait_for(pipeline.alerts, lambda found: len(found) >= 1, what="the warning")
+    pipeline.publish(acknowledged_then_regraded(str(raised.alert_id)))
+    alerts = wait_for(pipeline.alerts, lambda found: len(found) >= 4, what="four records")
+    expected = [
+        ("raised", "warning"),
+        ("acknowledged", "warning"),
+        ("raised", "critical"),
+        ("overridden", "critical"),
+    ]
+    assert [(a.status.value, a.severity.value) for a in alerts] == expected
+    assert "it needs a new acknowledgement" in str(alerts[2].reason)
+    assert {a.alert_id for a in alerts} == {raised.alert_id}
+    rows = wait_for(
+        lambda: pipeline.clickhouse(
+            "SELECT status, severity FROM alerts ORDER BY occurred_at, status", "clinic-a"
+        ),
+        lambda found: len(found) >= 4,
+        what="the alert records in ClickHouse",
+    )
+    assert sorted(tuple(row) for row in rows) == sorted(expected)
+
+
 def long_history(count: int, text_bytes: int) -> list[Event]:
     """One subject's many facts, together larger than a default Kafka message (1 MB)."""
     return [
