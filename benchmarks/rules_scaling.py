@@ -10,7 +10,9 @@ with N squared (nor with allergies times prescriptions). Last, N prescriptions o
 different medicines, so that the polypharmacy rule, an aggregate, walks the timeline of every
 prescription on each event (linear in N too). Then an acknowledgement, which every rule judges
 over the whole state, for a subject with N preferences that each hold until a date, and the
-render of that subject's state document (both linear in N). Run: `make bench`.
+render of that subject's state document (both linear in N). Last, the acknowledgement of a
+raised alert of a subject with a long history (it is judged against the grade the alert had
+when it was recorded, folding the claims the rule watches again). Run: `make bench`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from schemas.events import (
     AlertAcknowledged,
     AllergyRecorded,
     Event,
+    FactAsserted,
     MedicationPrescribed,
     Origin,
     Payload,
@@ -153,6 +156,39 @@ def main() -> None:
     _allergies_and_prescriptions(rules)
     _many_medicines(rules)
     _windowed_preferences(rules)
+    _acknowledged_on_long_histories(rules)
+
+
+def _acknowledged_on_long_histories(rules: tuple[Rule, ...]) -> None:
+    """An acknowledgement of a raised alert is judged against the grade it answered: the
+    alert's grade in the subject's record as known when it was recorded, so the claims the
+    drug-allergy rule watches are folded again from the history."""
+    print("rules cost of acknowledging a raised alert, by N facts of history before it:")
+    claims: tuple[Payload, ...] = (
+        AllergyRecorded(allergy_id="a-1", substance="penicillin", allergy_type="intolerance"),
+        MedicationPrescribed(prescription_id="rx-1", drug="amoxicillin"),
+    )
+    state = initial_state("bench", "s-5")
+    raised = []
+    for number, payload in enumerate(claims):
+        event = event_of(
+            "bench", "s-5", number, START + timedelta(minutes=number), payload, IMPORTED
+        )
+        after = evolve(state, event)
+        raised += evaluate(rules, state, after, event)
+        state = after
+    told = 0
+    for size in (1_000, 10_000, 50_000):
+        while told < size:
+            at = START + timedelta(hours=1, seconds=told)
+            payload = FactAsserted(key=f"note-{told}", value="seen")
+            state = evolve(state, event_of("bench", "s-5", told + 10, at, payload, IMPORTED))
+            told += 1
+        accepted = AlertAcknowledged(alert_id=str(raised[0].alert_id), action=ACCEPTED)
+        at = START + timedelta(days=30)
+        ack = event_of("bench", "s-5", 10**9 + size, at, accepted, Origin.EXPLICIT_STATEMENT)
+        best, records = _best_evaluation(rules, state, ack)
+        print(f"  {size:>6,} facts:  {best * 1000:8.2f} ms, {records:,} lifecycle record(s)")
 
 
 if __name__ == "__main__":

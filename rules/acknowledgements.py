@@ -11,11 +11,21 @@ arrived in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from uuid import UUID
 
-from projections.state import Kind, UserState, evolve, initial_state, keyed_for, replay
+from projections.clock import clock_event
+from projections.state import (
+    CLAIM_KEYS,
+    Kind,
+    UserState,
+    evolve,
+    initial_state,
+    keyed_for,
+    replay,
+)
 from projections.views import DEFAULT_POLICY, AcknowledgementView, FoldPolicy
 from rules.base import Finding, Rule, finding_id, lifecycle, lifecycle_id
 from schemas.alerts import Alert, AlertStatus, Severity
@@ -57,21 +67,28 @@ def grade_answered(
     held: AcknowledgementView,
     policy: FoldPolicy = DEFAULT_POLICY,
 ) -> Severity | None:
-    """The grade of the alert `alert_id` of rule `rule_id` that the acknowledgement `held` answered: its grade in the
-    state as it was known when the acknowledgement was recorded (the subject's events recorded
-    before it, by `recorded_at` and then event id), or, for one recorded before its alert (an
-    override at order sign that reaches UaC before the order), its grade when it was first
-    found after it. None when the rule no longer finds the alert in either."""
+    """The grade of the alert `alert_id` of rule `rule_id` that the acknowledgement `held`
+    answered: its grade in the state as it was known when the acknowledgement was recorded (the
+    subject's events recorded before it, by `recorded_at` and then event id), or, for one
+    recorded before its alert (an override at order sign that reaches UaC before the order),
+    its grade when it was first found after it. None when the rule no longer finds the alert in
+    either. Only the claims of the kinds the rule watches are folded (no other claim can change
+    its findings), with the subject's time moved to where the whole record had it."""
     rule = [candidate for candidate in rules if candidate.ref.id == rule_id]
+    watched = frozenset().union(*(candidate.watches for candidate in rule))
     mark = _recorded(held.event)
-    ordered = sorted(state.events.values(), key=_recorded)
-    known = [event for event in ordered if _recorded(event) <= mark]
-    seen = replay(known, initial_state(state.tenant_id, state.subject_id), policy)
+    events = state.events.values()
+    moment = _latest_known(events, mark)
+    ordered = sorted(_bearing_on(events, watched), key=_recorded)
+    split = bisect_right(ordered, mark, key=_recorded)
+    empty = initial_state(state.tenant_id, state.subject_id)
+    seen = _moved_to(replay(ordered[:split], empty, policy), moment, policy)
     grade = _grade_in(rule, seen, alert_id)
-    for event in ordered[len(known) :]:
+    for event in ordered[split:]:
         if grade is not None:
             break
-        seen = evolve(seen, event, policy)
+        moment = _latest_known(events, _recorded(event))
+        seen = _moved_to(evolve(seen, event, policy), moment, policy)
         grade = _grade_in(rule, seen, alert_id)
     return grade
 
@@ -201,6 +218,30 @@ def covers(answered: Severity | None, severity: Severity) -> bool:
 
 def _recorded(event: Event) -> tuple[datetime, str]:
     return (event.recorded_at, event.event_id)
+
+
+def _bearing_on(events: Iterable[Event], watched: frozenset[Kind]) -> list[Event]:
+    """The events that make or change a claim of a `watched` kind, and every retraction."""
+    bearing = {payload for payload, (kind, _) in CLAIM_KEYS.items() if kind in watched}
+    bearing.add(ClaimRetracted)
+    return [event for event in events if type(event.payload) in bearing]
+
+
+def _latest_known(events: Iterable[Event], mark: tuple[datetime, str]) -> datetime:
+    """The latest valid time among the events recorded by `mark`: where the subject's time
+    stood then."""
+    at, last = mark
+    return max(
+        event.occurred_at
+        for event in events
+        if event.recorded_at < at or (event.recorded_at == at and event.event_id <= last)
+    )
+
+
+def _moved_to(state: UserState, moment: datetime, policy: FoldPolicy) -> UserState:
+    if state.as_of is not None and state.as_of >= moment:
+        return state
+    return evolve(state, clock_event(state, moment, moment), policy)
 
 
 def _grade_in(rules: Sequence[Rule], state: UserState, identifier: UUID) -> Severity | None:
