@@ -12,7 +12,7 @@ prescription on each event (linear in N too). Then an acknowledgement, which eve
 over the whole state, for a subject with N preferences that each hold until a date, and the
 render of that subject's state document (both linear in N). Last, the acknowledgement of a
 raised alert of a subject with a long history (it is judged against the grade the alert had
-when it was recorded, folding the claims the rule watches again). Run: `make bench`.
+when it was recorded, folding the alert's claims again). Run: `make bench`.
 """
 
 from __future__ import annotations
@@ -161,8 +161,8 @@ def main() -> None:
 
 def _acknowledged_on_long_histories(rules: tuple[Rule, ...]) -> None:
     """An acknowledgement of a raised alert is judged against the grade it answered: the
-    alert's grade in the subject's record as known when it was recorded, so the claims the
-    drug-allergy rule watches are folded again from the history."""
+    alert's grade in its claims as known when it was recorded, so those claims are folded
+    again; the rest of the history is not."""
     print("rules cost of acknowledging a raised alert, by N facts of history before it:")
     claims: tuple[Payload, ...] = (
         AllergyRecorded(allergy_id="a-1", substance="penicillin", allergy_type="intolerance"),

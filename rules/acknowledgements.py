@@ -1,37 +1,31 @@
 """What an acknowledgement or override does to an alert's status.
 
 An `AlertAcknowledged` answers the alert as it was graded when the person decided: accepting a
-`warning` is no decision about a `critical`. So an acknowledgement covers the grade the alert
-had when it was recorded (see `grade_answered`), and any milder one; an alert graded graver
-later (the allergy confirmed, its criticality raised, a severe reaction recorded) is `raised`
-again and needs a new acknowledgement, and is covered again if it is graded back. The grade is
-a function of the subject's events, so the status follows the state whatever order the events
-arrived in.
+`warning` is no decision about a `critical`. So an acknowledgement covers the grade it answered
+(see `grade_answered`) and any milder one; an alert graded graver later (the allergy
+confirmed, its criticality raised, a severe reaction recorded) is `raised` again and needs a
+new acknowledgement, and is covered again if it is graded back. `standing_of` gives the status
+the state gives an alert; the live path emits a record whenever an event changes it, so the
+stream follows the state whatever order the events arrived in.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from projections.clock import clock_event
-from projections.state import (
-    CLAIM_KEYS,
-    Kind,
-    UserState,
-    evolve,
-    initial_state,
-    keyed_for,
-    replay,
-)
+from projections.state import Kind, UserState, claim_address, initial_state, keyed_for, replay
 from projections.views import DEFAULT_POLICY, AcknowledgementView, FoldPolicy
-from rules.base import Finding, Rule, finding_id, lifecycle, lifecycle_id
-from schemas.alerts import Alert, AlertStatus, Severity
+from rules.base import Finding, Judged, Rule, lifecycle, lifecycle_id
+from schemas.alerts import Alert, AlertStatus, Evidence
 from schemas.events import AcknowledgementAction, AlertAcknowledged, ClaimRetracted, Event
+from schemas.severity import Severity
 
 _GRAVITY = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
+Mark = tuple[datetime, str]
+"""Where an event stands in the order of knowledge: when it was recorded, then its id."""
 
 
 def status_of(action: AcknowledgementAction) -> AlertStatus:
@@ -59,38 +53,72 @@ def findings_of(rules: Sequence[Rule], state: UserState, alert_id: str) -> list[
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """The status the state gives an alert: `raised`, unless an acknowledgement holds for it
+    (`held`) that covers its grade. `outgrew` is the grade the held acknowledgement answered
+    when the alert is graver."""
+
+    status: AlertStatus
+    held: AcknowledgementView | None = None
+    outgrew: Severity | None = None
+
+
+def standing_of(
+    rules: Sequence[Rule],
+    state: UserState,
+    alert: Alert,
+    policy: FoldPolicy = DEFAULT_POLICY,
+) -> Standing:
+    """The status `state` gives the alert `alert` (a lifecycle record of it, for its id, rule,
+    purpose, grade and evidence)."""
+    held = held_for(state, str(alert.alert_id), alert.purpose)
+    if held is None:
+        return Standing(AlertStatus.RAISED)
+    answered = grade_answered(rules, state, alert, held, policy)
+    if answered is not None and not covers(answered, alert.severity):
+        return Standing(AlertStatus.RAISED, held, answered)
+    return Standing(status_of(held.action), held)
+
+
 def grade_answered(
     rules: Sequence[Rule],
     state: UserState,
-    rule_id: str,
-    alert_id: UUID,
+    alert: Alert,
     held: AcknowledgementView,
     policy: FoldPolicy = DEFAULT_POLICY,
 ) -> Severity | None:
-    """The grade of the alert `alert_id` of rule `rule_id` that the acknowledgement `held`
-    answered: its grade in the state as it was known when the acknowledgement was recorded (the
-    subject's events recorded before it, by `recorded_at` and then event id), or, for one
-    recorded before its alert (an override at order sign that reaches UaC before the order),
-    its grade when it was first found after it. None when the rule no longer finds the alert in
-    either. Only the claims of the kinds the rule watches are folded (no other claim can change
-    its findings), with the subject's time moved to where the whole record had it."""
-    rule = [candidate for candidate in rules if candidate.ref.id == rule_id]
-    watched = frozenset().union(*(candidate.watches for candidate in rule))
-    mark = _recorded(held.event)
-    events = state.events.values()
-    moment = _latest_known(events, mark)
-    ordered = sorted(_bearing_on(events, watched), key=_recorded)
-    split = bisect_right(ordered, mark, key=_recorded)
-    empty = initial_state(state.tenant_id, state.subject_id)
-    seen = _moved_to(replay(ordered[:split], empty, policy), moment, policy)
-    grade = _grade_in(rule, seen, alert_id)
-    for event in ordered[split:]:
+    """The grade of `alert` that the acknowledgement `held` answered: the alert's grade in its
+    claims (those of its evidence) as they were known once both the acknowledgement and each
+    of the claims were (their events recorded by then, by `recorded_at` and then event id, and
+    not retracted since); for an acknowledgement recorded before its alert could be found (an
+    override at order sign that reaches UaC before the order), that is the grade the alert was
+    first found with. None when the rule does not find the alert in its claims' history. An
+    acknowledgement that names the grade it answered (`severity`) answered that one."""
+    stated = held.event.payload
+    if isinstance(stated, AlertAcknowledged) and stated.severity is not None:
+        return stated.severity
+    rule = [candidate for candidate in rules if candidate.ref.id == alert.rule_id]
+    claims = _claims_of(state, alert.evidence)
+    if not claims:
+        return None
+    horizon = max(_mark(held.event), *(min(map(_mark, members)) for members in claims))
+    ordered = sorted((event for members in claims for event in members), key=_mark)
+    known = [event for event in ordered if _mark(event) <= horizon]
+    seen = replay(known, initial_state(state.tenant_id, state.subject_id), policy)
+    grade = _grade_in(rule, seen, alert.alert_id)
+    for event in ordered[len(known) :]:
         if grade is not None:
             break
-        moment = _latest_known(events, _recorded(event))
-        seen = _moved_to(evolve(seen, event, policy), moment, policy)
-        grade = _grade_in(rule, seen, alert_id)
+        seen = replay([event], seen, policy)
+        grade = _grade_in(rule, seen, alert.alert_id)
     return grade
+
+
+def covers(answered: Severity, severity: Severity) -> bool:
+    """Whether an acknowledgement that answered the grade `answered` covers an alert graded
+    `severity`."""
+    return _GRAVITY[severity] <= _GRAVITY[answered]
 
 
 def with_standing(
@@ -99,16 +127,13 @@ def with_standing(
     records: Sequence[Alert],
     trigger_id: str,
     policy: FoldPolicy = DEFAULT_POLICY,
-    shown: Mapping[UUID, Alert] | None = None,
 ) -> list[Alert]:
     """`records` (lifecycle records the event or re-judgement `trigger_id` caused in `state`),
     then, for each alert raised or re-graded, the acknowledgement the state already holds for
     it when that covers its grade: one recorded before its alert was (an override at order
     sign), one of an earlier episode of the same alert, or one of the alert before its cause
     was graded differently. A raised alert graver than the acknowledgement answered says so in
-    its reason and stays `raised`. `shown` holds the latest record of each alert in the stream,
-    where known: an acknowledgement shown with a milder grade answered no graver one (a
-    knowledge release that grades the alert graver raises it again)."""
+    its reason and stays `raised`."""
     raised: list[Alert] = []
     standing: list[Alert] = []
     for record in records:
@@ -116,42 +141,43 @@ def with_standing(
         if held is None:
             raised.append(record)
             continue
-        answered = _milder(
-            grade_answered(rules, state, record.rule_id, record.alert_id, held, policy),
-            _acknowledged_grade((shown or {}).get(record.alert_id)),
-        )
-        if answered is not None and not covers(answered, record.severity):
-            raised.append(_unanswered(record, held, answered))
-        else:
-            raised.append(record)
+        found = standing_of(rules, state, record, policy)
+        raised.append(_stated(record, found))
+        if found.status is not AlertStatus.RAISED:
             standing.append(_standing(record, held))
     return raised + standing
 
 
 def acknowledged(
     rules: Sequence[Rule],
-    state: UserState,
+    before: UserState,
+    after: UserState,
     event: Event,
     policy: FoldPolicy = DEFAULT_POLICY,
 ) -> list[Alert]:
-    """An acknowledgement or override of an alert that is currently raised, when it is the one
-    that holds and covers the alert's grade: one older in valid time than the acknowledgement
-    the state already holds (it arrived late) changes nothing, nor does one that answered a
-    milder grade than the alert has now, so the alert's status follows the state. It
-    acknowledges an alert of the purpose it was recorded for only (a claim is used only for its
-    purpose)."""
+    """An acknowledgement or override of a present alert, when it is the one that holds: the
+    alert is acknowledged or overridden if it covers the alert's grade, else (it answered a
+    milder grade than the alert has now) the alert is `raised`, with a record when it was not
+    before. One older in valid time than the acknowledgement the state already holds (it
+    arrived late) changes nothing. It acknowledges an alert of the purpose it was recorded for
+    only (a claim is used only for its purpose)."""
     if not isinstance(event.payload, AlertAcknowledged):
         return []
     ack = event.payload
-    held = held_for(state, ack.alert_id, event.purpose)
+    held = held_for(after, ack.alert_id, event.purpose)
     if held is None or held.event.id != event.id:
         return []
-    return [
-        lifecycle(state, finding, status_of(ack.action), event, ack.reason)
-        for finding in findings_of(rules, state, ack.alert_id)
-        if finding.purpose == event.purpose
-        and covers(_answered(rules, state, finding, held, policy), finding.severity)
-    ]
+    records = []
+    for finding in findings_of(rules, after, ack.alert_id):
+        if finding.purpose != event.purpose:
+            continue
+        record = lifecycle(after, finding, AlertStatus.RAISED, event)
+        found = standing_of(rules, after, record, policy)
+        if found.status is not AlertStatus.RAISED:
+            records.append(lifecycle(after, finding, found.status, event, ack.reason))
+        elif standing_of(rules, before, record, policy).status is not AlertStatus.RAISED:
+            records.append(_stated(record, found))
+    return records
 
 
 def retracted(
@@ -173,75 +199,107 @@ def retracted(
     held_before = held_for(before, alert, claim.purpose)
     if held_before is None or held_before.event.id != claim.id:
         return []
-    held = held_for(after, alert, claim.purpose)
     retraction = f"{event.type.value} {event.id} retracted its acknowledgement"
     records = []
     for finding in findings_of(rules, after, alert):
         if finding.purpose != claim.purpose:
             continue
-        if held is not None and covers(
-            _answered(rules, after, finding, held, policy), finding.severity
-        ):
-            records.append(lifecycle(after, finding, status_of(held.action), event, held.reason))
+        record = lifecycle(after, finding, AlertStatus.RAISED, event, retraction)
+        found = standing_of(rules, after, record, policy)
+        if found.held is None or found.status is AlertStatus.RAISED:
+            records.append(_stated(record, found))
         else:
-            records.append(lifecycle(after, finding, AlertStatus.RAISED, event, retraction))
+            records.append(lifecycle(after, finding, found.status, event, found.held.reason))
     return records
 
 
-def outgrown(
+def restated(
+    rules: Sequence[Rule],
+    before: UserState,
+    after: UserState,
+    event: Event,
+    judgements: Sequence[Judged],
+    records: Sequence[Alert],
+    policy: FoldPolicy = DEFAULT_POLICY,
+) -> list[Alert]:
+    """When `event` changes what an acknowledgement answered without changing its alert's
+    grade (a version of the allergy recorded before the acknowledgement, arriving after it),
+    the alert's new status, if it changed. `judgements` are what the rules found about the
+    claims the event touched, `records` the records it caused already."""
+    if not len(after.acknowledgements):
+        return []
+    emitted = {record.alert_id for record in records}
+    restatements = []
+    for judgement in judgements:
+        for key, finding in judgement.after.items():
+            earlier = judgement.before.get(key)
+            if key in emitted or earlier is None:
+                continue
+            if held_for(after, str(key), finding.purpose) is None:
+                continue
+            record = lifecycle(after, finding, AlertStatus.RAISED, event)
+            found = standing_of(rules, after, record, policy)
+            then = lifecycle(before, earlier, AlertStatus.RAISED, event)
+            if found.status is standing_of(rules, before, then, policy).status:
+                continue
+            if found.held is None or found.status is AlertStatus.RAISED:
+                restatements.append(_stated(record, found))
+            else:
+                restatements.append(
+                    lifecycle(after, finding, found.status, event, found.held.reason)
+                )
+    return restatements
+
+
+def rejudged_standing(
     rules: Sequence[Rule],
     state: UserState,
-    record: Alert,
+    shown: Alert,
     severity: Severity,
     policy: FoldPolicy = DEFAULT_POLICY,
 ) -> str:
-    """Why an alert whose latest record in the stream is `record`, acknowledged or overridden,
-    is no longer so when graded `severity` ("" when it still is): the acknowledgement that
-    holds answered a milder grade (an earlier build kept an acknowledgement across a graver
-    re-grade)."""
-    if _acknowledged_grade(record) is None:
+    """Why an alert graded `severity` as before, whose latest record in the stream is `shown`,
+    takes another status ("" when it does not): the stream shows it acknowledged though the
+    acknowledgement that holds answered a milder grade (an earlier build kept an
+    acknowledgement across a graver re-grade)."""
+    if _acknowledged(shown) is None:
         return ""
-    held = held_for(state, str(record.alert_id), record.purpose)
-    if held is None:
+    found = standing_of(rules, state, shown, policy)
+    if found.outgrew is None:
         return ""
-    answered = grade_answered(rules, state, record.rule_id, record.alert_id, held, policy)
-    if answered is None or covers(answered, severity):
-        return ""
-    return f"acknowledged as {answered.value}, graded {severity.value}"
+    return f"acknowledged as {found.outgrew.value}, graded {severity.value}"
 
 
-def covers(answered: Severity | None, severity: Severity) -> bool:
-    """Whether an acknowledgement that answered the grade `answered` covers an alert graded
-    `severity` (one whose grade it cannot tell covers it, as before alerts were graded)."""
-    return answered is None or _GRAVITY[severity] <= _GRAVITY[answered]
+def still_held(
+    rules: Sequence[Rule], state: UserState, shown: Alert, policy: FoldPolicy = DEFAULT_POLICY
+) -> Alert | None:
+    """The acknowledgement record of an alert whose latest record in the stream, `shown`, is
+    `raised` though an acknowledgement that covers it holds (None when there is none)."""
+    if shown.status is not AlertStatus.RAISED:
+        return None
+    found = standing_of(rules, state, shown, policy)
+    if found.held is None or found.status is AlertStatus.RAISED:
+        return None
+    return _standing(shown, found.held)
 
 
-def _recorded(event: Event) -> tuple[datetime, str]:
+def _claims_of(state: UserState, evidence: Iterable[Evidence]) -> list[list[Event]]:
+    """The events of each claim of `evidence` that count (not retracted)."""
+    claims: dict[tuple[Kind, str], list[Event]] = {}
+    for item in evidence:
+        event = state.events.get(item.event_id)
+        address = None if event is None else claim_address(event)
+        if address is None or address in claims:
+            continue
+        timeline = state.timelines(address[0]).get(address[1])
+        if timeline is not None:
+            members = timeline.members.values()
+            claims[address] = [e for e in members if e.event_id not in timeline.retracted]
+    return [members for members in claims.values() if members]
+
+
+def _mark(event: Event) -> Mark:
     return (event.recorded_at, event.event_id)
-
-
-def _bearing_on(events: Iterable[Event], watched: frozenset[Kind]) -> list[Event]:
-    """The events that make or change a claim of a `watched` kind, and every retraction."""
-    bearing = {payload for payload, (kind, _) in CLAIM_KEYS.items() if kind in watched}
-    bearing.add(ClaimRetracted)
-    return [event for event in events if type(event.payload) in bearing]
-
-
-def _latest_known(events: Iterable[Event], mark: tuple[datetime, str]) -> datetime:
-    """The latest valid time among the events recorded by `mark`: where the subject's time
-    stood then."""
-    at, last = mark
-    return max(
-        event.occurred_at
-        for event in events
-        if event.recorded_at < at or (event.recorded_at == at and event.event_id <= last)
-    )
-
-
-def _moved_to(state: UserState, moment: datetime, policy: FoldPolicy) -> UserState:
-    if state.as_of is not None and state.as_of >= moment:
-        return state
-    return evolve(state, clock_event(state, moment, moment), policy)
 
 
 def _grade_in(rules: Sequence[Rule], state: UserState, identifier: UUID) -> Severity | None:
@@ -250,16 +308,6 @@ def _grade_in(rules: Sequence[Rule], state: UserState, identifier: UUID) -> Seve
         if finding is not None:
             return finding.severity
     return None
-
-
-def _answered(
-    rules: Sequence[Rule],
-    state: UserState,
-    finding: Finding,
-    held: AcknowledgementView,
-    policy: FoldPolicy,
-) -> Severity | None:
-    return grade_answered(rules, state, finding.rule.id, finding_id(state, finding), held, policy)
 
 
 def _held_other(state: UserState, record: Alert, trigger_id: str) -> AcknowledgementView | None:
@@ -271,14 +319,10 @@ def _held_other(state: UserState, record: Alert, trigger_id: str) -> Acknowledge
     return None if held is None or held.event.id == trigger_id else held
 
 
-def _acknowledged_grade(record: Alert | None) -> Severity | None:
+def _acknowledged(record: Alert | None) -> Severity | None:
+    """The grade a record showed acknowledged or overridden (None: it is not such a record)."""
     answered = (AlertStatus.ACKNOWLEDGED, AlertStatus.OVERRIDDEN)
     return record.severity if record is not None and record.status in answered else None
-
-
-def _milder(first: Severity | None, second: Severity | None) -> Severity | None:
-    grades = [grade for grade in (first, second) if grade is not None]
-    return min(grades, key=_GRAVITY.__getitem__) if grades else None
 
 
 def _standing(record: Alert, held: AcknowledgementView) -> Alert:
@@ -298,11 +342,16 @@ def _standing(record: Alert, held: AcknowledgementView) -> Alert:
     )
 
 
-def _unanswered(record: Alert, held: AcknowledgementView, answered: Severity) -> Alert:
+def _stated(record: Alert, found: Standing) -> Alert:
+    """A `raised` record that says so when an acknowledgement holds that answered a milder
+    grade."""
+    if found.held is None or found.outgrew is None:
+        return record
+    held = found.held
     note = (
-        f"graded {record.severity.value}, graver than the {answered.value} that "
-        f"{held.event.type.value} "
-        f"{held.event.id} ({held.action.value}) answered: it needs a new acknowledgement"
+        f"graded {record.severity.value}, graver than the {found.outgrew.value} that "
+        f"{held.event.type.value} {held.event.id} ({held.action.value}) answered: it needs a "
+        "new acknowledgement"
     )
     reason = note if not record.reason else f"{record.reason}; {note}"
     return record.model_copy(update={"reason": reason})

@@ -17,8 +17,8 @@ from projections.views import AllergyView
 from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id, kind_to, shared_purpose
 from rules.knowledge.model import DrugKnowledge
 from rules.resolution import CachedResolver
-from schemas.alerts import Severity
 from schemas.events import AllergyCategory
+from schemas.severity import Severity
 
 RULE = RuleRef(
     id="allergy-list-contradiction",

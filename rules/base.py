@@ -25,9 +25,9 @@ from schemas.alerts import (
     DrugAllergyFinding,
     DuplicateTherapyFinding,
     Evidence,
-    Severity,
 )
 from schemas.events import ClaimRetracted, Event
+from schemas.severity import Severity
 
 ALERT_NAMESPACE = uuid5(NAMESPACE_URL, "https://uac.example/alert")
 Focus = frozenset[tuple[Kind, str]] | None
@@ -194,9 +194,23 @@ def lifecycle_record(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """What one rule finds about the claims an event touched, before and after it."""
+
+    rule: Rule
+    before: Mapping[UUID, Finding]
+    after: Mapping[UUID, Finding]
+
+
+def judged(
+    rule: Rule, before: UserState, after: UserState, claims: frozenset[tuple[Kind, str]]
+) -> Judged:
+    return Judged(rule, rule.findings(before, claims), rule.findings(after, claims))
+
+
 def transitions(
-    rule: Rule,
-    before: UserState,
+    judgement: Judged,
     after: UserState,
     event: Event,
     focus: frozenset[tuple[Kind, str]],
@@ -206,10 +220,10 @@ def transitions(
     the event made grade differently (an allergy corrected to an intolerance, a criticality
     raised), `resolved` for findings gone from it; `focus` is what the event touched
     (`touched(before, event)`), `timed` the claims whose validity window opened or closed as
-    the event moved the subject's time (`validity_changes`). `evaluate` calls it only for the
-    rules that watch a kind of those claims (no other rule's finding can change)."""
-    claims = focus | timed
-    old, new = rule.findings(before, claims), rule.findings(after, claims)
+    the event moved the subject's time (`validity_changes`), and `judgement` what the rule
+    finds about them. `evaluate` calls it only for the rules that watch a kind of those claims
+    (no other rule's finding can change)."""
+    old, new = judgement.before, judgement.after
     if not (old or new):
         return []
     cause = _CauseOfChange(event, after, focus, timed)

@@ -25,7 +25,7 @@ from projections.views import (
     valid_at,
 )
 from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id
-from schemas.alerts import Severity
+from schemas.severity import Severity
 
 RULE = RuleRef(
     id="claim-needs-confirmation",

@@ -32,7 +32,7 @@ from rules.knowledge.model import (
     DrugResolution,
     MatchLevel,
 )
-from schemas.alerts import DrugAllergyFinding, Evidence, Severity
+from schemas.alerts import DrugAllergyFinding, Evidence
 from schemas.events import (
     AllergyType,
     Criticality,
@@ -43,6 +43,7 @@ from schemas.events import (
     Coding as WireCoding,
 )
 from schemas.severe_reactions import life_threatening_reaction
+from schemas.severity import Severity
 
 RULE = RuleRef(
     id="drug-allergy-conflict",

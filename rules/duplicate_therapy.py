@@ -22,7 +22,8 @@ from rules.administration import Site, act_apart, site_of
 from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id, shared_purpose
 from rules.knowledge.model import DrugKnowledge, DrugResolution
 from rules.resolution import CachedResolver
-from schemas.alerts import DuplicateTherapyFinding, Severity
+from schemas.alerts import DuplicateTherapyFinding
+from schemas.severity import Severity
 
 RULE = RuleRef(
     id="duplicate-therapy",

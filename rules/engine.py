@@ -10,9 +10,9 @@ from projections.clock import validity_changes
 from projections.gate import Admitted, Decision, GateContext, admit
 from projections.state import UserState, evolve
 from projections.views import DEFAULT_POLICY, FoldPolicy
-from rules.acknowledgements import acknowledged, retracted, with_standing
+from rules.acknowledgements import acknowledged, restated, retracted, with_standing
 from rules.allergy_list import AllergyListRule
-from rules.base import Rule, RuleRef, touched, transitions
+from rules.base import Rule, RuleRef, judged, touched, transitions
 from rules.claim_conflicts import ClaimConflictRule
 from rules.drug_allergy import DrugAllergyRule
 from rules.duplicate_therapy import DuplicateTherapyRule
@@ -53,18 +53,22 @@ def evaluate(
     if after is before or after.erased:
         return []
     focus, timed = touched(before, event), validity_changes(before, after)
-    kinds = {kind for kind, _ in (focus | timed if timed else focus)}
+    claims = focus | timed if timed else focus
+    kinds = {kind for kind, _ in claims}
+    judgements = [
+        judged(rule, before, after, claims) for rule in rules if not rule.watches.isdisjoint(kinds)
+    ]
     alerts = [
         alert
-        for rule in rules
-        if not rule.watches.isdisjoint(kinds)
-        for alert in transitions(rule, before, after, event, focus, timed)
+        for judgement in judgements
+        for alert in transitions(judgement, after, event, focus, timed)
     ]
-    return (
+    records = (
         with_standing(rules, after, alerts, event.id, policy)
-        + acknowledged(rules, after, event, policy)
+        + acknowledged(rules, before, after, event, policy)
         + retracted(rules, before, after, event, policy)
     )
+    return records + restated(rules, before, after, event, judgements, records, policy)
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from uuid import UUID
 
 from projections.state import Kind, UserState, unkeyed
 from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id
-from schemas.alerts import Severity
 from schemas.events import AllergyRecorded, Event, MedicationPrescribed
+from schemas.severity import Severity
 
 RULE = RuleRef(
     id="follow-up-before-its-claim",

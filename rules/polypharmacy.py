@@ -33,8 +33,8 @@ from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id
 from rules.knowledge.model import DrugKnowledge
 from rules.knowledge.normalise import fold
 from rules.resolution import CachedResolver
-from schemas.alerts import Severity
 from schemas.events import Coding
+from schemas.severity import Severity
 
 THRESHOLD = 10
 """Different medicines in use at once from which a review is advised."""

@@ -15,6 +15,7 @@ records that bring the stream in line:
   longer has),
 - `raised` again for an acknowledged alert whose acknowledgement answered a milder grade
   than the rules find (an earlier build kept an acknowledgement across a graver re-grade),
+  and the acknowledgement that holds for a `raised` alert it covers,
 - after a `raised` one, the acknowledgement or override the state holds for the alert when it
   covers the new grade (one that was shown a milder grade stays behind: the alert needs a new
   acknowledgement; see `rules.acknowledgements`).
@@ -31,7 +32,7 @@ from uuid import UUID
 
 from projections.state import UserState
 from projections.views import DEFAULT_POLICY, FoldPolicy
-from rules.acknowledgements import outgrown, with_standing
+from rules.acknowledgements import rejudged_standing, still_held, with_standing
 from rules.base import Rule, lifecycle_id, lifecycle_record, regrading
 from schemas.alerts import Alert, AlertStatus
 
@@ -75,13 +76,13 @@ def rejudged(
         return []
     found = {key: finding for rule in rules for key, finding in rule.findings(state, None).items()}
     active = {key for key, record in latest.items() if record.status is not AlertStatus.RESOLVED}
-    records = []
+    records, acknowledged = [], []
     for key in sorted(found):
         change = (
             "newly found"
             if key not in active
             else regrading(latest[key], found[key])
-            or outgrown(rules, state, latest[key], found[key].severity, policy)
+            or rejudged_standing(rules, state, latest[key], found[key].severity, policy)
         )
         if change:
             reason = f"{why.reason}: {change}"
@@ -89,7 +90,9 @@ def rejudged(
                 state, found[key], AlertStatus.RAISED, why.trigger_id, why.at, reason
             )
             records.append(record)
-    raised = with_standing(rules, state, records, why.trigger_id, policy, latest)
+        elif (held := still_held(rules, state, latest[key], policy)) is not None:
+            acknowledged.append(held)
+    raised = with_standing(rules, state, records, why.trigger_id, policy) + acknowledged
     return [_answering(record, latest.get(record.alert_id), why) for record in raised] + [
         _resolved(latest[key], why) for key in sorted(active - found.keys())
     ]

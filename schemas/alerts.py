@@ -10,6 +10,7 @@ from pydantic import Field
 
 from schemas.base import UtcMillis, WireModel
 from schemas.events import subject_key
+from schemas.severity import Severity
 
 ALERT_DEFAULT_PURPOSE = "care"
 """The purpose of an alert record written before alerts carried one (Avro default, v3)."""
@@ -20,14 +21,6 @@ class AlertStatus(StrEnum):
     RESOLVED = "resolved"
     ACKNOWLEDGED = "acknowledged"
     OVERRIDDEN = "overridden"
-
-
-class Severity(StrEnum):
-    """CDS Hooks card indicator."""
-
-    INFO = "info"
-    WARNING = "warning"
-    CRITICAL = "critical"
 
 
 class Evidence(WireModel):

@@ -20,6 +20,7 @@ from pydantic_core import InitErrorDetails
 
 from schemas.base import CalendarDate, UtcMillis, WireModel
 from schemas.countries import iso_country
+from schemas.severity import Severity
 
 
 class EventType(StrEnum):
@@ -236,6 +237,10 @@ class AlertAcknowledged(WireModel):
     alert_id: IdReference = Field(min_length=1)
     action: AcknowledgementAction
     reason: str | None = None
+    severity: Severity | None = None
+    """The grade of the alert the person answered (its severity when they decided): the
+    acknowledgement covers it and milder ones. None: the grade the alert had in the record as
+    it was known when the acknowledgement was recorded (`rules.acknowledgements`)."""
 
     @model_validator(mode="after")
     def _override_needs_reason(self) -> AlertAcknowledged:

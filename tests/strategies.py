@@ -273,7 +273,8 @@ def _mixed_payloads(*, narrow: bool = False) -> dict[str, st.SearchStrategy[dict
                 "alert_id": st.just(ACK_PLACEHOLDER),
                 "action": st.just("accepted") | st.just("overridden"),
                 "reason": st.just("benefit outweighs risk"),
-            }
+            },
+            optional={"severity": st.sampled_from(["info", "warning", "critical"])},
         ),
     }
 

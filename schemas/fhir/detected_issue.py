@@ -46,7 +46,8 @@ from datetime import UTC, datetime
 from typing import Any, Final
 from uuid import UUID
 
-from schemas.alerts import Alert, AlertStatus, Evidence, Severity
+from schemas.alerts import Alert, AlertStatus, Evidence
+from schemas.severity import Severity
 
 ACT_CODE: Final = "http://terminology.hl7.org/CodeSystem/v3-ActCode"
 TENANT_SYSTEM: Final = "urn:uac:tenant"

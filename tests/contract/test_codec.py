@@ -43,7 +43,7 @@ from tests.strategies import event_histories
 
 GOLDEN = {
     version: json.loads((Path(__file__).parent / "golden" / f"v{version}.json").read_text("utf-8"))
-    for version in (1, 2, 3)
+    for version in (1, 2, 3, 4)
 }
 """Golden bytes per schema version: `vN.json` holds the kinds whose schema has a version N."""
 CODECS: dict[str, tuple[Any, Any]] = {
@@ -264,7 +264,7 @@ def test_an_alert_consumer_still_on_v2_reads_v3_records_without_their_purpose() 
 def test_an_event_consumer_still_on_v2_reads_v3_records_without_the_new_field() -> None:
     """A consumer built on event v2 resolves the writer's v3 to its v2: a stop entered in error
     reads as a plain stop (the new field is dropped), every other record as it was."""
-    _, v2, v3 = bundled_registry().versions("uac.Event")
+    _, v2, v3, _ = bundled_registry().versions("uac.Event")
     assert can_read(v2, v3) is None
     for case in GOLDEN[3]["events"]:
         schema_id, body = unframe(bytes.fromhex(case["avro_hex"]))
@@ -274,6 +274,22 @@ def test_an_event_consumer_still_on_v2_reads_v3_records_without_the_new_field() 
         assert str(record["event_id"]) == case["json"]["event_id"]
         payload = record["payload"]
         assert "entered_in_error" not in (payload[1] if isinstance(payload, tuple) else payload)
+
+
+def test_an_event_consumer_still_on_v3_reads_v4_records_without_the_new_field() -> None:
+    """A consumer built on event v3 resolves the writer's v4 to its v3: an acknowledgement that
+    names its grade reads as one that does not (so it covers any grade there), every other
+    record as it was."""
+    *_, v3, v4 = bundled_registry().versions("uac.Event")
+    assert can_read(v3, v4) is None
+    for case in GOLDEN[4]["events"]:
+        schema_id, body = unframe(bytes.fromhex(case["avro_hex"]))
+        assert schema_id == v4.schema_id
+        record = schemaless_reader(io.BytesIO(body), v4.parsed, v3.parsed)
+        assert isinstance(record, dict)
+        assert str(record["event_id"]) == case["json"]["event_id"]
+        payload = record["payload"]
+        assert "severity" not in (payload[1] if isinstance(payload, tuple) else payload)
 
 
 def test_given_a_breaking_version_then_the_compatibility_check_names_it() -> None:
@@ -298,7 +314,7 @@ def test_manifest_ids_are_unique_and_fixed() -> None:
     }
     assert ids == {
         "uac.Alert": [2, 7, 10],
-        "uac.Event": [1, 8, 9],
+        "uac.Event": [1, 8, 9, 11],
         "uac.GateDecision": [3],
         "uac.StateCheckpoint": [4],
         "uac.ErasureRecorded": [5],

@@ -6,7 +6,8 @@ import io
 from datetime import UTC, datetime
 from uuid import UUID
 
-from schemas.alerts import Alert, AlertStatus, Severity
+from schemas.alerts import Alert, AlertStatus
+from schemas.severity import Severity
 from streams.alert_output import alert_view
 from streams.console_text import DataConsole
 

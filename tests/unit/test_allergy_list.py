@@ -14,8 +14,9 @@ from rules.base import alert_id
 from rules.drug_allergy import RULE as DRUG_ALLERGY
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
-from schemas.alerts import Alert, AlertStatus, Severity
+from schemas.alerts import Alert, AlertStatus
 from schemas.events import Event
+from schemas.severity import Severity
 from tests.factories import T0, event_id, make_event
 from tests.unit.test_rules import run as run_rules
 

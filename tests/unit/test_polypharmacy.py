@@ -15,9 +15,10 @@ from rules.base import alert_id
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
 from rules.polypharmacy import RULE, THRESHOLD, PolypharmacyRule
-from schemas.alerts import Alert, AlertStatus, Severity
+from schemas.alerts import Alert, AlertStatus
 from schemas.events import Event
 from schemas.fhir.detected_issue import detected_issue
+from schemas.severity import Severity
 from tests.factories import T0, make_event
 from tests.unit.test_rules import run as run_rules
 

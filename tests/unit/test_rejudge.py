@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given
 
 from projections.state import UserState, initial_state, replay
@@ -14,8 +15,9 @@ from rules.batch import Submitted, replay_batch
 from rules.engine import default_rules, evaluate
 from rules.knowledge.model import Coding, CrossReactivity, MatchLevel
 from rules.rejudge import Rejudgement, latest_records, rejudged
-from schemas.alerts import Alert, AlertStatus, Severity
+from schemas.alerts import Alert, AlertStatus
 from schemas.events import Event
+from schemas.severity import Severity
 from tests.factories import make_event
 from tests.fakes import TableKnowledge
 from tests.strategies import event_histories
@@ -128,27 +130,34 @@ def test_given_an_acknowledged_alert_then_it_counts_as_active() -> None:
     assert rejudged(state, latest_records([*alerts, acknowledged]), CURRENT, UPGRADE) == []
 
 
-def _accept(alert: Alert) -> Event:
+def _accept(alert: Alert, severity: Severity | None = None) -> Event:
     payload = {"alert_id": str(alert.alert_id), "action": "accepted", "reason": "seen"}
-    return make_event("AlertAcknowledged", "accept", at=AT, payload=payload)
+    stated = {} if severity is None else {"severity": severity.value}
+    return make_event("AlertAcknowledged", "accept", at=AT, payload=payload | stated)
 
 
-def test_given_an_accepted_warning_that_a_release_grades_critical_then_it_is_raised_again() -> None:
-    """The clinician accepted what the stream showed (a warning): the release's critical needs
-    a new decision, even though the new rules would have graded it critical then too."""
+@pytest.mark.parametrize("stated", [True, False], ids=["grade stated", "grade not stated"])
+def test_given_an_accepted_warning_that_a_release_grades_critical_then_it_stays_only_if_stated(
+    stated: bool,
+) -> None:
+    """An acceptance that names the grade it answered (the warning the stream showed) does not
+    cover the critical a release finds: re-judging raises it. One that does not name it
+    answered the grade the rules in use find in the record as it was then: the critical."""
     earlier = default_rules(ReleaseWithClassesAs(as_level=MatchLevel.PARTIAL))
     state, alerts = folded(PENICILLIN_THEN_AMOXICILLIN, earlier)
-    accept = _accept(alerts[0])
+    accept = _accept(alerts[0], Severity.WARNING if stated else None)
     after = replay([accept], state)
-    accepted = evaluate(earlier, state, after, accept)
-    state = after
-    assert [(a.status, a.severity) for a in accepted] == [
+    stream = [*alerts, *evaluate(earlier, state, after, accept)]
+    assert [(a.status, a.severity) for a in stream[1:]] == [
         (AlertStatus.ACKNOWLEDGED, Severity.WARNING)
     ]
-    (record,) = rejudged(state, latest_records([*alerts, *accepted]), CURRENT, UPGRADE)
-    assert (record.status, record.severity) == (AlertStatus.RAISED, Severity.CRITICAL)
-    assert "graver than the warning" in str(record.reason)
-    assert rejudged(state, latest_records([*alerts, *accepted, record]), CURRENT, UPGRADE) == []
+    records = rejudged(after, latest_records(stream), CURRENT, UPGRADE)
+    expected = [(AlertStatus.RAISED, Severity.CRITICAL)]
+    if not stated:
+        expected.append((AlertStatus.ACKNOWLEDGED, Severity.CRITICAL))
+    assert [(r.status, r.severity) for r in records] == expected
+    assert ("graver than the warning" in str(records[0].reason)) is stated
+    assert rejudged(after, latest_records([*stream, *records]), CURRENT, UPGRADE) == []
 
 
 def test_given_an_accepted_critical_that_a_release_grades_warning_then_it_stays_accepted() -> None:

@@ -21,7 +21,8 @@ from rules.engine import default_rules, evaluate
 from rules.knowledge.bundled import load_bundled_knowledge
 from rules.knowledge.model import MatchLevel
 from rules.knowledge.report import check_drug
-from schemas.alerts import Alert, AlertStatus, Severity
+from schemas.alerts import Alert, AlertStatus
+from schemas.severity import Severity
 from tests.factories import T0, make_event
 from tests.fakes import TableKnowledge
 
@@ -328,6 +329,27 @@ def test_given_a_regrade_graver_and_back_then_the_acknowledgement_holds_again() 
         (AlertStatus.RAISED, Severity.WARNING),
         (AlertStatus.ACKNOWLEDGED, Severity.WARNING),
     ]
+
+
+@pytest.mark.parametrize("late_acknowledgement", [True, False], ids=["ack late", "in order"])
+def test_given_an_acceptance_that_names_the_grade_it_answered_then_that_grade_is_covered(
+    late_acknowledgement: bool,
+) -> None:
+    """An acknowledgement may say which grade it answered (`severity`): one that accepted the
+    intolerance knowing it might be an allergy covers the critical it becomes; one that names
+    the warning does not cover the critical, even if recorded after the re-grade."""
+    intolerance = allergy(allergy_type="intolerance")
+    (raised,) = run([intolerance, rx("rx-amox", "amoxicillin")])
+    regrade = allergy("allergy-again", day=3, allergy_type="allergy")
+    for stated, day, final in (
+        ("critical", 2, AlertStatus.ACKNOWLEDGED),
+        ("warning", 4, AlertStatus.RAISED),
+    ):
+        payload = {"alert_id": str(raised.alert_id), "action": "accepted", "severity": stated}
+        accept = make_event("AlertAcknowledged", "accept", at=day * DAY, payload=payload)
+        late = [regrade, accept] if late_acknowledgement else [accept, regrade]
+        alerts = run([intolerance, rx("rx-amox", "amoxicillin"), *late])
+        assert (alerts[-1].status, alerts[-1].severity) == (final, Severity.CRITICAL), stated
 
 
 @pytest.mark.parametrize("override_first", [True, False], ids=["override first", "order first"])

@@ -25,12 +25,13 @@ from projections.queries import active_allergies, active_medications
 from rules.batch import SubjectResult, Submitted, advance_clocks, replay_batch
 from rules.engine import default_rules
 from rules.knowledge.bundled import load_bundled_knowledge
-from schemas.alerts import Alert, AlertStatus, Severity
+from schemas.alerts import Alert, AlertStatus
 from schemas.codec import event_codec
 from schemas.events import AllergyRecorded, Event, EventType, VerificationStatus
 from schemas.fhir.detected_issue import detected_issue
 from schemas.fhir.mapping import ImportContext, combine, import_fhir, unpack
 from schemas.reasons import ReasonCode
+from schemas.severity import Severity
 from streams.fhir_files import read_fhir_files
 from streams.tenants import load_gate_policy
 from tests.factories import make_event

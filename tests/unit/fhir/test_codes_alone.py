@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from schemas.alerts import Severity
+from schemas.severity import Severity
 from tests.unit.fhir.test_clinical_scenarios import (
     drug_allergy_alerts,
     fold,

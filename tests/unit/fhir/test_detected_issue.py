@@ -17,10 +17,10 @@ from schemas.alerts import (
     DrugAllergyFinding,
     DuplicateTherapyFinding,
     Evidence,
-    Severity,
 )
 from schemas.fhir.detected_issue import detected_issue, detected_issue_bundle
 from schemas.fhir.resource_types import R4_RESOURCE_TYPES
+from schemas.severity import Severity
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "fhir" / "fhir-r4-examples"
 ACT_CODE = "http://terminology.hl7.org/CodeSystem/v3-ActCode"

@@ -16,7 +16,8 @@ from rules.knowledge.bundled import BundledKnowledge
 from rules.knowledge.errors import KnowledgeDataError
 from rules.knowledge.model import MatchLevel
 from rules.knowledge.tables import file_digest, load_tables
-from schemas.alerts import Alert, AlertStatus, Severity
+from schemas.alerts import Alert, AlertStatus
+from schemas.severity import Severity
 from tests.factories import make_event
 
 
