@@ -352,6 +352,26 @@ def test_given_an_acceptance_that_names_the_grade_it_answered_then_that_grade_is
         assert (alerts[-1].status, alerts[-1].severity) == (final, Severity.CRITICAL), stated
 
 
+@pytest.mark.parametrize("late", [True, False], ids=["learned late", "in order"])
+def test_given_a_grade_learned_late_for_the_time_of_an_acceptance_then_the_alert_follows_it(
+    late: bool,
+) -> None:
+    """The allergy was known as an allergy (critical) when the acceptance was recorded, but
+    that version reaches UaC after a later one: the acceptance answered the critical, so the
+    alert ends acknowledged, as when everything arrives in order."""
+    intolerance = allergy(allergy_type="intolerance")
+    (raised,) = run([intolerance, rx("rx-amox", "amoxicillin")])
+    known_then = allergy("allergy-then", day=2, allergy_type="allergy")
+    accept = _accept(raised.alert_id, day=3)
+    known_later = allergy("allergy-later", day=5, allergy_type="allergy")
+    rest = [accept, known_later, known_then] if late else [known_then, accept, known_later]
+    alerts = run([intolerance, rx("rx-amox", "amoxicillin"), *rest])
+    assert (alerts[-1].status, alerts[-1].severity) == (AlertStatus.ACKNOWLEDGED, Severity.CRITICAL)
+    if late:
+        assert [a.status for a in alerts[-2:]] == [AlertStatus.RAISED, AlertStatus.ACKNOWLEDGED]
+        assert alerts[-1].trigger_event_id == known_then.id
+
+
 @pytest.mark.parametrize("override_first", [True, False], ids=["override first", "order first"])
 def test_given_an_override_at_order_sign_then_a_graver_regrade_raises_the_alert_again(
     override_first: bool,
