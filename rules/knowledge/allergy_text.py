@@ -91,6 +91,15 @@ _SUGAR_INTOLERANCE: Final = re.compile(
 """Lactose intolerance: a deficiency of the enzyme that digests the milk sugar, not an
 allergy (a cow's milk protein allergy is recorded as such)."""
 _EXCEPTION: Final = r"\b(?:other\s+than|except(?:\s+for)?|apart\s+from|aside\s+from|besides|but)\b"
+_NO_ALLERGY_HEADING: Final = re.compile(
+    r"^\W*(?:no|nil|denies|denied)\s+"
+    r"(?:(?:other|further|additional|more|known|food|drug|medication|environmental|seasonal)\s+)*"
+    r"(?:allerg(?:y|ies)|adverse\s+(?:drug\s+)?reactions?)\s*(?:[.,;]\W*|$)"
+)
+"""A statement that opens the text and says there are no allergies of some kind, or no other
+ones ("No other known allergies. Sulfa - rash", "No food allergies; amoxicillin - hives",
+"denies other allergies, PCN"): it ends at its comma and governs only itself, like an opening
+"NKDA"."""
 _CLAUSE_BREAK: Final = re.compile(
     rf"[;|()\[\]\n。]|(?<!\d)\.|\.(?!\d)|(?P<exception>{_EXCEPTION})"
     r"|(?<=\bnkda),|(?<=\bnka),|(?<=\bnkfa),|,(?=\s*(?:allergic|allerg(?:y|ies))\s+to\b)"
@@ -220,6 +229,9 @@ class Clause:
     excepted: bool = False
     """Whether an exception follows the clause ("no known allergies except", "denies allergies
     other than"): its negation does not reach what follows."""
+    heading: bool = False
+    """Whether the clause opens the text with a statement of no allergies of some kind ("no
+    food allergies", "no other known allergies"): its negation does not reach what follows."""
 
 
 def doubt_in(text: str) -> str | None:
@@ -251,16 +263,19 @@ def clauses(folded: str) -> tuple[Clause, ...]:
     the negation or sugar intolerance it states, if any: "penicillin allergy; no allergy to
     cephalosporins" is `penicillin allergy ` and `no allergy to cephalosporins`, the second a
     negation ('no allergy')."""
-    bounds = [0]
-    excepted: list[bool] = []
-    for found in _CLAUSE_BREAK.finditer(folded):
+    heading = _NO_ALLERGY_HEADING.match(folded)
+    bounds = [0] if heading is None else [0, heading.end(), heading.end()]
+    excepted: list[bool] = [] if heading is None else [False]
+    for found in _CLAUSE_BREAK.finditer(folded, bounds[-1]):
         bounds.extend((found.start(), found.end()))
         excepted.append(found.group("exception") is not None)
     bounds.append(len(folded))
     excepted.append(False)
     spans = zip(bounds[::2], bounds[1::2], excepted, strict=True)
     return tuple(
-        replace(_clause(folded, start, end), excepted=before_exception)
+        replace(_clause(folded, start, end), excepted=before_exception, heading=heading is not None)
+        if start == 0
+        else replace(_clause(folded, start, end), excepted=before_exception)
         for start, end, before_exception in spans
         if folded[start:end].strip()
     )

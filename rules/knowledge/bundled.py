@@ -297,9 +297,9 @@ class BundledKnowledge:
         cephalosporins", "patch test to furosemide negative"), a negative result that names
         something else ("HIV negative"), one an exception follows ("denies allergies other
         than penicillin") and a "no known allergy" statement that opens the text ("NKDA
-        (penicillin - rash)", "Allergies: none known. Penicillin - hives") govern only
-        themselves: what a negation names is not an allergen, and is read as tolerated
-        (`_as_tolerated`)."""
+        (penicillin - rash)", "Allergies: none known. Penicillin - hives", "No other known
+        allergies. Sulfa - rash") govern only themselves: what a negation names is not an
+        allergen, and is read as tolerated (`_as_tolerated`)."""
         parts = clauses(allergen_text)
         negated = [part for part in parts if part.doubt is not None]
         if not negated:
@@ -310,7 +310,7 @@ class BundledKnowledge:
             found, unknown = self._recogniser.parse(part.text)
             own = set(unknown).difference(folded_tokens(part.cue)) if part.result else set()
             own.update(concept for concept in found if concept != NO_KNOWN_ALLERGY)
-            heading = part is parts[0] and NO_KNOWN_ALLERGY in found
+            heading = part is parts[0] and (NO_KNOWN_ALLERGY in found or part.heading)
             if not own and not heading and not part.excepted:
                 return kept, part.doubt, texts
         named, _ = self._recogniser.parse(kept)
