@@ -283,7 +283,6 @@ from schemas.fhir.json_access import (
     Problem,
     Unmappable,
     Unsupported,
-    objects_at,
     optional_concept,
     parse_fhir_datetime,
 )
@@ -488,10 +487,10 @@ def _allergy_inside(resource: Json) -> str:
                 f": it records an allergy ({label!r}), which is read from an AllergyIntolerance "
                 "only; send it as one"
             )
-    held = [*objects_at(resource, "contained")]
+    held = [*_objects_among(resource, "contained")]
     held += [
         inner
-        for parameter in objects_at(resource, "parameter")
+        for parameter in _objects_among(resource, "parameter")
         if isinstance(inner := parameter.get("resource"), dict)
     ]
     if any(item.get("resourceType") == "AllergyIntolerance" for item in held):
@@ -505,13 +504,29 @@ def _allergy_inside(resource: Json) -> str:
 def _records_contained(resource: Json) -> list[str]:
     """What a resource that is read says of the records it holds in `contained` (an allergy
     inside a MedicationRequest): only a Medication is read from there, so each of them is
-    named, never dropped without a word."""
+    named, never dropped without a word; and a `contained` that is no list of objects, which
+    is read without its items that are none."""
+    contained = resource.get("contained")
+    malformed = contained is not None and _objects_among(resource, "contained") != contained
     return [
         f"it holds {_a(kind)} {kind} (#{held.get('id', '?')}) in contained, which is not read "
         "from inside another resource; send it as a resource of its own"
-        for held in objects_at(resource, "contained")
+        for held in _objects_among(resource, "contained")
         if isinstance(kind := held.get("resourceType"), str) and kind in CLAIM_TYPES
-    ]
+    ] + (
+        ["contained is not a list of objects: what is not an object in it is not read"]
+        if malformed
+        else []
+    )
+
+
+def _objects_among(resource: Json, key: str) -> list[Json]:
+    """The objects in the list `key` of a resource, for what must be said of it even when the
+    list is malformed (none when it is no list)."""
+    values = resource.get(key)
+    return (
+        [value for value in values if isinstance(value, dict)] if isinstance(values, list) else []
+    )
 
 
 def _a(word: str) -> str:

@@ -452,3 +452,27 @@ def test_a_patient_under_the_other_resource_types_name_is_named_as_such(
     assert error.reason == "missing_field"
     kind = resource["resourceType"]
     assert error.message.endswith(f"{expected} (given as {written}, which {kind} does not have)")
+
+
+@pytest.mark.parametrize("contained", [[None], {"resourceType": "Medication"}, "text", 5])
+@pytest.mark.parametrize(
+    "holder",
+    [
+        pytest.param(PATIENT, id="patient"),
+        pytest.param(ALLERGY, id="allergy"),
+        pytest.param({"resourceType": "Observation", "id": "o1", "status": "final"}, id="skipped"),
+        pytest.param({"resourceType": "Parameters", "id": "pp"}, id="parameters"),
+    ],
+)
+def test_given_a_contained_that_is_no_list_of_objects_then_the_rest_is_still_imported(
+    holder: dict[str, Any], contained: object
+) -> None:
+    """A malformed `contained` (or `parameter`) anywhere cost the whole input set: the import
+    stopped with a traceback and printed nothing."""
+    malformed = {**holder, "contained": contained, "parameter": contained}
+    others = [r for r in (PATIENT, ALLERGY, ORDER, MEDICATION) if r["id"] != holder["id"]]
+    result = run(malformed, *others)
+    assert {"AllergyRecorded", "MedicationPrescribed"} <= {e.type.value for _, e in result.events}
+    if holder["resourceType"] in ("Patient", "AllergyIntolerance"):
+        (notice,) = [p.message for p in result.passed_over if "contained" in p.message]
+        assert "contained is not a list of objects" in notice
