@@ -45,11 +45,18 @@ from schemas.fhir.json_access import (
     time_at,
     within,
 )
-from schemas.fhir.sources import Index, Source, new_event, optional_part, subject_of, timing_of
+from schemas.fhir.sources import (
+    Index,
+    Source,
+    new_event,
+    optional_items,
+    optional_part,
+    subject_of,
+    timing_of,
+)
 
 _ALL_CATEGORIES: Final = tuple(AllergyCategory)
 _NO_CATEGORIES: Final[tuple[AllergyCategory, ...]] = ()
-_NO_ITEMS: Final[list[tuple[str, Json]]] = []
 _NEGATIONS: Final[dict[tuple[str, str], tuple[AllergyCategory, ...]]] = {
     (SNOMED, "716186003"): _ALL_CATEGORIES,
     (SNOMED, "160244002"): _ALL_CATEGORIES,
@@ -132,9 +139,7 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
         negated=negation is not None,
         reactions=tuple(
             _reaction(source, reaction, where)
-            for where, reaction in optional_part(
-                source, lambda: items_at(resource, "reaction"), _NO_ITEMS
-            )
+            for where, reaction in optional_items(source, resource, "reaction")
         ),
         note=optional_part(source, lambda: notes_of(resource), None),
     )
@@ -277,7 +282,7 @@ def _reaction(source: Source, reaction: Json, where: str) -> Reaction:
     """A reaction's manifestations (else its description) and severity; either, unreadable, is
     left out and the reaction kept."""
     manifestation = optional_part(
-        source, lambda: within(where, lambda: _manifestation(reaction)), None
+        source, lambda: within(where, lambda: _manifestation(source, reaction, where)), None
     )
     return Reaction(
         manifestation=manifestation or "unspecified manifestation",
@@ -292,10 +297,10 @@ def _reaction(source: Source, reaction: Json, where: str) -> Reaction:
     )
 
 
-def _manifestation(reaction: Json) -> str | None:
+def _manifestation(source: Source, reaction: Json, at: str) -> str | None:
     names = [
         label
-        for where, manifestation in items_at(reaction, "manifestation")
+        for where, manifestation in optional_items(source, reaction, "manifestation", at)
         if (label := within(where, partial(_manifestation_name, _concept_of(manifestation))))
     ]
     return "; ".join(names) or string_at(reaction, "description")

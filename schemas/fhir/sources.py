@@ -473,6 +473,27 @@ def optional_part(source: Source, read: Callable[[], T], default: T) -> T:
         return default
 
 
+def optional_items(source: Source, holder: Json, key: str, at: str = "") -> list[tuple[str, Json]]:
+    """The objects of the optional list `key` of `holder` (whose path is `at`), each with its
+    path (`reaction[1]`): an item that is no object is left out and reported, so that one
+    null item does not cost the others (the anaphylaxis after it); a value that is no list is
+    left out whole."""
+    values = holder.get(key)
+    path = f"{at}.{key}" if at else key
+    if values is None:
+        return []
+    if not isinstance(values, list):
+        source.passed_over.append(f"{path} is not a list of objects (imported without it)")
+        return []
+    items = []
+    for position, value in enumerate(values):
+        if isinstance(value, Mapping):
+            items.append((f"{key}[{position}]", value))
+        else:
+            source.passed_over.append(f"{path}[{position}] is not an object (imported without it)")
+    return items
+
+
 @dataclass(frozen=True)
 class Timing:
     occurred_at: datetime

@@ -95,6 +95,18 @@ def only(result: FhirImport) -> Any:
             "manifestation is not a list of objects",
             id="a manifestation sent as an object",
         ),
+        pytest.param(
+            {"reaction": [None, {"manifestation": [{"text": "Anaphylaxis"}]}]},
+            {"reactions": (Reaction(manifestation="Anaphylaxis"),)},
+            "reaction[0] is not an object",
+            id="a null reaction before the anaphylaxis, which is kept",
+        ),
+        pytest.param(
+            {"reaction": [{"manifestation": [None, {"text": "Anaphylaxis"}]}]},
+            {"reactions": (Reaction(manifestation="Anaphylaxis"),)},
+            "reaction[0].manifestation[0] is not an object",
+            id="a null manifestation before the anaphylaxis, which is kept",
+        ),
     ],
 )
 def test_an_allergy_with_an_unreadable_optional_part_is_kept_without_it(
