@@ -379,6 +379,13 @@ def _replaced_order(source: Source, course: Course, index: Index) -> Event | Non
     set holds a newer cancelled or entered-in-error version of replaced nothing."""
     prior = based_on_request(source.resource, "priorPrescription", index)
     source.passed_over.extend(pinned_order_notes(source.resource, "priorPrescription", index))
+    if prior is not None and _prior_leads_back(source.resource_id, prior, index):
+        source.passed_over.append(
+            f"priorPrescription names MedicationRequest/{prior}, whose own priorPrescription "
+            "leads back to this request: the loop is not followed, and neither order replaces "
+            "the other"
+        )
+        return None
     named = None if prior is None else index.order(f"MedicationRequest/{prior}")
     if prior is not None and named is not None:
         prior = therapy_root(prior, named.resource, index, course.subject_id)
@@ -402,6 +409,21 @@ def _replaced_order(source: Source, course: Course, index: Index) -> Event | Non
     stop_timing = Timing(at, max(timing.recorded_at, at), timing.version)
     kind = f"{EventType.MEDICATION_STOPPED.value}/replaced"
     return new_event(source, course.subject_id, stop_timing, stop, kind)
+
+
+def _prior_leads_back(request_id: str, prior: str, index: Index) -> bool:
+    """Whether the `priorPrescription` chain from `prior` comes back to `request_id` (two
+    orders that name each other): followed, each would stop the other, and both courses would
+    end without a word."""
+    seen = {request_id}
+    current: str | None = prior
+    while current is not None and current not in seen:
+        seen.add(current)
+        held = index.order(f"MedicationRequest/{current}")
+        current = (
+            None if held is None else based_on_request(held.resource, "priorPrescription", index)
+        )
+    return current == request_id
 
 
 def _status_of(order: SourcedResource | None) -> str | None:

@@ -371,3 +371,27 @@ def test_a_link_to_another_kind_of_resource_is_not_reported() -> None:
     }
     result = run(ORIGINAL, statement)
     assert [line.detail for line in result.passed_over] == []
+
+
+@pytest.mark.parametrize("size", [2, 3], ids=["two orders", "three orders"])
+def test_orders_that_name_one_another_as_prior_prescription_stop_none_and_say_so(
+    size: int,
+) -> None:
+    """Followed, a priorPrescription loop stopped every order of it: the patient's active
+    amoxicillin and its critical alert vanished without a word."""
+    names = [f"r{n}" for n in range(1, size + 1)]
+    orders = [
+        request(
+            name,
+            "order",
+            authored=f"2024-05-{n + 1:02d}",
+            priorPrescription={"reference": f"MedicationRequest/{names[n - 1]}"},
+        )
+        for n, name in enumerate(names)
+    ]
+    found = prescriptions(*orders)
+    assert all(not any("Stopped" in step for step in found[name]) for name in names)
+    alerts = drug_allergy_alerts(folded(penicillin_allergy("Patient/p1"), *orders))
+    assert len(alerts) == size
+    lines = [line.detail for line in run(*orders).passed_over]
+    assert sum("the loop is not followed" in line for line in lines) == size
