@@ -104,14 +104,19 @@ class DrugNamesDiffer:
     found: NamesDiffer
 
     def message(self) -> str:
-        coding = self.found.coding
         return (
             f"{self.origin}: {self.source_ref}: {self.where} names different substances: "
             f"{self.found.name!r} reads as {self.found.named}, but its coding "
-            f"{coding.system}|{coding.code} is {self.found.coded}; the record is imported and "
+            f"{self._coding()} is {self.found.coded}; the record is imported and "
             "checked against both, but it may be shown by the words: check at the source "
             "which is meant"
         )
+
+    def _coding(self) -> str:
+        """The coding, and its display when that is what was read (a code UaC does not list)."""
+        coding = self.found.coding
+        named = f"{coding.system}|{coding.code}"
+        return f"{named}, displayed {coding.display!r}," if self.found.displayed else named
 
     @property
     def refused(self) -> bool:
@@ -123,11 +128,10 @@ class DrugNamesDiffer:
         """The error of a record whose words and code disagree on whether there is an allergy
         at all (`NamesDiffer.absence`): it is not imported, as neither reading is safe to
         guess (an allergy dropped, or one invented)."""
-        coding = self.found.coding
         return (
             f"{self.source_ref}: {self.where} says both that there is no known allergy and "
             f"that there is one: {self.found.name!r} reads as {self.found.named}, but its "
-            f"coding {coding.system}|{coding.code} is {self.found.coded}; one record cannot be "
+            f"coding {self._coding()} is {self.found.coded}; one record cannot be "
             "both, so neither an allergy nor a negation is recorded: correct it at the source"
         )
 
@@ -218,7 +222,7 @@ def names_differing(
     for read in concepts:
         codes = read.concept.codes
         names = [name for name in (read.concept.text, *(c.display for c in codes)) if name]
-        codings = [Coding(coding.system, coding.code) for coding in codes]
+        codings = [Coding(coding.system, coding.code, coding.display) for coding in codes]
         differing = checker.differ(names, codings)
         if differing is not None:
             found.append(

@@ -6,7 +6,7 @@ resolve is never said to differ. Pure: each name and code is resolved once per c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -18,6 +18,7 @@ _UNRELATED: Final = frozenset({MatchLevel.NONE, MatchLevel.LOW_RISK, MatchLevel.
 """Levels at which two substances are different ones, related at most (not one the same
 ingredient or within the class the other names; not `unverified`: that cannot be told)."""
 _STATEMENT: Final = NO_KNOWN_ALLERGY.removeprefix(CLASS_PREFIX)
+Levels = Callable[[], set[MatchLevel]]
 """The class a "no known allergy" statement resolves to ("NKDA", SNOMED 716186003)."""
 
 
@@ -34,6 +35,9 @@ class NamesDiffer:
     absence: bool = False
     """Whether one of them says there is no known allergy and the other names a substance: a
     record cannot be both."""
+    displayed: bool = False
+    """Whether the coding is read by its display (a code the knowledge layer does not list),
+    not by its code."""
 
 
 class CodedNames:
@@ -50,16 +54,31 @@ class CodedNames:
         substances: ingredients that share none, or, where one names a class only ("Sulfa
         drugs", "Allergy to penicillin"), no class in common and no relation closer than
         `_UNRELATED` either way (a class covers its members: "Opioids" and morphine agree);
-        None when every pair names the same substance or cannot be told."""
+        then the first name and the display of a coding whose code it cannot resolve, read as
+        words (text "Azithromycin", an NDC displayed "Amoxicillin 500 MG Oral Capsule"); None
+        when every pair names the same substance or cannot be told."""
         for name in dict.fromkeys(names):
             by_name = self._resolved_name(name)
             if not _names_something(by_name):
                 continue
             for coding in codings:
                 by_code = self._resolved_code(coding)
-                if _names_something(by_code) and self._different(name, by_name, coding, by_code):
-                    absence = _STATEMENT in {*by_name.classes, *by_code.classes}
-                    return NamesDiffer(name, _read_as(by_name), coding, _read_as(by_code), absence)
+                levels = self._code_levels(name, coding)
+                if _names_something(by_code) and self._different(by_name, by_code, levels):
+                    return _found(name, by_name, coding, by_code)
+        return self._display_differs(names[0], codings) if names else None
+
+    def _display_differs(self, name: str, codings: Sequence[Coding]) -> NamesDiffer | None:
+        by_name = self._resolved_name(name)
+        if not _names_something(by_name):
+            return None
+        for coding in codings:
+            if coding.display is None or _names_something(self._resolved_code(coding)):
+                continue
+            by_display = self._resolved_name(coding.display)
+            levels = self._word_levels(name, coding.display)
+            if _names_something(by_display) and self._different(by_name, by_display, levels):
+                return _found(name, by_name, coding, by_display, displayed=True)
         return None
 
     def _resolved_name(self, name: str) -> DrugResolution:
@@ -73,19 +92,38 @@ class CodedNames:
             self._codes[key] = self._knowledge.resolve("", (Coding(*key),))
         return self._codes[key]
 
-    def _different(
-        self, name: str, by_name: DrugResolution, coding: Coding, by_code: DrugResolution
-    ) -> bool:
-        if by_name.ingredients and by_code.ingredients:
-            return not set(by_name.ingredients) & set(by_code.ingredients)
-        if set(by_name.classes) & set(by_code.classes):
+    def _different(self, by_name: DrugResolution, by_other: DrugResolution, levels: Levels) -> bool:
+        """Whether a name and another reading (a code, or a display read as words) name
+        different substances; `levels` judges them against each other, both ways."""
+        if by_name.ingredients and by_other.ingredients:
+            return not set(by_name.ingredients) & set(by_other.ingredients)
+        if set(by_name.classes) & set(by_other.classes):
             return False
+        return levels() <= _UNRELATED
+
+    def _code_levels(self, name: str, coding: Coding) -> Levels:
         code = (Coding(coding.system, coding.code),)
-        levels = {
-            self._knowledge.cross_reactivity(name, "", drug_codes=code).level,
-            self._knowledge.cross_reactivity("", name, allergen_codes=code).level,
+        judge = self._knowledge.cross_reactivity
+        return lambda: {
+            judge(name, "", drug_codes=code).level,
+            judge("", name, allergen_codes=code).level,
         }
-        return levels <= _UNRELATED
+
+    def _word_levels(self, name: str, words: str) -> Levels:
+        judge = self._knowledge.cross_reactivity
+        return lambda: {judge(name, words).level, judge(words, name).level}
+
+
+def _found(
+    name: str,
+    by_name: DrugResolution,
+    coding: Coding,
+    by_other: DrugResolution,
+    *,
+    displayed: bool = False,
+) -> NamesDiffer:
+    absence = _STATEMENT in {*by_name.classes, *by_other.classes}
+    return NamesDiffer(name, _read_as(by_name), coding, _read_as(by_other), absence, displayed)
 
 
 def _names_something(resolution: DrugResolution) -> bool:

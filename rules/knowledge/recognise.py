@@ -84,9 +84,11 @@ class Recogniser:
         Without a known code the text decides; when the text names nothing ("Drug allergy - see
         chart", "Home med #3"), the displays of the unknown codes are read as text ("Allergy to
         penicillin", "amoxicillin 500 MG Oral Capsule"): the code system's name of the concept
-        the record is coded as. Unknown codes are reported only when neither yields anything
-        (codings of one concept are alternatives, not parts). A text that is only a code as
-        free text writes one ("rxnorm:723", "RXCUI 723") is read as that code.
+        the record is coded as. When the text and those displays name different substances
+        (text "Azithromycin", an NDC displayed "Amoxicillin 500 MG Oral Capsule"), both are
+        read: the pharmacy may fill by the code. Unknown codes are reported only when neither
+        yields anything (codings of one concept are alternatives, not parts). A text that is
+        only a code as free text writes one ("rxnorm:723", "RXCUI 723") is read as that code.
         """
         codings = with_written_coding(text, codings)
         coded, unknown_codes = self._codes(codings)
@@ -95,8 +97,11 @@ class Recogniser:
         if coded:
             unread = self._unread_items(words) if every_item else ()
             return Recognition(text, _sorted_unique(coded + found), unread)
+        displayed = self._displayed(codings)
         if not found:
-            found, unknown_words = self._displayed(codings) or (found, unknown_words)
+            found, unknown_words = displayed or (found, unknown_words)
+        elif displayed is not None and not set(displayed[0]) & set(found):
+            found = found + displayed[0]
         if found:
             return Recognition(
                 text, _sorted_unique(found), unknown_words, self._suggestions(unknown_words)

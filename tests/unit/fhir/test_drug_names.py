@@ -91,6 +91,42 @@ def test_an_official_example_whose_display_is_another_substance_than_its_code_is
     )
 
 
+def test_words_and_the_display_of_an_unknown_code_that_differ_are_reported_and_both_judged(
+    tmp_path: Path,
+) -> None:
+    """An order written "Azithromycin" whose NDC (not one UaC lists) is displayed "Amoxicillin
+    500 MG Oral Capsule": the display was read only when the text named nothing, so a
+    penicillin allergy gave no alert and no line, though a pharmacy fills by the code."""
+    order = {
+        **IBUPROFEN_CODED_AS_AMOXICILLIN,
+        "medicationCodeableConcept": {
+            "text": "Azithromycin 250 mg tablet",
+            "coding": [
+                {
+                    "system": "http://hl7.org/fhir/sid/ndc",
+                    "code": "0093-3109-01",
+                    "display": "Amoxicillin 500 MG Oral Capsule",
+                }
+            ],
+        },
+    }
+    allergy = {**SULFA_CODED_AS_PENICILLIN, "code": {"text": "penicillin"}}
+    files = read(bundle_file(tmp_path, allergy, order))
+    (line,) = differing(files)
+    assert (
+        "'Azithromycin 250 mg tablet' reads as azithromycin, but its coding "
+        "http://hl7.org/fhir/sid/ndc|0093-3109-01, displayed 'Amoxicillin 500 MG Oral Capsule', "
+        "is amoxicillin; the record is imported and checked against both"
+    ) in line
+    result = runner.invoke(
+        app, ["replay", "--file", str(tmp_path / "bundle.json"), "--format", "fhir", "--json"]
+    )
+    (subject,) = [json.loads(text) for text in result.stdout.splitlines() if text.startswith("{")]
+    assert [(a["severity"], a["drug_allergy"]["matched"]) for a in subject["alerts"]] == [
+        ("critical", ["amoxicillin"])
+    ]
+
+
 def test_words_and_codes_that_agree_are_not_reported(tmp_path: Path) -> None:
     agreeing = {
         **IBUPROFEN_CODED_AS_AMOXICILLIN,

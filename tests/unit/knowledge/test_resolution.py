@@ -357,9 +357,16 @@ def test_unknown_code_falls_back_to_text(knowledge: BundledKnowledge) -> None:
         pytest.param(
             "Cefalexin 500 MG",
             (Coding(RXNORM, "999999995", "amoxicillin 500 MG Oral Capsule"),),
-            ("cephalexin",),
+            ("amoxicillin", "cephalexin"),
             True,
-            id="given text that names the drug then the text decides, not the display",
+            id="given text and an unknown code's display naming other drugs then both are read",
+        ),
+        pytest.param(
+            "Amoxicillin 250mg caps",
+            (Coding(RXNORM, "999999996", "amoxicillin 500 MG Oral Capsule"),),
+            ("amoxicillin",),
+            True,
+            id="given text and an unknown code's display naming one drug then it is read once",
         ),
         pytest.param(
             "Home med #3",
@@ -370,7 +377,7 @@ def test_unknown_code_falls_back_to_text(knowledge: BundledKnowledge) -> None:
         ),
     ],
 )
-def test_unknown_codes_displays_are_read_when_the_text_names_nothing(
+def test_unknown_codes_displays_are_read_when_the_text_names_nothing_or_another_drug(
     knowledge: BundledKnowledge,
     text: str,
     codes: tuple[Coding, ...],
