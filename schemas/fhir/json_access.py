@@ -271,6 +271,13 @@ def _value_at(holder: Json, path: Sequence[str]) -> object:
     return value
 
 
+def a_resource_of_type(kind: object) -> str:
+    """A resource of type `kind` with its article ("a Substance", "an AllergyIntolerance")."""
+    if not isinstance(kind, str) or not kind:
+        return "a resource without a resourceType"
+    return f"{'an' if kind[:1] in 'AEIOU' else 'a'} {kind}"
+
+
 def as_object(value: object, where: str) -> Json:
     if not isinstance(value, Mapping):
         raise Unmappable(Problem.INVALID_VALUE, "is not a JSON object", field=where or None)

@@ -283,6 +283,7 @@ from schemas.fhir.json_access import (
     Problem,
     Unmappable,
     Unsupported,
+    a_resource_of_type,
     optional_concept,
     parse_fhir_datetime,
 )
@@ -509,7 +510,7 @@ def _records_contained(resource: Json) -> list[str]:
     contained = resource.get("contained")
     malformed = contained is not None and _objects_among(resource, "contained") != contained
     return [
-        f"it holds {_a(kind)} {kind} (#{held.get('id', '?')}) in contained, which is not read "
+        f"it holds {a_resource_of_type(kind)} (#{held.get('id', '?')}) in contained, which is not read "
         "from inside another resource; send it as a resource of its own"
         for held in _objects_among(resource, "contained")
         if isinstance(kind := held.get("resourceType"), str) and kind in CLAIM_TYPES
@@ -527,10 +528,6 @@ def _objects_among(resource: Json, key: str) -> list[Json]:
     return (
         [value for value in values if isinstance(value, dict)] if isinstance(values, list) else []
     )
-
-
-def _a(word: str) -> str:
-    return "an" if word[:1] in "AEIOU" else "a"
 
 
 def _fhir_type(resource_type: str) -> bool:

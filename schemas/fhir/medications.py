@@ -24,6 +24,7 @@ from schemas.fhir.json_access import (
     ReadConcept,
     Unmappable,
     Unsupported,
+    a_resource_of_type,
     as_object,
     codings_of,
     concept_label,
@@ -728,10 +729,17 @@ def _contained(resource: Json, identifier: str) -> Json:
             "are unique within a resource): nothing says which one is meant",
         )
     medications = [item for item in distinct if item.get("resourceType") == "Medication"]
-    if not medications:
-        message = f"contained Medication #{identifier} not found"
-        raise Unmappable(Problem.UNRESOLVED_REFERENCE, message)
-    return medications[0]
+    if medications:
+        return medications[0]
+    if distinct:
+        kind = distinct[0].get("resourceType")
+        message = (
+            f"contained #{identifier} is {a_resource_of_type(kind)}, not a Medication (the drug is a "
+            "Reference(Medication)): which drug is meant cannot be told"
+        )
+        raise Unmappable(Problem.INVALID_VALUE, message)
+    message = f"contained Medication #{identifier} not found"
+    raise Unmappable(Problem.UNRESOLVED_REFERENCE, message)
 
 
 def _drug_from_medication(

@@ -476,3 +476,18 @@ def test_given_a_contained_that_is_no_list_of_objects_then_the_rest_is_still_imp
     if holder["resourceType"] in ("Patient", "AllergyIntolerance"):
         (notice,) = [p.message for p in result.passed_over if "contained" in p.message]
         assert "contained is not a list of objects" in notice
+
+
+def test_given_a_drug_that_names_a_contained_substance_then_the_error_says_what_it_is() -> None:
+    """It said "contained Medication #s not found" though #s was there."""
+    order = {
+        **CONTAINED_ORDER,
+        "contained": [{"resourceType": "Substance", "id": "s", "code": {"text": "amoxicillin"}}],
+        "medicationReference": {"reference": "#s"},
+    }
+    (error,) = run(PATIENT, order).errors
+    assert (error.reason, error.message) == (
+        "invalid_value",
+        "MedicationRequest/rx2: contained #s is a Substance, not a Medication (the drug is a "
+        "Reference(Medication)): which drug is meant cannot be told",
+    )
