@@ -298,12 +298,18 @@ def _reaction(source: Source, reaction: Json, where: str) -> Reaction:
 
 
 def _manifestation(source: Source, reaction: Json, at: str) -> str | None:
+    """The reaction's manifestations, with its description after them ("Hives (went into
+    anaphylactic shock, intubated)"): the description of the event as a whole may say what
+    the coded manifestations do not, and the grade of an alert reads both."""
     names = [
         label
         for where, manifestation in optional_items(source, reaction, "manifestation", at)
         if (label := within(where, partial(_manifestation_name, _concept_of(manifestation))))
     ]
-    return "; ".join(names) or string_at(reaction, "description")
+    description = string_at(reaction, "description")
+    if names and description and description.casefold() not in {n.casefold() for n in names}:
+        return f"{'; '.join(names)} ({description})"
+    return "; ".join(names) or description
 
 
 def _manifestation_name(concept: Json) -> str | None:

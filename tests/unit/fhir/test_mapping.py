@@ -189,7 +189,11 @@ def test_given_reactions_and_notes_when_imported_then_manifestations_severities_
     payload = only_payload(example("AllergyIntolerance-example"))
     assert payload.allergy_type is AllergyType.ALLERGY
     assert payload.reactions == (
-        Reaction(manifestation="Anaphylactic reaction", severity=ReactionSeverity.SEVERE),
+        Reaction(
+            manifestation="Anaphylactic reaction (Challenge Protocol. Severe reaction to "
+            "subcutaneous cashew extract. Epinephrine administered)",
+            severity=ReactionSeverity.SEVERE,
+        ),
         Reaction(manifestation="Urticaria", severity=ReactionSeverity.MODERATE),
     )
     assert payload.note is not None

@@ -395,3 +395,25 @@ def test_orders_that_name_one_another_as_prior_prescription_stop_none_and_say_so
     assert len(alerts) == size
     lines = [line.detail for line in run(*orders).passed_over]
     assert sum("the loop is not followed" in line for line in lines) == size
+
+
+@pytest.mark.parametrize(
+    ("description", "severity"),
+    [
+        pytest.param("went into anaphylactic shock, intubated", "critical", id="anaphylaxis"),
+        pytest.param("itchy for a day", "warning", id="a mild course"),
+        pytest.param("no anaphylaxis", "warning", id="anaphylaxis denied"),
+    ],
+)
+def test_a_reaction_s_description_grades_the_alert_with_its_manifestations(
+    description: str, severity: str
+) -> None:
+    """An unconfirmed allergy of low criticality whose reaction was coded "Hives" and described
+    as anaphylactic shock gave a warning: the description was read only without manifestations."""
+    allergy = penicillin_allergy("Patient/p1") | {
+        "criticality": "low",
+        "verificationStatus": {"coding": [{"code": "unconfirmed"}]},
+        "reaction": [{"manifestation": [{"text": "Hives"}], "description": description}],
+    }
+    (alert,) = drug_allergy_alerts(folded(allergy, ORIGINAL))
+    assert alert.severity.value == severity
