@@ -104,8 +104,8 @@ def server_base_of(reference: str, base: str | None) -> str | None:
     (`https://hospA.example/fhir/Patient/1` is on `hospa.example/fhir`), a relative reference's
     that of the resource it is written in (FHIR resolves `Patient/1` in a Bundle entry against
     the base of the entry's fullUrl); None when unknown. Bases are compared without their
-    scheme, host in lower case and without a trailing `/`: `http://` and `https://` name one
-    server."""
+    scheme, host in lower case, without the default port of the scheme and without a trailing
+    `/`: `http://` and `https://` name one server, and so do `h.example` and `h.example:80`."""
     absolute_base, _ = _split_absolute(reference)
     if absolute_base is not None:
         return absolute_base
@@ -124,16 +124,27 @@ def _split_absolute(url: str) -> tuple[str | None, str | None]:
     """The normalized server base and `Type/id` of an absolute http(s) reference or fullUrl
     (a version suffix is dropped), else (None, None)."""
     scheme, marker, rest = url.strip().partition("://")
-    if not marker or scheme.lower() not in ("http", "https"):
+    default_port = _DEFAULT_PORTS.get(scheme.lower())
+    if not marker or default_port is None:
         return None, None
     parts = unversioned_parts(rest.split("?", 1)[0].split("#", 1)[0])
     if len(parts) < _HOST_TYPE_AND_ID:
         return None, None
-    base = "/".join([parts[0].lower(), *parts[1:-2]])
+    base = "/".join([_server_host(parts[0], default_port), *parts[1:-2]])
     return base, f"{parts[-2]}/{parts[-1]}"
 
 
 _HOST_TYPE_AND_ID: Final = 3
+_DEFAULT_PORTS: Final = {"http": "80", "https": "443"}
+
+
+def _server_host(authority: str, default_port: str) -> str:
+    """The host (and port) of a URL as servers are compared: in lower case, and without the
+    scheme's default port or an empty one (RFC 3986, 6.2.3: `h.example:80/fhir` over http is
+    `h.example/fhir`); another port names another server."""
+    host, colon, port = authority.lower().rpartition(":")
+    default = colon and (not port or port.lstrip("0") == default_port)
+    return host if default else authority.lower()
 
 
 def _type_and_id_named(url: str | None) -> str | None:

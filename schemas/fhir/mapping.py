@@ -44,7 +44,8 @@ replacing one, a link naming no Patient, a urn of no entry or a patient on anoth
 makes the records naming that patient errors, never filed under a patient guessed; `refer` and
 `seealso` links merge nothing (`schemas.fhir.patient_links`).
 Ids are unique per server only: an entry's fullUrl ending in `<type>/<id>` gives the
-resource's server, its relative references resolve on that server first, and a record whose
+resource's server (its scheme, the host's case and the scheme's default port are not
+compared), its relative references resolve on that server first, and a record whose
 type and id (or whose patient's id) the input set holds from two servers is an error, never
 merged with the other (`schemas.fhir.sources.Index.across_servers`).
 A reference to a Medication or MedicationRequest resolves to the newest version the input set
