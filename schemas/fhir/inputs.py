@@ -240,17 +240,16 @@ def parse_json_document(text: str, source: str) -> ParsedInput:
     """The resources of one JSON document (a Bundle is unpacked, nested Bundles too)."""
     if not text.strip():
         return ParsedInput(errors=(_malformed(source, "the file is empty"),))
-    return _parsed_json(text, source, _document_hint)
+    return _parsed_json(text, source, _document_problem)
 
 
 def _parsed_json(
-    text: str, origin: str, hint: Callable[[json.JSONDecodeError], str]
+    text: str, origin: str, problem: Callable[[json.JSONDecodeError], str]
 ) -> ParsedInput:
     try:
         document = strict_json(text)
     except json.JSONDecodeError as error:
-        message = f"{where_json_fails(error)}{hint(error)}"
-        return ParsedInput(errors=(_malformed(origin, message),))
+        return ParsedInput(errors=(_malformed(origin, problem(error)),))
     except MalformedJson as error:
         return ParsedInput(errors=(_malformed(origin, str(error)),))
     return unpack(document, origin)
@@ -260,27 +259,67 @@ def _malformed(origin: str, message: str) -> FhirError:
     return FhirError(origin, Problem.MALFORMED_JSON.value, message)
 
 
-def _document_hint(error: json.JSONDecodeError) -> str:
-    """What a document that is not one JSON value most likely is instead."""
+def _document_problem(error: json.JSONDecodeError) -> str:
+    """Why a document is not one JSON value, and what it most likely is instead."""
+    where = where_json_fails(error)
     if error.doc.lstrip().startswith("<"):
-        return " (this looks like FHIR XML: only FHIR JSON is read; convert it first)"
-    if error.msg == "Extra data":
-        return (
-            " (more than one JSON value: a bulk export, one resource per line, is read from"
-            " a .ndjson file)"
-        )
-    return ""
-
-
-def _line_hint(error: json.JSONDecodeError) -> str:
-    """What a line of a bulk export that is not one JSON value most likely holds instead."""
+        return f"{where} (this looks like FHIR XML: only FHIR JSON is read; convert it first)"
     if error.msg != "Extra data":
-        return ""
+        return where
+    return _after_the_value(error) or (
+        f"{where} (more than one JSON value: a bulk export, one resource per line, is read "
+        "from a .ndjson file)"
+    )
+
+
+def _line_problem(error: json.JSONDecodeError) -> str:
+    """Why a line of a bulk export is not one JSON value, and what it most likely holds."""
+    where = where_json_fails(error)
+    if error.msg != "Extra data":
+        return where
     if error.doc[error.pos :].strip() == ",":
         return (
-            " (the line ends with a ',': the lines of a .ndjson file are not separated by commas)"
+            f"{where} (the line ends with a ',': the lines of a .ndjson file are not separated "
+            "by commas)"
         )
-    return " (more than one JSON value on the line: one resource per line)"
+    before = error.doc[: error.pos]
+    if "\r" in before[len(before.rstrip()) :]:
+        return (
+            f"{where} (more than one JSON value on the line, separated by a carriage return "
+            "(CR) alone: the lines of a .ndjson file end with LF or CR LF)"
+        )
+    return _after_the_value(error) or (
+        f"{where} (more than one JSON value on the line: one resource per line)"
+    )
+
+
+def _after_the_value(error: json.JSONDecodeError) -> str | None:
+    """What is wrong with a text whose JSON value is complete but followed by characters that
+    start no other JSON value (NUL padding, a stray `}`, the end of a longer file written
+    over), and where they start; None when what follows may be another value."""
+    rest = error.doc[error.pos :].rstrip()
+    following = rest.lstrip(", \t\r\n")
+    if following[:1] and following[0] in _VALUE_STARTS:
+        return None
+    if not rest.strip("\x00"):
+        what = f"{len(rest)} NUL character(s) (U+0000)"
+    else:
+        shown = rest[:_SHOWN_TRAILING]
+        more = "..." if len(rest) > _SHOWN_TRAILING else ""
+        what = f"{len(rest)} character(s) that are not JSON ({shown!r}{more})"
+    one_line = "\n" not in error.doc.rstrip("\r\n")
+    where = f"column {error.colno}" if one_line else f"line {error.lineno} column {error.colno}"
+    return (
+        f"not JSON: {what} follow the complete JSON value, at {where} (character offset "
+        f"{error.pos}): nothing may follow the value (padding, or the end of a longer file "
+        "written over?); remove the trailing characters"
+    )
+
+
+_VALUE_STARTS: Final = frozenset('{["-0123456789tfn')
+"""The characters a JSON value can start with: what follows a value and starts with one of
+them may be another value (a bulk export in a .json file)."""
+_SHOWN_TRAILING: Final = 20
 
 
 _PRETTY_PRINTED: Final = (
@@ -316,7 +355,7 @@ def parse_ndjson(
 def _parsed_line(line: str | NotUtf8, origin: str) -> ParsedInput:
     if isinstance(line, NotUtf8):
         return ParsedInput(errors=(_malformed(origin, line.message),))
-    return _parsed_json(line, origin, _line_hint)
+    return _parsed_json(line, origin, _line_problem)
 
 
 def unpack(
