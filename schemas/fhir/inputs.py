@@ -484,19 +484,11 @@ def _bundle_entry(entry: object, origin: str, document_time: datetime | None) ->
             "instead"
         )
         return ParsedInput(errors=(FhirError(origin, Problem.PATCH_NOT_IMPORTED.value, message),))
-    deleted = _changed_claim(entry, "DELETE") if resource is None else None
-    if deleted is not None:
-        message = (
-            f"{deleted} is deleted (Bundle.entry.request DELETE): deletions are not imported and "
-            "what its earlier versions recorded stays; send a version of it marked "
-            "entered-in-error instead"
-        )
-        return ParsedInput(
-            errors=(FhirError(origin, Problem.DELETION_NOT_IMPORTED.value, message),)
-        )
+    if _method(entry) == "DELETE":
+        return _deletion(entry, resource, origin)
     if resource is None:
         failed = _failed_response(entry.get("response"))
-        if failed is not None and _method(entry) != "DELETE":
+        if failed is not None:
             return unpack(failed, origin)
         reason = "bundle entry without a resource (request or response only)"
         return ParsedInput(skipped=(Skipped(origin, "Bundle.entry", None, reason),))
@@ -510,6 +502,47 @@ def _bundle_entry(entry: object, origin: str, document_time: datetime | None) ->
         conditional_identifier(entry.get("request")),
         _put_url(entry.get("request")),
     )
+
+
+def _deletion(entry: Json, resource: object, origin: str) -> ParsedInput:
+    """A `DELETE` entry, never read as a version of what it deletes, also when it carries the
+    resource (a server's history may hold the deleted version): the deletion of a claim
+    resource, named by the request's url or by the resource, is an error, since what its
+    earlier versions recorded would stay in force without a word (named by the url when it
+    names an id, else by the resource); the resource of another deletion is skipped."""
+    by_url, carried = _changed_claim(entry, "DELETE"), _claim_named(resource)
+    deleted = by_url if by_url is not None and ("/" in by_url or carried is None) else carried
+    if deleted is not None:
+        carried = ", nor is the resource its entry carries," if resource is not None else ""
+        message = (
+            f"{deleted} is deleted (Bundle.entry.request DELETE): deletions are not "
+            f"imported{carried} and what its earlier versions recorded stays; send a version of "
+            "it marked entered-in-error instead"
+        )
+        return ParsedInput(
+            errors=(FhirError(origin, Problem.DELETION_NOT_IMPORTED.value, message),)
+        )
+    if resource is None:
+        reason = "bundle entry without a resource (request or response only)"
+        return ParsedInput(skipped=(Skipped(origin, "Bundle.entry", None, reason),))
+    held = resource if isinstance(resource, Mapping) else {}
+    kind, identifier = held.get("resourceType"), held.get("id")
+    skip = Skipped(
+        origin,
+        kind if isinstance(kind, str) else "Bundle.entry",
+        identifier if isinstance(identifier, str) else None,
+        "deleted (Bundle.entry.request DELETE): the resource its entry carries is not read",
+    )
+    return ParsedInput(skipped=(skip,))
+
+
+def _claim_named(resource: object) -> str | None:
+    """`Type/id` (or the type alone) of a claim resource, None for anything else."""
+    if not isinstance(resource, Mapping) or resource.get("resourceType") not in CLAIM_TYPES:
+        return None
+    identifier = resource.get("id")
+    named = isinstance(identifier, str) and identifier.strip()
+    return f"{resource['resourceType']}/{identifier}" if named else str(resource["resourceType"])
 
 
 def _put_url(request: object) -> str | None:
@@ -813,6 +846,8 @@ def _changed_claim(entry: Json, method: str) -> str | None:
     return None
 
 
-def _method(entry: Json) -> object:
+def _method(entry: Json) -> str | None:
+    """An entry's `request.method`, in capitals (`delete` is read as `DELETE`)."""
     request = entry.get("request")
-    return request.get("method") if isinstance(request, Mapping) else None
+    method = request.get("method") if isinstance(request, Mapping) else None
+    return method.strip().upper() if isinstance(method, str) else None

@@ -194,7 +194,8 @@ OperationOutcome (a bulk export's error file): an `error` or `fatal` issue is an
 (`schemas.fhir.outcomes`). A batch or transaction response entry whose request failed (its
 `response.outcome`, else its 4xx/5xx status) is read as that outcome. A Bundle entry that
 deletes (`DELETE`) or patches (`PATCH`) a resource that becomes claims is an error
-(`deletion_not_imported`, `patch_not_imported`): neither change is applied.
+(`deletion_not_imported`, `patch_not_imported`): neither change is applied, and a resource a
+deleting entry carries is never read as a version (of another type, it is skipped).
 
 Drugs given. A record that names its order (a MedicationAdministration's `request`, a
 MedicationDispense's `authorizingPrescription`) is news of that prescription, like a statement

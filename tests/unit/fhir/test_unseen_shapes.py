@@ -335,6 +335,94 @@ def test_a_history_deletion_of_an_encounter_with_status_gone_is_still_a_skip() -
     assert len(result.skipped) == 1
 
 
+def deleting(resource: dict[str, Any], method: str = "DELETE", **entry: Any) -> dict[str, Any]:
+    url = f"{resource['resourceType']}/{resource['id']}"
+    return {"resource": resource, "request": {"method": method, "url": url}, **entry}
+
+
+def version(resource: dict[str, Any], number: str) -> dict[str, Any]:
+    return {**resource, "meta": {"versionId": number}}
+
+
+@pytest.mark.parametrize(
+    ("document", "deleted"),
+    [
+        pytest.param(
+            bundle("transaction", {"resource": PATIENT}, deleting(ALLERGY)),
+            "AllergyIntolerance/a1",
+            id="given a transaction deleting an allergy it carries then an error, no allergy",
+        ),
+        pytest.param(
+            bundle(
+                "batch",
+                {"resource": PATIENT},
+                {"resource": MEDICATION},
+                deleting(ORDER),
+            ),
+            "MedicationRequest/rx1",
+            id="given a batch deleting an order it carries then an error, no prescription",
+        ),
+        pytest.param(
+            bundle("transaction", {"resource": PATIENT}, deleting(ALLERGY, method="delete")),
+            "AllergyIntolerance/a1",
+            id="given the method in small letters then the same error",
+        ),
+        pytest.param(
+            bundle(
+                "transaction",
+                {"resource": PATIENT},
+                {"resource": ALLERGY, "request": {"method": "DELETE", "url": "AllergyIntolerance"}},
+            ),
+            "AllergyIntolerance/a1",
+            id="given a url naming no id then the error names the resource carried",
+        ),
+    ],
+)
+def test_a_deleting_entry_that_carries_its_resource_is_an_error_and_nothing_is_imported(
+    document: dict[str, Any], deleted: str
+) -> None:
+    """The deleted allergy or order was imported as a plain version: a deleted order kept
+    raising a critical alert, and nothing said that a deletion was lost."""
+    result = run(document)
+    assert [error.reason for error in result.errors] == ["deletion_not_imported"]
+    assert result.errors[0].message.startswith(
+        f"{deleted} is deleted (Bundle.entry.request DELETE): deletions are not imported, nor "
+        "is the resource its entry carries"
+    )
+    assert event_types([document], deleted) == []
+
+
+def test_a_history_whose_newest_version_is_a_deletion_carrying_it_keeps_the_earlier_one() -> None:
+    """As a deletion without its resource: the error says the earlier version stays in force;
+    the deleted version is not read as the newest one."""
+    refuted = with_value(version(ALLERGY, "2"), ("verificationStatus",), {"text": "refuted"})
+    history = bundle(
+        "history",
+        deleting(refuted, response={"etag": 'W/"2"'}),
+        {"resource": version(ALLERGY, "1"), "request": {"method": "POST", "url": "x"}},
+        {"resource": PATIENT},
+    )
+    result = run(history)
+    assert [(e.origin, e.reason) for e in result.errors] == [
+        ("test#0#entry[0]", "deletion_not_imported")
+    ]
+    assert "what its earlier versions recorded stays" in result.errors[0].message
+    imported = [o for o, e in result.events if e.source_ref == "AllergyIntolerance/a1"]
+    assert imported == ["test#0#entry[1]"]
+
+
+def test_a_deleting_entry_carrying_a_medication_is_skipped_not_read() -> None:
+    document = bundle(
+        "transaction", {"resource": PATIENT}, {"resource": ORDER}, deleting(MEDICATION)
+    )
+    result = run(document)
+    assert [skip.reason for skip in result.skipped] == [
+        "deleted (Bundle.entry.request DELETE): the resource its entry carries is not read"
+    ]
+    assert [error.reason for error in result.errors] == ["unresolved_reference"]
+    assert event_types([document], "MedicationRequest/rx1") == []
+
+
 SEARCH = "https://srv/fhir/AllergyIntolerance?patient=p1"
 
 
