@@ -21,6 +21,7 @@ from schemas.fhir.json_access import (
     relative_reference,
     unversioned_parts,
 )
+from schemas.fhir.modifiers import Modifier, bundle_modifier, entry_modifier, refusal
 from schemas.json_lines import NotUtf8, strict_json, where_json_fails
 
 CLAIM_TYPES: Final = frozenset(
@@ -35,6 +36,10 @@ CLAIM_TYPES: Final = frozenset(
     }
 )
 """The resource types whose versions become claims: a deletion of one cannot be skipped."""
+REFUSED_UNDER_MODIFIER: Final = CLAIM_TYPES | {"Medication", "Substance"}
+"""The resource types that a modifier of their Bundle entry, or of their Bundle, refuses: those
+read (a claim, or a Medication or Substance a claim's drug is read from); a resource of
+another type is skipped unread anyway."""
 
 
 @dataclass(frozen=True)
@@ -365,8 +370,11 @@ def unpack(
     document_time: datetime | None = None,
     conditional: str | None = None,
     request_url: str | None = None,
+    modified_by: Modifier | None = None,
 ) -> ParsedInput:
-    """One parsed JSON value as resources: a Bundle's entries, or the resource itself."""
+    """One parsed JSON value as resources: a Bundle's entries, or the resource itself.
+    `modified_by` is a modifier of the Bundle entry or Bundle it came in, which refuses it
+    when it is of a type that is read (`REFUSED_UNDER_MODIFIER`)."""
     if not isinstance(document, Mapping) or not isinstance(document.get("resourceType"), str):
         message = "expected a FHIR resource: a JSON object with a resourceType"
         if isinstance(document, list):
@@ -376,9 +384,16 @@ def unpack(
             )
         return ParsedInput(errors=(FhirError(origin, Problem.NOT_A_RESOURCE.value, message),))
     if document["resourceType"] == "Bundle":
-        entries = _bundle_entries(document, origin, bundle_time(document) or document_time)
+        time = bundle_time(document) or document_time
+        entries = _bundle_entries(document, origin, time, modified_by or bundle_modifier(document))
         return combine((entries, _more_pages(document, origin)))
     resource = SourcedResource(origin, document, full_url, document_time, conditional, request_url)
+    if modified_by is not None and resource.resource_type in REFUSED_UNDER_MODIFIER:
+        label = "/".join(filter(None, (resource.resource_type, resource.identity)))
+        message = f"{label}: {refusal(modified_by).message}"
+        return ParsedInput(
+            errors=(FhirError(origin, Problem.MODIFIER_NOT_UNDERSTOOD.value, message),)
+        )
     return ParsedInput(resources=(resource,))
 
 
@@ -460,18 +475,22 @@ def bundle_time(bundle: Json) -> datetime | None:
     return None
 
 
-def _bundle_entries(bundle: Json, origin: str, document_time: datetime | None) -> ParsedInput:
+def _bundle_entries(
+    bundle: Json, origin: str, document_time: datetime | None, modified_by: Modifier | None
+) -> ParsedInput:
     entries = bundle.get("entry", [])
     if not isinstance(entries, list):
         error = FhirError(origin, Problem.INVALID_VALUE.value, "Bundle.entry is not a list")
         return ParsedInput(errors=(error,))
     return combine(
-        _bundle_entry(entry, f"{origin}#entry[{n}]", document_time)
+        _bundle_entry(entry, f"{origin}#entry[{n}]", document_time, modified_by)
         for n, entry in enumerate(entries)
     )
 
 
-def _bundle_entry(entry: object, origin: str, document_time: datetime | None) -> ParsedInput:
+def _bundle_entry(
+    entry: object, origin: str, document_time: datetime | None, modified_by: Modifier | None
+) -> ParsedInput:
     if not isinstance(entry, Mapping):
         error = FhirError(origin, Problem.INVALID_VALUE.value, "a Bundle entry is not an object")
         return ParsedInput(errors=(error,))
@@ -501,6 +520,7 @@ def _bundle_entry(entry: object, origin: str, document_time: datetime | None) ->
         document_time,
         conditional_identifier(entry.get("request")),
         _put_url(entry.get("request")),
+        modified_by or entry_modifier(entry),
     )
 
 

@@ -232,7 +232,10 @@ table of alpha-3 codes and English names; anything else is skipped with the valu
 
 Not plain records: a claim resource (or a Medication it names) with a `modifierExtension`
 anywhere or `implicitRules` is an error `modifier_not_understood`, one tagged `SUBSETTED` an
-error `subsetted_resource` (`schemas.fhir.modifiers`): neither is read as if it were plain.
+error `subsetted_resource` (`schemas.fhir.modifiers`): neither is read as if it were plain. So
+is a claim, Medication or Substance whose Bundle entry (or the entry's request, response or
+search) carries a `modifierExtension`, or whose Bundle carries `implicitRules`
+(`schemas.fhir.inputs.REFUSED_UNDER_MODIFIER`): it is not read at all.
 
 Medication -> no event of its own (it only resolves references); every other FHIR R4 resource
 type is skipped as unsupported, and so is a type a later release added (R4B, R5: `Permission`,

@@ -423,6 +423,128 @@ def test_a_deleting_entry_carrying_a_medication_is_skipped_not_read() -> None:
     assert event_types([document], "MedicationRequest/rx1") == []
 
 
+ENTRY_MODIFIER = [{"url": "http://example.org/ext/entry-cancelled", "valueBoolean": True}]
+RECORDS = ("Patient/p1", "AllergyIntolerance/a1", "MedicationRequest/rx1")
+
+
+def records_bundle(**modified: dict[str, Any]) -> dict[str, Any]:
+    """A Bundle of the patient, allergy, order and Medication; `modified` adds fields to the
+    entry of the record named by its keyword (`AllergyIntolerance`, ...)."""
+    resources: list[dict[str, Any]] = [PATIENT, ALLERGY, ORDER, MEDICATION]
+    entries = [
+        {"resource": resource, **modified.get(resource["resourceType"], {})}
+        for resource in resources
+    ]
+    return bundle("transaction", *entries)
+
+
+@pytest.mark.parametrize(
+    ("document", "path", "refused"),
+    [
+        pytest.param(
+            records_bundle(AllergyIntolerance={"modifierExtension": ENTRY_MODIFIER}),
+            "Bundle.entry.modifierExtension (http://example.org/ext/entry-cancelled)",
+            ["AllergyIntolerance/a1"],
+            id="given a modifierExtension on an allergy's entry then that allergy is refused",
+        ),
+        pytest.param(
+            records_bundle(
+                MedicationRequest={
+                    "request": {
+                        "method": "PUT",
+                        "url": "MedicationRequest/rx1",
+                        "modifierExtension": ENTRY_MODIFIER,
+                    }
+                }
+            ),
+            "Bundle.entry.request.modifierExtension (",
+            ["MedicationRequest/rx1"],
+            id="given a modifierExtension on an entry's request then that order is refused",
+        ),
+        pytest.param(
+            records_bundle(
+                AllergyIntolerance={
+                    "response": {"status": "200", "modifierExtension": ENTRY_MODIFIER}
+                }
+            ),
+            "Bundle.entry.response.modifierExtension (",
+            ["AllergyIntolerance/a1"],
+            id="given a modifierExtension on an entry's response then that allergy is refused",
+        ),
+        pytest.param(
+            {**records_bundle(), "implicitRules": "http://example.org/rules/test-data-only"},
+            "Bundle.implicitRules (http://example.org/rules/test-data-only) says",
+            [*RECORDS, "Medication/m1"],
+            id="given implicitRules on the Bundle then each of its records is refused",
+        ),
+        pytest.param(
+            {**records_bundle(), "modifierExtension": ENTRY_MODIFIER},
+            "Bundle.modifierExtension (",
+            [*RECORDS, "Medication/m1"],
+            id="given a modifierExtension on the Bundle (not R4) then its records are refused",
+        ),
+        pytest.param(
+            bundle(
+                "collection",
+                {"resource": records_bundle(), "modifierExtension": ENTRY_MODIFIER},
+            ),
+            "Bundle.entry.modifierExtension (",
+            [*RECORDS, "Medication/m1"],
+            id="given a modifierExtension on a nested Bundle's entry then its records are refused",
+        ),
+    ],
+)
+def test_a_modifier_of_a_bundle_entry_or_bundle_refuses_the_records_it_holds(
+    document: dict[str, Any], path: str, refused: list[str]
+) -> None:
+    """R4: a modifier extension on a Bundle entry (a BackboneElement) or on its request, or a
+    Bundle's implicitRules, may change what the records mean; they were imported as plain
+    records without a word."""
+    result = run(document)
+    assert {error.reason for error in result.errors} == {"modifier_not_understood"}
+    assert [error.message.split(": ")[0] for error in result.errors] == refused
+    assert all(path in error.message for error in result.errors), result.errors
+    for record in RECORDS:
+        assert bool(event_types([document], record)) == (record not in refused), record
+
+
+def test_a_modifier_on_a_medications_entry_refuses_the_order_naming_it() -> None:
+    """The Medication is not read, as one with a modifierExtension of its own is not."""
+    document = records_bundle(Medication={"modifierExtension": ENTRY_MODIFIER})
+    result = run(document)
+    assert [(error.reason, error.message.split(": ")[0]) for error in result.errors] == [
+        ("modifier_not_understood", "Medication/m1"),
+        ("unresolved_reference", "MedicationRequest/rx1"),
+    ]
+    assert event_types([document], "MedicationRequest/rx1") == []
+    assert event_types([document], "AllergyIntolerance/a1") != []
+
+
+@pytest.mark.parametrize(
+    ("resource", "entry"),
+    [
+        pytest.param(
+            {"resourceType": "Observation", "id": "o1", "status": "final"},
+            {"modifierExtension": ENTRY_MODIFIER},
+            id="given a modifierExtension on the entry of a type not read then a plain skip",
+        ),
+        pytest.param(
+            ALLERGY,
+            {"modifierExtension": []},
+            id="given an empty modifierExtension list on an entry then the allergy is imported",
+        ),
+    ],
+)
+def test_an_entry_modifier_that_changes_nothing_read_stops_nothing(
+    resource: dict[str, Any], entry: dict[str, Any]
+) -> None:
+    result = run(bundle("collection", {"resource": PATIENT}, {"resource": resource, **entry}))
+    assert result.errors == []
+    assert [skip.resource_type for skip in result.skipped] == (
+        [] if resource is ALLERGY else ["Observation"]
+    )
+
+
 SEARCH = "https://srv/fhir/AllergyIntolerance?patient=p1"
 
 
