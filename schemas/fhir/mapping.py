@@ -257,6 +257,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -484,7 +485,7 @@ allergy"), not an allergic disease ("Seasonal allergic rhinitis")."""
 def _allergy_inside(resource: Json) -> str:
     """What a skipped resource says of an allergy, so it is not lost among the skips: a
     Condition that records one ("Allergy to penicillin" on a problem list), or an
-    AllergyIntolerance held inside (contained, or a Parameters' resource)."""
+    AllergyIntolerance held inside (`_held_allergy`)."""
     if resource.get("resourceType") == "Condition":
         concept = optional_concept(resource.get("code"))
         label = None if concept is None else concept.label
@@ -493,18 +494,48 @@ def _allergy_inside(resource: Json) -> str:
                 f": it records an allergy ({label!r}), which is read from an AllergyIntolerance "
                 "only; send it as one"
             )
-    held = [*objects_at(resource, "contained")]
-    held += [
-        inner
-        for parameter in objects_at(resource, "parameter")
-        if isinstance(inner := parameter.get("resource"), dict)
-    ]
-    if any(item.get("resourceType") == "AllergyIntolerance" for item in held):
+    held = _held_allergy(resource)
+    if held is not None:
         return (
-            ": it holds an AllergyIntolerance, which is not read from inside another resource; "
-            "send it as a resource of its own"
+            f": it holds an AllergyIntolerance (at {held}), which is not read from inside "
+            "another resource; send it as a resource of its own"
         )
     return ""
+
+
+def _held_allergy(resource: Json) -> str | None:
+    """The path of the first AllergyIntolerance held inside `resource` (`contained[0]`,
+    `parameter[0].resource.entry[1].resource`), at any depth of contained resources, a
+    Parameters' parameters and their parts, and a Bundle's entries; None when it holds none.
+    What is not an object is passed over (a skipped resource is not read, so its shape is no
+    error). Iterative: a resource may be nested as deep as the JSON reader allows."""
+    stack: list[tuple[str, Json]] = [("", resource)]
+    while stack:
+        path, holder = stack.pop()
+        if path and holder.get("resourceType") == "AllergyIntolerance":
+            return path
+        stack.extend(reversed(_held_by(holder, path)))
+    return None
+
+
+def _held_by(holder: Json, path: str) -> list[tuple[str, Json]]:
+    """The objects `holder` holds a resource in or as (its `resource`, the items of its
+    `contained`, `entry`, `parameter` and `part`; one object where a list belongs is read as
+    one item), with their paths, in document order."""
+    at = f"{path}." if path else ""
+    inner = holder.get("resource")
+    held = [(f"{at}resource", inner)] if isinstance(inner, Mapping) else []
+    for key in ("contained", "entry", "parameter", "part"):
+        items = holder.get(key)
+        if isinstance(items, Mapping):
+            held.append((f"{at}{key}", items))
+        elif isinstance(items, list):
+            held += [
+                (f"{at}{key}[{n}]", item)
+                for n, item in enumerate(items)
+                if isinstance(item, Mapping)
+            ]
+    return held
 
 
 def _records_contained(resource: Json) -> list[str]:
