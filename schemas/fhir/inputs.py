@@ -21,6 +21,7 @@ from schemas.fhir.json_access import (
     relative_reference,
     unversioned_parts,
 )
+from schemas.fhir.modifiers import Modifier, bundle_modifier, entry_modifier, refusal
 from schemas.json_lines import NotUtf8, strict_json, where_json_fails
 
 CLAIM_TYPES: Final = frozenset(
@@ -35,6 +36,10 @@ CLAIM_TYPES: Final = frozenset(
     }
 )
 """The resource types whose versions become claims: a deletion of one cannot be skipped."""
+REFUSED_UNDER_MODIFIER: Final = CLAIM_TYPES | {"Medication", "Substance"}
+"""The resource types that a modifier of their Bundle entry, or of their Bundle, refuses: those
+read (a claim, or a Medication or Substance a claim's drug is read from); a resource of
+another type is skipped unread anyway."""
 
 
 @dataclass(frozen=True)
@@ -104,8 +109,8 @@ def server_base_of(reference: str, base: str | None) -> str | None:
     (`https://hospA.example/fhir/Patient/1` is on `hospa.example/fhir`), a relative reference's
     that of the resource it is written in (FHIR resolves `Patient/1` in a Bundle entry against
     the base of the entry's fullUrl); None when unknown. Bases are compared without their
-    scheme, host in lower case and without a trailing `/`: `http://` and `https://` name one
-    server."""
+    scheme, host in lower case, without the default port of the scheme and without a trailing
+    `/`: `http://` and `https://` name one server, and so do `h.example` and `h.example:80`."""
     absolute_base, _ = _split_absolute(reference)
     if absolute_base is not None:
         return absolute_base
@@ -124,16 +129,27 @@ def _split_absolute(url: str) -> tuple[str | None, str | None]:
     """The normalized server base and `Type/id` of an absolute http(s) reference or fullUrl
     (a version suffix is dropped), else (None, None)."""
     scheme, marker, rest = url.strip().partition("://")
-    if not marker or scheme.lower() not in ("http", "https"):
+    default_port = _DEFAULT_PORTS.get(scheme.lower())
+    if not marker or default_port is None:
         return None, None
     parts = unversioned_parts(rest.split("?", 1)[0].split("#", 1)[0])
     if len(parts) < _HOST_TYPE_AND_ID:
         return None, None
-    base = "/".join([parts[0].lower(), *parts[1:-2]])
+    base = "/".join([_server_host(parts[0], default_port), *parts[1:-2]])
     return base, f"{parts[-2]}/{parts[-1]}"
 
 
 _HOST_TYPE_AND_ID: Final = 3
+_DEFAULT_PORTS: Final = {"http": "80", "https": "443"}
+
+
+def _server_host(authority: str, default_port: str) -> str:
+    """The host (and port) of a URL as servers are compared: in lower case, and without the
+    scheme's default port or an empty one (RFC 3986, 6.2.3: `h.example:80/fhir` over http is
+    `h.example/fhir`); another port names another server."""
+    host, colon, port = authority.lower().rpartition(":")
+    default = colon and (not port or port.lstrip("0") == default_port)
+    return host if default else authority.lower()
 
 
 def _type_and_id_named(url: str | None) -> str | None:
@@ -229,17 +245,16 @@ def parse_json_document(text: str, source: str) -> ParsedInput:
     """The resources of one JSON document (a Bundle is unpacked, nested Bundles too)."""
     if not text.strip():
         return ParsedInput(errors=(_malformed(source, "the file is empty"),))
-    return _parsed_json(text, source, _document_hint)
+    return _parsed_json(text, source, _document_problem)
 
 
 def _parsed_json(
-    text: str, origin: str, hint: Callable[[json.JSONDecodeError], str]
+    text: str, origin: str, problem: Callable[[json.JSONDecodeError], str]
 ) -> ParsedInput:
     try:
         document = strict_json(text)
     except json.JSONDecodeError as error:
-        message = f"{where_json_fails(error)}{hint(error)}"
-        return ParsedInput(errors=(_malformed(origin, message),))
+        return ParsedInput(errors=(_malformed(origin, problem(error)),))
     except MalformedJson as error:
         return ParsedInput(errors=(_malformed(origin, str(error)),))
     return unpack(document, origin)
@@ -249,27 +264,67 @@ def _malformed(origin: str, message: str) -> FhirError:
     return FhirError(origin, Problem.MALFORMED_JSON.value, message)
 
 
-def _document_hint(error: json.JSONDecodeError) -> str:
-    """What a document that is not one JSON value most likely is instead."""
+def _document_problem(error: json.JSONDecodeError) -> str:
+    """Why a document is not one JSON value, and what it most likely is instead."""
+    where = where_json_fails(error)
     if error.doc.lstrip().startswith("<"):
-        return " (this looks like FHIR XML: only FHIR JSON is read; convert it first)"
-    if error.msg == "Extra data":
-        return (
-            " (more than one JSON value: a bulk export, one resource per line, is read from"
-            " a .ndjson file)"
-        )
-    return ""
-
-
-def _line_hint(error: json.JSONDecodeError) -> str:
-    """What a line of a bulk export that is not one JSON value most likely holds instead."""
+        return f"{where} (this looks like FHIR XML: only FHIR JSON is read; convert it first)"
     if error.msg != "Extra data":
-        return ""
+        return where
+    return _after_the_value(error) or (
+        f"{where} (more than one JSON value: a bulk export, one resource per line, is read "
+        "from a .ndjson file)"
+    )
+
+
+def _line_problem(error: json.JSONDecodeError) -> str:
+    """Why a line of a bulk export is not one JSON value, and what it most likely holds."""
+    where = where_json_fails(error)
+    if error.msg != "Extra data":
+        return where
     if error.doc[error.pos :].strip() == ",":
         return (
-            " (the line ends with a ',': the lines of a .ndjson file are not separated by commas)"
+            f"{where} (the line ends with a ',': the lines of a .ndjson file are not separated "
+            "by commas)"
         )
-    return " (more than one JSON value on the line: one resource per line)"
+    before = error.doc[: error.pos]
+    if "\r" in before[len(before.rstrip()) :]:
+        return (
+            f"{where} (more than one JSON value on the line, separated by a carriage return "
+            "(CR) alone: the lines of a .ndjson file end with LF or CR LF)"
+        )
+    return _after_the_value(error) or (
+        f"{where} (more than one JSON value on the line: one resource per line)"
+    )
+
+
+def _after_the_value(error: json.JSONDecodeError) -> str | None:
+    """What is wrong with a text whose JSON value is complete but followed by characters that
+    start no other JSON value (NUL padding, a stray `}`, the end of a longer file written
+    over), and where they start; None when what follows may be another value."""
+    rest = error.doc[error.pos :].rstrip()
+    following = rest.lstrip(", \t\r\n")
+    if following[:1] and following[0] in _VALUE_STARTS:
+        return None
+    if not rest.strip("\x00"):
+        what = f"{len(rest)} NUL character(s) (U+0000)"
+    else:
+        shown = rest[:_SHOWN_TRAILING]
+        more = "..." if len(rest) > _SHOWN_TRAILING else ""
+        what = f"{len(rest)} character(s) that are not JSON ({shown!r}{more})"
+    one_line = "\n" not in error.doc.rstrip("\r\n")
+    where = f"column {error.colno}" if one_line else f"line {error.lineno} column {error.colno}"
+    return (
+        f"not JSON: {what} follow the complete JSON value, at {where} (character offset "
+        f"{error.pos}): nothing may follow the value (padding, or the end of a longer file "
+        "written over?); remove the trailing characters"
+    )
+
+
+_VALUE_STARTS: Final = frozenset('{["-0123456789tfn')
+"""The characters a JSON value can start with: what follows a value and starts with one of
+them may be another value (a bulk export in a .json file)."""
+_SHOWN_TRAILING: Final = 20
 
 
 _PRETTY_PRINTED: Final = (
@@ -305,7 +360,7 @@ def parse_ndjson(
 def _parsed_line(line: str | NotUtf8, origin: str) -> ParsedInput:
     if isinstance(line, NotUtf8):
         return ParsedInput(errors=(_malformed(origin, line.message),))
-    return _parsed_json(line, origin, _line_hint)
+    return _parsed_json(line, origin, _line_problem)
 
 
 def unpack(
@@ -315,8 +370,11 @@ def unpack(
     document_time: datetime | None = None,
     conditional: str | None = None,
     request_url: str | None = None,
+    modified_by: Modifier | None = None,
 ) -> ParsedInput:
-    """One parsed JSON value as resources: a Bundle's entries, or the resource itself."""
+    """One parsed JSON value as resources: a Bundle's entries, or the resource itself.
+    `modified_by` is a modifier of the Bundle entry or Bundle it came in, which refuses it
+    when it is of a type that is read (`REFUSED_UNDER_MODIFIER`)."""
     if not isinstance(document, Mapping) or not isinstance(document.get("resourceType"), str):
         message = "expected a FHIR resource: a JSON object with a resourceType"
         if isinstance(document, list):
@@ -326,9 +384,16 @@ def unpack(
             )
         return ParsedInput(errors=(FhirError(origin, Problem.NOT_A_RESOURCE.value, message),))
     if document["resourceType"] == "Bundle":
-        entries = _bundle_entries(document, origin, bundle_time(document) or document_time)
+        time = bundle_time(document) or document_time
+        entries = _bundle_entries(document, origin, time, modified_by or bundle_modifier(document))
         return combine((entries, _more_pages(document, origin)))
     resource = SourcedResource(origin, document, full_url, document_time, conditional, request_url)
+    if modified_by is not None and resource.resource_type in REFUSED_UNDER_MODIFIER:
+        label = "/".join(filter(None, (resource.resource_type, resource.identity)))
+        message = f"{label}: {refusal(modified_by).message}"
+        return ParsedInput(
+            errors=(FhirError(origin, Problem.MODIFIER_NOT_UNDERSTOOD.value, message),)
+        )
     return ParsedInput(resources=(resource,))
 
 
@@ -410,18 +475,22 @@ def bundle_time(bundle: Json) -> datetime | None:
     return None
 
 
-def _bundle_entries(bundle: Json, origin: str, document_time: datetime | None) -> ParsedInput:
+def _bundle_entries(
+    bundle: Json, origin: str, document_time: datetime | None, modified_by: Modifier | None
+) -> ParsedInput:
     entries = bundle.get("entry", [])
     if not isinstance(entries, list):
         error = FhirError(origin, Problem.INVALID_VALUE.value, "Bundle.entry is not a list")
         return ParsedInput(errors=(error,))
     return combine(
-        _bundle_entry(entry, f"{origin}#entry[{n}]", document_time)
+        _bundle_entry(entry, f"{origin}#entry[{n}]", document_time, modified_by)
         for n, entry in enumerate(entries)
     )
 
 
-def _bundle_entry(entry: object, origin: str, document_time: datetime | None) -> ParsedInput:
+def _bundle_entry(
+    entry: object, origin: str, document_time: datetime | None, modified_by: Modifier | None
+) -> ParsedInput:
     if not isinstance(entry, Mapping):
         error = FhirError(origin, Problem.INVALID_VALUE.value, "a Bundle entry is not an object")
         return ParsedInput(errors=(error,))
@@ -434,19 +503,11 @@ def _bundle_entry(entry: object, origin: str, document_time: datetime | None) ->
             "instead"
         )
         return ParsedInput(errors=(FhirError(origin, Problem.PATCH_NOT_IMPORTED.value, message),))
-    deleted = _changed_claim(entry, "DELETE") if resource is None else None
-    if deleted is not None:
-        message = (
-            f"{deleted} is deleted (Bundle.entry.request DELETE): deletions are not imported and "
-            "what its earlier versions recorded stays; send a version of it marked "
-            "entered-in-error instead"
-        )
-        return ParsedInput(
-            errors=(FhirError(origin, Problem.DELETION_NOT_IMPORTED.value, message),)
-        )
+    if _method(entry) == "DELETE":
+        return _deletion(entry, resource, origin)
     if resource is None:
         failed = _failed_response(entry.get("response"))
-        if failed is not None and _method(entry) != "DELETE":
+        if failed is not None:
             return unpack(failed, origin)
         reason = "bundle entry without a resource (request or response only)"
         return ParsedInput(skipped=(Skipped(origin, "Bundle.entry", None, reason),))
@@ -459,7 +520,49 @@ def _bundle_entry(entry: object, origin: str, document_time: datetime | None) ->
         document_time,
         conditional_identifier(entry.get("request")),
         _put_url(entry.get("request")),
+        modified_by or entry_modifier(entry),
     )
+
+
+def _deletion(entry: Json, resource: object, origin: str) -> ParsedInput:
+    """A `DELETE` entry, never read as a version of what it deletes, also when it carries the
+    resource (a server's history may hold the deleted version): the deletion of a claim
+    resource, named by the request's url or by the resource, is an error, since what its
+    earlier versions recorded would stay in force without a word (named by the url when it
+    names an id, else by the resource); the resource of another deletion is skipped."""
+    by_url, carried = _changed_claim(entry, "DELETE"), _claim_named(resource)
+    deleted = by_url if by_url is not None and ("/" in by_url or carried is None) else carried
+    if deleted is not None:
+        carried = ", nor is the resource its entry carries," if resource is not None else ""
+        message = (
+            f"{deleted} is deleted (Bundle.entry.request DELETE): deletions are not "
+            f"imported{carried} and what its earlier versions recorded stays; send a version of "
+            "it marked entered-in-error instead"
+        )
+        return ParsedInput(
+            errors=(FhirError(origin, Problem.DELETION_NOT_IMPORTED.value, message),)
+        )
+    if resource is None:
+        reason = "bundle entry without a resource (request or response only)"
+        return ParsedInput(skipped=(Skipped(origin, "Bundle.entry", None, reason),))
+    held = resource if isinstance(resource, Mapping) else {}
+    kind, identifier = held.get("resourceType"), held.get("id")
+    skip = Skipped(
+        origin,
+        kind if isinstance(kind, str) else "Bundle.entry",
+        identifier if isinstance(identifier, str) else None,
+        "deleted (Bundle.entry.request DELETE): the resource its entry carries is not read",
+    )
+    return ParsedInput(skipped=(skip,))
+
+
+def _claim_named(resource: object) -> str | None:
+    """`Type/id` (or the type alone) of a claim resource, None for anything else."""
+    if not isinstance(resource, Mapping) or resource.get("resourceType") not in CLAIM_TYPES:
+        return None
+    identifier = resource.get("id")
+    named = isinstance(identifier, str) and identifier.strip()
+    return f"{resource['resourceType']}/{identifier}" if named else str(resource["resourceType"])
 
 
 def _put_url(request: object) -> str | None:
@@ -763,6 +866,8 @@ def _changed_claim(entry: Json, method: str) -> str | None:
     return None
 
 
-def _method(entry: Json) -> object:
+def _method(entry: Json) -> str | None:
+    """An entry's `request.method`, in capitals (`delete` is read as `DELETE`)."""
     request = entry.get("request")
-    return request.get("method") if isinstance(request, Mapping) else None
+    method = request.get("method") if isinstance(request, Mapping) else None
+    return method.strip().upper() if isinstance(method, str) else None

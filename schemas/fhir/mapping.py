@@ -44,7 +44,8 @@ replacing one, a link naming no Patient, a urn of no entry or a patient on anoth
 makes the records naming that patient errors, never filed under a patient guessed; `refer` and
 `seealso` links merge nothing (`schemas.fhir.patient_links`).
 Ids are unique per server only: an entry's fullUrl ending in `<type>/<id>` gives the
-resource's server, its relative references resolve on that server first, and a record whose
+resource's server (its scheme, the host's case and the scheme's default port are not
+compared), its relative references resolve on that server first, and a record whose
 type and id (or whose patient's id) the input set holds from two servers is an error, never
 merged with the other (`schemas.fhir.sources.Index.across_servers`).
 A reference to a Medication or MedicationRequest resolves to the newest version the input set
@@ -193,7 +194,8 @@ OperationOutcome (a bulk export's error file): an `error` or `fatal` issue is an
 (`schemas.fhir.outcomes`). A batch or transaction response entry whose request failed (its
 `response.outcome`, else its 4xx/5xx status) is read as that outcome. A Bundle entry that
 deletes (`DELETE`) or patches (`PATCH`) a resource that becomes claims is an error
-(`deletion_not_imported`, `patch_not_imported`): neither change is applied.
+(`deletion_not_imported`, `patch_not_imported`): neither change is applied, and a resource a
+deleting entry carries is never read as a version (of another type, it is skipped).
 
 Drugs given. A record that names its order (a MedicationAdministration's `request`, a
 MedicationDispense's `authorizingPrescription`) is news of that prescription, like a statement
@@ -230,7 +232,10 @@ table of alpha-3 codes and English names; anything else is skipped with the valu
 
 Not plain records: a claim resource (or a Medication it names) with a `modifierExtension`
 anywhere or `implicitRules` is an error `modifier_not_understood`, one tagged `SUBSETTED` an
-error `subsetted_resource` (`schemas.fhir.modifiers`): neither is read as if it were plain.
+error `subsetted_resource` (`schemas.fhir.modifiers`): neither is read as if it were plain. So
+is a claim, Medication or Substance whose Bundle entry (or the entry's request, response or
+search) carries a `modifierExtension`, or whose Bundle carries `implicitRules`
+(`schemas.fhir.inputs.REFUSED_UNDER_MODIFIER`): it is not read at all.
 
 Medication -> no event of its own (it only resolves references); every other FHIR R4 resource
 type is skipped as unsupported, and so is a type a later release added (R4B, R5: `Permission`,
@@ -252,6 +257,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -479,7 +485,7 @@ allergy"), not an allergic disease ("Seasonal allergic rhinitis")."""
 def _allergy_inside(resource: Json) -> str:
     """What a skipped resource says of an allergy, so it is not lost among the skips: a
     Condition that records one ("Allergy to penicillin" on a problem list), or an
-    AllergyIntolerance held inside (contained, or a Parameters' resource)."""
+    AllergyIntolerance held inside (`_held_allergy`)."""
     if resource.get("resourceType") == "Condition":
         concept = optional_concept(resource.get("code"))
         label = None if concept is None else concept.label
@@ -488,18 +494,48 @@ def _allergy_inside(resource: Json) -> str:
                 f": it records an allergy ({label!r}), which is read from an AllergyIntolerance "
                 "only; send it as one"
             )
-    held = [*_objects_among(resource, "contained")]
-    held += [
-        inner
-        for parameter in _objects_among(resource, "parameter")
-        if isinstance(inner := parameter.get("resource"), dict)
-    ]
-    if any(item.get("resourceType") == "AllergyIntolerance" for item in held):
+    held = _held_allergy(resource)
+    if held is not None:
         return (
-            ": it holds an AllergyIntolerance, which is not read from inside another resource; "
-            "send it as a resource of its own"
+            f": it holds an AllergyIntolerance (at {held}), which is not read from inside "
+            "another resource; send it as a resource of its own"
         )
     return ""
+
+
+def _held_allergy(resource: Json) -> str | None:
+    """The path of the first AllergyIntolerance held inside `resource` (`contained[0]`,
+    `parameter[0].resource.entry[1].resource`), at any depth of contained resources, a
+    Parameters' parameters and their parts, and a Bundle's entries; None when it holds none.
+    What is not an object is passed over (a skipped resource is not read, so its shape is no
+    error). Iterative: a resource may be nested as deep as the JSON reader allows."""
+    stack: list[tuple[str, Json]] = [("", resource)]
+    while stack:
+        path, holder = stack.pop()
+        if path and holder.get("resourceType") == "AllergyIntolerance":
+            return path
+        stack.extend(reversed(_held_by(holder, path)))
+    return None
+
+
+def _held_by(holder: Json, path: str) -> list[tuple[str, Json]]:
+    """The objects `holder` holds a resource in or as (its `resource`, the items of its
+    `contained`, `entry`, `parameter` and `part`; one object where a list belongs is read as
+    one item), with their paths, in document order."""
+    at = f"{path}." if path else ""
+    inner = holder.get("resource")
+    held = [(f"{at}resource", inner)] if isinstance(inner, Mapping) else []
+    for key in ("contained", "entry", "parameter", "part"):
+        items = holder.get(key)
+        if isinstance(items, Mapping):
+            held.append((f"{at}{key}", items))
+        elif isinstance(items, list):
+            held += [
+                (f"{at}{key}[{n}]", item)
+                for n, item in enumerate(items)
+                if isinstance(item, Mapping)
+            ]
+    return held
 
 
 def _records_contained(resource: Json) -> list[str]:

@@ -9,13 +9,16 @@ importer understands none. A resource tagged `SUBSETTED` (a `_summary` or `_elem
 is only part of the record: an element it lacks (a refutation, an inactive status, an
 instruction not to give the drug) cannot be told from one the record does not have, and the
 importer reads an absent status as unconfirmed and active. Such resources are errors that say
-why, never imported as plain records.
+why, never imported as plain records. So are the resources of a Bundle entry that carries a
+modifier extension (on the entry, or on its request, response or search), and those of a
+Bundle with `implicitRules` (`bundle_modifier`, `entry_modifier`): the modifier changes what
+the entry, or the whole Bundle, means.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, NamedTuple
 
 from schemas.fhir.json_access import Json, Problem, Unmappable
 
@@ -30,8 +33,46 @@ def not_plain(resource: Json) -> Unmappable | None:
     if subsetted is not None:
         return subsetted
     path, value = _first_modifier(resource)
-    if path is None:
+    return None if path is None else refusal(Modifier(path, value))
+
+
+class Modifier(NamedTuple):
+    """A modifier element: where it is (`reaction[0].modifierExtension`,
+    `Bundle.entry.request.modifierExtension`) and its value."""
+
+    path: str
+    value: object
+
+
+def bundle_modifier(bundle: Json) -> Modifier | None:
+    """A modifier of a Bundle itself: its `implicitRules`, or a `modifierExtension` (which R4
+    does not define on a Bundle, but whoever wrote one says it changes what the Bundle
+    means). It refuses every resource of the Bundle."""
+    return _first_present(bundle, "Bundle", ("implicitRules", "modifierExtension"))
+
+
+def entry_modifier(entry: Json) -> Modifier | None:
+    """A modifier extension of a Bundle entry, or of its request, response or search (each a
+    BackboneElement that may carry one): it refuses the entry's resource."""
+    parts = ("request", "response", "search")
+    holders = {"Bundle.entry": entry, **{f"Bundle.entry.{part}": entry.get(part) for part in parts}}
+    found = (_first_present(held, path, ("modifierExtension",)) for path, held in holders.items())
+    return next((modifier for modifier in found if modifier is not None), None)
+
+
+def _first_present(holder: object, path: str, keys: tuple[str, ...]) -> Modifier | None:
+    """The first of `keys` that `holder` gives a value (not empty), if it is an object."""
+    if not isinstance(holder, Mapping):
         return None
+    for key in keys:
+        if holder.get(key) not in (None, [], ""):
+            return Modifier(f"{path}.{key}", holder[key])
+    return None
+
+
+def refusal(modifier: Modifier) -> Unmappable:
+    """The error for a record that `modifier` (in it, or around it) refuses."""
+    path, value = modifier
     path = path if len(path) <= _QUOTED else f"{path[: _QUOTED // 2]}…{path[-_QUOTED // 2 :]}"
     if path.endswith("implicitRules"):
         return Unmappable(

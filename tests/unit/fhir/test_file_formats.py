@@ -11,6 +11,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from streams.cli_app import app
@@ -18,6 +19,9 @@ from streams.fhir_files import FhirFiles, read_fhir_files
 from tests.unit.fhir.test_mapping import PENICILLIN
 
 LINE = json.dumps(PENICILLIN)
+BUNDLE = json.dumps(
+    {"resourceType": "Bundle", "type": "collection", "entry": [{"resource": PENICILLIN}]}
+)
 
 
 def read(*paths: Path) -> FhirFiles:
@@ -87,6 +91,73 @@ def test_a_trailing_comma_on_a_line_is_named(tmp_path: Path) -> None:
     ((origin, message),) = messages(read(path))
     assert origin == "export.ndjson:1"
     assert "the line ends with a ','" in message
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "problem"),
+    [
+        pytest.param(
+            "bundle.json",
+            f"{BUNDLE}\x00\x00",
+            f"not JSON: 2 NUL character(s) (U+0000) follow the complete JSON value, at column "
+            f"{len(BUNDLE) + 1} (character offset {len(BUNDLE)}): nothing may follow the value",
+            id="given NUL padding after a Bundle then the error names the NULs and where",
+        ),
+        pytest.param(
+            "bundle.json",
+            f"{BUNDLE}\n}}\n",
+            f"not JSON: 1 character(s) that are not JSON ('}}') follow the complete JSON value, "
+            f"at line 2 column 1 (character offset {len(BUNDLE) + 1})",
+            id="given a stray brace on the next line then the error names it and its line",
+        ),
+        pytest.param(
+            "export.ndjson",
+            f"{LINE}xyz\n",
+            "not JSON: 3 character(s) that are not JSON ('xyz') follow the complete JSON value, "
+            f"at column {len(LINE) + 1}",
+            id="given characters after the value of a line then the error names them",
+        ),
+    ],
+)
+def test_characters_after_a_complete_json_value_are_named_not_taken_for_another_value(
+    tmp_path: Path, name: str, text: str, problem: str
+) -> None:
+    """NUL padding after a Bundle was reported as a second JSON value, with advice to use a
+    .ndjson file."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    ((_, message),) = messages(read(path))
+    assert message.startswith(problem)
+    assert "ndjson" not in message
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "hint"),
+    [
+        pytest.param(
+            "export.json",
+            f"{LINE}\n{LINE}\n",
+            "(more than one JSON value: a bulk export, one resource per line, is read from a "
+            ".ndjson file)",
+            id="given a bulk export in a .json file then the hint names .ndjson",
+        ),
+        pytest.param(
+            "export.ndjson",
+            f"{LINE}\r{LINE}\r",
+            "(more than one JSON value on the line, separated by a carriage return (CR) alone: "
+            "the lines of a .ndjson file end with LF or CR LF)",
+            id="given lines ended by CR alone then the hint names the line endings",
+        ),
+    ],
+)
+def test_a_second_json_value_is_told_where_it_belongs(
+    tmp_path: Path, name: str, text: str, hint: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8", newline="")
+    ((_, message),) = messages(read(path))
+    assert message.startswith("not JSON: Extra data at ")
+    assert message.endswith(hint)
 
 
 def test_a_pretty_printed_document_in_an_ndjson_file_is_one_error_saying_so(

@@ -555,6 +555,63 @@ def test_a_reference_from_no_known_server_to_an_id_on_two_servers_is_an_error() 
     assert "Medication/1 is in the input set from 2 servers" in error.message
 
 
+@pytest.mark.parametrize(
+    ("full_url", "reference"),
+    [
+        pytest.param(
+            "http://h.example/fhir",
+            "http://h.example:80/fhir",
+            id="given http with its default port 80 written then one server",
+        ),
+        pytest.param(
+            "https://h.example:443/fhir",
+            "https://h.example/fhir",
+            id="given https with its default port 443 on the fullUrl then one server",
+        ),
+        pytest.param(
+            "http://H.example:/fhir",
+            "https://h.example:0443/fhir",
+            id="given an empty port and a default port with a leading zero then one server",
+        ),
+    ],
+)
+def test_a_url_with_its_default_port_written_names_the_same_server(
+    full_url: str, reference: str
+) -> None:
+    """RFC 3986: `h.example:80` over http is `h.example`; read as two servers, every record
+    naming the patient was refused."""
+    result = run(
+        bundle(
+            entry(patient("p1"), f"{full_url}/Patient/p1"),
+            entry(
+                penicillin_allergy(f"{reference}/Patient/p1"), f"{full_url}/AllergyIntolerance/a1"
+            ),
+            entry(
+                order(
+                    f"{reference}/Patient/p1",
+                    medicationReference={"reference": f"{reference}/Medication/m1"},
+                ),
+                f"{full_url}/MedicationRequest/rx1",
+            ),
+            entry(medication("m1", "Amoxicillin"), f"{full_url}/Medication/m1"),
+        )
+    )
+    assert result.errors == []
+    assert subjects(result) == {"p1"}
+    assert drugs(result) == ["Amoxicillin"]
+
+
+def test_another_port_of_one_host_is_another_server() -> None:
+    result = run(
+        bundle(
+            entry(patient("p1"), "http://h.example/fhir/Patient/p1"),
+            entry(penicillin_allergy("http://h.example:8080/fhir/Patient/p1")),
+        )
+    )
+    assert [error.reason for error in result.errors] == ["invalid_value", "unresolved_reference"]
+    assert "(h.example/fhir, h.example:8080/fhir" in result.errors[1].message
+
+
 def test_one_unversioned_record_id_for_two_patients_is_an_error_not_one_event_id() -> None:
     """Both patients got AllergyIntolerance/a1 under one event id."""
     result = run(

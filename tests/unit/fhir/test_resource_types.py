@@ -28,6 +28,15 @@ ALLERGY: dict[str, Any] = {
     "code": {"coding": [{"system": RXNORM, "code": "7980", "display": "Penicillin G"}]},
     "recordedDate": "2024-03-01",
 }
+PATIENT: dict[str, Any] = {"resourceType": "Patient", "id": "p1"}
+
+
+def holding(*resources: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "resourceType": "Bundle",
+        "type": "collection",
+        "entry": [{"resource": r} for r in resources],
+    }
 
 
 def both_ways(*resources: dict[str, Any]) -> list[FhirImport]:
@@ -148,14 +157,15 @@ def test_an_r5_shaped_allergy_is_still_read_beside_an_r5_resource() -> None:
         ),
         pytest.param(
             {"resourceType": "List", "id": "l1", "contained": [ALLERGY]},
-            "unsupported resource type List: it holds an AllergyIntolerance, which is not read "
-            "from inside another resource; send it as a resource of its own",
+            "unsupported resource type List: it holds an AllergyIntolerance (at contained[0]), "
+            "which is not read from inside another resource; send it as a resource of its own",
             id="given a List holding an allergy then its skip says so",
         ),
         pytest.param(
             {"resourceType": "Parameters", "parameter": [{"name": "a", "resource": ALLERGY}]},
-            "unsupported resource type Parameters: it holds an AllergyIntolerance, which is not "
-            "read from inside another resource; send it as a resource of its own",
+            "unsupported resource type Parameters: it holds an AllergyIntolerance (at "
+            "parameter[0].resource), which is not read from inside another resource; send it "
+            "as a resource of its own",
             id="given Parameters holding an allergy then its skip says so",
         ),
     ],
@@ -166,3 +176,94 @@ def test_a_skipped_resource_that_records_an_allergy_says_so(
     """Not lost among hundreds of skips of its type: an amoxicillin order would raise nothing."""
     for imported in both_ways(resource):
         assert [skip.reason for skip in imported.skipped] == [said]
+
+
+@pytest.mark.parametrize(
+    ("resource", "where"),
+    [
+        pytest.param(
+            {
+                "resourceType": "Parameters",
+                "parameter": [{"name": "return", "resource": holding(PATIENT, ALLERGY)}],
+            },
+            "parameter[0].resource.entry[1].resource",
+            id="given Parameters returning a Bundle holding an allergy then its skip says so",
+        ),
+        pytest.param(
+            {
+                "resourceType": "Parameters",
+                "parameter": [
+                    {"name": "count", "valueInteger": 1},
+                    {
+                        "name": "result",
+                        "part": [
+                            {
+                                "name": "match",
+                                "resource": holding(holding(PATIENT), holding(ALLERGY)),
+                            }
+                        ],
+                    },
+                ],
+            },
+            "parameter[1].part[0].resource.entry[1].resource.entry[0].resource",
+            id="given an allergy in Bundles nested in a part of Parameters then its path is named",
+        ),
+        pytest.param(
+            {"resourceType": "Parameters", "parameter": {"name": "x", "resource": ALLERGY}},
+            "parameter.resource",
+            id="given a parameter sent as one object then the allergy in it is still named",
+        ),
+        pytest.param(
+            {
+                "resourceType": "List",
+                "id": "l1",
+                "entry": [None, 5],
+                "contained": [None, "x", ALLERGY],
+            },
+            "contained[2]",
+            id="given a List whose lists hold null and numbers then the allergy is named",
+        ),
+    ],
+)
+def test_an_allergy_held_at_any_depth_of_a_skipped_resource_is_named_in_its_skip(
+    resource: dict[str, Any], where: str
+) -> None:
+    """A $everything-style answer wrapped in Parameters was skipped as "unsupported resource
+    type Parameters", with no word of the allergy and the order inside."""
+    for imported in both_ways(resource):
+        assert imported.errors == []
+        ((skip),) = imported.skipped
+        assert f": it holds an AllergyIntolerance (at {where}), which is not read" in skip.reason
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        pytest.param(
+            {"resourceType": "Observation", "id": "o1", "contained": [None]},
+            id="given a skipped Observation whose contained holds null then a plain skip",
+        ),
+        pytest.param(
+            {"resourceType": "Parameters", "parameter": [{"resource": "Bundle"}, {"part": {}}]},
+            id="given Parameters whose parts are of the wrong type then a plain skip",
+        ),
+        pytest.param(
+            {
+                "resourceType": "Parameters",
+                "parameter": [
+                    {"resource": {"resourceType": "Bundle", "entry": [None, {"resource": 1}]}}
+                ],
+            },
+            id="given a Bundle in Parameters whose entries are not objects then a plain skip",
+        ),
+    ],
+)
+def test_a_skipped_resource_of_a_malformed_shape_is_skipped_not_a_crash(
+    resource: dict[str, Any],
+) -> None:
+    """A `contained: [null]` in a skipped Observation aborted the whole import."""
+    for imported in both_ways(resource):
+        assert imported.errors == []
+        assert [skip.reason for skip in imported.skipped] == [
+            f"unsupported resource type {resource['resourceType']}"
+        ]

@@ -335,6 +335,216 @@ def test_a_history_deletion_of_an_encounter_with_status_gone_is_still_a_skip() -
     assert len(result.skipped) == 1
 
 
+def deleting(resource: dict[str, Any], method: str = "DELETE", **entry: Any) -> dict[str, Any]:
+    url = f"{resource['resourceType']}/{resource['id']}"
+    return {"resource": resource, "request": {"method": method, "url": url}, **entry}
+
+
+def version(resource: dict[str, Any], number: str) -> dict[str, Any]:
+    return {**resource, "meta": {"versionId": number}}
+
+
+@pytest.mark.parametrize(
+    ("document", "deleted"),
+    [
+        pytest.param(
+            bundle("transaction", {"resource": PATIENT}, deleting(ALLERGY)),
+            "AllergyIntolerance/a1",
+            id="given a transaction deleting an allergy it carries then an error, no allergy",
+        ),
+        pytest.param(
+            bundle(
+                "batch",
+                {"resource": PATIENT},
+                {"resource": MEDICATION},
+                deleting(ORDER),
+            ),
+            "MedicationRequest/rx1",
+            id="given a batch deleting an order it carries then an error, no prescription",
+        ),
+        pytest.param(
+            bundle("transaction", {"resource": PATIENT}, deleting(ALLERGY, method="delete")),
+            "AllergyIntolerance/a1",
+            id="given the method in small letters then the same error",
+        ),
+        pytest.param(
+            bundle(
+                "transaction",
+                {"resource": PATIENT},
+                {"resource": ALLERGY, "request": {"method": "DELETE", "url": "AllergyIntolerance"}},
+            ),
+            "AllergyIntolerance/a1",
+            id="given a url naming no id then the error names the resource carried",
+        ),
+    ],
+)
+def test_a_deleting_entry_that_carries_its_resource_is_an_error_and_nothing_is_imported(
+    document: dict[str, Any], deleted: str
+) -> None:
+    """The deleted allergy or order was imported as a plain version: a deleted order kept
+    raising a critical alert, and nothing said that a deletion was lost."""
+    result = run(document)
+    assert [error.reason for error in result.errors] == ["deletion_not_imported"]
+    assert result.errors[0].message.startswith(
+        f"{deleted} is deleted (Bundle.entry.request DELETE): deletions are not imported, nor "
+        "is the resource its entry carries"
+    )
+    assert event_types([document], deleted) == []
+
+
+def test_a_history_whose_newest_version_is_a_deletion_carrying_it_keeps_the_earlier_one() -> None:
+    """As a deletion without its resource: the error says the earlier version stays in force;
+    the deleted version is not read as the newest one."""
+    refuted = with_value(version(ALLERGY, "2"), ("verificationStatus",), {"text": "refuted"})
+    history = bundle(
+        "history",
+        deleting(refuted, response={"etag": 'W/"2"'}),
+        {"resource": version(ALLERGY, "1"), "request": {"method": "POST", "url": "x"}},
+        {"resource": PATIENT},
+    )
+    result = run(history)
+    assert [(e.origin, e.reason) for e in result.errors] == [
+        ("test#0#entry[0]", "deletion_not_imported")
+    ]
+    assert "what its earlier versions recorded stays" in result.errors[0].message
+    imported = [o for o, e in result.events if e.source_ref == "AllergyIntolerance/a1"]
+    assert imported == ["test#0#entry[1]"]
+
+
+def test_a_deleting_entry_carrying_a_medication_is_skipped_not_read() -> None:
+    document = bundle(
+        "transaction", {"resource": PATIENT}, {"resource": ORDER}, deleting(MEDICATION)
+    )
+    result = run(document)
+    assert [skip.reason for skip in result.skipped] == [
+        "deleted (Bundle.entry.request DELETE): the resource its entry carries is not read"
+    ]
+    assert [error.reason for error in result.errors] == ["unresolved_reference"]
+    assert event_types([document], "MedicationRequest/rx1") == []
+
+
+ENTRY_MODIFIER = [{"url": "http://example.org/ext/entry-cancelled", "valueBoolean": True}]
+RECORDS = ("Patient/p1", "AllergyIntolerance/a1", "MedicationRequest/rx1")
+
+
+def records_bundle(**modified: dict[str, Any]) -> dict[str, Any]:
+    """A Bundle of the patient, allergy, order and Medication; `modified` adds fields to the
+    entry of the record named by its keyword (`AllergyIntolerance`, ...)."""
+    resources: list[dict[str, Any]] = [PATIENT, ALLERGY, ORDER, MEDICATION]
+    entries = [
+        {"resource": resource, **modified.get(resource["resourceType"], {})}
+        for resource in resources
+    ]
+    return bundle("transaction", *entries)
+
+
+@pytest.mark.parametrize(
+    ("document", "path", "refused"),
+    [
+        pytest.param(
+            records_bundle(AllergyIntolerance={"modifierExtension": ENTRY_MODIFIER}),
+            "Bundle.entry.modifierExtension (http://example.org/ext/entry-cancelled)",
+            ["AllergyIntolerance/a1"],
+            id="given a modifierExtension on an allergy's entry then that allergy is refused",
+        ),
+        pytest.param(
+            records_bundle(
+                MedicationRequest={
+                    "request": {
+                        "method": "PUT",
+                        "url": "MedicationRequest/rx1",
+                        "modifierExtension": ENTRY_MODIFIER,
+                    }
+                }
+            ),
+            "Bundle.entry.request.modifierExtension (",
+            ["MedicationRequest/rx1"],
+            id="given a modifierExtension on an entry's request then that order is refused",
+        ),
+        pytest.param(
+            records_bundle(
+                AllergyIntolerance={
+                    "response": {"status": "200", "modifierExtension": ENTRY_MODIFIER}
+                }
+            ),
+            "Bundle.entry.response.modifierExtension (",
+            ["AllergyIntolerance/a1"],
+            id="given a modifierExtension on an entry's response then that allergy is refused",
+        ),
+        pytest.param(
+            {**records_bundle(), "implicitRules": "http://example.org/rules/test-data-only"},
+            "Bundle.implicitRules (http://example.org/rules/test-data-only) says",
+            [*RECORDS, "Medication/m1"],
+            id="given implicitRules on the Bundle then each of its records is refused",
+        ),
+        pytest.param(
+            {**records_bundle(), "modifierExtension": ENTRY_MODIFIER},
+            "Bundle.modifierExtension (",
+            [*RECORDS, "Medication/m1"],
+            id="given a modifierExtension on the Bundle (not R4) then its records are refused",
+        ),
+        pytest.param(
+            bundle(
+                "collection",
+                {"resource": records_bundle(), "modifierExtension": ENTRY_MODIFIER},
+            ),
+            "Bundle.entry.modifierExtension (",
+            [*RECORDS, "Medication/m1"],
+            id="given a modifierExtension on a nested Bundle's entry then its records are refused",
+        ),
+    ],
+)
+def test_a_modifier_of_a_bundle_entry_or_bundle_refuses_the_records_it_holds(
+    document: dict[str, Any], path: str, refused: list[str]
+) -> None:
+    """R4: a modifier extension on a Bundle entry (a BackboneElement) or on its request, or a
+    Bundle's implicitRules, may change what the records mean; they were imported as plain
+    records without a word."""
+    result = run(document)
+    assert {error.reason for error in result.errors} == {"modifier_not_understood"}
+    assert [error.message.split(": ")[0] for error in result.errors] == refused
+    assert all(path in error.message for error in result.errors), result.errors
+    for record in RECORDS:
+        assert bool(event_types([document], record)) == (record not in refused), record
+
+
+def test_a_modifier_on_a_medications_entry_refuses_the_order_naming_it() -> None:
+    """The Medication is not read, as one with a modifierExtension of its own is not."""
+    document = records_bundle(Medication={"modifierExtension": ENTRY_MODIFIER})
+    result = run(document)
+    assert [(error.reason, error.message.split(": ")[0]) for error in result.errors] == [
+        ("modifier_not_understood", "Medication/m1"),
+        ("unresolved_reference", "MedicationRequest/rx1"),
+    ]
+    assert event_types([document], "MedicationRequest/rx1") == []
+    assert event_types([document], "AllergyIntolerance/a1") != []
+
+
+@pytest.mark.parametrize(
+    ("resource", "entry"),
+    [
+        pytest.param(
+            {"resourceType": "Observation", "id": "o1", "status": "final"},
+            {"modifierExtension": ENTRY_MODIFIER},
+            id="given a modifierExtension on the entry of a type not read then a plain skip",
+        ),
+        pytest.param(
+            ALLERGY,
+            {"modifierExtension": []},
+            id="given an empty modifierExtension list on an entry then the allergy is imported",
+        ),
+    ],
+)
+def test_an_entry_modifier_that_changes_nothing_read_stops_nothing(
+    resource: dict[str, Any], entry: dict[str, Any]
+) -> None:
+    result = run(bundle("collection", {"resource": PATIENT}, {"resource": resource, **entry}))
+    assert result.errors == []
+    assert [skip.resource_type for skip in result.skipped] == (
+        [] if resource is ALLERGY else ["Observation"]
+    )
+
+
 SEARCH = "https://srv/fhir/AllergyIntolerance?patient=p1"
 
 
