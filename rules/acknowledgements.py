@@ -173,10 +173,9 @@ def acknowledged(
             continue
         record = lifecycle(after, finding, AlertStatus.RAISED, event)
         found = standing_of(rules, after, record, policy)
-        if found.status is not AlertStatus.RAISED:
-            records.append(lifecycle(after, finding, found.status, event, ack.reason))
-        elif standing_of(rules, before, record, policy).status is not AlertStatus.RAISED:
-            records.append(_stated(record, found))
+        raised_before = standing_of(rules, before, record, policy).status is AlertStatus.RAISED
+        if found.status is not AlertStatus.RAISED or not raised_before:
+            records.append(_record_of(after, finding, record, found, event))
     return records
 
 
@@ -205,11 +204,9 @@ def retracted(
         if finding.purpose != claim.purpose:
             continue
         record = lifecycle(after, finding, AlertStatus.RAISED, event, retraction)
-        found = standing_of(rules, after, record, policy)
-        if found.held is None or found.status is AlertStatus.RAISED:
-            records.append(_stated(record, found))
-        else:
-            records.append(lifecycle(after, finding, found.status, event, found.held.reason))
+        records.append(
+            _record_of(after, finding, record, standing_of(rules, after, record, policy), event)
+        )
     return records
 
 
@@ -240,14 +237,8 @@ def restated(
             record = lifecycle(after, finding, AlertStatus.RAISED, event)
             found = standing_of(rules, after, record, policy)
             then = lifecycle(before, earlier, AlertStatus.RAISED, event)
-            if found.status is standing_of(rules, before, then, policy).status:
-                continue
-            if found.held is None or found.status is AlertStatus.RAISED:
-                restatements.append(_stated(record, found))
-            else:
-                restatements.append(
-                    lifecycle(after, finding, found.status, event, found.held.reason)
-                )
+            if found.status is not standing_of(rules, before, then, policy).status:
+                restatements.append(_record_of(after, finding, record, found, event))
     return restatements
 
 
@@ -262,7 +253,7 @@ def rejudged_standing(
     takes another status ("" when it does not): the stream shows it acknowledged though the
     acknowledgement that holds answered a milder grade (an earlier build kept an
     acknowledgement across a graver re-grade)."""
-    if _acknowledged(shown) is None:
+    if shown.status not in (AlertStatus.ACKNOWLEDGED, AlertStatus.OVERRIDDEN):
         return ""
     found = standing_of(rules, state, shown, policy)
     if found.outgrew is None:
@@ -319,12 +310,6 @@ def _held_other(state: UserState, record: Alert, trigger_id: str) -> Acknowledge
     return None if held is None or held.event.id == trigger_id else held
 
 
-def _acknowledged(record: Alert | None) -> Severity | None:
-    """The grade a record showed acknowledged or overridden (None: it is not such a record)."""
-    answered = (AlertStatus.ACKNOWLEDGED, AlertStatus.OVERRIDDEN)
-    return record.severity if record is not None and record.status in answered else None
-
-
 def _standing(record: Alert, held: AcknowledgementView) -> Alert:
     """The acknowledgement `held` applied to the alert `record` raises or re-grades: it holds
     until it is retracted (an acknowledgement that arrives after the re-grade acknowledges the
@@ -340,6 +325,17 @@ def _standing(record: Alert, held: AcknowledgementView) -> Alert:
             "reason": held.reason,
         }
     )
+
+
+def _record_of(
+    state: UserState, finding: Finding, raised: Alert, found: Standing, event: Event
+) -> Alert:
+    """The record of the status `found` gives the alert of `finding`: acknowledged or
+    overridden with the held acknowledgement's reason, else `raised` (the record `raised`,
+    saying so when an acknowledgement holds that answered a milder grade)."""
+    if found.held is None or found.status is AlertStatus.RAISED:
+        return _stated(raised, found)
+    return lifecycle(state, finding, found.status, event, found.held.reason)
 
 
 def _stated(record: Alert, found: Standing) -> Alert:
