@@ -27,8 +27,11 @@ _NDC_WIDTHS = (5, 4, 2)
 
 def fold(text: str) -> str:
     """Lower-case, width-folded, accent-free text (a kana's voicing mark is an accent: "ペ"
-    folds as "ヘ"; a Korean syllable stays one character)."""
-    lowered = unicodedata.normalize("NFKC", text).lower().translate(_GREEK)
+    folds as "ヘ"; a Korean syllable stays one character), without the invisible formatting
+    characters a copy and paste leaves inside a word (a zero-width space, a soft hyphen, a
+    direction mark: "amoxi\u200bcillin" is amoxicillin)."""
+    visible = "".join(char for char in text if unicodedata.category(char) != "Cf")
+    lowered = unicodedata.normalize("NFKC", visible).lower().translate(_GREEK)
     decomposed = unicodedata.normalize("NFKD", lowered)
     plain = "".join(char for char in decomposed if not unicodedata.combining(char))
     return unicodedata.normalize("NFC", plain) if _HANGUL_JAMO.search(plain) else plain

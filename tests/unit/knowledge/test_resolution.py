@@ -699,3 +699,21 @@ def test_a_listed_misspelling_is_never_offered_as_a_suggestion(
     reason = knowledge.cross_reactivity("penicillin", "ibuprofan").reason
 
     assert "(did you mean ibuprofen?)" in reason
+
+
+@pytest.mark.parametrize(
+    ("text", "ingredients"),
+    [
+        pytest.param("amoxi\u200bcillin 500 mg", ("amoxicillin",), id="a zero-width space"),
+        pytest.param("amoxi\u00adcillin", ("amoxicillin",), id="a soft hyphen"),
+        pytest.param("\u200eibuprofen\u200f", ("ibuprofen",), id="direction marks"),
+        pytest.param("\ufeffnaproxen", ("naproxen",), id="a byte order mark"),
+    ],
+)
+def test_invisible_characters_inside_a_name_do_not_hide_it(
+    knowledge: BundledKnowledge, text: str, ingredients: tuple[str, ...]
+) -> None:
+    """A name pasted with a zero-width space inside was unverified: a critical alert became a
+    warning whose title still read "amoxicillin" on screen."""
+    resolution = knowledge.resolve(text)
+    assert (resolution.ingredients, resolution.resolved) == (ingredients, True)
