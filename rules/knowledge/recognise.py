@@ -84,9 +84,10 @@ class Recogniser:
         Without a known code the text decides; when the text names nothing ("Drug allergy - see
         chart", "Home med #3"), the displays of the unknown codes are read as text ("Allergy to
         penicillin", "amoxicillin 500 MG Oral Capsule"): the code system's name of the concept
-        the record is coded as. When the text and those displays name different substances
-        (text "Azithromycin", an NDC displayed "Amoxicillin 500 MG Oral Capsule"), both are
-        read: the pharmacy may fill by the code. Unknown codes are reported only when neither
+        the record is coded as. When the text or a known code and those displays name
+        different substances (text "Azithromycin", an NDC displayed "Amoxicillin 500 MG Oral
+        Capsule"; RxNorm ibuprofen and a local code displayed "Amoxicillin"), both are read:
+        the pharmacy may fill by the other code. Unknown codes are reported only when neither
         yields anything (codings of one concept are alternatives, not parts). A text that is
         only a code as free text writes one ("rxnorm:723", "RXCUI 723") is read as that code.
         """
@@ -94,10 +95,13 @@ class Recogniser:
         coded, unknown_codes = self._codes(codings)
         words = "" if spells_codes(text, codings) else text
         found, unknown_words = self.parse(words)
+        displayed = self._displayed([coding for coding in codings if not self._code(coding)])
         if coded:
             unread = self._unread_items(words) if every_item else ()
-            return Recognition(text, _sorted_unique(coded + found), unread)
-        displayed = self._displayed(codings)
+            read = coded + found
+            if displayed is not None and not set(displayed[0]) & set(read):
+                read = read + displayed[0]
+            return Recognition(text, _sorted_unique(read), unread)
         if not found:
             found, unknown_words = displayed or (found, unknown_words)
         elif displayed is not None and not set(displayed[0]) & set(found):

@@ -127,6 +127,36 @@ def test_words_and_the_display_of_an_unknown_code_that_differ_are_reported_and_b
     ]
 
 
+def test_a_known_code_and_the_display_of_another_unknown_code_are_both_judged(
+    tmp_path: Path,
+) -> None:
+    """An order coded RxNorm ibuprofen and, in a second coding, a local code displayed
+    "Amoxicillin 500 mg capsule": the line said both were checked, yet only the known code
+    was, and a penicillin allergy raised nothing."""
+    order = {
+        **IBUPROFEN_CODED_AS_AMOXICILLIN,
+        "medicationCodeableConcept": {
+            "coding": [
+                {"system": RXNORM, "code": "5640", "display": "Ibuprofen"},
+                {
+                    "system": "http://hospital.example/formulary",
+                    "code": "F-17",
+                    "display": "Amoxicillin 500 mg capsule",
+                },
+            ]
+        },
+    }
+    allergy = {**SULFA_CODED_AS_PENICILLIN, "code": {"text": "penicillin"}}
+    path = bundle_file(tmp_path, allergy, order)
+    (line,) = differing(read(path))
+    assert "checked against both" in line
+    result = runner.invoke(app, ["replay", "--file", str(path), "--format", "fhir", "--json"])
+    (subject,) = [json.loads(text) for text in result.stdout.splitlines() if text.startswith("{")]
+    assert [(a["severity"], a["drug_allergy"]["matched"]) for a in subject["alerts"]] == [
+        ("critical", ["amoxicillin"])
+    ]
+
+
 def test_words_and_codes_that_agree_are_not_reported(tmp_path: Path) -> None:
     agreeing = {
         **IBUPROFEN_CODED_AS_AMOXICILLIN,
