@@ -111,8 +111,11 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
     if any((c.system, c.code) in _UNKNOWN_ALLERGY_STATUS for c in codes):
         raise Unsupported("allergy status unknown (no information): neither allergy nor negation")
     negation = within(where, lambda: _negated_categories(code, codes))
+    if negation is not None:
+        _refuse_substances_of_a_negation(resource, where)
     substance, codes = _with_reaction_substances(resource, concept_label(code, where), codes)
     source.concepts.extend((concept, *_reaction_substances(resource, where)))
+    source.passed_over.extend(_unread_substances(resource))
     payload = AllergyRecorded(
         allergy_id=source.resource_id,
         substance=substance,
@@ -247,6 +250,37 @@ def _negated_categories(
     names += [string_at(coding, "display", at=where) for where, coding in items_at(code, "coding")]
     read = {statement_categories(name) for name in names if name}
     return read.pop() if len(read) == 1 else None
+
+
+def _unread_substances(resource: Json) -> list[str]:
+    """A line for each reaction substance that is no CodeableConcept (a plain string): the
+    substance it names is not read, so the allergy stands on its code alone."""
+    reactions = resource.get("reaction")
+    return [
+        f"reaction[{position}].substance is not a JSON object (imported without it)"
+        for position, reaction in enumerate(reactions if isinstance(reactions, list) else [])
+        if isinstance(reaction, Mapping)
+        and reaction.get("substance") is not None
+        and not isinstance(reaction.get("substance"), Mapping)
+    ]
+
+
+def _refuse_substances_of_a_negation(resource: Json, allergen: str) -> None:
+    """A "no known allergy" record whose reaction names a substance (an anaphylaxis to
+    penicillin G) says both that there is no allergy and that there is one: neither reading is
+    safe to guess (an allergy dropped, or one invented), so it is an error."""
+    for substance in _reaction_substances(resource, allergen):
+        named = substance.text or next(
+            (coding.display or f"{coding.system}|{coding.code}" for coding in substance.codes),
+            None,
+        )
+        if named is not None:
+            raise Unmappable(
+                Problem.INVALID_VALUE,
+                f"{allergen} says there is no known allergy, but {substance.where} names "
+                f"{named!r}: one record cannot be both, so neither an allergy nor a negation "
+                "is recorded; correct it at the source",
+            )
 
 
 def _system(coding: Coding) -> str:

@@ -701,3 +701,34 @@ def test_given_a_drug_that_names_a_contained_substance_then_the_error_says_what_
         "MedicationRequest/rx2: contained #s is a Substance, not a Medication (the drug is a "
         "Reference(Medication)): which drug is meant cannot be told",
     )
+
+
+def test_given_a_no_known_allergy_record_whose_reaction_names_a_substance_then_an_error() -> None:
+    """It was kept as a bare negation ("No known allergy (Penicillin)"), its substance
+    dropped: an amoxicillin order raised nothing."""
+    statement = {
+        **ALLERGY,
+        "code": {"coding": [{"system": "http://snomed.info/sct", "code": "716186003"}]},
+        "reaction": [
+            {
+                "substance": {"text": "Penicillin"},
+                "manifestation": [{"text": "Anaphylaxis"}],
+                "severity": "severe",
+            }
+        ],
+    }
+    result = run(PATIENT, statement, ORDER, MEDICATION)
+    (error,) = result.errors
+    assert error.reason == "invalid_value"
+    assert "says there is no known allergy, but reaction[0].substance names 'Penicillin'" in (
+        error.message
+    )
+    assert "AllergyRecorded" not in {e.type.value for _, e in result.events}
+
+
+def test_given_a_reaction_substance_sent_as_a_string_then_a_line_says_it_is_not_read() -> None:
+    allergy = {**ALLERGY, "reaction": [{"substance": "amoxicillin", "manifestation": []}]}
+    result = run(PATIENT, allergy)
+    assert "reaction[0].substance is not a JSON object (imported without it)" in [
+        part.detail for part in result.passed_over
+    ]
