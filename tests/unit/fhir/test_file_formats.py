@@ -1,4 +1,5 @@
-"""FHIR files as exports and editors write them: gzipped, UTF-16, joined, pretty-printed, empty.
+"""FHIR files as exports and editors write them: gzipped, UTF-16 or -32, joined, pretty-printed,
+empty.
 
 Each is read, or reported with what it is and how to fix it, never as a cascade of puzzling
 JSON errors."""
@@ -65,6 +66,28 @@ def test_damaged_gzip_data_is_an_error_that_says_so(tmp_path: Path) -> None:
 def test_a_utf16_file_with_its_byte_order_mark_is_read(tmp_path: Path) -> None:
     path = tmp_path / "export.ndjson"
     path.write_bytes(codecs.BOM_UTF16_LE + f"{LINE}\r\n".encode("utf-16-le"))
+    files = read(path)
+    assert messages(files) == []
+    assert allergies(files) == ["AllergyIntolerance/medication"]
+
+
+@pytest.mark.parametrize(
+    ("name", "encoded"),
+    [
+        pytest.param("export.ndjson", f"{LINE}\n".encode("utf-16-le"), id="UTF-16LE lines"),
+        pytest.param("export.ndjson", f"{LINE}\n".encode("utf-16-be"), id="UTF-16BE lines"),
+        pytest.param("bundle.json", BUNDLE.encode("utf-16-le"), id="a UTF-16LE bundle"),
+        pytest.param("bundle.json", BUNDLE.encode("utf-32"), id="UTF-32 with its mark"),
+        pytest.param("bundle.json", BUNDLE.encode("utf-32-be"), id="UTF-32BE"),
+    ],
+)
+def test_a_utf16_or_utf32_file_without_or_with_its_mark_is_read(
+    tmp_path: Path, name: str, encoded: bytes
+) -> None:
+    """Told by the zero bytes of JSON's first characters: it was a bare JSON syntax error
+    ("Expecting property name ... at column 2") that said nothing of the encoding."""
+    path = tmp_path / name
+    path.write_bytes(encoded)
     files = read(path)
     assert messages(files) == []
     assert allergies(files) == ["AllergyIntolerance/medication"]
