@@ -174,10 +174,12 @@ class DrugAllergyRule:
     _verdicts: Verdicts = field(init=False, repr=False)
 
     _names: Callable[[str, tuple[WireCoding, ...]], str] = field(init=False, repr=False)
+    _resolved: Callable[[str], DrugResolution] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._verdicts = lru_cache(maxsize=65536)(self.knowledge.cross_reactivity)
         self._names = lru_cache(maxsize=65536)(self._name)
+        self._resolved = lru_cache(maxsize=65536)(self.knowledge.resolve)
 
     def _name(self, text: str, codes: tuple[WireCoding, ...]) -> str:
         """How a title names a drug or an allergen: its text, and when the text names nothing the
@@ -192,6 +194,14 @@ class DrugAllergyRule:
         if display is None and codes:
             display = _read_as(self.knowledge.resolve(text, _codes(codes)))
         return text if display is None or display == text else f"{text} ({display})"
+
+    def _with_culprit(self, drug: str, verdict: CrossReactivity) -> str:
+        """The drug's name in a title, with the ingredients that matched when the name does
+        not say them ("Study kit (ibuprofen), which contains amoxicillin,"): an inbox must
+        not show ibuprofen conflicting with a penicillin allergy."""
+        said = set(self._resolved(drug).ingredients)
+        unsaid = [ingredient for ingredient in verdict.matched if ingredient not in said]
+        return f"{drug}, which contains {', '.join(unsaid)}," if unsaid else drug
 
     def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
         found: dict[UUID, Finding] = {}
@@ -232,7 +242,7 @@ class DrugAllergyRule:
         titles = _EVALUATE_FIRST if raised else _TITLES
         allergen = self._names(allergy.substance, allergy.codes)
         title = titles.get(verdict.level, _TITLES[verdict.level]).format(
-            drug=self._names(medication.drug, medication.codes),
+            drug=self._with_culprit(self._names(medication.drug, medication.codes), verdict),
             allergen=allergen,
             kind="" if says_kind(kind, allergen) else f" {kind}",
         )

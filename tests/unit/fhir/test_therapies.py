@@ -417,3 +417,20 @@ def test_a_reaction_s_description_grades_the_alert_with_its_manifestations(
     }
     (alert,) = drug_allergy_alerts(folded(allergy, ORIGINAL))
     assert alert.severity.value == severity
+
+
+def test_an_alert_title_names_the_ingredient_that_matched_when_the_drug_s_name_does_not() -> None:
+    """ "Study kit (ibuprofen) conflicts with the recorded Penicillin G" showed ibuprofen
+    conflicting with a penicillin allergy: amoxicillin, named by the code only, matched."""
+    kit = request(
+        "r1",
+        "order",
+        medicationCodeableConcept={
+            "text": "Study kit (ibuprofen)",
+            "coding": [{"system": "http://www.nlm.nih.gov/research/umls/rxnorm", "code": "723"}],
+        },
+    )
+    (alert,) = drug_allergy_alerts(folded(penicillin_allergy("Patient/p1"), kit))
+    assert alert.title.startswith("Study kit (ibuprofen), which contains amoxicillin, conflicts")
+    (plain,) = drug_allergy_alerts(folded(penicillin_allergy("Patient/p1"), ORIGINAL))
+    assert plain.title.startswith("amoxicillin 500 mg capsule conflicts")
