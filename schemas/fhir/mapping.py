@@ -163,10 +163,10 @@ order replacing it or one of its requests, ends the therapy). A fulfilment cance
 entered in error is skipped (the therapy is unchanged), and so is one written after the therapy
 ended (it would restart it). So one therapy is one course: checked once, never a duplicate of
 itself. A `basedOn` naming an order the input set does not hold, one for another patient
-(reported), one that is no prescription, or a chain that loops (reported) leaves the request a
-therapy of its own. The records naming a request of a therapy (a statement's `basedOn`, an
-administration's `request`, a dispense's `authorizingPrescription`, a `priorPrescription`)
-report on, or replace, the therapy.
+(reported), one entered in error (reported), one that is no prescription, or a chain that loops
+(reported) leaves the request a therapy of its own. The records naming a request of a therapy
+(a statement's `basedOn`, an administration's `request`, a dispense's
+`authorizingPrescription`, a `priorPrescription`) report on, or replace, the therapy.
 
 MedicationStatement -> MedicationPrescribed: the patient takes (status active, intended,
 on-hold, unknown) or took (completed, stopped) the drug, mapped like a request (medication,
@@ -206,7 +206,9 @@ the input set (by `MedicationRequest/<id>` or its entry's `urn:uuid`) and its ow
 of an order of the input set replacing it, ends it before the record, the record is skipped:
 it would restart the order with no end, and the order was checked while it ran. A record (or
 a statement) naming an order the input set holds for another patient is reported and read as
-if it named none: a record of one patient never changes another's order. A record that
+if it named none: a record of one patient never changes another's order; so is one naming an
+order the input set holds as entered in error (it never was a prescription, so the drug given
+is a course of its own, not the restart of an order that ended). A record that
 names no order is a course of its own, `<ResourceType>/<id>`:
   - Immunization (vaccineCode, dose from doseQuantity, route; `occurred_at` occurrenceDateTime,
     recorded, meta.lastUpdated; subject `patient`): completed is a single dose, a prescription

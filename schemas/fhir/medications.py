@@ -1195,7 +1195,9 @@ def patients_order(source: Source, field_name: str, index: Index, subject_id: st
     read as the order that starts its therapy (`therapy_root`: a statement about a filler-order
     reports on the order it fulfils): an order of the input set for another patient is
     reported and not reported on (the record is a course of its own), so a record of one
-    patient never changes another's order."""
+    patient never changes another's order; nor is one the input set holds as entered in error
+    (reported): it never was a prescription, so a drug given under it is a course of its own,
+    not the restart of an order that ended."""
     order = based_on_request(source.resource, field_name, index)
     source.passed_over.extend(pinned_order_notes(source.resource, field_name, index))
     if order is None and field_name in source.resource and not _links(source.resource[field_name]):
@@ -1211,13 +1213,29 @@ def patients_order(source: Source, field_name: str, index: Index, subject_id: st
         ordered_for = subject_of(held.resource, "subject", index)
     except (Unmappable, Unsupported):
         return order
-    if ordered_for == subject_id:
-        return therapy_root(order, held.resource, index, subject_id)
-    source.passed_over.append(
-        f"{field_name} names MedicationRequest/{order}, an order for another patient: the "
-        "record is read as a course of its own, not as news of that order"
-    )
-    return None
+    if ordered_for != subject_id:
+        source.passed_over.append(
+            f"{field_name} names MedicationRequest/{order}, an order for another patient: the "
+            "record is read as a course of its own, not as news of that order"
+        )
+        return None
+    if _entered_in_error(held.resource):
+        source.passed_over.append(
+            f"{field_name} names MedicationRequest/{order}, an order entered in error (it never "
+            "was a prescription): the record is read as a course of its own, not as news of "
+            "that order"
+        )
+        return None
+    return therapy_root(order, held.resource, index, subject_id)
+
+
+def _entered_in_error(request: Json) -> bool:
+    """Whether a MedicationRequest's status is entered-in-error (one that cannot be read is
+    not: its own import reports it)."""
+    try:
+        return required_code(request, "status", _REQUEST_STATUSES) == IN_ERROR
+    except Unmappable:
+        return False
 
 
 def _links(value: object) -> bool:

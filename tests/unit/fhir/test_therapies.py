@@ -220,6 +220,48 @@ def test_a_record_of_a_drug_given_after_the_order_s_planned_end_is_skipped(kind:
     ]
 
 
+VOID_ORDER = request("r1", "order", status="entered-in-error")
+_ORDER_FIELDS = {
+    "MedicationDispense": "authorizingPrescription",
+    "MedicationAdministration": "request",
+    "MedicationStatement": "basedOn",
+}
+
+
+@pytest.mark.parametrize("kind", GIVEN_KINDS)
+def test_given_an_order_entered_in_error_then_a_record_naming_it_is_a_course_of_its_own(
+    kind: str,
+) -> None:
+    """The order never was a prescription, so nothing ended that the record would restart:
+    the amoxicillin given is checked (critical against a penicillin allergy), where it was
+    skipped "after MedicationRequest/r1 ended" and no alert was raised."""
+    given = _given(kind, "2024-05-03")
+    result = run(VOID_ORDER, given)
+    assert result.skipped == []
+    assert [line.detail for line in result.passed_over if line.source_ref == f"{kind}/g1"] == [
+        f"{_ORDER_FIELDS[kind]} names MedicationRequest/r1, an order entered in error (it never "
+        "was a prescription): the record is read as a course of its own, not as news of that "
+        "order"
+    ]
+    checked = folded(penicillin_allergy("Patient/p1"), VOID_ORDER, given)
+    assert raised(checked, DRUG_ALLERGY) == [("allergy:a1", f"medication:{kind}/g1")]
+    assert {alert.severity.value for alert in drug_allergy_alerts(checked)} == {"critical"}
+
+
+@pytest.mark.parametrize("status", ["stopped", "completed", "cancelled"])
+@pytest.mark.parametrize("kind", ["MedicationDispense", "MedicationAdministration"])
+def test_a_drug_given_after_its_order_was_stopped_completed_or_cancelled_is_still_skipped(
+    kind: str, status: str
+) -> None:
+    """Those orders were prescriptions, checked while they ran: a record after them would
+    restart them with no end."""
+    ended = request("r1", "order", status=status, meta={"lastUpdated": "2024-05-02T00:00:00Z"})
+    result = run(ended, _given(kind, "2024-05-03"))
+    assert [(skip.resource_id, skip.reason) for skip in result.skipped] == [
+        ("g1", f"{kind} after MedicationRequest/r1 ended (it would restart the order)")
+    ]
+
+
 NDC_ONLY = {"coding": [{"system": "http://hl7.org/fhir/sid/ndc", "code": "0093-3109-01"}]}
 
 
@@ -272,6 +314,12 @@ def test_a_record_naming_another_drug_in_words_still_replaces_the_order_s_drug()
             "basedOn names MedicationRequest/r1, an order for another patient: the record is "
             "read as a course of its own, not as news of that order",
             id="given another patient's order then a therapy of its own, reported",
+        ),
+        pytest.param(
+            [request("r1", "original-order", status="entered-in-error"), FILLER],
+            "basedOn names MedicationRequest/r1, an order entered in error (it never was a "
+            "prescription): the record is read as a course of its own, not as news of that order",
+            id="given an order entered in error then a therapy of its own, reported",
         ),
         pytest.param(
             [request("r1", "proposal"), FILLER],
