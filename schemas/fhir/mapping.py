@@ -172,8 +172,10 @@ MedicationStatement -> MedicationPrescribed: the patient takes (status active, i
 on-hold, unknown) or took (completed, stopped) the drug, mapped like a request (medication,
 dosage[0] text or dose quantity, route, notes). Its prescription id is the MedicationRequest it
 is `basedOn` (so a statement about an imported order updates that order instead of duplicating
-it), else `MedicationStatement/<id>`. `occurred_at`: effectiveDateTime, effectivePeriod.start,
-dateAsserted, meta.lastUpdated. A statement still taken with an effectivePeriod.end is valid
+it), else the MedicationRequest of the input set its `derivedFrom` names (FHIR: "the
+underlying MedicationRequest"; any other `derivedFrom` is supporting information and changes
+nothing), else `MedicationStatement/<id>`. `occurred_at`: effectiveDateTime,
+effectivePeriod.start, dateAsserted, meta.lastUpdated. A statement still taken with an effectivePeriod.end is valid
 until then (an end not after its start is reported and left out). Completed and stopped
 statements also yield a MedicationStopped at effectivePeriod.end (capped and defaulted as for
 requests); entered-in-error yields only the stop, except that a statement `basedOn` an order

@@ -1098,7 +1098,7 @@ def statement_events(source: Source, index: Index) -> list[Event]:
     resource = source.resource
     status = _statement_status(resource)
     subject_id = subject_of(resource, "subject", index)
-    order = patients_order(source, "basedOn", index, subject_id)
+    order = _statement_order(source, index, subject_id)
     if order is not None and status == IN_ERROR:
         raise Unsupported(
             f"MedicationStatement entered-in-error: MedicationRequest/{order} is unchanged"
@@ -1118,6 +1118,28 @@ def statement_events(source: Source, index: Index) -> list[Event]:
         or order_planned_end(index, order),
     )
     return course_events(source, course)
+
+
+def _statement_order(source: Source, index: Index, subject_id: str) -> str | None:
+    """The order a statement reports on (`patients_order`): the one its `basedOn` names, else
+    a MedicationRequest of the input set its `derivedFrom` names (FHIR: "the underlying
+    MedicationRequest" the statement was derived from), read as `basedOn` is. Any other
+    `derivedFrom` (an Observation, an order the input set does not hold, a reference that
+    cannot be read) changes nothing: it is supporting information, not the order."""
+    order = patients_order(source, "basedOn", index, subject_id)
+    if order is not None or _held_order(source.resource, "derivedFrom", index) is None:
+        return order
+    return patients_order(source, "derivedFrom", index, subject_id)
+
+
+def _held_order(resource: Json, field_name: str, index: Index) -> SourcedResource | None:
+    """The MedicationRequest of the input set the reference field names, if any (none when
+    the field cannot be read)."""
+    try:
+        named = based_on_request(resource, field_name, index)
+    except Unmappable:
+        return None
+    return None if named is None else index.order(f"MedicationRequest/{named}")
 
 
 def _statement_starts(resource: Json) -> tuple[datetime | None, ...]:

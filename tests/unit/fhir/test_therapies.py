@@ -374,6 +374,61 @@ def test_a_statement_or_an_administration_of_a_fulfilment_reports_on_the_therapy
     assert set(prescriptions(ORIGINAL, FILLER, statement, given)) == {"r1"}
 
 
+def _derived_from(derived_from: object, statement_id: str = "g1") -> dict[str, Any]:
+    """An active statement of amoxicillin for p1 with this `derivedFrom` (and no basedOn)."""
+    statement = _given("MedicationStatement", "2024-05-03")
+    del statement["basedOn"]
+    return statement | {"id": statement_id, "derivedFrom": derived_from}
+
+
+def test_a_statement_derived_from_its_order_reports_on_that_order() -> None:
+    """FHIR R4 `derivedFrom` links a statement to "the underlying MedicationRequest". Read as a
+    second course, it gave two critical alerts for one drug and a duplicate-therapy warning of
+    the order against itself."""
+    statement = _derived_from(
+        [{"reference": "Observation/o1"}, {"reference": "MedicationRequest/r2"}]
+    )
+    assert set(prescriptions(ORIGINAL, FILLER, statement)) == {"r1"}
+    result = folded(penicillin_allergy("Patient/p1"), ORIGINAL, FILLER, statement)
+    assert raised(result, DRUG_ALLERGY) == [("allergy:a1", "medication:r1")]
+    assert raised(result, DUPLICATE_THERAPY) == []
+
+
+def test_only_a_derived_from_naming_an_order_of_the_input_set_is_read_as_based_on() -> None:
+    """Other `derivedFrom` targets are supporting information: the statement stays a course of
+    its own, without a word."""
+    statements = [
+        _derived_from([{"reference": "MedicationRequest/r1"}], "of-the-order"),
+        _derived_from([{"reference": "Observation/o1"}], "of-an-observation"),
+        _derived_from([{"reference": "MedicationRequest/r9"}], "of-an-order-not-held"),
+        _derived_from("MedicationRequest/r1", "of-no-reference"),
+    ]
+    result = run(ORIGINAL, *statements)
+    assert result.errors == []
+    assert {
+        event.source_ref: event.payload.prescription_id
+        for _, event in result.events
+        if isinstance(event.payload, MedicationPrescribed)
+    } == {
+        "MedicationRequest/r1": "r1",
+        "MedicationStatement/of-the-order": "r1",
+        "MedicationStatement/of-an-observation": "MedicationStatement/of-an-observation",
+        "MedicationStatement/of-an-order-not-held": "MedicationStatement/of-an-order-not-held",
+        "MedicationStatement/of-no-reference": "MedicationStatement/of-no-reference",
+    }
+    assert [line.detail for line in result.passed_over] == []
+
+
+def test_a_statement_derived_from_another_patient_s_order_is_a_course_of_its_own() -> None:
+    others = request("r1", "order", patient="Patient/p2")
+    statement = _derived_from([{"reference": "MedicationRequest/r1"}])
+    assert set(prescriptions(others, statement)) == {"r1", "MedicationStatement/g1"}
+    assert [line.detail for line in run(others, statement).passed_over] == [
+        "derivedFrom names MedicationRequest/r1, an order for another patient: the record is "
+        "read as a course of its own, not as news of that order"
+    ]
+
+
 def test_an_order_replacing_a_fulfilment_replaces_the_therapy() -> None:
     replacement = request(
         "r9",
