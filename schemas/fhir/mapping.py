@@ -65,8 +65,10 @@ Times: `occurred_at` is the first present of
     alerts at the time of the refutation, also when it is sent without meta)
   - MedicationRequest: authoredOn, meta.lastUpdated
   - MedicationStatement: effectiveDateTime, effectivePeriod.start, dateAsserted, meta.lastUpdated
-    (dateAsserted first when the use is planned to begin after it was asserted: an intended
-    statement is known, and checked, from its assertion)
+    (a use planned to begin after the statement was made, its dateAsserted, else its
+    meta.lastUpdated, else the time of last resort below, is dated when it was made, skipping
+    its future start: an intended statement is known, and checked, from then, never refused
+    by the gate as occurring in the future)
   - Patient (home country): the address's period.start, meta.lastUpdated
 and, when none is present, the time of the Bundle the resource came in (its `timestamp`, else
 its meta.lastUpdated; an enclosing Bundle's for a nested one), else the caller's
@@ -175,8 +177,9 @@ is `basedOn` (so a statement about an imported order updates that order instead 
 it), else the MedicationRequest of the input set its `derivedFrom` names (FHIR: "the
 underlying MedicationRequest"; any other `derivedFrom` is supporting information and changes
 nothing), else `MedicationStatement/<id>`. `occurred_at`: effectiveDateTime,
-effectivePeriod.start, dateAsserted, meta.lastUpdated. A statement still taken with an effectivePeriod.end is valid
-until then (an end not after its start is reported and left out). Completed and stopped
+effectivePeriod.start, dateAsserted, meta.lastUpdated (a use planned to begin after the
+statement was made is dated when it was made, see Times). A statement still taken with an
+effectivePeriod.end is valid until then (an end not after its start is reported and left out). Completed and stopped
 statements also yield a MedicationStopped at effectivePeriod.end (capped and defaulted as for
 requests); entered-in-error yields only the stop, except that a statement `basedOn` an order
 leaves the order alone and is skipped (the statement was wrong, not the order, whose alerts

@@ -1108,7 +1108,7 @@ def statement_events(source: Source, index: Index) -> list[Event]:
         subject_id=subject_id,
         drug=named_as_ordered(source, index, order, drug_of(resource, index)),
         dosage=first_dosage(source, "dosage"),
-        starts=_statement_starts(resource),
+        starts=_statement_starts(source),
         in_error=status == IN_ERROR,
         stop=stopped_by(source, _statement_ends) if status in _TAKEN_STATUSES else None,
         stop_reason=stop_reason_of(source, status),
@@ -1142,14 +1142,19 @@ def _held_order(resource: Json, field_name: str, index: Index) -> SourcedResourc
     return None if named is None else index.order(f"MedicationRequest/{named}")
 
 
-def _statement_starts(resource: Json) -> tuple[datetime | None, ...]:
-    """When the use began, else when it was asserted; a use planned to begin after it was
-    asserted (an intended statement) is known from its assertion, not from its future start."""
+def _statement_starts(source: Source) -> tuple[datetime | None, ...]:
+    """When the use began, else when it was asserted. A use planned to begin after the
+    statement was made (its `dateAsserted`, else its `meta.lastUpdated`, else the time of its
+    Bundle or the import's fallback) is known, and checked, from when it was made, not from its
+    future start: dated then, the gate would refuse it as occurring in the future, and the drug
+    would never be checked."""
+    resource = source.resource
     effective = time_at(resource, "effectiveDateTime") or time_at(
         resource, "effectivePeriod", "start"
     )
     asserted = time_at(resource, "dateAsserted")
-    if effective is not None and asserted is not None and effective > asserted:
+    made = asserted or time_at(resource, "meta", "lastUpdated") or source.last_resort_time
+    if effective is not None and effective > made:
         return (asserted,)
     return (effective, asserted)
 
