@@ -65,8 +65,10 @@ Times: `occurred_at` is the first present of
     alerts at the time of the refutation, also when it is sent without meta)
   - MedicationRequest: authoredOn, meta.lastUpdated
   - MedicationStatement: effectiveDateTime, effectivePeriod.start, dateAsserted, meta.lastUpdated
-    (dateAsserted first when the use is planned to begin after it was asserted: an intended
-    statement is known, and checked, from its assertion)
+    (a use planned to begin after the statement was made, its dateAsserted, else its
+    meta.lastUpdated, else the time of last resort below, is dated when it was made, skipping
+    its future start: an intended statement is known, and checked, from then, never refused
+    by the gate as occurring in the future)
   - Patient (home country): the address's period.start, meta.lastUpdated
 and, when none is present, the time of the Bundle the resource came in (its `timestamp`, else
 its meta.lastUpdated; an enclosing Bundle's for a nested one), else the caller's
@@ -163,18 +165,21 @@ order replacing it or one of its requests, ends the therapy). A fulfilment cance
 entered in error is skipped (the therapy is unchanged), and so is one written after the therapy
 ended (it would restart it). So one therapy is one course: checked once, never a duplicate of
 itself. A `basedOn` naming an order the input set does not hold, one for another patient
-(reported), one that is no prescription, or a chain that loops (reported) leaves the request a
-therapy of its own. The records naming a request of a therapy (a statement's `basedOn`, an
-administration's `request`, a dispense's `authorizingPrescription`, a `priorPrescription`)
-report on, or replace, the therapy.
+(reported), one entered in error (reported), one that is no prescription, or a chain that loops
+(reported) leaves the request a therapy of its own. The records naming a request of a therapy
+(a statement's `basedOn`, an administration's `request`, a dispense's
+`authorizingPrescription`, a `priorPrescription`) report on, or replace, the therapy.
 
 MedicationStatement -> MedicationPrescribed: the patient takes (status active, intended,
 on-hold, unknown) or took (completed, stopped) the drug, mapped like a request (medication,
 dosage[0] text or dose quantity, route, notes). Its prescription id is the MedicationRequest it
 is `basedOn` (so a statement about an imported order updates that order instead of duplicating
-it), else `MedicationStatement/<id>`. `occurred_at`: effectiveDateTime, effectivePeriod.start,
-dateAsserted, meta.lastUpdated. A statement still taken with an effectivePeriod.end is valid
-until then (an end not after its start is reported and left out). Completed and stopped
+it), else the MedicationRequest of the input set its `derivedFrom` names (FHIR: "the
+underlying MedicationRequest"; any other `derivedFrom` is supporting information and changes
+nothing), else `MedicationStatement/<id>`. `occurred_at`: effectiveDateTime,
+effectivePeriod.start, dateAsserted, meta.lastUpdated (a use planned to begin after the
+statement was made is dated when it was made, see Times). A statement still taken with an
+effectivePeriod.end is valid until then (an end not after its start is reported and left out). Completed and stopped
 statements also yield a MedicationStopped at effectivePeriod.end (capped and defaulted as for
 requests); entered-in-error yields only the stop, except that a statement `basedOn` an order
 leaves the order alone and is skipped (the statement was wrong, not the order, whose alerts
@@ -206,7 +211,9 @@ the input set (by `MedicationRequest/<id>` or its entry's `urn:uuid`) and its ow
 of an order of the input set replacing it, ends it before the record, the record is skipped:
 it would restart the order with no end, and the order was checked while it ran. A record (or
 a statement) naming an order the input set holds for another patient is reported and read as
-if it named none: a record of one patient never changes another's order. A record that
+if it named none: a record of one patient never changes another's order; so is one naming an
+order the input set holds as entered in error (it never was a prescription, so the drug given
+is a course of its own, not the restart of an order that ended). A record that
 names no order is a course of its own, `<ResourceType>/<id>`:
   - Immunization (vaccineCode, dose from doseQuantity, route; `occurred_at` occurrenceDateTime,
     recorded, meta.lastUpdated; subject `patient`): completed is a single dose, a prescription

@@ -1098,7 +1098,7 @@ def statement_events(source: Source, index: Index) -> list[Event]:
     resource = source.resource
     status = _statement_status(resource)
     subject_id = subject_of(resource, "subject", index)
-    order = patients_order(source, "basedOn", index, subject_id)
+    order = _statement_order(source, index, subject_id)
     if order is not None and status == IN_ERROR:
         raise Unsupported(
             f"MedicationStatement entered-in-error: MedicationRequest/{order} is unchanged"
@@ -1108,7 +1108,7 @@ def statement_events(source: Source, index: Index) -> list[Event]:
         subject_id=subject_id,
         drug=named_as_ordered(source, index, order, drug_of(resource, index)),
         dosage=first_dosage(source, "dosage"),
-        starts=_statement_starts(resource),
+        starts=_statement_starts(source),
         in_error=status == IN_ERROR,
         stop=stopped_by(source, _statement_ends) if status in _TAKEN_STATUSES else None,
         stop_reason=stop_reason_of(source, status),
@@ -1120,14 +1120,41 @@ def statement_events(source: Source, index: Index) -> list[Event]:
     return course_events(source, course)
 
 
-def _statement_starts(resource: Json) -> tuple[datetime | None, ...]:
-    """When the use began, else when it was asserted; a use planned to begin after it was
-    asserted (an intended statement) is known from its assertion, not from its future start."""
+def _statement_order(source: Source, index: Index, subject_id: str) -> str | None:
+    """The order a statement reports on (`patients_order`): the one its `basedOn` names, else
+    a MedicationRequest of the input set its `derivedFrom` names (FHIR: "the underlying
+    MedicationRequest" the statement was derived from), read as `basedOn` is. Any other
+    `derivedFrom` (an Observation, an order the input set does not hold, a reference that
+    cannot be read) changes nothing: it is supporting information, not the order."""
+    order = patients_order(source, "basedOn", index, subject_id)
+    if order is not None or _held_order(source.resource, "derivedFrom", index) is None:
+        return order
+    return patients_order(source, "derivedFrom", index, subject_id)
+
+
+def _held_order(resource: Json, field_name: str, index: Index) -> SourcedResource | None:
+    """The MedicationRequest of the input set the reference field names, if any (none when
+    the field cannot be read)."""
+    try:
+        named = based_on_request(resource, field_name, index)
+    except Unmappable:
+        return None
+    return None if named is None else index.order(f"MedicationRequest/{named}")
+
+
+def _statement_starts(source: Source) -> tuple[datetime | None, ...]:
+    """When the use began, else when it was asserted. A use planned to begin after the
+    statement was made (its `dateAsserted`, else its `meta.lastUpdated`, else the time of its
+    Bundle or the import's fallback) is known, and checked, from when it was made, not from its
+    future start: dated then, the gate would refuse it as occurring in the future, and the drug
+    would never be checked."""
+    resource = source.resource
     effective = time_at(resource, "effectiveDateTime") or time_at(
         resource, "effectivePeriod", "start"
     )
     asserted = time_at(resource, "dateAsserted")
-    if effective is not None and asserted is not None and effective > asserted:
+    made = asserted or time_at(resource, "meta", "lastUpdated") or source.last_resort_time
+    if effective is not None and effective > made:
         return (asserted,)
     return (effective, asserted)
 
@@ -1195,7 +1222,9 @@ def patients_order(source: Source, field_name: str, index: Index, subject_id: st
     read as the order that starts its therapy (`therapy_root`: a statement about a filler-order
     reports on the order it fulfils): an order of the input set for another patient is
     reported and not reported on (the record is a course of its own), so a record of one
-    patient never changes another's order."""
+    patient never changes another's order; nor is one the input set holds as entered in error
+    (reported): it never was a prescription, so a drug given under it is a course of its own,
+    not the restart of an order that ended."""
     order = based_on_request(source.resource, field_name, index)
     source.passed_over.extend(pinned_order_notes(source.resource, field_name, index))
     if order is None and field_name in source.resource and not _links(source.resource[field_name]):
@@ -1211,13 +1240,29 @@ def patients_order(source: Source, field_name: str, index: Index, subject_id: st
         ordered_for = subject_of(held.resource, "subject", index)
     except (Unmappable, Unsupported):
         return order
-    if ordered_for == subject_id:
-        return therapy_root(order, held.resource, index, subject_id)
-    source.passed_over.append(
-        f"{field_name} names MedicationRequest/{order}, an order for another patient: the "
-        "record is read as a course of its own, not as news of that order"
-    )
-    return None
+    if ordered_for != subject_id:
+        source.passed_over.append(
+            f"{field_name} names MedicationRequest/{order}, an order for another patient: the "
+            "record is read as a course of its own, not as news of that order"
+        )
+        return None
+    if _entered_in_error(held.resource):
+        source.passed_over.append(
+            f"{field_name} names MedicationRequest/{order}, an order entered in error (it never "
+            "was a prescription): the record is read as a course of its own, not as news of "
+            "that order"
+        )
+        return None
+    return therapy_root(order, held.resource, index, subject_id)
+
+
+def _entered_in_error(request: Json) -> bool:
+    """Whether a MedicationRequest's status is entered-in-error (one that cannot be read is
+    not: its own import reports it)."""
+    try:
+        return required_code(request, "status", _REQUEST_STATUSES) == IN_ERROR
+    except Unmappable:
+        return False
 
 
 def _links(value: object) -> bool:

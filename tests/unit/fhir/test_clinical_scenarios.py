@@ -608,6 +608,30 @@ def test_given_a_penicillin_allergy_and_a_statement_of_amoxicillin_taken_then_a_
     assert statement in evidence
 
 
+def test_given_a_statement_of_a_use_planned_after_its_bundle_then_it_is_checked_from_then() -> None:
+    """An active statement whose use starts after NOW, with no dateAsserted: dated at its start,
+    the gate refused it as occurring in the future (`occurred_in_future`) and the amoxicillin
+    was never checked. It is dated at its Bundle's time, as an order with a future start is
+    dated when it was written."""
+    planned = AMOXICILLIN_TAKEN | {"effectivePeriod": {"start": "2027-06-01"}}
+    del planned["effectiveDateTime"]
+    document = {
+        "resourceType": "Bundle",
+        "type": "collection",
+        "timestamp": "2016-01-01T00:00:00Z",
+        "entry": [{"resource": PENICILLIN}, {"resource": planned}],
+    }
+    result = subject(fold(submitted_from([document])), "pat1")
+    (alert,) = drug_allergy_alerts(result, "MedicationStatement/ms-amox")
+    assert (alert.status, alert.severity) == (AlertStatus.RAISED, Severity.CRITICAL)
+    (prescribed,) = [
+        event
+        for event in result.state.events.values()
+        if event.source_ref == "MedicationStatement/ms-amox"
+    ]
+    assert prescribed.occurred_at == datetime(2016, 1, 1, tzinfo=UTC)
+
+
 def test_given_a_statement_that_the_zosyn_order_was_completed_then_no_duplicate_and_resolved() -> (
     None
 ):

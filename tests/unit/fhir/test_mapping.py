@@ -1190,6 +1190,21 @@ def test_given_a_statement_of_a_drug_taken_when_imported_then_a_prescription_wit
             utc(2024, 3, 5, 10),
             id="given a use planned to start after it was asserted then dateAsserted",
         ),
+        pytest.param(
+            {
+                "dateAsserted": None,
+                "effectiveDateTime": None,
+                "effectivePeriod": {"start": "2099-04-01"},
+                "meta": {"lastUpdated": "2024-03-07T09:00:00Z"},
+            },
+            utc(2024, 3, 7, 9),
+            id="given a use planned to start after it was last updated then meta.lastUpdated",
+        ),
+        pytest.param(
+            {"dateAsserted": None, "effectiveDateTime": "2099-04-01T08:00:00Z"},
+            FALLBACK,
+            id="given a use planned to start after the import's fallback time then that time",
+        ),
     ],
 )
 def test_statement_times(fields: dict[str, Any], occurred: datetime) -> None:

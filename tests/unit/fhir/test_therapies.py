@@ -220,6 +220,48 @@ def test_a_record_of_a_drug_given_after_the_order_s_planned_end_is_skipped(kind:
     ]
 
 
+VOID_ORDER = request("r1", "order", status="entered-in-error")
+_ORDER_FIELDS = {
+    "MedicationDispense": "authorizingPrescription",
+    "MedicationAdministration": "request",
+    "MedicationStatement": "basedOn",
+}
+
+
+@pytest.mark.parametrize("kind", GIVEN_KINDS)
+def test_given_an_order_entered_in_error_then_a_record_naming_it_is_a_course_of_its_own(
+    kind: str,
+) -> None:
+    """The order never was a prescription, so nothing ended that the record would restart:
+    the amoxicillin given is checked (critical against a penicillin allergy), where it was
+    skipped "after MedicationRequest/r1 ended" and no alert was raised."""
+    given = _given(kind, "2024-05-03")
+    result = run(VOID_ORDER, given)
+    assert result.skipped == []
+    assert [line.detail for line in result.passed_over if line.source_ref == f"{kind}/g1"] == [
+        f"{_ORDER_FIELDS[kind]} names MedicationRequest/r1, an order entered in error (it never "
+        "was a prescription): the record is read as a course of its own, not as news of that "
+        "order"
+    ]
+    checked = folded(penicillin_allergy("Patient/p1"), VOID_ORDER, given)
+    assert raised(checked, DRUG_ALLERGY) == [("allergy:a1", f"medication:{kind}/g1")]
+    assert {alert.severity.value for alert in drug_allergy_alerts(checked)} == {"critical"}
+
+
+@pytest.mark.parametrize("status", ["stopped", "completed", "cancelled"])
+@pytest.mark.parametrize("kind", ["MedicationDispense", "MedicationAdministration"])
+def test_a_drug_given_after_its_order_was_stopped_completed_or_cancelled_is_still_skipped(
+    kind: str, status: str
+) -> None:
+    """Those orders were prescriptions, checked while they ran: a record after them would
+    restart them with no end."""
+    ended = request("r1", "order", status=status, meta={"lastUpdated": "2024-05-02T00:00:00Z"})
+    result = run(ended, _given(kind, "2024-05-03"))
+    assert [(skip.resource_id, skip.reason) for skip in result.skipped] == [
+        ("g1", f"{kind} after MedicationRequest/r1 ended (it would restart the order)")
+    ]
+
+
 NDC_ONLY = {"coding": [{"system": "http://hl7.org/fhir/sid/ndc", "code": "0093-3109-01"}]}
 
 
@@ -274,6 +316,12 @@ def test_a_record_naming_another_drug_in_words_still_replaces_the_order_s_drug()
             id="given another patient's order then a therapy of its own, reported",
         ),
         pytest.param(
+            [request("r1", "original-order", status="entered-in-error"), FILLER],
+            "basedOn names MedicationRequest/r1, an order entered in error (it never was a "
+            "prescription): the record is read as a course of its own, not as news of that order",
+            id="given an order entered in error then a therapy of its own, reported",
+        ),
+        pytest.param(
             [request("r1", "proposal"), FILLER],
             None,
             id="given a proposal then a therapy of its own",
@@ -324,6 +372,61 @@ def test_a_statement_or_an_administration_of_a_fulfilment_reports_on_the_therapy
         "effectiveDateTime": "2024-05-06T08:00:00Z",
     }
     assert set(prescriptions(ORIGINAL, FILLER, statement, given)) == {"r1"}
+
+
+def _derived_from(derived_from: object, statement_id: str = "g1") -> dict[str, Any]:
+    """An active statement of amoxicillin for p1 with this `derivedFrom` (and no basedOn)."""
+    statement = _given("MedicationStatement", "2024-05-03")
+    del statement["basedOn"]
+    return statement | {"id": statement_id, "derivedFrom": derived_from}
+
+
+def test_a_statement_derived_from_its_order_reports_on_that_order() -> None:
+    """FHIR R4 `derivedFrom` links a statement to "the underlying MedicationRequest". Read as a
+    second course, it gave two critical alerts for one drug and a duplicate-therapy warning of
+    the order against itself."""
+    statement = _derived_from(
+        [{"reference": "Observation/o1"}, {"reference": "MedicationRequest/r2"}]
+    )
+    assert set(prescriptions(ORIGINAL, FILLER, statement)) == {"r1"}
+    result = folded(penicillin_allergy("Patient/p1"), ORIGINAL, FILLER, statement)
+    assert raised(result, DRUG_ALLERGY) == [("allergy:a1", "medication:r1")]
+    assert raised(result, DUPLICATE_THERAPY) == []
+
+
+def test_only_a_derived_from_naming_an_order_of_the_input_set_is_read_as_based_on() -> None:
+    """Other `derivedFrom` targets are supporting information: the statement stays a course of
+    its own, without a word."""
+    statements = [
+        _derived_from([{"reference": "MedicationRequest/r1"}], "of-the-order"),
+        _derived_from([{"reference": "Observation/o1"}], "of-an-observation"),
+        _derived_from([{"reference": "MedicationRequest/r9"}], "of-an-order-not-held"),
+        _derived_from("MedicationRequest/r1", "of-no-reference"),
+    ]
+    result = run(ORIGINAL, *statements)
+    assert result.errors == []
+    assert {
+        event.source_ref: event.payload.prescription_id
+        for _, event in result.events
+        if isinstance(event.payload, MedicationPrescribed)
+    } == {
+        "MedicationRequest/r1": "r1",
+        "MedicationStatement/of-the-order": "r1",
+        "MedicationStatement/of-an-observation": "MedicationStatement/of-an-observation",
+        "MedicationStatement/of-an-order-not-held": "MedicationStatement/of-an-order-not-held",
+        "MedicationStatement/of-no-reference": "MedicationStatement/of-no-reference",
+    }
+    assert [line.detail for line in result.passed_over] == []
+
+
+def test_a_statement_derived_from_another_patient_s_order_is_a_course_of_its_own() -> None:
+    others = request("r1", "order", patient="Patient/p2")
+    statement = _derived_from([{"reference": "MedicationRequest/r1"}])
+    assert set(prescriptions(others, statement)) == {"r1", "MedicationStatement/g1"}
+    assert [line.detail for line in run(others, statement).passed_over] == [
+        "derivedFrom names MedicationRequest/r1, an order for another patient: the record is "
+        "read as a course of its own, not as news of that order"
+    ]
 
 
 def test_an_order_replacing_a_fulfilment_replaces_the_therapy() -> None:
