@@ -176,7 +176,11 @@ dosage[0] text or dose quantity, route, notes). Its prescription id is the Medic
 is `basedOn` (so a statement about an imported order updates that order instead of duplicating
 it), else the MedicationRequest of the input set its `derivedFrom` names (FHIR: "the
 underlying MedicationRequest"; any other `derivedFrom` is supporting information and changes
-nothing), else `MedicationStatement/<id>`. `occurred_at`: effectiveDateTime,
+nothing), else `MedicationStatement/<id>`. A statement reporting on an order of the input set
+that names another drug (no coding shared, other words: the mapping knows no drugs) does not
+replace the order's drug, as a substitute given does: the course is checked as both ("ibuprofen
+400 mg; amoxicillin 500 mg capsule", the codes of both), and a line says so
+(`medications.taken_as_ordered`). `occurred_at`: effectiveDateTime,
 effectivePeriod.start, dateAsserted, meta.lastUpdated (a use planned to begin after the
 statement was made is dated when it was made, see Times). A statement still taken with an
 effectivePeriod.end is valid until then (an end not after its start is reported and left out). Completed and stopped
@@ -205,7 +209,7 @@ deleting entry carries is never read as a version (of another type, it is skippe
 Drugs given. A record that names its order (a MedicationAdministration's `request`, a
 MedicationDispense's `authorizingPrescription`) is news of that prescription, like a statement
 `basedOn` it: a MedicationPrescribed with the order's id and the drug as given (a substitute
-replaces the ordered drug), never a stop (one dose given or one fill dispensed does not end the
+replaces the ordered drug, and a line names both), never a stop (one dose given or one fill dispensed does not end the
 order; an entered-in-error record leaves the order alone and is skipped). When the order is in
 the input set (by `MedicationRequest/<id>` or its entry's `urn:uuid`) and its own import, or that
 of an order of the input set replacing it, ends it before the record, the record is skipped:

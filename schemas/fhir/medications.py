@@ -265,25 +265,87 @@ def therapy_planned_end(
 
 
 def named_as_ordered(source: Source, index: Index, order: str | None, drug: Drug) -> Drug:
-    """The drug of a record reporting on an order, named as the order of the input set names
-    it when the record names its own only by codes, with no words (a dispense coded by an NDC
-    alone): a code the drug knowledge cannot read would make the course unverifiable, and the
-    record is news of the order's course. Its codes stay, so a backend that reads them judges
-    them; the record says so."""
-    if order is None or _worded(drug):
+    """The drug of a record of a drug given (an administration, a dispense) reporting on an
+    order: the drug it names, which becomes the course's drug (a substitute given replaces the
+    drug ordered; a line names both when the order of the input set names another,
+    `_same_drug`), except that one named by codes only, with no words (a dispense coded by an
+    NDC alone), is named as the order names it (`_named_by_order`)."""
+    ordered = _ordered_drug(index, order)
+    if order is None or ordered is None:
         return drug
-    ordered = index.order(f"MedicationRequest/{order}")
+    if not _worded(drug):
+        return _named_by_order(source, order, drug, ordered)
+    if not _same_drug(drug, ordered):
+        source.passed_over.append(
+            f"it names {quoted(drug.text)}, where MedicationRequest/{order} names "
+            f"{quoted(ordered.text)}: the course is checked as the drug given (a substitute "
+            "replaces the drug ordered)"
+        )
+    return drug
+
+
+def taken_as_ordered(source: Source, index: Index, order: str | None, drug: Drug) -> Drug:
+    """The drug of a statement reporting on an order, named as `named_as_ordered` names it,
+    except that one that is not the drug the order of the input set names (`_same_drug`) does
+    not replace it: a statement says what the patient takes, not what was handed over in the
+    order's place, and the order still stands. The course is checked as both, the statement's
+    drug then the order's as a list the drug knowledge reads item by item ("ibuprofen 400 mg;
+    amoxicillin 500 mg capsule"), with the codes of both, and a line says so. Replaced, an
+    amoxicillin order's critical alert was resolved by a statement of ibuprofen, without a
+    word, while the order was never stopped."""
+    ordered = _ordered_drug(index, order)
+    if order is None or ordered is None:
+        return drug
+    if not _worded(drug):
+        return _named_by_order(source, order, drug, ordered)
+    if _same_drug(drug, ordered):
+        return drug
+    both = f"{drug.text}; {ordered.text}"
+    source.passed_over.append(
+        f"it names {quoted(drug.text)}, but MedicationRequest/{order}, which it reports on, "
+        f"names {quoted(ordered.text)}: the course is checked as both ({quoted(both)})"
+    )
+    codes = tuple(dict.fromkeys((*drug.codes, *ordered.codes)))
+    return Drug(both, codes, drug.reported, drug.resolved and ordered.resolved, drug.concepts)
+
+
+def _ordered_drug(index: Index, order: str | None) -> Drug | None:
+    """The drug the order of the input set names (None: no order, not held, or its drug cannot
+    be read: its own import reports that)."""
+    ordered = None if order is None else index.order(f"MedicationRequest/{order}")
     if ordered is None:
-        return drug
+        return None
     try:
-        ordered_drug = drug_of(ordered.resource, index)
+        return drug_of(ordered.resource, index)
     except Unmappable:
-        return drug
+        return None
+
+
+def _named_by_order(source: Source, order: str, drug: Drug, ordered: Drug) -> Drug:
+    """A drug named by codes only, named as its order names it: a code the drug knowledge
+    cannot read would make the course unverifiable, and the record is news of the order's
+    course. Its codes stay, so a backend that reads them judges them; the record says so."""
     source.passed_over.append(
         f"its medication is named by codes only ({drug.text}): named as MedicationRequest/"
-        f"{order} names it ({ordered_drug.text})"
+        f"{order} names it ({ordered.text})"
     )
-    return Drug(ordered_drug.text, drug.codes, drug.reported, drug.resolved, drug.concepts)
+    return Drug(ordered.text, drug.codes, drug.reported, drug.resolved, drug.concepts)
+
+
+def _same_drug(drug: Drug, ordered: Drug) -> bool:
+    """Whether a record names the drug its order names, as far as the records themselves say
+    (the mapping knows no drugs): a coding they share (the same system and code), or the same
+    words (letter case and spacing aside)."""
+    shared = {_code_key(code) for code in drug.codes} & {_code_key(c) for c in ordered.codes}
+    return bool(shared) or _words(drug.text) == _words(ordered.text)
+
+
+def _code_key(code: Coding) -> tuple[str, str]:
+    return (SYSTEM_ALIASES.get(code.system, code.system), code.code)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.casefold().split())
 
 
 def _worded(drug: Drug) -> bool:
@@ -1106,7 +1168,7 @@ def statement_events(source: Source, index: Index) -> list[Event]:
     course = Course(
         prescription_id=order or f"{source.resource_type}/{source.resource_id}",
         subject_id=subject_id,
-        drug=named_as_ordered(source, index, order, drug_of(resource, index)),
+        drug=taken_as_ordered(source, index, order, drug_of(resource, index)),
         dosage=first_dosage(source, "dosage"),
         starts=_statement_starts(source),
         in_error=status == IN_ERROR,

@@ -15,6 +15,7 @@ import pytest
 from rules.batch import SubjectResult
 from schemas.alerts import AlertStatus
 from schemas.events import MedicationPrescribed, MedicationStopped
+from schemas.fhir.mapping import FhirImport
 from tests.unit.fhir.test_clinical_scenarios import (
     DRUG_ALLERGY,
     drug_allergy_alerts,
@@ -287,9 +288,10 @@ def test_a_record_naming_its_drug_by_codes_only_is_named_as_its_order_names_it(k
     assert {alert.severity.value for alert in alerts} == {"critical"}
 
 
-def test_a_record_naming_another_drug_in_words_still_replaces_the_order_s_drug() -> None:
-    """A substitute named in words is what was given."""
-    given = _given("MedicationDispense", "2024-05-03") | {
+@pytest.mark.parametrize("kind", ["MedicationDispense", "MedicationAdministration"])
+def test_a_record_naming_another_drug_in_words_still_replaces_the_order_s_drug(kind: str) -> None:
+    """A substitute named in words is what was given; the change of drug is no longer silent."""
+    given = _given(kind, "2024-05-03") | {
         "medicationCodeableConcept": {"text": "azithromycin 250 mg"}
     }
     result = run(ORIGINAL, given)
@@ -298,7 +300,63 @@ def test_a_record_naming_another_drug_in_words_still_replaces_the_order_s_drug()
         for _, event in result.events
         if isinstance(event.payload, MedicationPrescribed)
     }
-    assert drugs["MedicationDispense/g1"] == "azithromycin 250 mg"
+    assert drugs[f"{kind}/g1"] == "azithromycin 250 mg"
+    assert [line.detail for line in result.passed_over] == [
+        "it names 'azithromycin 250 mg', where MedicationRequest/r1 names 'amoxicillin 500 mg "
+        "capsule': the course is checked as the drug given (a substitute replaces the drug "
+        "ordered)"
+    ]
+
+
+def _taken(medication: dict[str, Any]) -> dict[str, Any]:
+    """A statement based on MedicationRequest/r1 (amoxicillin) that names `medication`."""
+    return _given("MedicationStatement", "2024-05-03") | {"medicationCodeableConcept": medication}
+
+
+def test_a_statement_naming_another_drug_than_its_order_is_checked_as_both() -> None:
+    """A statement of ibuprofen based on an amoxicillin order replaced the order's drug: the
+    critical penicillin alert was resolved without a word, while the order was never stopped.
+    The statement says what the patient takes, not that amoxicillin was not given."""
+    statement = _taken({"text": "ibuprofen 400 mg"})
+    result = run(ORIGINAL, statement)
+    assert [line.detail for line in result.passed_over] == [
+        "it names 'ibuprofen 400 mg', but MedicationRequest/r1, which it reports on, names "
+        "'amoxicillin 500 mg capsule': the course is checked as both ('ibuprofen 400 mg; "
+        "amoxicillin 500 mg capsule')"
+    ]
+    checked = folded(penicillin_allergy("Patient/p1"), ORIGINAL, statement)
+    assert [
+        (alert.status.value, alert.severity.value) for alert in drug_allergy_alerts(checked)
+    ] == [("raised", "critical")]
+    nsaid_allergy = penicillin_allergy("Patient/p1") | {"code": {"text": "ibuprofen"}}
+    assert raised(folded(nsaid_allergy, ORIGINAL, statement), DRUG_ALLERGY) == [
+        ("allergy:a1", "medication:r1")
+    ]
+
+
+def test_a_statement_is_checked_as_its_order_s_drug_too_unless_a_shared_coding_says_same() -> None:
+    """Other words for the drug the order names, and no coding shared: checked as both (the
+    mapping knows no drugs). A coding shared with the order says it is the same drug: the
+    statement's own words, and no line."""
+    coded = {"system": "http://www.nlm.nih.gov/research/umls/rxnorm", "code": "308182"}
+    order = request("r1", "order", medicationCodeableConcept=AMOXICILLIN | {"coding": [coded]})
+    uncoded = run(order, _taken({"text": "Amoxil 500"}))
+    coded_alike = run(order, _taken({"text": "Amoxil 500", "coding": [coded]}))
+    assert [_statement_drug(uncoded), len(uncoded.passed_over)] == [
+        "Amoxil 500; amoxicillin 500 mg capsule",
+        1,
+    ]
+    assert [_statement_drug(coded_alike), len(coded_alike.passed_over)] == ["Amoxil 500", 0]
+
+
+def _statement_drug(result: FhirImport) -> str:
+    (drug,) = [
+        event.payload.drug
+        for _, event in result.events
+        if isinstance(event.payload, MedicationPrescribed)
+        and event.source_ref == "MedicationStatement/g1"
+    ]
+    return drug
 
 
 @pytest.mark.parametrize(
