@@ -173,10 +173,13 @@ def acknowledged(
             continue
         record = lifecycle(after, finding, AlertStatus.RAISED, event)
         found = standing_of(rules, after, record, policy)
-        raised_before = standing_of(rules, before, record, policy).status is AlertStatus.RAISED
-        if found.status is not AlertStatus.RAISED or not raised_before:
+        if found.status is not AlertStatus.RAISED or not _raised(rules, before, record, policy):
             records.append(_record_of(after, finding, record, found, event))
     return records
+
+
+def _raised(rules: Sequence[Rule], state: UserState, record: Alert, policy: FoldPolicy) -> bool:
+    return standing_of(rules, state, record, policy).status is AlertStatus.RAISED
 
 
 def retracted(
