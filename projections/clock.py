@@ -13,7 +13,7 @@ gives them again.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from datetime import datetime
 from operator import itemgetter
 from uuid import NAMESPACE_URL, uuid5
@@ -54,6 +54,20 @@ def due_bounds(state: UserState, now: datetime) -> tuple[datetime, ...]:
     if state.as_of is None or state.erased:
         return ()
     passed = state.bounds[_after(state.bounds, state.as_of) : _after(state.bounds, now)]
+    return tuple(dict.fromkeys(moment for moment, _, _ in passed))
+
+
+def bounds_passed_on_the_way(before: UserState, after: UserState) -> tuple[datetime, ...]:
+    """Every validity bound the subject's time passed strictly between `before`'s and `after`'s,
+    each once, soonest first: an event dated after a window that opened and closed since the
+    subject's last event (a three-day prescription between two visits) moves the time past
+    both of its bounds, and each is judged at its own moment, as the worker's clock would have
+    judged it had it run then, so the window's alert is raised and resolved, not skipped. The
+    bounds are those known before the event (its own are judged with it)."""
+    bounds, start, end = before.bounds, before.as_of, after.as_of
+    if not bounds or start is None or end is None or end <= start or after.erased:
+        return ()
+    passed = bounds[_after(bounds, start) : bisect_left(bounds, end, key=_MOMENT)]
     return tuple(dict.fromkeys(moment for moment, _, _ in passed))
 
 

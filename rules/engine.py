@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from projections.clock import validity_changes
+from projections.clock import bounds_passed_on_the_way, clock_event, validity_changes
 from projections.gate import Admitted, Decision, GateContext, admit
 from projections.state import UserState, evolve
 from projections.views import DEFAULT_POLICY, FoldPolicy
@@ -90,4 +90,12 @@ def process(
     if not isinstance(decision, Admitted):
         return Outcome(decision, state, state, ())
     after = evolve(state, event, policy)
-    return Outcome(decision, state, after, tuple(evaluate(rules, state, after, event, policy)))
+    alerts: list[Alert] = []
+    moved = state
+    for moment in bounds_passed_on_the_way(state, after):
+        tick = clock_event(moved, moment, event.recorded_at)
+        passing = evolve(moved, tick, policy)
+        alerts += evaluate(rules, moved, passing, tick, policy)
+        moved = passing
+    alerts += evaluate(rules, moved, after, event, policy)
+    return Outcome(decision, state, after, tuple(alerts))

@@ -152,3 +152,30 @@ def test_given_a_tick_then_it_is_history_not_a_claim() -> None:
     assert readable_document(state, tenant=tenant)["medications"]["active"] != []
     assert readable_document(ticked, tenant=tenant)["medications"]["active"] == []
     assert state_hash(replay(list(ticked.events.values()))) == state_hash(ticked)
+
+
+def test_given_a_window_that_opened_and_closed_between_two_events_then_its_alert_is_not_skipped() -> (
+    None
+):
+    """A three-day prescription between two visits, folded from a file or learned after the
+    worker's clock could tick: the next event moves the subject's time past both bounds, and
+    the alert is raised and resolved at them, with the records a clock on time would have
+    written (same ids), not skipped because the window lay between two events."""
+    window = {"valid_from": T0 + 2 * DAY, "valid_until": T0 + 5 * DAY}
+    state = _through_the_gate(replay([ALLERGY]), prescription("rx", **window), T0 + DAY).after
+    later = make_event("PreferenceStated", "diet", at=9 * DAY, payload={"value": "vegan"})
+    skipped_over = _through_the_gate(state, later, T0 + 9 * DAY)
+    assert [(a.status, a.occurred_at) for a in skipped_over.alerts] == [
+        (AlertStatus.RAISED, T0 + 2 * DAY),
+        (AlertStatus.RESOLVED, T0 + 5 * DAY),
+    ]
+    on_time = []
+    for bound in (T0 + 2 * DAY, T0 + 5 * DAY):
+        outcome = _through_the_gate(state, clock_event(state, bound, bound), bound)
+        state = outcome.after
+        on_time.extend(outcome.alerts)
+    assert [a.lifecycle_id for a in skipped_over.alerts] == [a.lifecycle_id for a in on_time]
+    assert _through_the_gate(state, later, T0 + 9 * DAY).alerts == ()
+    assert state_hash(skipped_over.after) == state_hash(
+        replay([ALLERGY, prescription("rx", **window), later])
+    )
