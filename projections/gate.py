@@ -455,15 +455,15 @@ def _supersedes(
         return [
             Problem(ReasonCode.SUPERSEDES_UNKNOWN_CLAIM, f"supersedes unknown claim {target_id}")
         ]
-    if claim_key(target) != claim_key(event) or claim_key(event) is None:
-        detail = f"supersedes {target_id}, which is a claim about another key"
-        return [Problem(ReasonCode.SUPERSEDES_OTHER_KEY, detail)]
     if target.type is not event.type:
         detail = (
             f"supersedes {target_id}, a {target.type.value}: a correction replaces a claim of "
             f"its own type (a {event.type.value} that corrected it would erase it)"
         )
         return [Problem(ReasonCode.SUPERSEDES_OTHER_TYPE, detail)]
+    if claim_key(target) != claim_key(event) or claim_key(event) is None:
+        detail = f"supersedes {target_id}, which is a claim about another key"
+        return [Problem(ReasonCode.SUPERSEDES_OTHER_KEY, detail)]
     if weaker_than(event, target):
         detail = (
             f"supersedes {target_id}, a {target.origin.value} claim: a correction replaces its "

@@ -251,8 +251,8 @@ REJECTIONS = [
         make_event("FactAsserted", "sup4", payload={"key": "diet"}, supersedes=PREFERENCE.id),
         {},
         REMEMBERED,
-        ReasonCode.SUPERSEDES_OTHER_KEY,
-        id="given a fact superseding a preference of the same name then supersedes_other_key",
+        ReasonCode.SUPERSEDES_OTHER_TYPE,
+        id="given a fact superseding a preference of the same name then supersedes_other_type",
     ),
     pytest.param(
         make_event("ClaimRetracted", "ret", payload={"claim_id": event_id("never-seen")}),
