@@ -19,7 +19,8 @@ from schemas.base import field_names
 from schemas.events import Event
 
 _LOGIN_TERMS = (
-    r"password|passwd|pwd|passcode|passwort|kennwort|wachtwoord|mot de passe|contrase[ñn]a|senha"
+    r"password|passwd|passphrase|pswd|pwd|passcode|passwort|kennwort|wachtwoord|mot de passe"
+    r"|contrase[ñn]a|senha"
 )
 _CREDENTIAL_WORD = (
     rf"(?:[a-z0-9]+[_-])*(?:{_LOGIN_TERMS}|secret|api[_ -]?key|access[_ -]?token|token)"
@@ -31,6 +32,18 @@ _CREDENTIAL_VALUE = r"(?=\S*?(?:\d|[a-z][A-Z]|[_@#$%^&*+=\\|<>~`]))\S{4,}"
 """A run of four or more characters without spaces that holds a digit, a symbol or a capital
 letter after a small one (`hunter22`, `p@ss`, `eyJhbGci`): what a credential looks like, and
 what an ordinary word (`Secret: patient does not want family informed`) does not."""
+
+_STRONG_VALUE = (
+    r"(?:(?=\S*?[a-z])(?=\S*?[A-Z])(?=\S*?\d)\S{6,}"
+    r"|(?=\S*?[A-Za-z])(?=\S*?\d)(?=\S*?[!@#$%^&*?~+=])\S{6,})"
+)
+"""Six or more characters without spaces mixing small and capital letters with a digit, or
+letters and digits with a symbol (`Hunter2!`, `S3cr3t!`): what a password looks like and what a
+measurement (`72kg`, `1.5m/s`) or a word does not. Required after a word that is not only a
+credential's name (`pass`, `pw`: a pass of a stone, pulsed-wave Doppler) or that is not followed
+by `:` or `=` (`password Hunter2!`)."""
+_SHORT_CREDENTIAL_WORD = r"(?:[a-z0-9]+[_-])*(?:pass|pw)"
+"""`pass` and `pw`, alone or in a setting's name (`DB_PASS`)."""
 
 _LOGIN_WORD = rf"(?:{_LOGIN_TERMS})"
 """A password given as the whole of its line (`password: letmein`) is one, whatever it looks
@@ -77,7 +90,9 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
     _TokenPattern("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), ("xox",)),
     _TokenPattern(
         "a JSON web token",
-        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+        re.compile(
+            r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.(?:[A-Za-z0-9_-]{8,}|(?![\w-]))"
+        ),
         ("eyj",),
     ),
     _TokenPattern(
@@ -94,8 +109,40 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
             rf"(?i:\b{_CREDENTIAL_WORD}\s*=\s*)\S{{4,}}"
             rf"|(?i:\b{_CREDENTIAL_WORD}\s*(?:is|:)\s*){_CREDENTIAL_VALUE}"
             rf"|(?i:\b{_LOGIN_WORD}\s*:\s*)\S{{4,}}?(?=[.,;!)]*(?:$|[\r\n]))"
+            rf"|(?i:\b{_LOGIN_WORD}(?:\s+[-\u2013\u2014])?\s+){_STRONG_VALUE}"
         ),
-        ("pass", "pwd", "kennwort", "wachtwoord", "contrase", "senha", "secret", "api", "token"),
+        (
+            "pass",
+            "pwd",
+            "pswd",
+            "kennwort",
+            "wachtwoord",
+            "contrase",
+            "senha",
+            "secret",
+            "api",
+            "token",
+        ),
+    ),
+    _TokenPattern(
+        "a credential assignment",
+        re.compile(rf"(?i:\b{_SHORT_CREDENTIAL_WORD}\s*(?:[:=]|is)\s*){_STRONG_VALUE}"),
+        ("pass", "pw"),
+    ),
+    _TokenPattern(
+        "a credential assignment",
+        re.compile(rf"(?i:\b(?:login\s*|username\s*|user)[:=]\s*\S+\s*/\s*){_STRONG_VALUE}"),
+        ("login", "username", "user:", "user="),
+    ),
+    _TokenPattern(
+        "a credential assignment",
+        re.compile(r"(?i:\bpin(?:[ _-]?(?:code|number))?[:=]\s*)\d{4,8}(?![\w,/-]|\.\d)"),
+        ("pin:", "pin=", "code:", "code=", "number:", "number="),
+    ),
+    _TokenPattern(
+        "a credential assignment",
+        re.compile(r"(?i:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b)[^\n]*?\s-p\S{4,}"),
+        ("mysql", "mariadb"),
     ),
 )
 _NEEDLES: Final = tuple(
@@ -112,16 +159,42 @@ def _folded(text: str) -> str:
     return (text if text.isascii() else text.translate(_ASCII_CASE_FOLDS)).lower()
 
 
-def _may_hold_a_token(text: str) -> bool:
-    """False only when no token pattern can match `text` (none of their needles is in it)."""
+def _token_kinds(text: str) -> dict[str, None]:
+    """The kinds of secret the token patterns find in `text` (read by `_readable`), each once;
+    a pattern is searched only where one of its needles is."""
     folded = _folded(text)
-    return any(needle in folded for needle in _NEEDLES)
+    if not any(needle in folded for needle in _NEEDLES):
+        return {}
+    present = {needle for needle in _NEEDLES if needle in folded}
+    return dict.fromkeys(
+        token.kind
+        for token in _TOKEN_PATTERNS
+        if not present.isdisjoint(token.needles) and token.pattern.search(text)
+    )
 
 
-_DIGITS_IN_A_ROW = re.compile(r"\d(?:[ .\-/_\t]?\d){12}")
-"""Thirteen digits with at most one separator (space, dot, hyphen, slash, underscore or tab)
-between two: every card number as it is written holds them, and most text does not (the quick
-test before candidates are read)."""
+_DASHES: Final = str.maketrans(dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-"))
+"""The hyphens and dashes a word processor writes for `-` (an en dash, U+2013, where
+autocorrection replaced a hyphen)."""
+_DIGITS_IN_A_ROW = re.compile(r"\d(?:[ .\-/_\t()\u2010-\u2015\u2212]{0,3}\d){12}")
+"""Thirteen digits with at most three separators (spaces, dots, hyphens or dashes, slashes,
+underscores, tabs, parentheses) between two: every card number as it is written holds them,
+and most text does not (the quick test before candidates are read)."""
+_WIDE_SEPARATOR = re.compile(r"(?<=\d)(?: ?- ?|( |\t)\1+)(?=\d)")
+"""A hyphen with a space around it, or a run of spaces or of tabs, between two digits."""
+_DIGITS_IN_PARENTHESES = re.compile(r"\((\d{2,6})\)")
+
+
+def _card_text(text: str) -> str:
+    """`text` with a card number's groups written as `_DIGIT_GROUPS` reads them: dashes as
+    hyphens, ` - ` as `-`, runs of spaces as one, and `(4111) 1111 …` without parentheses."""
+    if not text.isascii():
+        text = text.translate(_DASHES)
+    if "(" in text:
+        text = _DIGITS_IN_PARENTHESES.sub(r"\1", text)
+    return _WIDE_SEPARATOR.sub(lambda match: match.group()[-1] if match.group(1) else "-", text)
+
+
 _DIGIT_RUN = re.compile(r"(?<![\d+])\d{13,19}(?!\d)")
 """13 to 19 digits in a row; letters may touch them (`visa4111111111111111`)."""
 _DIGIT_GROUPS = re.compile(r"(?<![\w.\-/])\d+([ .\-/_\t])\d+(?:\1\d+)*(?![\w\-/]|\.\d)")
@@ -245,16 +318,11 @@ def _readable(text: str) -> str:
 
 def secrets_in_text(field: str, text: str) -> list[SecretFinding]:
     text = _readable(text)
-    folded = _folded(text)
-    findings = [
-        SecretFinding(field, token.kind)
-        for token in _TOKEN_PATTERNS
-        if any(needle in folded for needle in token.needles) and token.pattern.search(text)
-    ]
+    findings = [SecretFinding(field, kind) for kind in _token_kinds(text)]
     if (
         _DIGITS_IN_A_ROW.search(text)
         and not _CODED_VALUE.search(field)
-        and any(is_card_number(digits) for digits in _card_candidates(text))
+        and any(is_card_number(digits) for digits in _card_candidates(_card_text(text)))
     ):
         findings.append(SecretFinding(field, "a payment card number"))
     return findings
@@ -347,9 +415,10 @@ def secrets_in(text: FreeText) -> list[SecretFinding]:
     """The secrets in every string of `text`, each named by its path. The strings are first
     searched together, one per line: a line break bounds words and digit runs as the ends of a
     string do, so whatever any pattern matches within one string it also matches there, and
-    text with nothing that looks like a secret (most) is searched once, its paths never named."""
+    text with nothing that looks like a secret (most, also when a needle such as the `pin` of
+    `aspirin` is in it) is searched once, its paths never named."""
     together = _readable(text.together)
-    if not (_may_hold_a_token(together) or _DIGITS_IN_A_ROW.search(together)):
+    if not (_token_kinds(together) or _DIGITS_IN_A_ROW.search(together)):
         return []
     return [finding for field, value in text.fields() for finding in secrets_in_text(field, value)]
 
