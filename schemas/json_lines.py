@@ -22,14 +22,29 @@ class NotUtf8:
     message: str
 
 
+_DATE_TIME_FORM = (
+    "a date-time is ISO 8601 with a zone offset in hours and minutes, 2024-03-05T10:00:00Z or "
+    "2024-03-05T15:30:00+05:30: hours 00 to 23 and seconds 00 to 59, so neither 24:00 nor a "
+    "leap second"
+)
+_HINTS = {
+    "datetime_parsing": _DATE_TIME_FORM,
+    "datetime_from_date_parsing": _DATE_TIME_FORM,
+}
+"""What a message of pydantic's says in terms of the JSON form ('unexpected extra characters
+at the end of the input' for `23:59:60Z`), by the error's type."""
+
+
 def validation_summary(error: ValidationError, limit: int = 5) -> str:
     """Field paths and messages only, never the offending values (they may be secrets)."""
+    items = error.errors(include_input=False, include_url=False)
     problems = [
         f"{'.'.join(str(part) for part in item['loc']) or '<record>'}: {item['msg']}"
-        for item in error.errors(include_input=False, include_url=False)
+        for item in items
     ]
     more = f" (+{len(problems) - limit} more)" if len(problems) > limit else ""
-    return "; ".join(problems[:limit]) + more
+    hints = dict.fromkeys(_HINTS[item["type"]] for item in items if item["type"] in _HINTS)
+    return "; ".join(problems[:limit]) + more + "".join(f" ({hint})" for hint in hints)
 
 
 def _not_a_number(literal: str) -> NoReturn:

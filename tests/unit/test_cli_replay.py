@@ -183,6 +183,26 @@ def test_given_a_time_that_leaves_the_range_of_dates_in_utc_then_a_line_error_no
 
 
 @pytest.mark.parametrize(
+    "moment", ["2016-12-31T23:59:60Z", "2024-03-05T24:00:00Z", "2024-03-05T10:00:00+05:30:15"]
+)
+def test_given_a_leap_second_or_24_hours_then_the_line_error_says_what_a_time_may_be(
+    tmp_path: Path, moment: str
+) -> None:
+    good = SAMPLE.read_text(encoding="utf-8").splitlines()[:2]
+    bad = json.dumps(json.loads(good[0]) | {"occurred_at": moment, "recorded_at": moment})
+    path = tmp_path / "times.ndjson"
+    path.write_text("\n".join([bad, good[1]]) + "\n", encoding="utf-8")
+    code, subjects, stderr = _replay_json(path)
+    assert code == 1
+    line = " ".join(stderr.split())
+    assert "times.ndjson:1: invalid_record: occurred_at" in line
+    assert (
+        line.count("hours 00 to 23 and seconds 00 to 59, so neither 24:00 nor a leap second") == 1
+    )
+    assert sum(s["state"]["version"] for s in subjects) == 1
+
+
+@pytest.mark.parametrize(
     ("field", "value"),
     [
         ("confidence", True),
