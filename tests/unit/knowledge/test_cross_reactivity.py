@@ -349,6 +349,24 @@ def test_an_allergy_text_that_negates_or_is_not_the_patients_is_unverified_not_c
 
 
 @pytest.mark.parametrize(
+    "allergen",
+    [
+        pytest.param("penicillin allergy - childhood, unclear reaction", id="given unclear"),
+        pytest.param("penicillin - hives at the moment of reaction", id="given moment"),
+        pytest.param("penicillin - sonographer noted allergic rash", id="given sonographer"),
+    ],
+)
+def test_a_word_that_begins_with_a_relatives_name_is_not_another_persons_allergy(
+    knowledge: BundledKnowledge, allergen: str
+) -> None:
+    """ "Unclear" begins with "uncle", "moment" with "mom", "sonographer" with "son": none names a relative, so
+    the allergy stays the patient's (it read as another person's, `unverified`)."""
+    verdict = knowledge.cross_reactivity(allergen, "amoxicillin")
+
+    assert verdict.level is MatchLevel.SAME_CLASS
+
+
+@pytest.mark.parametrize(
     ("allergen", "not_an_allergen"),
     [
         pytest.param("Penicillin - hives, treated with Benadryl", "Benadryl", id="given treated"),
