@@ -64,6 +64,7 @@ class BundledKnowledge:
             tables.qualifiers,
             tables.misspellings,
             self._descriptive_classes,
+            tables.brand_families,
         )
         self._categories: Callable[[str], frozenset[str]] = cache(self._categories_of)
 

@@ -64,8 +64,12 @@ class Recogniser:
         qualifiers: frozenset[tuple[str, ...]] = frozenset(),
         unsuggested: frozenset[tuple[str, ...]] = frozenset(),
         descriptive_classes: Callable[[str], frozenset[str]] | None = None,
+        brand_families: frozenset[tuple[str, ...]] = frozenset(),
     ) -> None:
         self._lexicon = lexicon
+        self._brand_families = brand_families
+        """Brands whose products differ in composition ("Bengay"): read as the ingredients
+        every product contains, and left unrecognised as a product (`family_note`)."""
         self._descriptive_classes = descriptive_classes
         """The ids of the classes a concept belongs to whose word, right after its name, only
         describes it (None: no class word does)."""
@@ -189,6 +193,8 @@ class Recogniser:
                 negated_concepts.update(concepts)
             else:
                 found.extend(concepts)
+                if term in self._brand_families:
+                    unknown.append(family_note(term))
             if concepts:
                 joining = False
                 named_items.update(items[position : position + length])
@@ -257,6 +263,14 @@ class Recogniser:
         if system is None:
             return ()
         return self._codes_index.get((system, normalise_code(system, coding.code)), ())
+
+
+def family_note(term: tuple[str, ...]) -> str:
+    """How a brand family stands among the unrecognised words: its name and why the product
+    is not known ("bengay (a brand whose products differ in composition: name the product)")."""
+    cjk = all(len(token) == 1 and not token.isascii() for token in term)
+    name = ("" if cjk else " ").join(term)
+    return f"{name} (a brand whose products differ in composition: name the product)"
 
 
 def _words_and_items(text: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
