@@ -236,6 +236,20 @@ def test_unresolved_inputs_are_never_silent(
     assert failed_side in verdict.reason
 
 
+@pytest.mark.parametrize("drug", ["5 mg", "tablet", "X"])
+def test_a_drug_text_of_only_noise_words_says_why_it_could_not_be_resolved(
+    knowledge: BundledKnowledge, drug: str
+) -> None:
+    """With no unrecognised word to name, the reason said only "could not be resolved"."""
+    verdict = knowledge.cross_reactivity("penicillin", drug)
+
+    assert verdict.level is MatchLevel.UNVERIFIED
+    assert verdict.reason == (
+        f"drug '{drug}' could not be resolved (it names no substance: every word reads as a"
+        " strength, unit, dose form or other noise word)"
+    )
+
+
 def test_partly_recognised_drug_without_conflict_is_unverified(
     knowledge: BundledKnowledge,
 ) -> None:
