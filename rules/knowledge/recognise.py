@@ -166,6 +166,12 @@ class Recogniser:
         negated_concepts: set[str] = set()
         unknown: list[str] = []
         named_items: set[int] = set()
+        named_at: dict[int, tuple[str, ...]] = {}
+        """Where each term that names something begins (word position), and its concepts."""
+        families: list[tuple[int, str, tuple[str, ...]]] = []
+        """(where a brand family's name ends, its note, what all its products contain): the
+        brand names no product unless a name that adds to that follows it in its list item
+        ("Vicks NyQuil", "泰诺酚麻美敏"; not "Bengay menthol", which every Bengay contains)."""
         qualifying: list[tuple[int, tuple[str, ...]]] = []
         joining = False
         position = 0
@@ -194,16 +200,26 @@ class Recogniser:
             else:
                 found.extend(concepts)
                 if term in self._brand_families:
-                    unknown.append(family_note(term))
+                    families.append((position + length, family_note(term), concepts))
             if concepts:
                 joining = False
                 named_items.update(items[position : position + length])
+                named_at[position] = concepts
             elif term == (JOINING_WORD,):
                 joining = bool(found)
             elif term in self._qualifiers:
                 qualifying.append((items[position], term))
             position += length + int(negated)
         unknown.extend(" ".join(term) for item, term in qualifying if item not in named_items)
+        unknown.extend(
+            note
+            for end, note, common in families
+            if not (
+                end in named_at
+                and items[end] == items[end - 1]
+                and not set(named_at[end]) <= set(common)
+            )
+        )
         if joining:
             unknown.append(JOINING_WORD)
         return tuple(c for c in found if c not in negated_concepts), tuple(unknown)

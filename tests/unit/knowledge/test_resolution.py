@@ -498,6 +498,18 @@ def test_a_suffix_that_adds_an_ingredient_leaves_an_unlisted_brand_unresolved(
             "泰诺 (a brand whose products differ in composition: name the product)",
             id="given 泰诺 then its paracetamol and the brand unread",
         ),
+        pytest.param(
+            "Bengay menthol",
+            ("menthol",),
+            "bengay (a brand whose products differ in composition: name the product)",
+            id="given Bengay then a name all its products carry then the brand unread",
+        ),
+        pytest.param(
+            "Vicks",
+            (),
+            "vicks (a brand whose products differ in composition: name the product)",
+            id="given Vicks, whose products share nothing, then nothing and the brand unread",
+        ),
     ],
 )
 def test_a_brand_whose_products_differ_reads_their_common_ingredients_but_not_the_product(
@@ -528,6 +540,16 @@ def test_a_brand_whose_products_differ_reads_their_common_ingredients_but_not_th
             "泰诺酚麻美敏片",
             ("acetaminophen", "chlorpheniramine", "dextromethorphan", "pseudoephedrine"),
             id="given 泰诺 酚麻美敏 then its four ingredients",
+        ),
+        pytest.param(
+            "Vicks NyQuil",
+            ("acetaminophen", "dextromethorphan", "doxylamine"),
+            id="given a brand family then a product name then the product",
+        ),
+        pytest.param(
+            "Vicks VapoRub",
+            ("camphor", "eucalyptus oil", "menthol"),
+            id="given Vicks VapoRub then its three ingredients",
         ),
     ],
 )
