@@ -65,6 +65,7 @@ class BundledKnowledge:
             tables.misspellings,
             self._descriptive_classes,
             tables.brand_families,
+            frozenset(name for name in tables.ambiguous if not tables.lexicon.get(name)),
         )
         self._categories: Callable[[str], frozenset[str]] = cache(self._categories_of)
 

@@ -193,6 +193,9 @@ class KnowledgeTables:
     (`product_forms.csv`)."""
     misspellings: frozenset[tuple[str, ...]] = frozenset()
     """The terms of kind `misspelling` ("asprin"): read, never offered as a suggestion."""
+    ambiguous: frozenset[tuple[str, ...]] = frozenset()
+    """The noise words of category `ambiguous` ("Midol", "Dimetapp", "vitamin B"): names of
+    several products or substances, read as no concept on purpose."""
     brand_families: frozenset[tuple[str, ...]] = frozenset()
     """The terms of kind `brand_family` ("Bengay", 泰诺): a brand whose products differ in
     composition, read as the ingredients every one of them contains, never as a complete
@@ -226,6 +229,7 @@ def load_tables() -> KnowledgeTables:
         product_forms=_product_forms(_records(texts["product_forms.csv"]), texts, ingredients),
         misspellings=_terms_of_kind(texts, MISSPELLING),
         brand_families=_terms_of_kind(texts, BRAND_FAMILY),
+        ambiguous=noise_words(texts, AMBIGUOUS),
     )
 
 
@@ -241,6 +245,7 @@ def _terms_of_kind(texts: Mapping[str, str], kind: str) -> frozenset[tuple[str, 
 
 
 QUALIFIER: Final = "qualifier"
+AMBIGUOUS: Final = "ambiguous"
 REACTION: Final = "reaction"
 ANY_DRUG: Final = "*"
 

@@ -250,6 +250,21 @@ def test_a_drug_text_of_only_noise_words_says_why_it_could_not_be_resolved(
     )
 
 
+@pytest.mark.parametrize("drug", ["Midol", "Dimetapp", "Unisom"])
+def test_a_name_of_several_products_is_unverified_and_named_in_the_reason(
+    knowledge: BundledKnowledge, drug: str
+) -> None:
+    """Names read as no concept on purpose (noise category `ambiguous`) were dropped as noise:
+    the reason named no word."""
+    verdict = knowledge.cross_reactivity("aspirin", drug)
+
+    assert verdict.level is MatchLevel.UNVERIFIED
+    assert verdict.reason == (
+        f"drug '{drug}' could not be resolved (unrecognised: {drug.lower()} (names several"
+        " products or substances: name the one meant))"
+    )
+
+
 def test_partly_recognised_drug_without_conflict_is_unverified(
     knowledge: BundledKnowledge,
 ) -> None:
