@@ -115,7 +115,7 @@ _RELATIVE: Final = (
 )
 _OTHER_PERSON: Final = re.compile(
     r"\bfamily\s+(?:history|hx)\b|\bfhx?\b|\bin\s+(?:the\s+)?family\b|\bnot\s+(?:the\s+)?patient'?s\b"
-    rf"|\b{_RELATIVE}(?:'s)?\s*(?:[:-]\s*|(?:is|was|has|had|with)\s+)?(?:\w+\s+){{0,3}}?"
+    rf"|\b{_RELATIVE}\b(?:'s)?\s*(?:[:-]\s*|(?:is|was|has|had|with)\s+)?(?:\w+\s+){{0,3}}?"
     r"(?:allergic|allergy|allergies|anaphylaxis|reaction)\b"
     r"|家族史|(?:母亲|父亲)(?:对)?.*过敏"
 )

@@ -64,6 +64,8 @@ class BundledKnowledge:
             tables.qualifiers,
             tables.misspellings,
             self._descriptive_classes,
+            tables.brand_families,
+            frozenset(name for name in tables.ambiguous if not tables.lexicon.get(name)),
         )
         self._categories: Callable[[str], frozenset[str]] = cache(self._categories_of)
 
@@ -456,10 +458,17 @@ def _all_reasons(verdicts: list[Verdict]) -> str:
     return "; ".join(dict.fromkeys(verdict.reason for verdict in verdicts))
 
 
+NOTHING_NAMED: Final = (
+    " (it names no substance: every word reads as a strength, unit, dose form or other noise word)"
+)
+
+
 def _unresolved(allergy: Recognition, medicine: Recognition) -> str | None:
-    """Why the pair cannot be judged at all, naming the side(s) that failed."""
+    """Why the pair cannot be judged at all, naming the side(s) that failed, and saying so
+    when the side has no unrecognised word to name ("5 mg", "tablet")."""
     failed = [
-        f"{side} '{recognition.query}' could not be resolved{_unrecognised(recognition)}"
+        f"{side} '{recognition.query}' could not be resolved"
+        f"{_unrecognised(recognition) or NOTHING_NAMED}"
         for side, recognition in (("allergen", allergy), ("drug", medicine))
         if not recognition.concepts
     ]

@@ -64,8 +64,16 @@ class Recogniser:
         qualifiers: frozenset[tuple[str, ...]] = frozenset(),
         unsuggested: frozenset[tuple[str, ...]] = frozenset(),
         descriptive_classes: Callable[[str], frozenset[str]] | None = None,
+        brand_families: frozenset[tuple[str, ...]] = frozenset(),
+        ambiguous: frozenset[tuple[str, ...]] = frozenset(),
     ) -> None:
         self._lexicon = lexicon
+        self._brand_families = brand_families
+        self._ambiguous = ambiguous
+        """Names of several products or substances read as no concept ("Midol"): left
+        unrecognised with a note (`ambiguous_note`), never silently dropped as noise."""
+        """Brands whose products differ in composition ("Bengay"): read as the ingredients
+        every product contains, and left unrecognised as a product (`family_note`)."""
         self._descriptive_classes = descriptive_classes
         """The ids of the classes a concept belongs to whose word, right after its name, only
         describes it (None: no class word does)."""
@@ -162,6 +170,13 @@ class Recogniser:
         negated_concepts: set[str] = set()
         unknown: list[str] = []
         named_items: set[int] = set()
+        named_at: dict[int, tuple[str, ...]] = {}
+        """Where each term that names something begins (word position), and its concepts."""
+        families: list[tuple[int, str, tuple[str, ...]]] = []
+        """(where a brand family's or an ambiguous name ends, its note, what all its products
+        contain): it names no product unless a name that adds to that follows it in its list
+        item ("Vicks NyQuil", "泰诺酚麻美敏", "Unisom doxylamine"; not "Bengay menthol", which
+        every Bengay contains)."""
         qualifying: list[tuple[int, tuple[str, ...]]] = []
         joining = False
         position = 0
@@ -189,18 +204,40 @@ class Recogniser:
                 negated_concepts.update(concepts)
             else:
                 found.extend(concepts)
+                note = self._unnamed_note(term)
+                if note is not None:
+                    families.append((position + length, note, concepts))
             if concepts:
                 joining = False
                 named_items.update(items[position : position + length])
+                named_at[position] = concepts
             elif term == (JOINING_WORD,):
                 joining = bool(found)
             elif term in self._qualifiers:
                 qualifying.append((items[position], term))
             position += length + int(negated)
         unknown.extend(" ".join(term) for item, term in qualifying if item not in named_items)
+        unknown.extend(
+            note
+            for end, note, common in families
+            if not (
+                end in named_at
+                and items[end] == items[end - 1]
+                and not set(named_at[end]) <= set(common)
+            )
+        )
         if joining:
             unknown.append(JOINING_WORD)
         return tuple(c for c in found if c not in negated_concepts), tuple(unknown)
+
+    def _unnamed_note(self, term: tuple[str, ...]) -> str | None:
+        """Why a known term names no one product, if it does not: a brand family or an
+        ambiguous name."""
+        if term in self._brand_families:
+            return family_note(term)
+        if term in self._ambiguous:
+            return ambiguous_note(term)
+        return None
 
     def _describes(self, concepts: tuple[str, ...], named: tuple[str, ...]) -> bool:
         """Whether `concepts` are only classes that describe one of the concepts `named` just
@@ -257,6 +294,24 @@ class Recogniser:
         if system is None:
             return ()
         return self._codes_index.get((system, normalise_code(system, coding.code)), ())
+
+
+def ambiguous_note(term: tuple[str, ...]) -> str:
+    """How a name of several products or substances stands among the unrecognised words
+    ("midol (names several products or substances: name the one meant)")."""
+    return f"{_joined(term)} (names several products or substances: name the one meant)"
+
+
+def _joined(term: tuple[str, ...]) -> str:
+    """A term's words as written: Chinese characters together, other words spaced."""
+    cjk = all(len(token) == 1 and not token.isascii() for token in term)
+    return ("" if cjk else " ").join(term)
+
+
+def family_note(term: tuple[str, ...]) -> str:
+    """How a brand family stands among the unrecognised words: its name and why the product
+    is not known ("bengay (a brand whose products differ in composition: name the product)")."""
+    return f"{_joined(term)} (a brand whose products differ in composition: name the product)"
 
 
 def _words_and_items(text: str) -> tuple[tuple[str, ...], tuple[int, ...]]:

@@ -193,6 +193,13 @@ class KnowledgeTables:
     (`product_forms.csv`)."""
     misspellings: frozenset[tuple[str, ...]] = frozenset()
     """The terms of kind `misspelling` ("asprin"): read, never offered as a suggestion."""
+    ambiguous: frozenset[tuple[str, ...]] = frozenset()
+    """The noise words of category `ambiguous` ("Midol", "Dimetapp", "vitamin B"): names of
+    several products or substances, read as no concept on purpose."""
+    brand_families: frozenset[tuple[str, ...]] = frozenset()
+    """The terms of kind `brand_family` ("Bengay", 泰诺): a brand whose products differ in
+    composition, read as the ingredients every one of them contains, never as a complete
+    name (the product must be named)."""
 
 
 def load_tables() -> KnowledgeTables:
@@ -220,15 +227,25 @@ def load_tables() -> KnowledgeTables:
         reactions=reactions,
         side_effects=_side_effects(_records(texts["side_effects.csv"]), reactions, known),
         product_forms=_product_forms(_records(texts["product_forms.csv"]), texts, ingredients),
-        misspellings=frozenset(
-            tokens(record["term"])
-            for record in _records(texts["terms.csv"])
-            if record["kind"] == "misspelling"
-        ),
+        misspellings=_terms_of_kind(texts, MISSPELLING),
+        brand_families=_terms_of_kind(texts, BRAND_FAMILY),
+        ambiguous=noise_words(texts, AMBIGUOUS),
+    )
+
+
+MISSPELLING: Final = "misspelling"
+BRAND_FAMILY: Final = "brand_family"
+
+
+def _terms_of_kind(texts: Mapping[str, str], kind: str) -> frozenset[tuple[str, ...]]:
+    """The terms of `terms.csv` of one kind, as token tuples."""
+    return frozenset(
+        tokens(record["term"]) for record in _records(texts["terms.csv"]) if record["kind"] == kind
     )
 
 
 QUALIFIER: Final = "qualifier"
+AMBIGUOUS: Final = "ambiguous"
 REACTION: Final = "reaction"
 ANY_DRUG: Final = "*"
 

@@ -236,6 +236,35 @@ def test_unresolved_inputs_are_never_silent(
     assert failed_side in verdict.reason
 
 
+@pytest.mark.parametrize("drug", ["5 mg", "tablet", "X"])
+def test_a_drug_text_of_only_noise_words_says_why_it_could_not_be_resolved(
+    knowledge: BundledKnowledge, drug: str
+) -> None:
+    """With no unrecognised word to name, the reason said only "could not be resolved"."""
+    verdict = knowledge.cross_reactivity("penicillin", drug)
+
+    assert verdict.level is MatchLevel.UNVERIFIED
+    assert verdict.reason == (
+        f"drug '{drug}' could not be resolved (it names no substance: every word reads as a"
+        " strength, unit, dose form or other noise word)"
+    )
+
+
+@pytest.mark.parametrize("drug", ["Midol", "Dimetapp", "Unisom"])
+def test_a_name_of_several_products_is_unverified_and_named_in_the_reason(
+    knowledge: BundledKnowledge, drug: str
+) -> None:
+    """Names read as no concept on purpose (noise category `ambiguous`) were dropped as noise:
+    the reason named no word."""
+    verdict = knowledge.cross_reactivity("aspirin", drug)
+
+    assert verdict.level is MatchLevel.UNVERIFIED
+    assert verdict.reason == (
+        f"drug '{drug}' could not be resolved (unrecognised: {drug.lower()} (names several"
+        " products or substances: name the one meant))"
+    )
+
+
 def test_partly_recognised_drug_without_conflict_is_unverified(
     knowledge: BundledKnowledge,
 ) -> None:
@@ -346,6 +375,24 @@ def test_an_allergy_text_that_negates_or_is_not_the_patients_is_unverified_not_c
     assert knowledge.cross_reactivity(
         allergen.replace("penicillin", "sulfa"), "amoxicillin"
     ).level is (MatchLevel.UNVERIFIED)
+
+
+@pytest.mark.parametrize(
+    "allergen",
+    [
+        pytest.param("penicillin allergy - childhood, unclear reaction", id="given unclear"),
+        pytest.param("penicillin - hives at the moment of reaction", id="given moment"),
+        pytest.param("penicillin - sonographer noted allergic rash", id="given sonographer"),
+    ],
+)
+def test_a_word_that_begins_with_a_relatives_name_is_not_another_persons_allergy(
+    knowledge: BundledKnowledge, allergen: str
+) -> None:
+    """ "Unclear" begins with "uncle", "moment" with "mom", "sonographer" with "son": none names a relative, so
+    the allergy stays the patient's (it read as another person's, `unverified`)."""
+    verdict = knowledge.cross_reactivity(allergen, "amoxicillin")
+
+    assert verdict.level is MatchLevel.SAME_CLASS
 
 
 @pytest.mark.parametrize(

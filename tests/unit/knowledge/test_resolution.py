@@ -484,6 +484,84 @@ def test_a_suffix_that_adds_an_ingredient_leaves_an_unlisted_brand_unresolved(
 
 
 @pytest.mark.parametrize(
+    ("text", "ingredients", "unrecognised"),
+    [
+        pytest.param(
+            "Bengay",
+            ("menthol",),
+            "bengay (a brand whose products differ in composition: name the product)",
+            id="given Bengay then its menthol and the brand unread",
+        ),
+        pytest.param(
+            "泰诺",
+            ("acetaminophen",),
+            "泰诺 (a brand whose products differ in composition: name the product)",
+            id="given 泰诺 then its paracetamol and the brand unread",
+        ),
+        pytest.param(
+            "Bengay menthol",
+            ("menthol",),
+            "bengay (a brand whose products differ in composition: name the product)",
+            id="given Bengay then a name all its products carry then the brand unread",
+        ),
+        pytest.param(
+            "Vicks",
+            (),
+            "vicks (a brand whose products differ in composition: name the product)",
+            id="given Vicks, whose products share nothing, then nothing and the brand unread",
+        ),
+    ],
+)
+def test_a_brand_whose_products_differ_reads_their_common_ingredients_but_not_the_product(
+    knowledge: BundledKnowledge, text: str, ingredients: tuple[str, ...], unrecognised: str
+) -> None:
+    """Bengay Vanishing Scent is menthol alone, Bengay Ultra Strength adds methyl salicylate
+    and camphor; 泰诺林 is paracetamol alone, 泰诺 酚麻美敏 adds three more: the brand names no
+    one product, so an allergy to an ingredient some of them carry is `unverified`."""
+    resolution = knowledge.resolve(text)
+
+    assert (resolution.ingredients, resolution.resolved) == (ingredients, False)
+    assert resolution.unrecognised == (unrecognised,)
+    assert knowledge.cross_reactivity("methyl salicylate", "Bengay").level is (
+        MatchLevel.UNVERIFIED
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "ingredients"),
+    [
+        pytest.param(
+            "Bengay Ultra Strength",
+            ("camphor", "menthol", "methyl salicylate"),
+            id="given a Bengay product then its own ingredients",
+        ),
+        pytest.param("泰诺林", ("acetaminophen",), id="given 泰诺林 then paracetamol alone"),
+        pytest.param(
+            "泰诺酚麻美敏片",
+            ("acetaminophen", "chlorpheniramine", "dextromethorphan", "pseudoephedrine"),
+            id="given 泰诺 酚麻美敏 then its four ingredients",
+        ),
+        pytest.param(
+            "Vicks NyQuil",
+            ("acetaminophen", "dextromethorphan", "doxylamine"),
+            id="given a brand family then a product name then the product",
+        ),
+        pytest.param(
+            "Vicks VapoRub",
+            ("camphor", "eucalyptus oil", "menthol"),
+            id="given Vicks VapoRub then its three ingredients",
+        ),
+    ],
+)
+def test_a_product_of_a_brand_family_resolves_completely(
+    knowledge: BundledKnowledge, text: str, ingredients: tuple[str, ...]
+) -> None:
+    resolution = knowledge.resolve(text)
+
+    assert (resolution.ingredients, resolution.resolved) == (ingredients, True)
+
+
+@pytest.mark.parametrize(
     ("text", "ingredients"),
     [
         pytest.param(
