@@ -69,11 +69,11 @@ class Recogniser:
     ) -> None:
         self._lexicon = lexicon
         self._brand_families = brand_families
+        """Brands whose products differ in composition ("Bengay"): read as the ingredients
+        every product contains, and left unrecognised as a product (`family_note`)."""
         self._ambiguous = ambiguous
         """Names of several products or substances read as no concept ("Midol"): left
         unrecognised with a note (`ambiguous_note`), never silently dropped as noise."""
-        """Brands whose products differ in composition ("Bengay"): read as the ingredients
-        every product contains, and left unrecognised as a product (`family_note`)."""
         self._descriptive_classes = descriptive_classes
         """The ids of the classes a concept belongs to whose word, right after its name, only
         describes it (None: no class word does)."""
