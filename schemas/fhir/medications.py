@@ -1315,7 +1315,36 @@ def patients_order(source: Source, field_name: str, index: Index, subject_id: st
             "that order"
         )
         return None
+    not_prescribed = (
+        None
+        if source.resource.get("resourceType") == "MedicationRequest"
+        else _why_not_prescribed(held.resource)
+    )
+    if not_prescribed is not None:
+        source.passed_over.append(
+            f"{field_name} names MedicationRequest/{order}, which is not imported as a "
+            f"prescription ({not_prescribed}): the record is read as a course of its own, not "
+            "as news of that order"
+        )
+        return None
     return therapy_root(order, held.resource, index, subject_id)
+
+
+def _why_not_prescribed(request: Json) -> str | None:
+    """Why a MedicationRequest is skipped by design (a proposal or option, a draft, a
+    doNotPerform), else None (one that cannot be read is not: its own import reports it). A
+    drug given or taken under such a request was never prescribed by it: reported under the
+    request's id, the record would be news of a prescription that does not exist, and a single
+    dose or fill would stay active with nothing to end it. (An order carrying out a proposal is
+    the usual path and says nothing amiss: a request based on one is a therapy of its own, as
+    `_therapy_of` reads it, without a line.)"""
+    try:
+        _prescription_status(request)
+    except Unsupported as skipped:
+        return skipped.reason
+    except Unmappable:
+        return None
+    return None
 
 
 def _entered_in_error(request: Json) -> bool:
