@@ -1,14 +1,28 @@
 """Shapes of real EHR exports that lost or misfiled records: a drug given under a request that
-is no prescription (a proposal, an option, a draft, a doNotPerform), ..."""
+is no prescription (a proposal, an option, a draft, a doNotPerform); an allergy or an order
+whose own text (not its note) is larger than the event size limit."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from schemas.events import MedicationPrescribed, MedicationStopped
-from tests.unit.fhir.test_clinical_scenarios import DRUG_ALLERGY, drug_allergy_alerts
+from rules.batch import SubjectResult
+from schemas.events import AllergyRecorded, MedicationPrescribed, MedicationStopped
+from schemas.severity import Severity
+from streams.fhir_files import FhirFiles, read_fhir_files
+from tests.unit.fhir.test_clinical_scenarios import (
+    ACTOR,
+    DRUG_ALLERGY,
+    FALLBACK,
+    TENANT,
+    drug_allergy_alerts,
+    fold,
+    subject,
+)
 from tests.unit.fhir.test_references import penicillin_allergy, run
 from tests.unit.fhir.test_therapies import GIVEN_KINDS, _given, folded, raised, request
 
@@ -48,7 +62,12 @@ def test_a_drug_given_under_a_request_that_is_no_prescription_is_a_course_of_its
     not_prescribed = request("r1", "order") | fields
     given = _given(kind, "2024-05-03")
     result = run(not_prescribed, given)
-    assert {event.payload.prescription_id for _, event in result.events} == {f"{kind}/g1"}
+    assert {event.source_ref for _, event in result.events} == {f"{kind}/g1"}
+    assert {
+        event.payload.prescription_id
+        for _, event in result.events
+        if isinstance(event.payload, MedicationPrescribed | MedicationStopped)
+    } == {f"{kind}/g1"}
     assert [line.detail for line in result.passed_over if line.source_ref == f"{kind}/g1"] == [
         f"{_ORDER_FIELDS[kind]} names MedicationRequest/r1, which is not imported as a "
         f"prescription ({why}): the record is read as a course of its own, not as news of that "
@@ -65,4 +84,73 @@ def test_a_dispense_under_a_proposal_is_one_fill_checked_once() -> None:
     assert [type(event.payload) for _, event in result.events] == [
         MedicationPrescribed,
         MedicationStopped,
+    ]
+
+
+def _read(tmp_path: Path, *resources: dict[str, Any]) -> FhirFiles:
+    path = tmp_path / "export.ndjson"
+    path.write_text("".join(f"{json.dumps(r)}\n" for r in resources), encoding="utf-8")
+    return read_fhir_files([path], tenant_id=TENANT, actor=ACTOR, fallback_time=FALLBACK)
+
+
+def _checked(files: FhirFiles) -> SubjectResult:
+    assert files.errors == []
+    result = subject(fold(files.submitted), "p1")
+    assert result.rejections == []
+    return result
+
+
+def _allergy(text: str) -> dict[str, Any]:
+    return penicillin_allergy("Patient/p1") | {"code": {"text": text}}
+
+
+def _order(drug: str) -> dict[str, Any]:
+    return request("r1", "order", medicationCodeableConcept={"text": drug})
+
+
+HISTORY = "Patient reports a rash after the drug in 1999; " * 2_000
+
+
+def test_an_allergy_whose_text_is_over_the_size_limit_is_kept_with_its_text_shortened(
+    tmp_path: Path,
+) -> None:
+    """The gate refused the whole allergy as oversize: the penicillin allergy was lost and
+    amoxicillin raised nothing. Its text is cut, the cut marked, and one line says so."""
+    files = _read(tmp_path, _allergy(f"Penicillin. {HISTORY}"), _order("amoxicillin 500 mg"))
+    result = _checked(files)
+    assert [a.severity for a in drug_allergy_alerts(result)] == [Severity.CRITICAL]
+    [line] = [note.message() for note in files.notes]
+    assert "the allergen text of AllergyIntolerance/a1 was shortened to its first" in line
+    [recorded] = [
+        item.event.payload
+        for item in files.submitted
+        if isinstance(item.event.payload, AllergyRecorded)
+    ]
+    assert isinstance(recorded, AllergyRecorded)
+    assert recorded.substance.startswith("Penicillin. Patient reports")
+    assert "[allergen text shortened at import: " in recorded.substance
+
+
+def test_what_a_shortened_allergen_text_dropped_is_checked_by_hand_not_lost(
+    tmp_path: Path,
+) -> None:
+    """Sulfa named only after the cut: the judgement against Bactrim is unverified (checked
+    by hand), never a silent "no conflict"."""
+    text = f"{HISTORY} Sulfa drugs"
+    files = _read(tmp_path, _allergy(text), _order("sulfamethoxazole 800 mg / trimethoprim 160 mg"))
+    result = _checked(files)
+    assert [a.drug_allergy.level for a in drug_allergy_alerts(result) if a.drug_allergy] == [
+        "unverified"
+    ]
+
+
+def test_an_order_whose_drug_text_is_over_the_size_limit_is_kept_with_it_shortened(
+    tmp_path: Path,
+) -> None:
+    drug = f"amoxicillin 500 mg capsule {'y' * 100_000}"
+    files = _read(tmp_path, penicillin_allergy("Patient/p1"), _order(drug))
+    result = _checked(files)
+    assert [a.severity for a in drug_allergy_alerts(result)] == [Severity.CRITICAL]
+    assert [note.message().split(" was ")[0] for note in files.notes] == [
+        "export.ndjson:2: the drug text of MedicationRequest/r1"
     ]
