@@ -146,16 +146,37 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
         ),
         note=optional_part(source, lambda: notes_of(resource), None),
     )
-    candidates: tuple[datetime | None, ...] = (
-        time_at(resource, "recordedDate"),
-        time_at(resource, "onsetDateTime"),
-        time_at(resource, "onsetPeriod", "start"),
-    )
+    candidates = _allergy_dates(source)
     if _no_longer_holds(payload):
         last_updated = time_at(resource, "meta", "lastUpdated")
         candidates = (last_updated, source.document_time, *candidates)
     timing = timing_of(source, candidates)
     return [new_event(source, subject_id, timing, payload, EventType.ALLERGY_RECORDED.value)]
+
+
+_DATES: Final = (("recordedDate",), ("onsetDateTime",), ("onsetPeriod", "start"))
+
+
+def _allergy_dates(source: Source) -> tuple[datetime | None, ...]:
+    """When the allergy was recorded, else when it began; a date after the record itself was
+    made (its `meta.lastUpdated`, else the time of its Bundle or the import's fallback: a year
+    typed wrong, an onset planned by mistake) is left out with a line, so the allergy is dated
+    no later than it was made. Dated in the future, the gate refused it (`occurred_in_future`)
+    and the allergy was lost; an allergy known now holds now."""
+    resource = source.resource
+    made = time_at(resource, "meta", "lastUpdated") or source.last_resort_time
+    dates: list[datetime | None] = []
+    for path in _DATES:
+        date = time_at(resource, *path)
+        if date is not None and date > made:
+            source.passed_over.append(
+                f"{'.'.join(path)} {date.isoformat()} is after the record was made "
+                f"({made.isoformat()}): the allergy is dated no later than that (imported "
+                "without it)"
+            )
+            date = None
+        dates.append(date)
+    return tuple(dates)
 
 
 def _allergen_concept(resource: Json) -> tuple[Json, str]:

@@ -154,3 +154,43 @@ def test_an_order_whose_drug_text_is_over_the_size_limit_is_kept_with_it_shorten
     assert [note.message().split(" was ")[0] for note in files.notes] == [
         "export.ndjson:2: the drug text of MedicationRequest/r1"
     ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "line"),
+    [
+        pytest.param(
+            {"recordedDate": "2031-01-01"},
+            "recordedDate 2031-01-01T00:00:00+00:00 is after the record was made",
+            id="recordedDate typed in the future",
+        ),
+        pytest.param(
+            {"recordedDate": None, "onsetDateTime": "2030-06-01"},
+            "onsetDateTime 2030-06-01T00:00:00+00:00 is after the record was made",
+            id="only an onset in the future",
+        ),
+        pytest.param(
+            {"recordedDate": None, "onsetPeriod": {"start": "2031-01-01"}},
+            "onsetPeriod.start 2031-01-01T00:00:00+00:00 is after the record was made",
+            id="only an onset period starting in the future",
+        ),
+    ],
+)
+def test_an_allergy_dated_after_it_was_made_is_kept_dated_when_it_was_made(
+    tmp_path: Path, fields: dict[str, Any], line: str
+) -> None:
+    """The gate refused it as occurring in the future, and the allergy was lost: amoxicillin
+    raised nothing. It is dated when the record was made (meta.lastUpdated), with a line."""
+    allergy = (
+        penicillin_allergy("Patient/p1")
+        | fields
+        | {"meta": {"lastUpdated": "2024-05-01T00:00:00Z"}}
+    )
+    allergy = {key: value for key, value in allergy.items() if value is not None}
+    files = _read(tmp_path, allergy, _order("amoxicillin 500 mg"))
+    result = _checked(files)
+    assert [a.severity for a in drug_allergy_alerts(result)] == [Severity.CRITICAL]
+    assert [note.message() for note in files.notes] == [
+        f"export.ndjson:1: AllergyIntolerance/a1: {line} (2024-05-01T00:00:00+00:00): the allergy "
+        "is dated no later than that (imported without it)"
+    ]
