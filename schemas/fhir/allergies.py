@@ -133,7 +133,7 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
             lambda: lookup(_CRITICALITIES, string_at(resource, "criticality"), "criticality"),
             None,
         ),
-        verification_status=_verification_status(resource),
+        verification_status=_verification_status(source),
         clinical_status=lookup(
             _CLINICAL_STATUSES,
             status_code(resource, "clinicalStatus", _CLINICAL_STATUSES),
@@ -326,11 +326,36 @@ def _allergy_categories(resource: Json) -> tuple[AllergyCategory, ...]:
     return tuple(required_lookup(_CATEGORIES, value, "category") for value in values)
 
 
-def _verification_status(resource: Json) -> VerificationStatus:
-    code = status_code(resource, "verificationStatus", _VERIFICATIONS)
+def _verification_status(source: Source) -> VerificationStatus:
+    """The allergy's verification status. Not given (absent, or a concept with neither a
+    coding nor a text: a data-absent-reason extension alone), FHIR says nothing of it: it is
+    not "unconfirmed", which would lower the alert of a low-criticality allergy nobody called
+    uncertain. UaC's contract has no "not stated": an `AllergyRecorded` that states none is
+    `confirmed`, its default, and so is this one, with a line that says the source gave none."""
+    resource = source.resource
+    code = (
+        None
+        if _not_given(resource, "verificationStatus")
+        else (status_code(resource, "verificationStatus", _VERIFICATIONS))
+    )
     if code is None:
-        return VerificationStatus.UNCONFIRMED
+        source.passed_over.append(
+            "verificationStatus is not given: the allergy is imported as an allergy whose "
+            "verification is not stated, which UaC records as confirmed (the default of its "
+            "events), not as unconfirmed, which the source did not say; check at the source "
+            "whether it was verified"
+        )
+        return VerificationStatus.CONFIRMED
     return required_lookup(_VERIFICATIONS, code, "verificationStatus")
+
+
+def _not_given(resource: Json, key: str) -> bool:
+    """Whether a status concept is absent or says nothing (no coding, no text: an extension
+    alone, such as a data-absent-reason)."""
+    concept = resource.get(key)
+    return concept is None or (
+        isinstance(concept, Mapping) and not concept.get("coding") and concept.get("text") is None
+    )
 
 
 def _reaction(source: Source, reaction: Json, where: str) -> Reaction:

@@ -194,3 +194,53 @@ def test_an_allergy_dated_after_it_was_made_is_kept_dated_when_it_was_made(
         f"export.ndjson:1: AllergyIntolerance/a1: {line} (2024-05-01T00:00:00+00:00): the allergy "
         "is dated no later than that (imported without it)"
     ]
+
+
+NOT_STATED = (
+    "verificationStatus is not given: the allergy is imported as an allergy whose verification "
+    "is not stated, which UaC records as confirmed (the default of its events), not as "
+    "unconfirmed, which the source did not say; check at the source whether it was verified"
+)
+_NO_VERIFICATION = [
+    pytest.param(None, id="absent"),
+    pytest.param(
+        {
+            "extension": [
+                {
+                    "url": "http://hl7.org/fhir/StructureDefinition/data-absent-reason",
+                    "valueCode": "unknown",
+                }
+            ]
+        },
+        id="a data-absent-reason alone",
+    ),
+]
+
+
+@pytest.mark.parametrize("verification", _NO_VERIFICATION)
+def test_a_low_criticality_allergy_without_a_verification_status_is_not_lowered(
+    tmp_path: Path, verification: dict[str, Any] | None
+) -> None:
+    """FHIR says nothing when verificationStatus is absent. Read as "unconfirmed", a
+    low-criticality penicillin allergy gave amoxicillin a warning instead of a critical alert
+    and the state called it unconfirmed; a data-absent-reason alone was an error and the
+    allergy was lost. Now: the contract's default (a producer that states none), and a line."""
+    allergy = penicillin_allergy("Patient/p1") | {"criticality": "low"}
+    allergy.pop("verificationStatus")
+    if verification is not None:
+        allergy["verificationStatus"] = verification
+    files = _read(tmp_path, allergy, _order("amoxicillin 500 mg"))
+    result = _checked(files)
+    assert [a.severity for a in drug_allergy_alerts(result)] == [Severity.CRITICAL]
+    assert [note.message() for note in files.notes] == [
+        f"export.ndjson:1: AllergyIntolerance/a1: {NOT_STATED}"
+    ]
+
+
+def test_a_low_criticality_allergy_said_unconfirmed_is_still_lowered(tmp_path: Path) -> None:
+    allergy = penicillin_allergy("Patient/p1") | {
+        "criticality": "low",
+        "verificationStatus": {"coding": [{"code": "unconfirmed"}]},
+    }
+    result = _checked(_read(tmp_path, allergy, _order("amoxicillin 500 mg")))
+    assert [a.severity for a in drug_allergy_alerts(result)] == [Severity.WARNING]

@@ -238,8 +238,8 @@ def test_given_r5_style_type_category_and_manifestations_then_the_allergy_is_kep
         pytest.param(
             {"verificationStatus": None},
             "verification_status",
-            VerificationStatus.UNCONFIRMED,
-            id="given no verificationStatus when imported then unconfirmed, never confirmed",
+            VerificationStatus.CONFIRMED,
+            id="given no verificationStatus when imported then the contract's default, not unconfirmed",
         ),
         pytest.param(
             {"verificationStatus": status("presumed")},
