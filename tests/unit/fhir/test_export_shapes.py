@@ -244,3 +244,26 @@ def test_a_low_criticality_allergy_said_unconfirmed_is_still_lowered(tmp_path: P
     }
     result = _checked(_read(tmp_path, allergy, _order("amoxicillin 500 mg")))
     assert [a.severity for a in drug_allergy_alerts(result)] == [Severity.WARNING]
+
+
+def test_a_reaction_recorded_on_an_immunization_is_named_in_a_line(tmp_path: Path) -> None:
+    """Anaphylaxis after a vaccine was dropped without a word: allergies are read from
+    AllergyIntolerance only, so the line asks for one, and the dose is still imported."""
+    immunization = {
+        "resourceType": "Immunization",
+        "id": "i1",
+        "status": "completed",
+        "patient": {"reference": "Patient/p1"},
+        "vaccineCode": {"coding": [{"system": "http://hl7.org/fhir/sid/cvx", "code": "03"}]},
+        "occurrenceDateTime": "2024-05-01",
+        "reaction": [{"date": "2024-05-01", "detail": {"display": "Anaphylaxis"}}],
+    }
+    files = _read(tmp_path, immunization)
+    assert files.errors == []
+    assert [item.event.source_ref for item in files.submitted] == ["Immunization/i1"] * 2
+    assert [note.message() for note in files.notes] == [
+        "export.ndjson:1: Immunization/i1: reaction[0] (date '2024-05-01', detail 'Anaphylaxis') "
+        "is not read: a reaction to a vaccine is not recorded as an allergy; if it was one "
+        "(anaphylaxis to the vaccine or a component), send an AllergyIntolerance, so later doses "
+        "are checked (imported without it)"
+    ]
