@@ -1057,10 +1057,28 @@ def _names(names: Iterable[str | None]) -> str | None:
 
 
 def _request_ends(resource: Json) -> tuple[datetime | None, ...]:
-    """A request's therapy end (latest dosage bounds), then its dispense validity end."""
+    """A request's therapy end (latest dosage bounds; none when a bound ends before it
+    starts), then its dispense validity end."""
     validity_end = end_time_at(resource, "dispenseRequest", "validityPeriod", "end")
-    latest = _latest(_bounds_ends(resource))
+    latest = None if _inverted_bounds(resource) else _latest(_bounds_ends(resource))
     return (None if latest is None else latest.at, validity_end)
+
+
+def _inverted_bounds(resource: Json) -> bool:
+    """Whether a dosage's `boundsPeriod` ends before it starts (one that cannot be read is not:
+    reading it reports it)."""
+    dosages = resource.get("dosageInstruction")
+    for dosage in dosages if isinstance(dosages, list) else []:
+        if not isinstance(dosage, Mapping):
+            continue
+        try:
+            end = end_time_at(dosage, "timing", "repeat", "boundsPeriod", "end")
+            begins = time_at(dosage, "timing", "repeat", "boundsPeriod", "start")
+        except Unmappable:
+            continue
+        if end is not None and begins is not None and end <= begins:
+            return True
+    return False
 
 
 def _stop_time(
@@ -1101,6 +1119,15 @@ def _bounds_ends(resource: Json) -> list[PlannedEnd | None]:
 def _bound_end(dosage: Json, ordered: datetime | None, position: int) -> PlannedEnd | None:
     where = f"dosageInstruction[{position}].timing.repeat"
     end = end_time_at(dosage, "timing", "repeat", "boundsPeriod", "end")
+    begins = time_at(dosage, "timing", "repeat", "boundsPeriod", "start")
+    if end is not None and begins is not None and end <= begins:
+        raise Unmappable(
+            Problem.INVALID_VALUE,
+            f"ends at {end.isoformat()}, not after its own start ({begins.isoformat()}): a "
+            "Period whose end is before its start (a year typed wrong) gives no end, so the "
+            "course is checked until it is stopped",
+            field="timing.repeat.boundsPeriod.end",
+        )
     if end is not None:
         return PlannedEnd(end, f"{where}.boundsPeriod.end")
     repeat = within("timing", lambda: object_at(object_at(dosage, "timing"), "repeat"))

@@ -267,3 +267,36 @@ def test_a_reaction_recorded_on_an_immunization_is_named_in_a_line(tmp_path: Pat
         "(anaphylaxis to the vaccine or a component), send an AllergyIntolerance, so later doses "
         "are checked (imported without it)"
     ]
+
+
+def _inverted(status: str) -> dict[str, Any]:
+    bounds = {"start": "2025-05-10", "end": "2024-05-12"}
+    return request("r1", "order", status=status) | {
+        "dosageInstruction": [{"timing": {"repeat": {"boundsPeriod": bounds}}}]
+    }
+
+
+def test_a_course_whose_bounds_end_before_they_start_stays_active_with_a_line() -> None:
+    """A year typed wrong (2024 for 2025): the course ended at that end, after the order was
+    written but before the bounds began, and its critical alert was resolved without a word.
+    Now the end is left out, reported, and the course is checked until it is stopped."""
+    result = run(_inverted("active"))
+    [prescribed] = [event for _, event in result.events]
+    assert prescribed.valid_until is None
+    [line] = [line.detail for line in result.passed_over]
+    assert line.startswith(
+        "dosageInstruction[0].timing.repeat.boundsPeriod.end ends at 2024-05-13T00:00:00+00:00, "
+        "not after its own start (2025-05-10T00:00:00+00:00)"
+    )
+    checked = folded(penicillin_allergy("Patient/p1"), _inverted("active"))
+    assert raised(checked, DRUG_ALLERGY) == [("allergy:a1", "medication:r1")]
+    assert [alert.status.value for alert in drug_allergy_alerts(checked)] == ["raised"]
+
+
+def test_a_completed_order_whose_bounds_end_before_they_start_is_still_imported() -> None:
+    result = run(_inverted("completed"))
+    assert result.errors == []
+    assert [type(event.payload) for _, event in result.events] == [
+        MedicationPrescribed,
+        MedicationStopped,
+    ]
