@@ -300,3 +300,26 @@ def test_a_completed_order_whose_bounds_end_before_they_start_is_still_imported(
         MedicationPrescribed,
         MedicationStopped,
     ]
+
+
+@pytest.mark.parametrize("onset", ["2010-00-00", "2010-01-01T10:00:00", "childhood"])
+def test_an_onset_that_cannot_be_read_is_left_out_when_the_recorded_date_dates_the_allergy(
+    tmp_path: Path, onset: str
+) -> None:
+    """It was an error, and the penicillin allergy was lost for a date it did not need."""
+    allergy = penicillin_allergy("Patient/p1") | {"onsetDateTime": onset}
+    files = _read(tmp_path, allergy, _order("amoxicillin 500 mg"))
+    result = _checked(files)
+    assert [a.severity for a in drug_allergy_alerts(result)] == [Severity.CRITICAL]
+    [line] = [note.message() for note in files.notes]
+    assert line.startswith(f"export.ndjson:1: AllergyIntolerance/a1: onsetDateTime {onset!r} ")
+    assert line.endswith(" (imported without it)")
+
+
+def test_an_onset_that_cannot_be_read_is_still_an_error_when_it_is_the_only_date(
+    tmp_path: Path,
+) -> None:
+    allergy = penicillin_allergy("Patient/p1") | {"onsetDateTime": "2010-00-00"}
+    del allergy["recordedDate"]
+    files = _read(tmp_path, allergy)
+    assert [error.reason for error in files.errors] == ["invalid_value"]
