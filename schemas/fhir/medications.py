@@ -112,7 +112,7 @@ def request_events(source: Source, index: Index) -> list[Event]:
             subject_id=subject_id,
             drug=drug_of(resource, index),
             dosage=first_dosage(source, "dosageInstruction"),
-            starts=(time_at(resource, "authoredOn"),),
+            starts=(_ordered_at(source),),
             in_error=status == IN_ERROR,
             stop=stopped_by(source, _request_ends) if status in _ENDED_STATUSES else None,
             stop_reason=stop_reason_of(source, status),
@@ -204,7 +204,7 @@ def _fulfilment(source: Source, index: Index, status: str, therapy: str, subject
             f"MedicationRequest {status}, part of the therapy of MedicationRequest/{therapy}: "
             "the therapy is unchanged"
         )
-    starts = (time_at(source.resource, "authoredOn"),)
+    starts = (_ordered_at(source),)
     planned = therapy_planned_end(source, index, therapy, starts)
     return Course(
         prescription_id=therapy,
@@ -633,6 +633,23 @@ def _dose_quantity(dosage: Json) -> str | None:
     where, dose_and_rate = first
     quantity = within(where, partial(object_at, dose_and_rate, "doseQuantity"))
     return within(f"{where}.doseQuantity", partial(quantity_text, quantity))
+
+
+def _ordered_at(source: Source) -> datetime | None:
+    """When the request was written (`authoredOn`); one after the record itself was made (the
+    later of its `meta.lastUpdated` and the time of its Bundle or of its file: a year typed
+    wrong) is left out with a line, so the order is dated when it was made. Dated in the future, the gate
+    refused it (`occurred_in_future`) and the drug was never checked."""
+    resource = source.resource
+    ordered = time_at(resource, "authoredOn")
+    made = max(filter(None, (time_at(resource, "meta", "lastUpdated"), source.last_resort_time)))
+    if ordered is None or ordered <= made:
+        return ordered
+    source.passed_over.append(
+        f"authoredOn {ordered.isoformat()} is after the record was made ({made.isoformat()}): "
+        "the order is dated no later than that (imported without it)"
+    )
+    return None
 
 
 def _prescription_status(resource: Json) -> str:

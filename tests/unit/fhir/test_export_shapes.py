@@ -180,18 +180,19 @@ def test_an_allergy_dated_after_it_was_made_is_kept_dated_when_it_was_made(
     tmp_path: Path, fields: dict[str, Any], line: str
 ) -> None:
     """The gate refused it as occurring in the future, and the allergy was lost: amoxicillin
-    raised nothing. It is dated when the record was made (meta.lastUpdated), with a line."""
+    raised nothing. It is dated when the record was made (the later of its meta.lastUpdated and
+    its file's time), with a line."""
     allergy = (
         penicillin_allergy("Patient/p1")
         | fields
-        | {"meta": {"lastUpdated": "2024-05-01T00:00:00Z"}}
+        | {"meta": {"lastUpdated": "2025-01-01T00:00:00Z"}}
     )
     allergy = {key: value for key, value in allergy.items() if value is not None}
     files = _read(tmp_path, allergy, _order("amoxicillin 500 mg"))
     result = _checked(files)
     assert [a.severity for a in drug_allergy_alerts(result)] == [Severity.CRITICAL]
     assert [note.message() for note in files.notes] == [
-        f"export.ndjson:1: AllergyIntolerance/a1: {line} (2024-05-01T00:00:00+00:00): the allergy "
+        f"export.ndjson:1: AllergyIntolerance/a1: {line} (2025-09-17T00:00:00+00:00): the allergy "
         "is dated no later than that (imported without it)"
     ]
 
@@ -323,3 +324,22 @@ def test_an_onset_that_cannot_be_read_is_still_an_error_when_it_is_the_only_date
     del allergy["recordedDate"]
     files = _read(tmp_path, allergy)
     assert [error.reason for error in files.errors] == ["invalid_value"]
+
+
+def test_an_order_written_after_it_was_made_is_kept_dated_when_it_was_made(tmp_path: Path) -> None:
+    """authoredOn typed in the future: the gate refused the order as occurring in the future
+    and amoxicillin was never checked against the penicillin allergy."""
+    future = request(
+        "r1",
+        "order",
+        authored="2031-01-01",
+        medicationCodeableConcept={"text": "amoxicillin 500 mg"},
+    )
+    files = _read(tmp_path, penicillin_allergy("Patient/p1"), future)
+    result = _checked(files)
+    assert [a.severity for a in drug_allergy_alerts(result)] == [Severity.CRITICAL]
+    assert [note.message() for note in files.notes] == [
+        "export.ndjson:2: MedicationRequest/r1: authoredOn 2031-01-01T00:00:00+00:00 is after "
+        "the record was made (2025-09-17T00:00:00+00:00): the order is dated no later than that "
+        "(imported without it)"
+    ]
