@@ -35,7 +35,7 @@ from schemas.fhir.mapping import (
     parse_ndjson,
     without_unmapped,
 )
-from schemas.fhir.notes import note_shortened
+from schemas.fhir.notes import ShortenedText, note_shortened, texts_shortened
 from streams.event_files import LineError
 from streams.runtime import collector_paused
 from streams.text_files import DAMAGED_GZIP, file_labels, file_text, not_utf8, text_lines
@@ -76,6 +76,27 @@ class CutNote:
             f"{self.origin}: the note of {record} was shortened to its first {self.kept:,} "
             f"characters ({self.dropped:,} dropped) so the record fits the event size limit "
             f"of {self.limit:,} bytes"
+        )
+
+
+@dataclass(frozen=True)
+class CutText:
+    """A record imported with only the start of a long text (its allergen or drug text, a
+    coding's display, a reaction), which made it too large even with its note shortened."""
+
+    origin: str
+    source_ref: str | None
+    cut: ShortenedText
+    limit: int
+
+    def message(self) -> str:
+        record = self.source_ref or "a record"
+        return (
+            f"{self.origin}: the {self.cut.part} of {record} was shortened to its first "
+            f"{self.cut.kept:,} characters ({self.cut.dropped:,} dropped) so the record fits "
+            f"the event size limit of {self.limit:,} bytes: what was dropped is not checked, "
+            "so a drug-allergy judgement of it is at most unverified; check the record at the "
+            "source"
         )
 
 
@@ -136,7 +157,7 @@ class DrugNamesDiffer:
         )
 
 
-NoteNotice = WithheldNote | CutNote | LeftOut | DrugNamesDiffer
+NoteNotice = WithheldNote | CutNote | CutText | LeftOut | DrugNamesDiffer
 
 
 class FhirFiles(NamedTuple):
@@ -172,6 +193,7 @@ def read_fhir_files(
     """Every event of the files, every error (with its origin), every explained skip, and
     every note withheld because it looked like it held a secret (see `note_withheld`) or
     shortened because it made its record larger than `max_event_bytes` (see `note_shortened`),
+    every long text shortened when the record was still too large (see `texts_shortened`),
     and every concept whose words and codes name different substances to `knowledge` (the
     bundled knowledge by default), except an allergy's whose words and code disagree on
     whether there is an allergy at all: that record is an error, and none of its events is
@@ -201,6 +223,12 @@ def read_fhir_files(
         if cut is not None:
             event, size = cut.event, size_of(cut.event)
             notes.append(CutNote(origin, event.source_ref, cut.kept, cut.dropped, max_event_bytes))
+        texts = texts_shortened(event, max_event_bytes, size_of) if size > max_event_bytes else None
+        if texts is not None:
+            event, size = texts.event, size_of(texts.event)
+            notes += [
+                CutText(origin, event.source_ref, text, max_event_bytes) for text in texts.texts
+            ]
         submitted.append(Submitted(origin, event, size))
     notes.extend(found for found in differing if not found.refused)
     errors = [LineError(error.origin, error.reason, error.message) for error in imported.errors]

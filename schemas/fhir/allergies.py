@@ -133,7 +133,7 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
             lambda: lookup(_CRITICALITIES, string_at(resource, "criticality"), "criticality"),
             None,
         ),
-        verification_status=_verification_status(resource),
+        verification_status=_verification_status(source),
         clinical_status=lookup(
             _CLINICAL_STATUSES,
             status_code(resource, "clinicalStatus", _CLINICAL_STATUSES),
@@ -146,16 +146,45 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
         ),
         note=optional_part(source, lambda: notes_of(resource), None),
     )
-    candidates: tuple[datetime | None, ...] = (
-        time_at(resource, "recordedDate"),
-        time_at(resource, "onsetDateTime"),
-        time_at(resource, "onsetPeriod", "start"),
-    )
+    candidates = _allergy_dates(source)
     if _no_longer_holds(payload):
         last_updated = time_at(resource, "meta", "lastUpdated")
         candidates = (last_updated, source.document_time, *candidates)
     timing = timing_of(source, candidates)
     return [new_event(source, subject_id, timing, payload, EventType.ALLERGY_RECORDED.value)]
+
+
+_DATES: Final = (("recordedDate",), ("onsetDateTime",), ("onsetPeriod", "start"))
+
+
+def _allergy_dates(source: Source) -> tuple[datetime | None, ...]:
+    """When the allergy was recorded, else when it began; a date after the record itself was
+    made (the later of its `meta.lastUpdated` and the time of its Bundle or the import's
+    fallback: a year
+    typed wrong, an onset planned by mistake) is left out with a line, so the allergy is dated
+    no later than it was made. Dated in the future, the gate refused it (`occurred_in_future`)
+    and the allergy was lost; an allergy known now holds now. An onset that cannot be read
+    (`2010-00-00`) is left out with a line when the `recordedDate` dates the allergy: it was an
+    error that lost the allergy for a date it did not need."""
+    resource = source.resource
+    made = max(filter(None, (time_at(resource, "meta", "lastUpdated"), source.last_resort_time)))
+    recorded = time_at(resource, "recordedDate")
+    dates: list[datetime | None] = []
+    for path in _DATES:
+        date = (
+            time_at(resource, *path)
+            if recorded is None or path == _DATES[0]
+            else optional_part(source, partial(time_at, resource, *path), None)
+        )
+        if date is not None and date > made:
+            source.passed_over.append(
+                f"{'.'.join(path)} {date.isoformat()} is after the record was made "
+                f"({made.isoformat()}): the allergy is dated no later than that (imported "
+                "without it)"
+            )
+            date = None
+        dates.append(date)
+    return tuple(dates)
 
 
 def _allergen_concept(resource: Json) -> tuple[Json, str]:
@@ -305,11 +334,36 @@ def _allergy_categories(resource: Json) -> tuple[AllergyCategory, ...]:
     return tuple(required_lookup(_CATEGORIES, value, "category") for value in values)
 
 
-def _verification_status(resource: Json) -> VerificationStatus:
-    code = status_code(resource, "verificationStatus", _VERIFICATIONS)
+def _verification_status(source: Source) -> VerificationStatus:
+    """The allergy's verification status. Not given (absent, or a concept with neither a
+    coding nor a text: a data-absent-reason extension alone), FHIR says nothing of it: it is
+    not "unconfirmed", which would lower the alert of a low-criticality allergy nobody called
+    uncertain. UaC's contract has no "not stated": an `AllergyRecorded` that states none is
+    `confirmed`, its default, and so is this one, with a line that says the source gave none."""
+    resource = source.resource
+    code = (
+        None
+        if _not_given(resource, "verificationStatus")
+        else (status_code(resource, "verificationStatus", _VERIFICATIONS))
+    )
     if code is None:
-        return VerificationStatus.UNCONFIRMED
+        source.passed_over.append(
+            "verificationStatus is not given: the allergy is imported as an allergy whose "
+            "verification is not stated, which UaC records as confirmed (the default of its "
+            "events), not as unconfirmed, which the source did not say; check at the source "
+            "whether it was verified"
+        )
+        return VerificationStatus.CONFIRMED
     return required_lookup(_VERIFICATIONS, code, "verificationStatus")
+
+
+def _not_given(resource: Json, key: str) -> bool:
+    """Whether a status concept is absent or says nothing (no coding, no text: an extension
+    alone, such as a data-absent-reason)."""
+    concept = resource.get(key)
+    return concept is None or (
+        isinstance(concept, Mapping) and not concept.get("coding") and concept.get("text") is None
+    )
 
 
 def _reaction(source: Source, reaction: Json, where: str) -> Reaction:

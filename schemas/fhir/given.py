@@ -4,6 +4,7 @@ the order they report on, or a course of their own (see `schemas.fhir.mapping`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Final
 
@@ -59,6 +60,8 @@ def immunization_events(source: Source, index: Index) -> list[Event]:
     codes = concept.codes
     if any(SYSTEM_ALIASES.get(c.system, c.system) == IPS_ABSENT_UNKNOWN for c in codes):
         raise Unsupported("Immunization states that no immunization is known (or no info)")
+    if status != IN_ERROR:
+        source.passed_over.extend(_vaccine_reactions(resource))
     course = Course(
         prescription_id=f"{source.resource_type}/{source.resource_id}",
         subject_id=subject_of(resource, "patient", index),
@@ -70,6 +73,38 @@ def immunization_events(source: Source, index: Index) -> list[Event]:
         stop_reason=f"{status}: a single dose",
     )
     return course_events(source, course)
+
+
+def _vaccine_reactions(resource: Json) -> list[str]:
+    """A line for each reaction an immunization records (anaphylaxis after a vaccine): UaC
+    reads allergies from AllergyIntolerance only, so the reaction is not read, and it must not
+    go unsaid, or a later dose of the vaccine is given with nothing checked."""
+    reactions = resource.get("reaction")
+    lines: list[str] = []
+    for position, reaction in enumerate(reactions if isinstance(reactions, list) else []):
+        named = [
+            f"{key} {value!r}"
+            for key, value in _reaction_words(reaction if isinstance(reaction, Mapping) else {})
+        ]
+        lines.append(
+            f"reaction[{position}] ({', '.join(named) or 'no detail'}) is not read: a reaction "
+            "to a vaccine is not recorded as an allergy; if it was one (anaphylaxis to the "
+            "vaccine or a component), send an AllergyIntolerance, so later doses are checked "
+            "(imported without it)"
+        )
+    return lines
+
+
+def _reaction_words(reaction: Json) -> list[tuple[str, str]]:
+    """What an immunization's reaction says: its date, its detail's display and reference."""
+    detail = reaction.get("detail")
+    detail = detail if isinstance(detail, Mapping) else {}
+    found = [
+        ("date", reaction.get("date")),
+        ("detail", detail.get("display")),
+        ("detail", detail.get("reference")),
+    ]
+    return [(key, value) for key, value in found if isinstance(value, str) and value]
 
 
 def single_dose_end(started: datetime) -> datetime:

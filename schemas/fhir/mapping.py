@@ -99,8 +99,11 @@ substances the reactions name, R4's specific agents, are added in parentheses, "
 CodeableConcept), categories (one code sent alone is read as a list of one), criticality,
 clinicalStatus, notes, reactions (the manifestations of one reaction, R4 CodeableConcepts or R5
 CodeableReferences, joined with "; ", its severity). verificationStatus `presumed` (R5) counts
-as unconfirmed, and an absent verificationStatus is `unconfirmed`, never `confirmed`: the
-allergy stays active and alerts, but nothing is claimed that the source did not say. Of a status
+as unconfirmed. An absent verificationStatus (or one with neither a coding nor a text, a
+data-absent-reason alone) says nothing: it is not `unconfirmed`, which would lower the alert of
+a low-criticality allergy nobody called uncertain, and the contract has no "not stated", so
+it is the contract's default for a producer that states none, `confirmed`, and a line says the
+source gave none. Of a status
 with several codings (a local one next to the HL7 one) the first whose code is an allowed one is
 read, else the code its text spells (a local code "A" with the text "Active"), else the code
 one of its codes spells in other letters (`Active`, `ENTERED_IN_ERROR`). A status with no

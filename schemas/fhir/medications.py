@@ -112,7 +112,7 @@ def request_events(source: Source, index: Index) -> list[Event]:
             subject_id=subject_id,
             drug=drug_of(resource, index),
             dosage=first_dosage(source, "dosageInstruction"),
-            starts=(time_at(resource, "authoredOn"),),
+            starts=(_ordered_at(source),),
             in_error=status == IN_ERROR,
             stop=stopped_by(source, _request_ends) if status in _ENDED_STATUSES else None,
             stop_reason=stop_reason_of(source, status),
@@ -204,7 +204,7 @@ def _fulfilment(source: Source, index: Index, status: str, therapy: str, subject
             f"MedicationRequest {status}, part of the therapy of MedicationRequest/{therapy}: "
             "the therapy is unchanged"
         )
-    starts = (time_at(source.resource, "authoredOn"),)
+    starts = (_ordered_at(source),)
     planned = therapy_planned_end(source, index, therapy, starts)
     return Course(
         prescription_id=therapy,
@@ -635,6 +635,23 @@ def _dose_quantity(dosage: Json) -> str | None:
     return within(f"{where}.doseQuantity", partial(quantity_text, quantity))
 
 
+def _ordered_at(source: Source) -> datetime | None:
+    """When the request was written (`authoredOn`); one after the record itself was made (the
+    later of its `meta.lastUpdated` and the time of its Bundle or of its file: a year typed
+    wrong) is left out with a line, so the order is dated when it was made. Dated in the future, the gate
+    refused it (`occurred_in_future`) and the drug was never checked."""
+    resource = source.resource
+    ordered = time_at(resource, "authoredOn")
+    made = max(filter(None, (time_at(resource, "meta", "lastUpdated"), source.last_resort_time)))
+    if ordered is None or ordered <= made:
+        return ordered
+    source.passed_over.append(
+        f"authoredOn {ordered.isoformat()} is after the record was made ({made.isoformat()}): "
+        "the order is dated no later than that (imported without it)"
+    )
+    return None
+
+
 def _prescription_status(resource: Json) -> str:
     """The request's status, or why this request is not a prescription."""
     status = required_code(resource, "status", _REQUEST_STATUSES)
@@ -1057,10 +1074,28 @@ def _names(names: Iterable[str | None]) -> str | None:
 
 
 def _request_ends(resource: Json) -> tuple[datetime | None, ...]:
-    """A request's therapy end (latest dosage bounds), then its dispense validity end."""
+    """A request's therapy end (latest dosage bounds; none when a bound ends before it
+    starts), then its dispense validity end."""
     validity_end = end_time_at(resource, "dispenseRequest", "validityPeriod", "end")
-    latest = _latest(_bounds_ends(resource))
+    latest = None if _inverted_bounds(resource) else _latest(_bounds_ends(resource))
     return (None if latest is None else latest.at, validity_end)
+
+
+def _inverted_bounds(resource: Json) -> bool:
+    """Whether a dosage's `boundsPeriod` ends before it starts (one that cannot be read is not:
+    reading it reports it)."""
+    dosages = resource.get("dosageInstruction")
+    for dosage in dosages if isinstance(dosages, list) else []:
+        if not isinstance(dosage, Mapping):
+            continue
+        try:
+            end = end_time_at(dosage, "timing", "repeat", "boundsPeriod", "end")
+            begins = time_at(dosage, "timing", "repeat", "boundsPeriod", "start")
+        except Unmappable:
+            continue
+        if end is not None and begins is not None and end <= begins:
+            return True
+    return False
 
 
 def _stop_time(
@@ -1101,6 +1136,15 @@ def _bounds_ends(resource: Json) -> list[PlannedEnd | None]:
 def _bound_end(dosage: Json, ordered: datetime | None, position: int) -> PlannedEnd | None:
     where = f"dosageInstruction[{position}].timing.repeat"
     end = end_time_at(dosage, "timing", "repeat", "boundsPeriod", "end")
+    begins = time_at(dosage, "timing", "repeat", "boundsPeriod", "start")
+    if end is not None and begins is not None and end <= begins:
+        raise Unmappable(
+            Problem.INVALID_VALUE,
+            f"ends at {end.isoformat()}, not after its own start ({begins.isoformat()}): a "
+            "Period whose end is before its start (a year typed wrong) gives no end, so the "
+            "course is checked until it is stopped",
+            field="timing.repeat.boundsPeriod.end",
+        )
     if end is not None:
         return PlannedEnd(end, f"{where}.boundsPeriod.end")
     repeat = within("timing", lambda: object_at(object_at(dosage, "timing"), "repeat"))
@@ -1315,7 +1359,36 @@ def patients_order(source: Source, field_name: str, index: Index, subject_id: st
             "that order"
         )
         return None
+    not_prescribed = (
+        None
+        if source.resource.get("resourceType") == "MedicationRequest"
+        else _why_not_prescribed(held.resource)
+    )
+    if not_prescribed is not None:
+        source.passed_over.append(
+            f"{field_name} names MedicationRequest/{order}, which is not imported as a "
+            f"prescription ({not_prescribed}): the record is read as a course of its own, not "
+            "as news of that order"
+        )
+        return None
     return therapy_root(order, held.resource, index, subject_id)
+
+
+def _why_not_prescribed(request: Json) -> str | None:
+    """Why a MedicationRequest is skipped by design (a proposal or option, a draft, a
+    doNotPerform), else None (one that cannot be read is not: its own import reports it). A
+    drug given or taken under such a request was never prescribed by it: reported under the
+    request's id, the record would be news of a prescription that does not exist, and a single
+    dose or fill would stay active with nothing to end it. (An order carrying out a proposal is
+    the usual path and says nothing amiss: a request based on one is a therapy of its own, as
+    `_therapy_of` reads it, without a line.)"""
+    try:
+        _prescription_status(request)
+    except Unsupported as skipped:
+        return skipped.reason
+    except Unmappable:
+        return None
+    return None
 
 
 def _entered_in_error(request: Json) -> bool:

@@ -207,7 +207,9 @@ def test_two_files_of_one_name_are_told_apart_by_their_paths(tmp_path: Path) -> 
 
 def test_a_refused_imported_record_is_named_in_the_replay_output(tmp_path: Path) -> None:
     path = tmp_path / "future.json"
-    path.write_text(json.dumps({**PENICILLIN, "recordedDate": "2099-01-01"}), encoding="utf-8")
+    updated = {"lastUpdated": "2099-01-02T00:00:00Z"}
+    future = {**PENICILLIN, "recordedDate": "2099-01-01", "meta": updated}
+    path.write_text(json.dumps(future), encoding="utf-8")
     result = CliRunner().invoke(app, ["replay", "--format", "fhir", "--file", str(path)])
     assert result.exit_code == 1
     assert "rejected future.json (AllergyIntolerance/medication): occurred_in_future" in (

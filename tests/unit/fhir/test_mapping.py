@@ -238,8 +238,8 @@ def test_given_r5_style_type_category_and_manifestations_then_the_allergy_is_kep
         pytest.param(
             {"verificationStatus": None},
             "verification_status",
-            VerificationStatus.UNCONFIRMED,
-            id="given no verificationStatus when imported then unconfirmed, never confirmed",
+            VerificationStatus.CONFIRMED,
+            id="given no verificationStatus when imported then the contract's default, not unconfirmed",
         ),
         pytest.param(
             {"verificationStatus": status("presumed")},
@@ -1433,7 +1433,12 @@ def test_given_no_id_and_no_identifying_full_url_then_an_error(full_url: str | N
             id="given a date before year 1 in UTC",
         ),
         pytest.param(
-            changed(ACTIVE_ORDER, status="completed", authoredOn="9999-12-31T23:59:59.999Z"),
+            changed(
+                ACTIVE_ORDER,
+                status="completed",
+                authoredOn="9999-12-31T23:59:59.999Z",
+                meta={"lastUpdated": "9999-12-31T23:59:59.999Z"},
+            ),
             "at the edge of the range of dates",
             id="given an ended order at the last instant of year 9999",
         ),

@@ -40,6 +40,7 @@ def penicillin_allergy(patient_reference: str, allergy_id: str = "a1") -> dict[s
         "id": allergy_id,
         "patient": {"reference": patient_reference},
         "code": {"coding": [{"system": RXNORM, "code": "7980", "display": "Penicillin G"}]},
+        "verificationStatus": {"coding": [{"code": "confirmed"}]},
         "recordedDate": "2024-03-01",
     }
 
