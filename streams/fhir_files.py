@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from projections.gate import DEFAULT_MAX_EVENT_BYTES
 from projections.secrets import note_withheld
@@ -60,29 +60,15 @@ class WithheldNote:
         )
 
 
-@dataclass(frozen=True)
-class CutNote:
-    """A record imported with only the start of its note, which made it too large."""
-
-    origin: str
-    source_ref: str | None
-    kept: int
-    dropped: int
-    limit: int
-
-    def message(self) -> str:
-        record = self.source_ref or "a record"
-        return (
-            f"{self.origin}: the note of {record} was shortened to its first {self.kept:,} "
-            f"characters ({self.dropped:,} dropped) so the record fits the event size limit "
-            f"of {self.limit:,} bytes"
-        )
+NOTE: Final = "note"
+"""The part a shortened note is named by in its line."""
 
 
 @dataclass(frozen=True)
 class CutText:
-    """A record imported with only the start of a long text (its allergen or drug text, a
-    coding's display, a reaction), which made it too large even with its note shortened."""
+    """A record imported with only the start of a long text, which made it too large: its note
+    first, then (too large even so) its allergen or drug text, a coding's display, a reaction.
+    What a cut clinical text dropped is not checked, and the line says so."""
 
     origin: str
     source_ref: str | None
@@ -91,12 +77,18 @@ class CutText:
 
     def message(self) -> str:
         record = self.source_ref or "a record"
+        unchecked = (
+            ""
+            if self.cut.part == NOTE
+            else (
+                ": what was dropped is not checked, so a drug-allergy judgement of it is at most "
+                "unverified; check the record at the source"
+            )
+        )
         return (
             f"{self.origin}: the {self.cut.part} of {record} was shortened to its first "
             f"{self.cut.kept:,} characters ({self.cut.dropped:,} dropped) so the record fits "
-            f"the event size limit of {self.limit:,} bytes: what was dropped is not checked, "
-            "so a drug-allergy judgement of it is at most unverified; check the record at the "
-            "source"
+            f"the event size limit of {self.limit:,} bytes{unchecked}"
         )
 
 
@@ -157,7 +149,7 @@ class DrugNamesDiffer:
         )
 
 
-NoteNotice = WithheldNote | CutNote | CutText | LeftOut | DrugNamesDiffer
+NoteNotice = WithheldNote | CutText | LeftOut | DrugNamesDiffer
 
 
 class FhirFiles(NamedTuple):
@@ -222,7 +214,8 @@ def read_fhir_files(
         cut = note_shortened(event, max_event_bytes, size_of) if size > max_event_bytes else None
         if cut is not None:
             event, size = cut.event, size_of(cut.event)
-            notes.append(CutNote(origin, event.source_ref, cut.kept, cut.dropped, max_event_bytes))
+            note = ShortenedText(NOTE, cut.kept, cut.dropped)
+            notes.append(CutText(origin, event.source_ref, note, max_event_bytes))
         texts = texts_shortened(event, max_event_bytes, size_of) if size > max_event_bytes else None
         if texts is not None:
             event, size = texts.event, size_of(texts.event)
