@@ -186,13 +186,15 @@ class DrugAllergyRule:
         knowledge reads ("Home med #3"), the display it was judged by, "Home med #3
         (amoxicillin 500 MG Oral Capsule)"; with no display either (a record coded only, whose
         text is its bare code), what the codes were read as, "308182 (amoxicillin)", "91936005
-        (penicillins)"."""
+        (penicillins)". A text without a letter names nothing to a reader, even when the
+        knowledge reads it as the code it is ("91936005")."""
         named = self.knowledge.resolve(text)
-        if named.ingredients or named.classes:
+        if (named.ingredients or named.classes) and any(char.isalpha() for char in text):
             return text
         display = next((code.display for code in codes if code.display), None)
-        if display is None and codes:
-            display = _read_as(self.knowledge.resolve(text, _codes(codes)))
+        if display is None:
+            read = self.knowledge.resolve(text, _codes(codes)) if codes else named
+            display = _read_as(read)
         return text if display is None or display == text else f"{text} ({display})"
 
     def _with_culprit(self, drug: str, verdict: CrossReactivity) -> str:

@@ -1,9 +1,10 @@
 """Text and code normalisation shared by the bundled knowledge tables and their lookups.
 
-Case, accents, punctuation and full-width characters are folded away; Chinese characters,
-Japanese kana and Korean syllables are kept one token each so that multi-character names can
-be matched as token sequences in scripts written without spaces between words ("ペニシリン
-アレルギー"); Latin and Cyrillic words are whole tokens.
+Case, accents, punctuation and full-width characters are folded away, and Traditional Chinese
+characters to their Simplified forms; Chinese characters, Japanese kana and Korean syllables
+are kept one token each so that multi-character names can be matched as token sequences in
+scripts written without spaces between words ("ペニシリン アレルギー"); Latin and Cyrillic words
+are whole tokens.
 """
 
 from __future__ import annotations
@@ -11,9 +12,13 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from rules.knowledge.traditional_chinese import SIMPLIFIED, TRADITIONAL
+
 _GREEK = str.maketrans(
     {"\u03b1": " alpha ", "\u03b2": " beta ", "\u03b3": " gamma ", "\u03b4": " delta "}
 )
+_SIMPLIFIED = str.maketrans(TRADITIONAL, SIMPLIFIED)
+"""Traditional Chinese characters fold to Simplified ones (青黴素過敏 reads as 青霉素过敏)."""
 _TOKEN = re.compile(
     r"[a-z0-9]+|[\u0430-\u044f\u0451-\u045f]+"
     r"|[\u3400-\u4dbf\u4e00-\u9fff\u3041-\u3096\u30a1-\u30fa\u30fc\uac00-\ud7a3]"
@@ -29,9 +34,12 @@ def fold(text: str) -> str:
     """Lower-case, width-folded, accent-free text (a kana's voicing mark is an accent: "ペ"
     folds as "ヘ"; a Korean syllable stays one character), without the invisible formatting
     characters a copy and paste leaves inside a word (a zero-width space, a soft hyphen, a
-    direction mark: "amoxi\u200bcillin" is amoxicillin)."""
+    direction mark: "amoxi\u200bcillin" is amoxicillin), and Traditional Chinese characters as
+    their Simplified forms ("頭孢" as "头孢")."""
     visible = "".join(char for char in text if unicodedata.category(char) != "Cf")
-    lowered = unicodedata.normalize("NFKC", visible).lower().translate(_GREEK)
+    lowered = (
+        unicodedata.normalize("NFKC", visible).lower().translate(_GREEK).translate(_SIMPLIFIED)
+    )
     decomposed = unicodedata.normalize("NFKD", lowered)
     plain = "".join(char for char in decomposed if not unicodedata.combining(char))
     return unicodedata.normalize("NFC", plain) if _HANGUL_JAMO.search(plain) else plain

@@ -29,7 +29,13 @@ from functools import lru_cache
 from rules.knowledge.judge import is_class
 from rules.knowledge.model import Coding
 from rules.knowledge.normalise import fold, folded_tokens, is_quantity, normalise_code
-from rules.knowledge.tables import CLASS_PREFIX, SYSTEMS, system_key, written_coding
+from rules.knowledge.tables import (
+    CLASS_PREFIX,
+    SYSTEM_URIS,
+    SYSTEMS,
+    system_key,
+    written_coding,
+)
 
 NEGATION = "free"
 JOINING_WORD = "plus"
@@ -37,6 +43,10 @@ _ITEM_SEPARATORS = re.compile(r"[,;+、]")
 SUGGESTION_MIN_LENGTH = 5
 SUGGESTION_CUTOFF = 0.85
 SUGGESTIONS = 2
+_BARE_CODE = re.compile(r"\d{4,18}")
+"""A text that is one number of four digits or more may be a code written without its system
+("91936005"); shorter numbers (a CVX code, a strength) are never read as one."""
+_BARE_CODE_SYSTEMS = ("rxnorm", "snomed", "ndc")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +107,13 @@ class Recogniser:
         Capsule"; RxNorm ibuprofen and a local code displayed "Amoxicillin"), both are read:
         the pharmacy may fill by the other code. Unknown codes are reported only when neither
         yields anything (codings of one concept are alternatives, not parts). A text that is
-        only a code as free text writes one ("rxnorm:723", "RXCUI 723") is read as that code.
+        only a code as free text writes one ("rxnorm:723", "RXCUI 723") is read as that code,
+        and so is a bare number that exactly one code system lists ("91936005": SNOMED CT).
         """
         codings = with_written_coding(text, codings)
+        bare = self._bare_coding(text)
+        if bare is not None:
+            codings = (*codings, bare)
         coded, unknown_codes = self._codes(codings)
         words = "" if spells_codes(text, codings) else text
         found, unknown_words = self.parse(words)
@@ -120,6 +134,20 @@ class Recogniser:
             )
         unknown = unknown_words + unknown_codes
         return Recognition(text, (), unknown, self._suggestions(unknown_words))
+
+    def _bare_coding(self, text: str) -> Coding | None:
+        """The coding a text that is only a number spells, when exactly one of the code systems
+        whose codes are numbers (RxNorm, SNOMED CT, NDC; not CVX, whose short codes read as
+        strengths) lists it; None otherwise, and for a number two systems list."""
+        number = fold(text).strip()
+        if _BARE_CODE.fullmatch(number) is None or written_coding(text) is not None:
+            return None
+        systems = [
+            system
+            for system in _BARE_CODE_SYSTEMS
+            if (system, normalise_code(system, number)) in self._codes_index
+        ]
+        return Coding(SYSTEM_URIS[systems[0]], number) if len(systems) == 1 else None
 
     def _displayed(
         self, codings: Iterable[Coding]

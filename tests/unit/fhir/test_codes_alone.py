@@ -173,3 +173,14 @@ def test_given_a_reaction_coded_only_as_stevens_johnson_then_a_cephalosporin_nee
 
     (alert,) = drug_allergy_alerts(subject(results, PATIENT), "coded-order")
     assert alert.severity is not Severity.INFO
+
+
+def test_given_an_allergy_whose_text_is_a_bare_code_then_critical_and_the_title_reads_it() -> None:
+    allergen = {**allergy(SNOMED, "91936005"), "code": {"text": "91936005"}}
+    results = fold(submitted_from([allergen, order({"text": "amoxicillin 500 mg capsule"})]))
+
+    (alert,) = drug_allergy_alerts(subject(results, PATIENT), "coded-order")
+    assert alert.severity is Severity.CRITICAL
+    assert alert.title == (
+        "amoxicillin 500 mg capsule conflicts with the recorded 91936005 (penicillins) allergy"
+    )

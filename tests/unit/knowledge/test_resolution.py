@@ -302,6 +302,69 @@ def test_a_text_that_is_only_a_code_resolves_as_the_code(
 
 
 @pytest.mark.parametrize(
+    ("text", "ingredients", "classes"),
+    [
+        pytest.param("308182", ("amoxicillin",), (), id="given an RxNorm clinical drug code"),
+        pytest.param("8339", ("piperacillin",), (), id="given a four-digit RxNorm code"),
+        pytest.param(
+            " 91936005 ", (), ("penicillins",), id="given a SNOMED CT allergy finding code"
+        ),
+        pytest.param("716186003", (), ("no_known_allergy",), id="given a SNOMED CT statement"),
+    ],
+)
+def test_a_text_that_is_only_a_number_one_system_lists_resolves_as_that_code(
+    knowledge: BundledKnowledge,
+    text: str,
+    ingredients: tuple[str, ...],
+    classes: tuple[str, ...],
+) -> None:
+    resolution = knowledge.resolve(text)
+
+    assert resolution.ingredients == ingredients
+    assert set(classes) <= set(resolution.classes)
+    assert resolution.resolved
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("723", id="given three digits then never a code (a strength)"),
+        pytest.param("99999999", id="given a number no system lists"),
+    ],
+)
+def test_a_number_that_is_no_listed_code_stays_unverified(
+    knowledge: BundledKnowledge, text: str
+) -> None:
+    verdict = knowledge.cross_reactivity(text, "amoxicillin")
+
+    assert verdict.level is MatchLevel.UNVERIFIED
+
+
+@pytest.mark.parametrize(
+    ("traditional", "simplified"),
+    [
+        pytest.param("青黴素過敏", "青霉素过敏", id="given penicillin allergy"),
+        pytest.param("對頭孢類過敏", "对头孢类过敏", id="given cephalosporins"),
+        pytest.param("卡馬西平", "卡马西平", id="given carbamazepine"),
+        pytest.param("無藥物過敏史", "无药物过敏史", id="given no drug allergy"),
+        pytest.param("複方磺胺甲噁唑", "复方磺胺甲噁唑", id="given co-trimoxazole"),
+    ],
+)
+def test_traditional_chinese_reads_as_the_simplified_name(
+    knowledge: BundledKnowledge, traditional: str, simplified: str
+) -> None:
+    by_traditional = knowledge.resolve(traditional)
+    by_simplified = knowledge.resolve(simplified)
+
+    assert (by_traditional.ingredients, by_traditional.classes) == (
+        by_simplified.ingredients,
+        by_simplified.classes,
+    )
+    assert by_traditional.resolved
+    assert by_traditional.ingredients or by_traditional.classes
+
+
+@pytest.mark.parametrize(
     ("text", "unrecognised"),
     [
         pytest.param(
