@@ -484,6 +484,8 @@ def check_sql(sql: str) -> list[Token]:
             raise QueryRefused("a SETTINGS clause is not allowed in analyst queries")
         if token.name == "into" and following is not None and following.name == "outfile":
             raise QueryRefused("INTO OUTFILE is not allowed in analyst queries")
+        if token.name == "format" and following is not None and following.name == "native":
+            raise QueryRefused(FORMAT_REFUSED)
     return found
 
 
@@ -499,6 +501,11 @@ def _closing_parentheses(found: Sequence[Token]) -> dict[int, int]:
     return closing
 
 
+FORMAT_REFUSED: Final = (
+    "a FORMAT clause is not allowed in analyst queries (uac query --json prints JSON)"
+)
+"""Refused lexically for `FORMAT Native`, the client's own format, which the parse cannot tell
+from the one the client adds, and by the parse for any other."""
 APPLY_REFUSED: Final = (
     "a column transformer APPLY is not allowed in analyst queries: it calls a function by its "
     "bare name, which the checks cannot see as a call; call the function on the columns instead"
@@ -653,9 +660,7 @@ def check_parsed(lines: Sequence[str], catalog: Catalog | None = None) -> None:
         if node.kind == "Literal" and node.depth == 1:
             raise QueryRefused("INTO OUTFILE is not allowed in analyst queries")
         if node.kind == "Identifier" and node.depth == 1 and node.name != CLIENT_FORMAT:
-            raise QueryRefused(
-                "a FORMAT clause is not allowed in analyst queries (uac query --json prints JSON)"
-            )
+            raise QueryRefused(FORMAT_REFUSED)
         if node.kind == "TableIdentifier":
             _check_table_name(node.name, known)
         if node.kind == "Identifier":

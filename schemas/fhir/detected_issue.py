@@ -201,8 +201,9 @@ def _evidence(alert: Alert, item: Evidence) -> dict[str, Any]:
 
 def _detail(alert: Alert) -> str:
     detail = f"{alert.title}. {alert.detail}"
-    if alert.status is AlertStatus.RESOLVED and alert.reason:
-        return f"{detail} Resolved: {alert.reason}"
+    if alert.status is AlertStatus.RESOLVED:
+        because = f": {alert.reason}" if alert.reason else "."
+        return f"{detail} Resolved at {fhir_instant(alert.occurred_at)}{because}"
     return detail
 
 

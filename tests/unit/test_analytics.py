@@ -1181,9 +1181,10 @@ def test_numbers_json_cannot_spell_are_null(client: Client) -> None:
     assert result.rows == [[None, None, None, [None, 1.5]]]
 
 
-def test_a_format_clause_is_refused(client: Client) -> None:
+@pytest.mark.parametrize("clause", ["FORMAT JSON", "FORMAT Native", "format native"])
+def test_a_format_clause_is_refused(client: Client, clause: str) -> None:
     with pytest.raises(QueryRefused, match="FORMAT clause"):
-        query(client, "SELECT count() FROM events FORMAT JSON", A)
+        query(client, f"SELECT count() FROM events {clause}", A)
 
 
 def _raw_count(client: Client, tenant: str) -> int:

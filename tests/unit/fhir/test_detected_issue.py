@@ -277,9 +277,11 @@ def test_given_an_acknowledged_alert_without_reason_then_a_text_only_mitigation(
     ]
 
 
-def test_given_a_resolved_alert_then_the_detail_says_why_and_there_is_no_mitigation() -> None:
+def test_given_a_resolved_alert_then_the_detail_says_when_and_why_and_no_mitigation() -> None:
     issue = detected_issue(RESOLVED)
-    assert issue["detail"].endswith("Resolved: AllergyStatusChanged 0b0e9a7e removed the cause")
+    assert issue["detail"].endswith(
+        "Resolved at 2015-01-16T08:30:00.123Z: AllergyStatusChanged 0b0e9a7e removed the cause"
+    )
     assert "mitigation" not in issue
 
 
