@@ -1181,10 +1181,17 @@ def test_numbers_json_cannot_spell_are_null(client: Client) -> None:
     assert result.rows == [[None, None, None, [None, 1.5]]]
 
 
-@pytest.mark.parametrize("clause", ["FORMAT JSON", "FORMAT Native", "format native"])
-def test_a_format_clause_is_refused(client: Client, clause: str) -> None:
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT count() FROM events FORMAT JSON",
+        "SELECT count() FROM events FORMAT Native",
+        "SELECT count() FROM events format native",
+    ],
+)
+def test_a_format_clause_is_refused(client: Client, sql: str) -> None:
     with pytest.raises(QueryRefused, match="FORMAT clause"):
-        query(client, f"SELECT count() FROM events {clause}", A)
+        query(client, sql, A)
 
 
 def _raw_count(client: Client, tenant: str) -> int:
