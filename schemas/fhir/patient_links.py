@@ -4,8 +4,9 @@ it. The records naming a replaced patient are filed under the patient that repla
 end of the chain (old -> mid -> new), through the path every patient reference takes
 (`sources.Index.current_patient`). A replacement that cannot be followed (a cycle, two
 patients replacing one, a link whose patient cannot be told or is on another server) makes
-the records naming that patient errors, never filed under a patient guessed. `refer` and
-`seealso` links merge nothing. Pure.
+the records naming that patient errors, never filed under a patient guessed; so does a link
+whose type is missing or none of R4's four (`merged-into`: it may be a replacement). `refer`
+and `seealso` links merge nothing. Pure.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from schemas.fhir.json_access import (
     Unsupported,
     items_at,
     objects_at,
+    required_code,
     string_at,
     within,
 )
@@ -34,6 +36,8 @@ from schemas.fhir.sources import (
 REPLACED_BY: Final = "replaced-by"
 REPLACES: Final = "replaces"
 _MERGING: Final = frozenset({REPLACED_BY, REPLACES})
+_LINK_TYPES: Final = (REPLACED_BY, REPLACES, "refer", "seealso")
+"""R4's link types (a required binding): any other value may be a replacement."""
 _EXAMPLES: Final = 3
 """How many of the records filed under the replacing patient a notice names."""
 
@@ -146,9 +150,15 @@ def _links(item: SourcedResource, index: Index) -> list[_Link]:
         except Unmappable as error:
             links.append(_Link(where, None, None, f"type {error.detail}"))
             continue
-        kind = None if kind is None else kind.lower()
-        if kind in _MERGING:
-            links.append(_linked(item, index, where, entry, kind))
+        if kind is None:
+            links.append(_Link(where, None, None, "type is missing"))
+            continue
+        spelled = required_code(entry, "type", _LINK_TYPES)
+        if spelled in _MERGING:
+            links.append(_linked(item, index, where, entry, spelled))
+        elif spelled not in _LINK_TYPES:
+            named = ", ".join(_LINK_TYPES)
+            links.append(_Link(where, None, None, f"type {kind!r} is none of {named}"))
     return links
 
 

@@ -219,6 +219,17 @@ def test_a_statement_of_the_successor_reports_on_the_replaced_patients_order() -
             "is replaced by Patient/mid, whose replacement cannot be followed",
             id="given a chain through a patient replaced by itself then an error",
         ),
+        pytest.param(
+            [{**patient("old"), "link": [{"other": {"reference": "Patient/new"}}]}],
+            "has a link that cannot be followed (link[0] type is missing)",
+            id="given a link without a type then an error",
+        ),
+        pytest.param(
+            [linked("old", ("merged-into", "Patient/new"))],
+            "has a link that cannot be followed (link[0] type 'merged-into' is none of "
+            "replaced-by, replaces, refer, seealso)",
+            id="given a link type R4 does not have then an error",
+        ),
     ],
 )
 def test_a_replacement_that_cannot_be_followed_makes_the_records_errors_naming_the_patient(
@@ -258,6 +269,20 @@ def test_refer_and_seealso_links_merge_nothing(kind: str) -> None:
     assert result.errors == []
     assert subjects(result) == {"old", "new"}
     assert result.passed_over == []
+
+
+@pytest.mark.parametrize("kind", ["Replaced-By", "replaced_by", "REPLACED BY"])
+def test_a_link_type_in_other_letters_merges_the_patients(kind: str) -> None:
+    resources = [
+        linked("old", (kind, "Patient/new")),
+        patient("new"),
+        penicillin_allergy("Patient/old"),
+        amoxicillin_order("Patient/new"),
+    ]
+    result = run(*resources)
+    assert result.errors == []
+    assert subjects(result) == {"new"}
+    assert len(drug_allergy_alerts(subject(fold(submitted_from(resources)), "new"))) == 1
 
 
 def test_a_replaces_link_whose_patient_cannot_be_told_is_reported_and_read_past() -> None:
