@@ -39,6 +39,7 @@ from schemas.fhir.medications import (
     stop_reason_of,
     stopped_by,
 )
+from schemas.fhir.modifiers import earlier_negation
 from schemas.fhir.sources import (
     JUST_AFTER,
     Index,
@@ -53,6 +54,11 @@ def immunization_events(source: Source, index: Index) -> list[Event]:
     status = required_string(resource, "status")
     if status == "not-done":
         raise Unsupported("Immunization not-done: the vaccine was not given")
+    negation = earlier_negation(resource)
+    if negation is not None:
+        raise Unsupported(
+            f"Immunization {negation}, an earlier release's not-done: the vaccine was not given"
+        )
     if status not in ("completed", IN_ERROR):
         raise Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not an immunization status")
     vaccine = required_object(resource, "vaccineCode")
@@ -125,6 +131,12 @@ def administration_events(source: Source, index: Index) -> list[Event]:
         raise Unmappable(Problem.INVALID_VALUE, message)
     if status == "not-done":
         raise Unsupported("MedicationAdministration not-done: the drug was not given")
+    negation = earlier_negation(resource)
+    if negation is not None:
+        raise Unsupported(
+            f"MedicationAdministration {negation}, an earlier release's not-done: the drug was "
+            "not given"
+        )
     starts = (
         time_at(resource, "effectiveDateTime"),
         time_at(resource, "effectivePeriod", "start"),

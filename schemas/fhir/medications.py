@@ -46,7 +46,7 @@ from schemas.fhir.json_access import (
     time_at,
     within,
 )
-from schemas.fhir.modifiers import not_plain
+from schemas.fhir.modifiers import earlier_negation, not_plain
 from schemas.fhir.resource_types import R4_RESOURCE_TYPES
 from schemas.fhir.sources import (
     JUST_AFTER,
@@ -1294,6 +1294,12 @@ def _statement_status(resource: Json) -> str:
     status = required_code(resource, "status", _STATEMENT_STATUSES)
     if status == "not-taken":
         raise Unsupported("MedicationStatement not-taken: the patient does not take the drug")
+    negation = earlier_negation(resource)
+    if negation is not None:
+        raise Unsupported(
+            f"MedicationStatement {negation}, an earlier release's not-taken: the patient does "
+            "not take the drug"
+        )
     if _states_no_medication(resource):
         raise Unsupported("MedicationStatement states that no medication is known (or no info)")
     if status not in _STATEMENT_STATUSES:
