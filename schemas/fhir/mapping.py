@@ -312,6 +312,7 @@ from schemas.fhir.modifiers import not_plain
 from schemas.fhir.moves import SkippedVersion, left_in_force, moved_away
 from schemas.fhir.outcomes import OPERATION_OUTCOME, reported
 from schemas.fhir.patient_links import (
+    case_variant_notices,
     linked_patients,
     named_subject,
     replacement_notices,
@@ -454,6 +455,7 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
             )
     result.passed_over.extend(replacement_notices(index.links, filed))
     result.passed_over.extend(shared_identifier_notices(index, parsed.resources))
+    result.passed_over.extend(case_variant_notices(parsed.resources, result.events))
     result.events.extend(moved_away(result.events))
     ended, said = left_in_force(result.events, skipped_versions)
     result.events.extend(ended)

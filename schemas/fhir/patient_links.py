@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, NamedTuple
 
+from schemas.events import Event
 from schemas.fhir.inputs import PassedOver, SourcedResource, server_base_of, version_rank
 from schemas.fhir.json_access import (
     Json,
@@ -257,4 +258,43 @@ def shared_identifier_notices(
             "identifier=system|value) or a Patient.link"
         )
         lines.append(PassedOver(first.origin, f"Patient/{first.identity}", detail))
+    return lines
+
+
+def case_variant_notices(
+    resources: Iterable[SourcedResource], events: Iterable[tuple[str, Event]]
+) -> list[PassedOver]:
+    """One line per patient that records name by an id the input set holds no Patient under,
+    while it holds one whose id differs in letter case only (`Patient/P1` beside Patient `p1`):
+    FHIR ids are case-sensitive, so they are filed as named, but a record meant for the patient
+    would stand apart from its allergies or orders without a word."""
+    held = {
+        subject_id_of(item.identity)
+        for item in resources
+        if item.resource_type == "Patient" and item.identity
+    }
+    by_case: dict[str, set[str]] = {}
+    for subject in held:
+        by_case.setdefault(subject.casefold(), set()).add(subject)
+    named: dict[str, tuple[str, list[str]]] = {}
+    for origin, event in events:
+        subject, record = event.subject_id, event.source_ref
+        if subject in held or subject.casefold() not in by_case or record is None:
+            continue
+        records = named.setdefault(subject, (origin, []))[1]
+        if record not in records:
+            records.append(record)
+    lines: list[PassedOver] = []
+    for subject, (origin, records) in sorted(named.items()):
+        others = ", ".join(f"Patient/{other}" for other in sorted(by_case[subject.casefold()]))
+        listed = ", ".join(records[:_EXAMPLES])
+        more = len(records) - _EXAMPLES
+        listed += f" and {more:,} more" if more > 0 else ""
+        detail = (
+            f"named by {len(records):,} record(s) ({listed}), while the input set holds no "
+            f"Patient of this id but {others}, whose id differs in letter case only: FHIR ids "
+            "are case-sensitive, so they are filed under the patient as named, apart from "
+            f"{others}; check the references at the source"
+        )
+        lines.append(PassedOver(origin, f"Patient/{subject}", detail))
     return lines

@@ -323,3 +323,27 @@ def test_a_replaced_patient_sharing_the_identifier_of_its_replacement_is_no_spli
     result = run(old, new, penicillin_allergy("Patient/old"))
     assert subjects(result) == {"new"}
     assert [line.source_ref for line in result.passed_over] == ["Patient/old"]
+
+
+def test_a_record_naming_a_patient_id_in_other_letters_is_filed_as_named_and_reported() -> None:
+    """`Patient/P1` beside Patient `p1`: ids are case-sensitive, so the allergy is P1's, but it
+    stood apart from p1's order, with no alert, without a word."""
+    result = run(patient("p1"), penicillin_allergy("Patient/P1"), amoxicillin_order("Patient/p1"))
+    assert result.errors == []
+    assert subjects(result) == {"P1", "p1"}
+    assert notices(result) == [
+        (
+            "file1",
+            "Patient/P1",
+            "named by 1 record(s) (AllergyIntolerance/a1), while the input set holds no Patient "
+            "of this id but Patient/p1, whose id differs in letter case only: FHIR ids are "
+            "case-sensitive, so they are filed under the patient as named, apart from "
+            "Patient/p1; check the references at the source",
+        )
+    ]
+
+
+def test_a_record_naming_a_patient_the_input_set_lacks_altogether_gives_no_such_line() -> None:
+    result = run(penicillin_allergy("Patient/P1"), amoxicillin_order("Patient/p1"))
+    assert result.errors == []
+    assert notices(result) == []
