@@ -1,7 +1,8 @@
-"""Records of earlier FHIR releases sent to the R4 importer: the STU3 and DSTU2 modifier
+"""Records of other FHIR releases sent to the R4 importer: the STU3 and DSTU2 modifier
 elements that say a drug was not taken or not given (`taken` "n", `wasNotTaken`, `notGiven`,
-`wasNotGiven`) skip the record as R4's not-taken and not-done do. Read as if they were absent,
-a vaccine not given raised an alert for a dose the patient never had, without a word."""
+`wasNotGiven`) skip the record as R4's not-taken and not-done do (read as if they were absent,
+a vaccine not given raised an alert for a dose the patient never had, without a word), and an
+R5 statement (`recorded`, with its `adherence`) is read as the R4 status it says."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from schemas.events import MedicationPrescribed
+from schemas.events import MedicationPrescribed, MedicationStopped
+from tests.unit.fhir.test_clinical_scenarios import (
+    drug_allergy_alerts,
+    fold,
+    subject,
+    submitted_from,
+)
 from tests.unit.fhir.test_error_paths import run
 
 PATIENT = {"reference": "Patient/p1"}
@@ -97,3 +104,69 @@ def test_an_earlier_releases_element_that_does_not_negate_leaves_the_record_read
     result = run(resource)
     assert result.errors == []
     assert any(isinstance(event.payload, MedicationPrescribed) for _, event in result.events)
+
+
+ADHERENCE = "http://hl7.org/fhir/CodeSystem/medication-statement-adherence"
+
+
+def r5_statement(adherence: str | None) -> dict[str, Any]:
+    statement: dict[str, Any] = {
+        "resourceType": "MedicationStatement",
+        "id": "s1",
+        "status": "recorded",
+        "medication": {"concept": AMOXICILLIN},
+        "subject": PATIENT,
+        "effectiveDateTime": "2024-05-01",
+    }
+    if adherence is not None:
+        statement["adherence"] = {"code": {"coding": [{"system": ADHERENCE, "code": adherence}]}}
+    return statement
+
+
+ALLERGY = {
+    "resourceType": "AllergyIntolerance",
+    "id": "a1",
+    "patient": PATIENT,
+    "code": {"text": "Penicillin"},
+    "verificationStatus": {"coding": [{"code": "confirmed"}]},
+    "recordedDate": "2024-01-01",
+}
+
+
+@pytest.mark.parametrize(
+    "adherence",
+    [
+        pytest.param(None, id="given no adherence then taken"),
+        pytest.param("taking", id="given taking then taken"),
+        pytest.param("on-hold-as-directed", id="given on hold then still checked"),
+    ],
+)
+def test_an_r5_recorded_statement_is_checked_against_the_allergy(adherence: str | None) -> None:
+    """An IPS built on R5 says `recorded`: refused as no R4 status, the amoxicillin the patient
+    takes was never checked against the penicillin allergy."""
+    resources = [ALLERGY, r5_statement(adherence)]
+    result = run(*resources)
+    assert result.errors == []
+    (alert,) = drug_allergy_alerts(subject(fold(submitted_from(resources)), "p1"))
+    assert alert.severity == "critical"
+
+
+def test_an_r5_statement_of_a_drug_not_taken_is_skipped_with_a_line() -> None:
+    result = run(r5_statement("not-taking"))
+    assert result.errors == []
+    assert result.events == []
+    assert [skip.reason for skip in result.skipped] == [
+        "MedicationStatement recorded (R5) with an adherence of not taking: the patient does not "
+        "take the drug"
+    ]
+
+
+def test_an_r5_statement_stopped_by_its_adherence_is_stopped() -> None:
+    statement = {**r5_statement("stopped"), "effectivePeriod": {"start": "2024-05-01"}}
+    del statement["effectiveDateTime"]
+    result = run(statement)
+    assert result.errors == []
+    assert [type(event.payload) for _, event in result.events] == [
+        MedicationPrescribed,
+        MedicationStopped,
+    ]
