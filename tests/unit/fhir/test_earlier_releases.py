@@ -170,3 +170,32 @@ def test_an_r5_statement_stopped_by_its_adherence_is_stopped() -> None:
         MedicationPrescribed,
         MedicationStopped,
     ]
+
+
+@pytest.mark.parametrize("prefix", ["occurence", "occurrence"])
+def test_an_r5_administration_is_dated_when_its_occurence_says(prefix: str) -> None:
+    """R5 renamed `effective[x]` to `occurence[x]`: read past, the dose was dated at the
+    Bundle's time, and the day it was given was lost without a word."""
+    administration = {**ADMINISTRATION, f"{prefix}DateTime": "2023-06-01T10:00:00Z"}
+    del administration["effectiveDateTime"]
+    result = run(administration)
+    assert result.errors == []
+    prescribed = [e for _, e in result.events if isinstance(e.payload, MedicationPrescribed)]
+    assert [event.occurred_at.isoformat() for event in prescribed] == ["2023-06-01T10:00:00+00:00"]
+
+
+def test_an_r5_dispense_unfulfilled_is_skipped_as_nothing_dispensed() -> None:
+    dispense = {
+        "resourceType": "MedicationDispense",
+        "id": "d1",
+        "status": "unfulfilled",
+        "medicationCodeableConcept": AMOXICILLIN,
+        "subject": PATIENT,
+        "whenHandedOver": "2024-05-01",
+    }
+    result = run(dispense)
+    assert result.errors == []
+    assert result.events == []
+    assert [skip.reason for skip in result.skipped] == [
+        "MedicationDispense unfulfilled: nothing was dispensed"
+    ]
