@@ -39,6 +39,7 @@ from schemas.fhir.medications import (
     stop_reason_of,
     stopped_by,
 )
+from schemas.fhir.modifiers import earlier_negation
 from schemas.fhir.sources import (
     JUST_AFTER,
     Index,
@@ -53,6 +54,11 @@ def immunization_events(source: Source, index: Index) -> list[Event]:
     status = required_string(resource, "status")
     if status == "not-done":
         raise Unsupported("Immunization not-done: the vaccine was not given")
+    negation = earlier_negation(resource)
+    if negation is not None:
+        raise Unsupported(
+            f"Immunization {negation}, an earlier release's not-done: the vaccine was not given"
+        )
     if status not in ("completed", IN_ERROR):
         raise Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not an immunization status")
     vaccine = required_object(resource, "vaccineCode")
@@ -125,9 +131,16 @@ def administration_events(source: Source, index: Index) -> list[Event]:
         raise Unmappable(Problem.INVALID_VALUE, message)
     if status == "not-done":
         raise Unsupported("MedicationAdministration not-done: the drug was not given")
+    negation = earlier_negation(resource)
+    if negation is not None:
+        raise Unsupported(
+            f"MedicationAdministration {negation}, an earlier release's not-done: the drug was "
+            "not given"
+        )
+    given = _given_at(resource)
     starts = (
-        time_at(resource, "effectiveDateTime"),
-        time_at(resource, "effectivePeriod", "start"),
+        time_at(resource, f"{given}DateTime"),
+        time_at(resource, f"{given}Period", "start"),
     )
     subject_id = subject_of(resource, "subject", index)
     order = reported_order(source, index, "request", starts, subject_id)
@@ -136,7 +149,7 @@ def administration_events(source: Source, index: Index) -> list[Event]:
             f"MedicationAdministration entered-in-error: MedicationRequest/{order} is unchanged"
         )
     dosage = optional_part(source, lambda: object_at(resource, "dosage"), NO_DOSAGE)
-    one_dose = time_at(resource, "effectiveDateTime") is not None
+    one_dose = time_at(resource, f"{given}DateTime") is not None
     over = order is None and status not in _ADMINISTRATION_UNDER_WAY
     course = Course(
         prescription_id=order or f"{source.resource_type}/{source.resource_id}",
@@ -153,7 +166,26 @@ def administration_events(source: Source, index: Index) -> list[Event]:
 
 
 def _period_end(resource: Json) -> tuple[datetime | None, ...]:
-    return (end_time_at(resource, "effectivePeriod", "end"),)
+    return (end_time_at(resource, f"{_given_at(resource)}Period", "end"),)
+
+
+_GIVEN_AT: Final = ("effective", "occurence", "occurrence")
+"""R4's `effective[x]`, then R5's `occurence[x]` (so spelled in R5) and its corrected spelling:
+when the drug was given."""
+
+
+def _given_at(resource: Json) -> str:
+    """The prefix of the element that says when the drug was given: `effective` (R4), else
+    the R5 name of a record that has only that (dated at the Bundle's time, the day it was
+    given was lost without a word)."""
+    return next(
+        (
+            prefix
+            for prefix in _GIVEN_AT
+            if f"{prefix}DateTime" in resource or f"{prefix}Period" in resource
+        ),
+        "effective",
+    )
 
 
 _DISPENSE_STATUSES: Final = frozenset(
@@ -166,10 +198,12 @@ _DISPENSE_STATUSES: Final = frozenset(
         IN_ERROR,
         "stopped",
         "declined",
+        "unfulfilled",
         "unknown",
     }
 )
-_NOT_DISPENSED: Final = frozenset({"cancelled", "declined"})
+_NOT_DISPENSED: Final = frozenset({"cancelled", "declined", "unfulfilled"})
+"""Nothing was handed over (`unfulfilled`, R5: the dispense could not be completed)."""
 
 
 def dispense_events(source: Source, index: Index) -> list[Event]:

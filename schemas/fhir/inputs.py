@@ -838,13 +838,16 @@ def _instant_or_none(value: object) -> datetime | None:
 
 def _failed_response(response: object) -> Json | None:
     """The OperationOutcome a batch or transaction response entry gives for a request that
-    failed (its `outcome`, else one made of its 4xx or 5xx `status`), as the source's report of
-    what it could not give (`schemas.fhir.outcomes`); None for an entry that did not fail."""
+    failed (its `outcome`, else one made of its 4xx or 5xx `status`, also sent as a JSON number
+    where R4 wants text), as the source's report of what it could not give
+    (`schemas.fhir.outcomes`); None for an entry that did not fail."""
     if not isinstance(response, Mapping):
         return None
     outcome, status = response.get("outcome"), response.get("status")
     if isinstance(outcome, Mapping) and outcome.get("resourceType") == "OperationOutcome":
         return outcome
+    if isinstance(status, int) and not isinstance(status, bool):
+        status = str(status)
     if isinstance(status, str) and status.strip()[:1] in ("4", "5"):
         issue = {"severity": "error", "code": "processing", "diagnostics": f"status {status}"}
         return {"resourceType": "OperationOutcome", "issue": [issue]}

@@ -312,6 +312,7 @@ from schemas.fhir.modifiers import not_plain
 from schemas.fhir.moves import SkippedVersion, left_in_force, moved_away
 from schemas.fhir.outcomes import OPERATION_OUTCOME, reported
 from schemas.fhir.patient_links import (
+    case_variant_notices,
     linked_patients,
     named_subject,
     replacement_notices,
@@ -454,6 +455,7 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
             )
     result.passed_over.extend(replacement_notices(index.links, filed))
     result.passed_over.extend(shared_identifier_notices(index, parsed.resources))
+    result.passed_over.extend(case_variant_notices(parsed.resources, result.events))
     result.events.extend(moved_away(result.events))
     ended, said = left_in_force(result.events, skipped_versions)
     result.events.extend(ended)
@@ -497,9 +499,9 @@ allergy"), not an allergic disease ("Seasonal allergic rhinitis")."""
 
 
 def _allergy_inside(resource: Json) -> str:
-    """What a skipped resource says of an allergy, so it is not lost among the skips: a
-    Condition that records one ("Allergy to penicillin" on a problem list), or an
-    AllergyIntolerance held inside (`_held_allergy`)."""
+    """What a skipped resource says of an allergy or a drug, so it is not lost among the
+    skips: a Condition that records an allergy ("Allergy to penicillin" on a problem list), or
+    a record held inside (`_held_record`: an IPS medication List holding its statements)."""
     if resource.get("resourceType") == "Condition":
         concept = optional_concept(resource.get("code"))
         label = None if concept is None else concept.label
@@ -508,26 +510,34 @@ def _allergy_inside(resource: Json) -> str:
                 f": it records an allergy ({label!r}), which is read from an AllergyIntolerance "
                 "only; send it as one"
             )
-    held = _held_allergy(resource)
+    held = _held_record(resource)
     if held is not None:
+        path, kind = held
         return (
-            f": it holds an AllergyIntolerance (at {held}), which is not read from inside "
+            f": it holds {a_resource_of_type(kind)} (at {path}), which is not read from inside "
             "another resource; send it as a resource of its own"
         )
     return ""
 
 
-def _held_allergy(resource: Json) -> str | None:
-    """The path of the first AllergyIntolerance held inside `resource` (`contained[0]`,
-    `parameter[0].resource.entry[1].resource`), at any depth of contained resources, a
-    Parameters' parameters and their parts, and a Bundle's entries; None when it holds none.
-    What is not an object is passed over (a skipped resource is not read, so its shape is no
-    error). Iterative: a resource may be nested as deep as the JSON reader allows."""
+_HELD_RECORDS: Final = CLAIM_TYPES - {"Patient"}
+"""The records a skipped resource is named for holding: an allergy, an order, a statement, an
+administration, a dispense or an immunization."""
+
+
+def _held_record(resource: Json) -> tuple[str, str] | None:
+    """The path and type of the first allergy or drug record held inside `resource`
+    (`contained[0]`, `parameter[0].resource.entry[1].resource`), at any depth of contained
+    resources, a Parameters' parameters and their parts, and a Bundle's entries; None when it
+    holds none. What is not an object is passed over (a skipped resource is not read, so its
+    shape is no error). Iterative: a resource may be nested as deep as the JSON reader
+    allows."""
     stack: list[tuple[str, Json]] = [("", resource)]
     while stack:
         path, holder = stack.pop()
-        if path and holder.get("resourceType") == "AllergyIntolerance":
-            return path
+        kind = holder.get("resourceType")
+        if path and isinstance(kind, str) and kind in _HELD_RECORDS:
+            return path, kind
         stack.extend(reversed(_held_by(holder, path)))
     return None
 

@@ -42,11 +42,12 @@ from schemas.fhir.json_access import (
     quantity_text,
     relative_reference,
     required_code,
+    status_code,
     string_at,
     time_at,
     within,
 )
-from schemas.fhir.modifiers import not_plain
+from schemas.fhir.modifiers import earlier_negation, not_plain
 from schemas.fhir.resource_types import R4_RESOURCE_TYPES
 from schemas.fhir.sources import (
     JUST_AFTER,
@@ -1289,11 +1290,48 @@ _NO_MEDICATION_TEXTS: Final = frozenset(
 )
 
 
+_R5_RECORDED: Final = "recorded"
+_R5_ADHERENCE: Final[Mapping[str, str]] = {
+    "taking": "active",
+    "taking-as-directed": "active",
+    "taking-not-as-directed": "active",
+    "on-hold": "on-hold",
+    "on-hold-as-directed": "on-hold",
+    "on-hold-not-as-directed": "on-hold",
+    "stopped": "stopped",
+    "stopped-as-directed": "stopped",
+    "stopped-not-as-directed": "stopped",
+    "not-taking": "not-taken",
+    "refused": "not-taken",
+    "unknown": "unknown",
+}
+"""R5's statement `adherence.code` (http://hl7.org/fhir/CodeSystem/medication-statement-adherence)
+as the R4 status that says the same: R5 moved whether the drug is taken out of `status`, which
+holds only recorded, draft or entered-in-error."""
+
+
 def _statement_status(resource: Json) -> str:
-    """The statement's status, or why it records no medication taken."""
-    status = required_code(resource, "status", _STATEMENT_STATUSES)
+    """The statement's status, or why it records no medication taken. An R5 statement
+    (`recorded`) has the status its `adherence` says, else `unknown`, which is checked as taken:
+    refused as no R4 status, the drug was never checked."""
+    status = required_code(resource, "status", _STATEMENT_STATUSES | {_R5_RECORDED, "draft"})
+    if status == "draft":
+        raise Unsupported("MedicationStatement draft (R5): not yet a statement of what is taken")
+    if status == _R5_RECORDED:
+        status = _adherence_status(resource)
+        if status == "not-taken":
+            raise Unsupported(
+                "MedicationStatement recorded (R5) with an adherence of not taking: the patient "
+                "does not take the drug"
+            )
     if status == "not-taken":
         raise Unsupported("MedicationStatement not-taken: the patient does not take the drug")
+    negation = earlier_negation(resource)
+    if negation is not None:
+        raise Unsupported(
+            f"MedicationStatement {negation}, an earlier release's not-taken: the patient does "
+            "not take the drug"
+        )
     if _states_no_medication(resource):
         raise Unsupported("MedicationStatement states that no medication is known (or no info)")
     if status not in _STATEMENT_STATUSES:
@@ -1301,6 +1339,19 @@ def _statement_status(resource: Json) -> str:
         message = f"status {status!r} is not a statement status (one of {codes})"
         raise Unmappable(Problem.INVALID_VALUE, message)
     return status
+
+
+def _adherence_status(resource: Json) -> str:
+    """The R4 status an R5 statement's `adherence.code` says; `unknown` (taken) when it has
+    none, or one that cannot be read or that R5 does not list."""
+    adherence = resource.get("adherence")
+    if not isinstance(adherence, Mapping):
+        return "unknown"
+    try:
+        code = within("adherence", lambda: status_code(adherence, "code", _R5_ADHERENCE.keys()))
+    except Unmappable:
+        return "unknown"
+    return _R5_ADHERENCE.get(code or "", "unknown")
 
 
 def _states_no_medication(resource: Json) -> bool:

@@ -44,6 +44,29 @@ class Modifier(NamedTuple):
     value: object
 
 
+_EARLIER_NEGATIONS: Final[Mapping[str, tuple[tuple[str, str, str], ...]]] = {
+    "MedicationStatement": (("taken", "n", "STU3"), ("wasNotTaken", "true", "DSTU2")),
+    "MedicationAdministration": (("notGiven", "true", "STU3"), ("wasNotGiven", "true", "DSTU2")),
+    "Immunization": (("notGiven", "true", "STU3"), ("wasNotGiven", "true", "DSTU2")),
+}
+"""The modifier elements of earlier releases that say a drug was not taken or not given (STU3
+`MedicationStatement.taken` "n", `notGiven`; DSTU2 `wasNotTaken`, `wasNotGiven`): R4 says it
+with a status (not-taken, not-done). The value that negates, as JSON writes it."""
+
+
+def earlier_negation(resource: Json) -> str | None:
+    """The element of an earlier FHIR release by which `resource` says the drug was not taken
+    or not given (`taken 'n' (STU3)`), or None: an R4 record sent with it would otherwise be
+    read as taken, as if the modifier were absent."""
+    for key, negating, release in _EARLIER_NEGATIONS.get(str(resource.get("resourceType")), ()):
+        value = resource.get(key)
+        written = ("true" if value else "false") if isinstance(value, bool) else value
+        if isinstance(written, str) and written.strip().casefold() == negating:
+            shown = written if isinstance(value, bool) else repr(value)
+            return f"{key} {shown} ({release})"
+    return None
+
+
 def bundle_modifier(bundle: Json) -> Modifier | None:
     """A modifier of a Bundle itself: its `implicitRules`, or a `modifierExtension` (which R4
     does not define on a Bundle, but whoever wrote one says it changes what the Bundle

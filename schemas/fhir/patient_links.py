@@ -4,8 +4,9 @@ it. The records naming a replaced patient are filed under the patient that repla
 end of the chain (old -> mid -> new), through the path every patient reference takes
 (`sources.Index.current_patient`). A replacement that cannot be followed (a cycle, two
 patients replacing one, a link whose patient cannot be told or is on another server) makes
-the records naming that patient errors, never filed under a patient guessed. `refer` and
-`seealso` links merge nothing. Pure.
+the records naming that patient errors, never filed under a patient guessed; so does a link
+whose type is missing or none of R4's four (`merged-into`: it may be a replacement). `refer`
+and `seealso` links merge nothing. Pure.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, NamedTuple
 
+from schemas.events import Event
 from schemas.fhir.inputs import PassedOver, SourcedResource, server_base_of, version_rank
 from schemas.fhir.json_access import (
     Json,
@@ -20,6 +22,7 @@ from schemas.fhir.json_access import (
     Unsupported,
     items_at,
     objects_at,
+    required_code,
     string_at,
     within,
 )
@@ -34,6 +37,8 @@ from schemas.fhir.sources import (
 REPLACED_BY: Final = "replaced-by"
 REPLACES: Final = "replaces"
 _MERGING: Final = frozenset({REPLACED_BY, REPLACES})
+_LINK_TYPES: Final = (REPLACED_BY, REPLACES, "refer", "seealso")
+"""R4's link types (a required binding): any other value may be a replacement."""
 _EXAMPLES: Final = 3
 """How many of the records filed under the replacing patient a notice names."""
 
@@ -146,9 +151,15 @@ def _links(item: SourcedResource, index: Index) -> list[_Link]:
         except Unmappable as error:
             links.append(_Link(where, None, None, f"type {error.detail}"))
             continue
-        kind = None if kind is None else kind.lower()
-        if kind in _MERGING:
-            links.append(_linked(item, index, where, entry, kind))
+        if kind is None:
+            links.append(_Link(where, None, None, "type is missing"))
+            continue
+        spelled = required_code(entry, "type", _LINK_TYPES)
+        if spelled in _MERGING:
+            links.append(_linked(item, index, where, entry, spelled))
+        elif spelled not in _LINK_TYPES:
+            named = ", ".join(_LINK_TYPES)
+            links.append(_Link(where, None, None, f"type {kind!r} is none of {named}"))
     return links
 
 
@@ -247,4 +258,43 @@ def shared_identifier_notices(
             "identifier=system|value) or a Patient.link"
         )
         lines.append(PassedOver(first.origin, f"Patient/{first.identity}", detail))
+    return lines
+
+
+def case_variant_notices(
+    resources: Iterable[SourcedResource], events: Iterable[tuple[str, Event]]
+) -> list[PassedOver]:
+    """One line per patient that records name by an id the input set holds no Patient under,
+    while it holds one whose id differs in letter case only (`Patient/P1` beside Patient `p1`):
+    FHIR ids are case-sensitive, so they are filed as named, but a record meant for the patient
+    would stand apart from its allergies or orders without a word."""
+    held = {
+        subject_id_of(item.identity)
+        for item in resources
+        if item.resource_type == "Patient" and item.identity
+    }
+    by_case: dict[str, set[str]] = {}
+    for subject in held:
+        by_case.setdefault(subject.casefold(), set()).add(subject)
+    named: dict[str, tuple[str, list[str]]] = {}
+    for origin, event in events:
+        subject, record = event.subject_id, event.source_ref
+        if subject in held or subject.casefold() not in by_case or record is None:
+            continue
+        records = named.setdefault(subject, (origin, []))[1]
+        if record not in records:
+            records.append(record)
+    lines: list[PassedOver] = []
+    for subject, (origin, records) in sorted(named.items()):
+        others = ", ".join(f"Patient/{other}" for other in sorted(by_case[subject.casefold()]))
+        listed = ", ".join(records[:_EXAMPLES])
+        more = len(records) - _EXAMPLES
+        listed += f" and {more:,} more" if more > 0 else ""
+        detail = (
+            f"named by {len(records):,} record(s) ({listed}), while the input set holds no "
+            f"Patient of this id but {others}, whose id differs in letter case only: FHIR ids "
+            "are case-sensitive, so they are filed under the patient as named, apart from "
+            f"{others}; check the references at the source"
+        )
+        lines.append(PassedOver(origin, f"Patient/{subject}", detail))
     return lines

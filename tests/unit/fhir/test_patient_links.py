@@ -219,6 +219,17 @@ def test_a_statement_of_the_successor_reports_on_the_replaced_patients_order() -
             "is replaced by Patient/mid, whose replacement cannot be followed",
             id="given a chain through a patient replaced by itself then an error",
         ),
+        pytest.param(
+            [{**patient("old"), "link": [{"other": {"reference": "Patient/new"}}]}],
+            "has a link that cannot be followed (link[0] type is missing)",
+            id="given a link without a type then an error",
+        ),
+        pytest.param(
+            [linked("old", ("merged-into", "Patient/new"))],
+            "has a link that cannot be followed (link[0] type 'merged-into' is none of "
+            "replaced-by, replaces, refer, seealso)",
+            id="given a link type R4 does not have then an error",
+        ),
     ],
 )
 def test_a_replacement_that_cannot_be_followed_makes_the_records_errors_naming_the_patient(
@@ -260,6 +271,20 @@ def test_refer_and_seealso_links_merge_nothing(kind: str) -> None:
     assert result.passed_over == []
 
 
+@pytest.mark.parametrize("kind", ["Replaced-By", "replaced_by", "REPLACED BY"])
+def test_a_link_type_in_other_letters_merges_the_patients(kind: str) -> None:
+    resources = [
+        linked("old", (kind, "Patient/new")),
+        patient("new"),
+        penicillin_allergy("Patient/old"),
+        amoxicillin_order("Patient/new"),
+    ]
+    result = run(*resources)
+    assert result.errors == []
+    assert subjects(result) == {"new"}
+    assert len(drug_allergy_alerts(subject(fold(submitted_from(resources)), "new"))) == 1
+
+
 def test_a_replaces_link_whose_patient_cannot_be_told_is_reported_and_read_past() -> None:
     new = linked("new", ("replaces", "urn:uuid:0a1b2c3d-0000-4000-8000-00000000beef"))
     result = run(new, amoxicillin_order("Patient/new"))
@@ -298,3 +323,27 @@ def test_a_replaced_patient_sharing_the_identifier_of_its_replacement_is_no_spli
     result = run(old, new, penicillin_allergy("Patient/old"))
     assert subjects(result) == {"new"}
     assert [line.source_ref for line in result.passed_over] == ["Patient/old"]
+
+
+def test_a_record_naming_a_patient_id_in_other_letters_is_filed_as_named_and_reported() -> None:
+    """`Patient/P1` beside Patient `p1`: ids are case-sensitive, so the allergy is P1's, but it
+    stood apart from p1's order, with no alert, without a word."""
+    result = run(patient("p1"), penicillin_allergy("Patient/P1"), amoxicillin_order("Patient/p1"))
+    assert result.errors == []
+    assert subjects(result) == {"P1", "p1"}
+    assert notices(result) == [
+        (
+            "file1",
+            "Patient/P1",
+            "named by 1 record(s) (AllergyIntolerance/a1), while the input set holds no Patient "
+            "of this id but Patient/p1, whose id differs in letter case only: FHIR ids are "
+            "case-sensitive, so they are filed under the patient as named, apart from "
+            "Patient/p1; check the references at the source",
+        )
+    ]
+
+
+def test_a_record_naming_a_patient_the_input_set_lacks_altogether_gives_no_such_line() -> None:
+    result = run(penicillin_allergy("Patient/P1"), amoxicillin_order("Patient/p1"))
+    assert result.errors == []
+    assert notices(result) == []

@@ -168,9 +168,35 @@ def test_an_r5_shaped_allergy_is_still_read_beside_an_r5_resource() -> None:
             "as a resource of its own",
             id="given Parameters holding an allergy then its skip says so",
         ),
+        pytest.param(
+            {
+                "resourceType": "List",
+                "id": "meds",
+                "contained": [
+                    {
+                        "resourceType": "MedicationStatement",
+                        "id": "s1",
+                        "status": "active",
+                        "medicationCodeableConcept": {"text": "amoxicillin 500 mg"},
+                        "subject": {"reference": "Patient/p1"},
+                    }
+                ],
+            },
+            "unsupported resource type List: it holds a MedicationStatement (at contained[0]), "
+            "which is not read from inside another resource; send it as a resource of its own",
+            id="given a medication List holding a statement then its skip says so",
+        ),
+        pytest.param(
+            {
+                "resourceType": "Parameters",
+                "parameter": [{"name": "a", "resource": {"resourceType": "Patient", "id": "p1"}}],
+            },
+            "unsupported resource type Parameters",
+            id="given Parameters holding only a Patient then a plain skip",
+        ),
     ],
 )
-def test_a_skipped_resource_that_records_an_allergy_says_so(
+def test_a_skipped_resource_that_records_an_allergy_or_a_drug_says_so(
     resource: dict[str, Any], said: str
 ) -> None:
     """Not lost among hundreds of skips of its type: an amoxicillin order would raise nothing."""

@@ -302,6 +302,12 @@ def test_a_patch_of_a_claim_is_an_error_not_a_skip(
             id="given a failed entry with a status only then an error naming the status",
         ),
         pytest.param(
+            {"status": 503},
+            ["source_reported_error"],
+            [],
+            id="given a failed status sent as a number then the failure is still reported",
+        ),
+        pytest.param(
             {"status": "200 OK"},
             [],
             ["bundle entry without a resource (request or response only)"],
