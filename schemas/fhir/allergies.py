@@ -159,15 +159,14 @@ _DATES: Final = (("recordedDate",), ("onsetDateTime",), ("onsetPeriod", "start")
 
 def _allergy_dates(source: Source) -> tuple[datetime | None, ...]:
     """When the allergy was recorded, else when it began; a date after the record itself was
-    made (the later of its `meta.lastUpdated` and the time of its Bundle or the import's
-    fallback: a year
-    typed wrong, an onset planned by mistake) is left out with a line, so the allergy is dated
-    no later than it was made. Dated in the future, the gate refused it (`occurred_in_future`)
-    and the allergy was lost; an allergy known now holds now. An onset that cannot be read
-    (`2010-00-00`) is left out with a line when the `recordedDate` dates the allergy: it was an
-    error that lost the allergy for a date it did not need."""
+    made (`Source.made_at`: a year typed wrong, an onset planned by mistake) is left out with a
+    line, so the allergy is dated no later than it was made. Dated in the future, the gate
+    refused it (`occurred_in_future`) and the allergy was lost; an allergy known now holds
+    now. An onset that cannot be read (`2010-00-00`) is left out with a line when the
+    `recordedDate` dates the allergy: it was an error that lost the allergy for a date it did
+    not need."""
     resource = source.resource
-    made = max(filter(None, (time_at(resource, "meta", "lastUpdated"), source.last_resort_time)))
+    made = source.made_at
     recorded = time_at(resource, "recordedDate")
     dates: list[datetime | None] = []
     for path in _DATES:

@@ -637,14 +637,13 @@ def _dose_quantity(dosage: Json) -> str | None:
 
 
 def _ordered_at(source: Source) -> datetime | None:
-    """When the request was written (`authoredOn`); one after the record itself was made (the
-    later of its `meta.lastUpdated` and the time of its Bundle or of its file: a year typed
-    wrong) is left out with a line, so the order is dated when it was made. Dated in the future, the gate
-    refused it (`occurred_in_future`) and the drug was never checked."""
+    """When the request was written (`authoredOn`); one after the record itself was made
+    (`Source.made_at`: a year typed wrong) is left out with a line, so the order is dated when
+    it was made. Dated in the future, the gate refused it (`occurred_in_future`) and the drug
+    was never checked."""
     resource = source.resource
     ordered = time_at(resource, "authoredOn")
-    made = max(filter(None, (time_at(resource, "meta", "lastUpdated"), source.last_resort_time)))
-    if ordered is None or ordered <= made:
+    if ordered is None or ordered <= (made := source.made_at):
         return ordered
     source.passed_over.append(
         f"authoredOn {ordered.isoformat()} is after the record was made ({made.isoformat()}): "

@@ -451,6 +451,14 @@ class Source:
         return self.document_time or self.context.fallback_time
 
     @property
+    def made_at(self) -> datetime:
+        """When the record itself was made: the later of its `meta.lastUpdated` and
+        `last_resort_time`. A date it gives after that (a year typed wrong, an onset planned by
+        mistake) cannot be when it was written or recorded."""
+        updated = time_at(self.resource, "meta", "lastUpdated")
+        return self.last_resort_time if updated is None else max(updated, self.last_resort_time)
+
+    @property
     def last_resort_mark(self) -> str:
         """What `last_resort_time` was taken from, for the version part of the event ids."""
         if self.document_time is not None:
