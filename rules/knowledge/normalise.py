@@ -35,7 +35,9 @@ def fold(text: str) -> str:
     folds as "ヘ"; a Korean syllable stays one character), without the invisible formatting
     characters a copy and paste leaves inside a word (a zero-width space, a soft hyphen, a
     direction mark: "amoxi\u200bcillin" is amoxicillin), and Traditional Chinese characters as
-    their Simplified forms ("頭孢" as "头孢")."""
+    their Simplified forms ("頭孢" as "头孢"). ASCII text only needs lowering."""
+    if text.isascii():
+        return text.lower()
     visible = "".join(char for char in text if unicodedata.category(char) != "Cf")
     lowered = (
         unicodedata.normalize("NFKC", visible).lower().translate(_GREEK).translate(_SIMPLIFIED)
