@@ -13,12 +13,12 @@ gives them again.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from datetime import datetime
 from operator import itemgetter
 from uuid import NAMESPACE_URL, uuid5
 
-from projections.state import Bound, Kind, UserState
+from projections.state import Kind, UserState, first_bound_after
 from schemas.events import CLOCK_ACTOR, ClockAdvanced, Event, EventType, Origin
 
 CLOCK_NAMESPACE = uuid5(NAMESPACE_URL, "https://uac.example/clock")
@@ -28,12 +28,17 @@ _MOMENT = itemgetter(0)
 def validity_changes(before: UserState, after: UserState) -> frozenset[tuple[Kind, str]]:
     """The claims whose validity window opened or closed while the subject's time (`as_of`)
     moved from `before`'s to `after`'s: a bound in (before.as_of, after.as_of]. An event that
-    touches none of them can still start or end their use by rules and reads."""
-    bounds, start, end = after.bounds, before.as_of, after.as_of
+    touches none of them can still start or end their use by rules and reads. The bounds are
+    those known before the move (`after` holds only those still ahead of it); the event's own
+    claim is the one it touches."""
+    bounds, start, end = before.bounds, before.as_of, after.as_of
     if not bounds or start is None or end is None or end <= start:
         return frozenset()
     return frozenset(
-        (kind, key) for _, kind, key in bounds[_after(bounds, start) : _after(bounds, end)]
+        (kind, key)
+        for _, kind, key in bounds[
+            first_bound_after(bounds, start) : first_bound_after(bounds, end)
+        ]
     )
 
 
@@ -42,7 +47,7 @@ def next_bound(state: UserState) -> datetime | None:
     closes (None when none is still to come)."""
     if state.as_of is None or state.erased:
         return None
-    following = _after(state.bounds, state.as_of)
+    following = first_bound_after(state.bounds, state.as_of)
     return state.bounds[following][0] if following < len(state.bounds) else None
 
 
@@ -53,7 +58,9 @@ def due_bounds(state: UserState, now: datetime) -> tuple[datetime, ...]:
     prescription expired, however late the clock ran and however many bounds it passed)."""
     if state.as_of is None or state.erased:
         return ()
-    passed = state.bounds[_after(state.bounds, state.as_of) : _after(state.bounds, now)]
+    passed = state.bounds[
+        first_bound_after(state.bounds, state.as_of) : first_bound_after(state.bounds, now)
+    ]
     return tuple(dict.fromkeys(moment for moment, _, _ in passed))
 
 
@@ -67,13 +74,8 @@ def bounds_passed_on_the_way(before: UserState, after: UserState) -> tuple[datet
     bounds, start, end = before.bounds, before.as_of, after.as_of
     if not bounds or start is None or end is None or end <= start or after.erased:
         return ()
-    passed = bounds[_after(bounds, start) : bisect_left(bounds, end, key=_MOMENT)]
+    passed = bounds[first_bound_after(bounds, start) : bisect_left(bounds, end, key=_MOMENT)]
     return tuple(dict.fromkeys(moment for moment, _, _ in passed))
-
-
-def _after(bounds: tuple[Bound, ...], moment: datetime) -> int:
-    """The index of the first bound later than `moment`."""
-    return bisect_right(bounds, moment, key=_MOMENT)
 
 
 def clock_event(state: UserState, moment: datetime, recorded_at: datetime) -> Event:

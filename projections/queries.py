@@ -120,12 +120,11 @@ def no_known_allergy_statements(state: UserState, at: datetime | None = None) ->
 
 
 def active_medications(state: UserState, at: datetime | None = None) -> list[MedicationView]:
+    """Prescriptions in force at `at` (default: as_of): not stopped, and in their window."""
     moment = at or state.as_of
-    return [
-        view
-        for view in state.unstopped_medication_views()
-        if medication_standing(view, moment) == ACTIVE
-    ]
+    before_its_time = moment is not None and state.as_of is not None and moment < state.as_of
+    candidates = state.medication_views() if before_its_time else state.unended_medication_views()
+    return [view for view in candidates if medication_standing(view, moment) == ACTIVE]
 
 
 ACTIVE = "active"
@@ -164,12 +163,13 @@ def claim_views_at(
     not held yet), else its resolution over all of them. When none is in force, the key's view
     is the claim that held it last, disputed by nothing (a read, which keeps to the claims in
     force, shows none)."""
-    windowed = _windowed_keys(state, kind)
+    windowed = state.windowed
     timelines = state.timelines(kind)
     return [
         view
         for key in sorted(timelines.keys())
-        if (view := _view_at(timelines[key], key in windowed, moment, policy, kind)) is not None
+        if (view := _view_at(timelines[key], (kind, key) in windowed, moment, policy, kind))
+        is not None
     ]
 
 
@@ -185,7 +185,7 @@ def claim_view_at(
     timeline: Timeline[ClaimView] | None = state.timelines(kind).get(key)
     if timeline is None:
         return None
-    return _view_at(timeline, key in _windowed_keys(state, kind), moment, policy, kind)
+    return _view_at(timeline, (kind, key) in state.windowed, moment, policy, kind)
 
 
 def _view_at(
@@ -206,12 +206,6 @@ def _view_at(
         held = timeline.resolution
         return None if held is None else held._replace(conflict=None)
     return fold(in_force, step_for(kind, policy))
-
-
-def _windowed_keys(state: UserState, kind: Kind) -> frozenset[str]:
-    """The keys of `kind` with a statement that has a validity window (`state.bounds` indexes
-    them)."""
-    return frozenset(key for _, bound_kind, key in state.bounds if bound_kind is kind)
 
 
 def open_conflicts(

@@ -10,6 +10,7 @@ state folds a whole history at once (each claim key in one pass), which gives th
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
@@ -156,10 +157,29 @@ def bounds_of(event: Event, address: tuple[Kind, str]) -> list[Bound]:
     return [(moment, kind, key) for moment in (event.valid_from, event.valid_until) if moment]
 
 
+def first_bound_after(bounds: tuple[Bound, ...], moment: datetime) -> int:
+    """The index of the first of `bounds` (in time order) later than `moment`."""
+    return bisect_right(bounds, moment, key=_moment_of)
+
+
+def _moment_of(bound: Bound) -> datetime:
+    return bound[0]
+
+
+def bounds_ahead(
+    bounds: tuple[Bound, ...], added: Iterable[Bound], moment: datetime
+) -> tuple[Bound, ...]:
+    """`bounds` (in time order) and `added` that are later than `moment`, in time order."""
+    kept = bounds[first_bound_after(bounds, moment) :]
+    later = [bound for bound in added if bound[0] > moment]
+    return tuple(sorted((*kept, *later))) if later else kept
+
+
 Timelines = Map[str, Timeline[Any]]
 _NO_TIMELINES: Timelines = Map()
 _NO_EVENTS: Map[str, Event] = Map()
 _NO_KEYS: Map[str, bool] = Map()
+_NO_ADDRESSES: Map[tuple[Kind, str], bool] = Map()
 
 
 class UserState(BaseModel):
@@ -181,11 +201,19 @@ class UserState(BaseModel):
     acknowledgements: Timelines = _NO_TIMELINES
     pending_retractions: Map[str, Event] = _NO_EVENTS
     bounds: tuple[Bound, ...] = ()
-    """Every validity bound of the claims' events, in time order (an index: derived from
-    `events`, so it is not part of the checkpoint document)."""
-    unstopped_medications: Map[str, bool] = _NO_KEYS
-    """The prescription ids whose prescription holds no stop (an index derived from
-    `medications`, not part of the checkpoint document): the rules look for the active ones on
+    """The validity bounds of the claims' events still ahead of the subject's time (later than
+    `as_of`), in time order: when a window opens or closes next (an index derived from `events`,
+    not part of the checkpoint document). The subject's time only moves forward, so a bound it
+    has passed is dropped, and a long history of windowed claims costs an event no more than a
+    short one."""
+    windowed: Map[tuple[Kind, str], bool] = _NO_ADDRESSES
+    """The claims (kind, key) with a statement that has a validity window (an index derived
+    from `events`, not part of the checkpoint document): a read at a moment folds only their
+    statements in force then."""
+    unended_medications: Map[str, bool] = _NO_KEYS
+    """The prescription ids whose prescription holds no stop and whose window has not closed by
+    the subject's time (an index derived from `medications`, not part of the checkpoint
+    document): the rules look for the active ones on
     every event, so a subject with a long history of ended courses costs no more to judge."""
 
     @property
@@ -217,13 +245,14 @@ class UserState(BaseModel):
     def medication_views(self) -> list[MedicationView]:
         return _resolved(self.medications)
 
-    def unstopped_medication_views(self) -> list[MedicationView]:
-        """The prescriptions that hold no stop, by prescription id (`medication_views` of those
-        whose `active` is true)."""
+    def unended_medication_views(self) -> list[MedicationView]:
+        """The prescriptions that hold no stop and whose window has not closed by the subject's
+        time, by prescription id (`medication_views` of those whose `active` is true and whose
+        `valid_until` is after `as_of`)."""
         medications = self.medications
         return [
             view
-            for key in sorted(self.unstopped_medications.keys())
+            for key in sorted(self.unended_medications.keys())
             if (view := medications[key].resolution) is not None
         ]
 
@@ -316,33 +345,62 @@ def evolve(state: UserState, event: Event, policy: FoldPolicy = DEFAULT_POLICY) 
     if isinstance(payload, ErasureRequested):
         return _erased(state, event)
     key, last = sort_key(event), state.last_key
-    update: dict[str, Any] = {
-        "events": state.events.set(event_id, event),
-        "last_key": key if last is None or key > last else last,
-    }
+    latest = key if last is None or key > last else last
+    update: dict[str, Any] = {"events": state.events.set(event_id, event), "last_key": latest}
     pending = state.pending_retractions
     retracted = event_id in pending
     if retracted:
         update["pending_retractions"] = pending = pending.delete(event_id)
+    moment = latest[0]
     if isinstance(payload, ClaimRetracted):
-        update.update(_retraction(state, pending, event, payload.claim_id, policy))
-        return _next(state, update)
-    address = claim_address(event)
-    if address is not None:
-        kind, claim_key = address
-        field = _FIELDS[kind]
-        timelines: Timelines = getattr(state, field)
-        timeline = with_member(
-            timelines.get(claim_key), event, step_for(kind, policy), retracted=retracted
-        )
-        update[field] = timelines.set(claim_key, timeline)
-        if kind is Kind.MEDICATION:
-            update["unstopped_medications"] = _unstopped(
-                state.unstopped_medications, claim_key, timeline
-            )
-        if event.valid_from is not None or event.valid_until is not None:
-            update["bounds"] = tuple(sorted((*state.bounds, *bounds_of(event, address))))
+        update.update(_retraction(state, pending, event, payload.claim_id, policy, moment))
+    elif (address := claim_address(event)) is not None:
+        update.update(_claimed(state, event, address, retracted, policy, moment))
+    update.update(_passed(state, update, moment))
     return _next(state, update)
+
+
+def _claimed(
+    state: UserState,
+    event: Event,
+    address: tuple[Kind, str],
+    retracted: bool,
+    policy: FoldPolicy,
+    moment: datetime,
+) -> dict[str, Any]:
+    """The changes `event`, a statement of the claim at `address`, makes (the subject's time
+    at `moment`)."""
+    kind, claim_key = address
+    field = _FIELDS[kind]
+    timelines: Timelines = getattr(state, field)
+    timeline = with_member(
+        timelines.get(claim_key), event, step_for(kind, policy), retracted=retracted
+    )
+    update: dict[str, Any] = {field: timelines.set(claim_key, timeline)}
+    if kind is Kind.MEDICATION:
+        update["unended_medications"] = _unended_in(
+            state.unended_medications, claim_key, timeline, moment
+        )
+    if event.valid_from is not None or event.valid_until is not None:
+        update["bounds"] = tuple(sorted((*state.bounds, *bounds_of(event, address))))
+        if address not in state.windowed:
+            update["windowed"] = state.windowed.set(address, True)
+    return update
+
+
+def _passed(state: UserState, update: dict[str, Any], moment: datetime) -> dict[str, Any]:
+    """The subject's time at `moment`: the bounds it has reached are dropped, and the
+    prescriptions whose window one of them closed leave the index of unended ones."""
+    bounds: tuple[Bound, ...] = update.get("bounds", state.bounds)
+    cut = first_bound_after(bounds, moment)
+    if cut == 0:
+        return {}
+    medications: Timelines = update.get("medications", state.medications)
+    index: Map[str, bool] = update.get("unended_medications", state.unended_medications)
+    for _, kind, key in bounds[:cut]:
+        if kind is Kind.MEDICATION and key in index:
+            index = _unended_in(index, key, medications[key], moment)
+    return {"bounds": bounds[cut:], "unended_medications": index}
 
 
 def with_corrections(
@@ -351,10 +409,28 @@ def with_corrections(
     """`state` with `corrections` folded in but its time (`as_of`) kept: how a past state takes
     in what was learned about its claims later (a retraction, a changed verification status)
     without also taking in what happened in between (an expiry, a stop)."""
-    moment = state.last_key
+    moment, past = state.last_key, state
+    added: list[Event] = []
     for event in corrections:
+        if event.event_id not in state.events:
+            added.append(event)
         state = evolve(state, event, policy)
-    return state if state.erased or moment is None else _next(state, {"last_key": moment})
+    if state.erased or moment is None:
+        return state
+    bounds = [
+        bound
+        for event in added
+        if (address := claim_address(event)) is not None
+        for bound in bounds_of(event, address)
+    ]
+    return _next(
+        state,
+        {
+            "last_key": moment,
+            "bounds": bounds_ahead(past.bounds, bounds, moment[0]),
+            "unended_medications": _unended_index(state.medications, moment[0]),
+        },
+    )
 
 
 def _retraction(
@@ -363,8 +439,10 @@ def _retraction(
     event: Event,
     claim_id: str,
     policy: FoldPolicy,
+    moment: datetime,
 ) -> dict[str, Any]:
-    """Retract a known claim now, or remember the retraction until the claim arrives."""
+    """Retract a known claim now, or remember the retraction until the claim arrives (the
+    subject's time at `moment`)."""
     target = state.events.get(claim_id)
     address = None if target is None else claim_address(target)
     if address is None:
@@ -376,21 +454,31 @@ def _retraction(
     timeline = with_retraction(timelines[claim_key], claim_id, step_for(kind, policy))
     update: dict[str, Any] = {_FIELDS[kind]: timelines.set(claim_key, timeline)}
     if kind is Kind.MEDICATION:
-        update["unstopped_medications"] = _unstopped(
-            state.unstopped_medications, claim_key, timeline
+        update["unended_medications"] = _unended_in(
+            state.unended_medications, claim_key, timeline, moment
         )
     return update
 
 
-def _holds_no_stop(timeline: Timeline[Any]) -> bool:
+def _unended(timeline: Timeline[Any], moment: datetime) -> bool:
+    """Whether the prescription holds no stop and its window has not closed by `moment`."""
     view: MedicationView | None = timeline.resolution
-    return view is not None and view.active
+    if view is None or not view.active:
+        return False
+    until = view.prescribed.valid_until
+    return until is None or moment < until
 
 
-def _unstopped(index: Map[str, bool], key: str, timeline: Timeline[Any]) -> Map[str, bool]:
-    if _holds_no_stop(timeline):
+def _unended_in(
+    index: Map[str, bool], key: str, timeline: Timeline[Any], moment: datetime
+) -> Map[str, bool]:
+    if _unended(timeline, moment):
         return index if key in index else index.set(key, True)
     return index.delete(key) if key in index else index
+
+
+def _unended_index(medications: Timelines, moment: datetime) -> Map[str, bool]:
+    return Map({key: True for key, timeline in medications.items() if _unended(timeline, moment)})
 
 
 def _erased(state: UserState, erasure: Event) -> UserState:
@@ -439,6 +527,7 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
     members: dict[tuple[Kind, str], list[Keyed]] = {}
     retractions: list[Event] = []
     bounds: list[Bound] = []
+    windowed: dict[tuple[Kind, str], bool] = {}
     last: SortKey | None = None
     address_of = CLAIM_KEYS.get
     for event in events:
@@ -462,12 +551,13 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
         address = (found[0], keyed_for(found[0], getattr(payload, found[1]), event.purpose))
         if event.valid_from is not None or event.valid_until is not None:
             bounds.extend(bounds_of(event, address))
+            windowed[address] = True
         keyed = members.get(address)
         if keyed is None:
             members[address] = [(key, event)]
         else:
             keyed.append((key, event))
-    if not unique:
+    if last is None:
         return empty
     targets = {retraction.payload.claim_id for retraction in retractions}  # type: ignore[union-attr]
     steps = _DEFAULT_STEPS if policy is DEFAULT_POLICY else steps_for(policy)
@@ -483,15 +573,12 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
         "events": Map(unique),
         "last_key": last,
         "pending_retractions": _pending(unique, retractions) if retractions else _NO_EVENTS,
-        "bounds": tuple(sorted(bounds)),
+        "bounds": bounds_ahead((), bounds, last[0]),
+        "windowed": Map(windowed) if windowed else _NO_ADDRESSES,
     }
     update.update({_FIELDS[kind]: Map(by_key) for kind, by_key in timelines.items() if by_key})
-    update["unstopped_medications"] = Map(
-        {
-            key: True
-            for key, timeline in timelines[Kind.MEDICATION].items()
-            if _holds_no_stop(timeline)
-        }
+    update["unended_medications"] = _unended_index(
+        update.get("medications", _NO_TIMELINES), last[0]
     )
     return _next(empty, update)
 

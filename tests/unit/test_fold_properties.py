@@ -23,7 +23,7 @@ from projections.document import (
     state_hash,
 )
 from projections.gate import GateContext, GatePolicy, Rejected, TenantPolicy
-from projections.queries import active_medications, events_in_order
+from projections.queries import active_medications, events_in_order, medication_standing
 from projections.state import Kind, UserState, evolve, initial_state, replay, replay_all
 from projections.timeline import CAUSAL_RANK
 from rules.base import Finding, Focus, Rule, RuleRef
@@ -98,6 +98,8 @@ def _structure(state: UserState) -> tuple[object, ...]:
         state.pending_retractions,
         state.erased,
         state.bounds,
+        state.windowed,
+        state.unended_medications,
         timelines,
     )
 
@@ -129,16 +131,20 @@ def test_given_any_arrival_order_when_replayed_in_bulk_then_the_state_of_one_eve
 
 
 @given(mixed_histories(max_size=30), st.randoms(use_true_random=False))
-def test_given_any_history_then_the_unstopped_index_lists_the_prescriptions_without_a_stop(
+def test_given_any_history_then_the_unended_index_lists_the_prescriptions_neither_stopped_nor_expired(
     events: list[Event], rng: Random
 ) -> None:
-    """The index the rules read active prescriptions from agrees with the views, whether the
-    state was folded in bulk or one event at a time (stops, retractions, corrections, in any
-    arrival order)."""
+    """The index the rules read active prescriptions from agrees with the views at the
+    subject's time, whether the state was folded in bulk or one event at a time (stops,
+    retractions, corrections, validity windows, in any arrival order)."""
     rng.shuffle(events)
     for state in (replay(events), _one_by_one(events)):
-        expected = [view for view in state.medication_views() if view.active]
-        assert state.unstopped_medication_views() == expected
+        expected = [
+            view
+            for view in state.medication_views()
+            if medication_standing(view, state.as_of) not in ("stopped", "expired")
+        ]
+        assert state.unended_medication_views() == expected
 
 
 @given(event_histories(), st.data())
