@@ -10,7 +10,9 @@ with N squared (nor with allergies times prescriptions). Last, N prescriptions o
 different medicines, so that the polypharmacy rule, an aggregate, walks the timeline of every
 prescription on each event (linear in N too). Then an acknowledgement, which every rule judges
 over the whole state, for a subject with N preferences that each hold until a date, and the
-render of that subject's state document (both linear in N). Last, the acknowledgement of a
+render of that subject's state document (both linear in N). Then the fold and the rules for
+one more prescription of a subject whose N earlier courses each ended with its validity window
+(flat in N). Last, the acknowledgement of a
 raised alert of a subject with a long history (it is judged against the grade the alert had
 when it was recorded, folding the alert's claims again). Run: `make bench`.
 """
@@ -139,6 +141,36 @@ def _windowed_preferences(rules: tuple[Rule, ...]) -> None:
         print(f"  {size:>6,} stated: {best * 1000:8.2f} ms, document {rendered * 1000:8.2f} ms")
 
 
+def _ended_courses(rules: tuple[Rule, ...]) -> None:
+    """Courses that each held for a day, one after the other, as a chronic patient's daily or
+    monthly renewals do: expired, they are neither folded again nor judged again."""
+    print("fold and rules cost of one more prescription, by N courses ended with their window:")
+    state, ended = initial_state("bench", "s-6"), 0
+    for size in (100, 1_000, 4_000, 16_000):
+        while ended < size:
+            state = evolve(state, _course(ended))
+            ended += 1
+        event = _course(size)
+        folding = float("inf")
+        for _ in range(TRIES):
+            started = time.perf_counter()
+            evolve(state, event)
+            folding = min(folding, time.perf_counter() - started)
+        best, alerts = _best_evaluation(rules, state, event)
+        print(
+            f"  {size:>6,} ended:  fold {folding * 1e6:7.1f} us, rules {best * 1000:8.2f} ms,"
+            f" {alerts:,} alerts raised"
+        )
+
+
+def _course(n: int) -> Event:
+    """Course `n`: a prescription held on day `n` only."""
+    at = START + timedelta(days=n)
+    payload = MedicationPrescribed(prescription_id=f"course-{n}", drug=DRUGS[n % len(DRUGS)])
+    event = event_of("bench", "s-6", n, at, payload, IMPORTED)
+    return event.model_copy(update={"valid_from": at, "valid_until": at + timedelta(days=1)})
+
+
 def main() -> None:
     rules = default_rules(load_bundled_knowledge())
     allergy = AllergyRecorded(allergy_id="a-1", substance="penicillin")
@@ -156,6 +188,7 @@ def main() -> None:
     _allergies_and_prescriptions(rules)
     _many_medicines(rules)
     _windowed_preferences(rules)
+    _ended_courses(rules)
     _acknowledged_on_long_histories(rules)
 
 

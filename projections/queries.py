@@ -149,9 +149,10 @@ def _in_force_members(timeline: Timeline[ClaimView], moment: datetime | None) ->
     all are (the key's resolution over all of them stands)."""
     if moment is None:
         return None
-    members = timeline.effective()
-    in_force = [event for event in members if valid_at(event, moment)]
-    return None if len(in_force) == len(members) else in_force
+    hidden = timeline.retracted | timeline.superseded
+    counting = [event for event in timeline.members.values() if event.event_id not in hidden]
+    in_force = [event for event in counting if valid_at(event, moment)]
+    return None if len(in_force) == len(counting) else sorted(in_force, key=sort_key)
 
 
 def claim_views_at(
