@@ -66,6 +66,7 @@ class BundledKnowledge:
             self._descriptive_classes,
             tables.brand_families,
             frozenset(name for name in tables.ambiguous if not tables.lexicon.get(name)),
+            tables.leading,
         )
         self._categories: Callable[[str], frozenset[str]] = cache(self._categories_of)
 

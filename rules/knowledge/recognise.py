@@ -76,8 +76,14 @@ class Recogniser:
         descriptive_classes: Callable[[str], frozenset[str]] | None = None,
         brand_families: frozenset[tuple[str, ...]] = frozenset(),
         ambiguous: frozenset[tuple[str, ...]] = frozenset(),
+        leading: Mapping[tuple[str, ...], tuple[str, ...]] | None = None,
     ) -> None:
         self._lexicon = lexicon
+        self._leading = dict(leading or {})
+        """Names read only at the start of a list item that names nothing else ("Td": tetanus
+        and diphtheria toxoids), since their words mean something else inside a name ("25 mcg
+        TD", the transdermal route)."""
+        self._longest_leading = max((len(term) for term in self._leading), default=0)
         self._brand_families = brand_families
         """Brands whose products differ in composition ("Bengay"): read as the ingredients
         every product contains, and left unrecognised as a product (`family_note`)."""
@@ -244,6 +250,7 @@ class Recogniser:
             elif term in self._qualifiers:
                 qualifying.append((items[position], term))
             position += length + int(negated)
+        self._read_leading(words, items, named_items, found, unknown)
         unknown.extend(" ".join(term) for item, term in qualifying if item not in named_items)
         unknown.extend(
             note
@@ -257,6 +264,29 @@ class Recogniser:
         if joining:
             unknown.append(JOINING_WORD)
         return tuple(c for c in found if c not in negated_concepts), tuple(unknown)
+
+    def _read_leading(
+        self,
+        words: tuple[str, ...],
+        items: tuple[int, ...],
+        named_items: set[int],
+        found: list[str],
+        unknown: list[str],
+    ) -> None:
+        """Adds to `found` the leading name ("Td") that opens each list item naming nothing
+        else, marks its item named and drops its words from `unknown` ("DT")."""
+        for start, item in enumerate(items):
+            if item in named_items or (start > 0 and items[start - 1] == item):
+                continue
+            for end in range(min(len(words), start + self._longest_leading), start, -1):
+                concepts = self._leading.get(words[start:end])
+                if concepts is not None and len(set(items[start:end])) == 1:
+                    found.extend(concepts)
+                    named_items.add(item)
+                    for word in words[start:end]:
+                        if word in unknown:
+                            unknown.remove(word)
+                    break
 
     def _unnamed_note(self, term: tuple[str, ...]) -> str | None:
         """Why a known term names no one product, if it does not: a brand family or an
