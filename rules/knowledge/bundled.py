@@ -67,6 +67,7 @@ class BundledKnowledge:
             tables.brand_families,
             frozenset(name for name in tables.ambiguous if not tables.lexicon.get(name)),
             tables.leading,
+            tables.inflected,
         )
         self._categories: Callable[[str], frozenset[str]] = cache(self._categories_of)
 

@@ -43,6 +43,8 @@ _ITEM_SEPARATORS = re.compile(r"[,;+、]")
 SUGGESTION_MIN_LENGTH = 5
 SUGGESTION_CUTOFF = 0.85
 SUGGESTIONS = 2
+VARIANT_MIN_LENGTH = 6
+ALLERGY_SUFFIX = "allergie"
 _BARE_CODE = re.compile(r"\d{4,18}")
 """A text that is one number of four digits or more may be a code written without its system
 ("91936005"); shorter numbers (a CVX code, a strength) are never read as one."""
@@ -77,6 +79,7 @@ class Recogniser:
         brand_families: frozenset[tuple[str, ...]] = frozenset(),
         ambiguous: frozenset[tuple[str, ...]] = frozenset(),
         leading: Mapping[tuple[str, ...], tuple[str, ...]] | None = None,
+        inflected: frozenset[str] = frozenset(),
     ) -> None:
         self._lexicon = lexicon
         self._leading = dict(leading or {})
@@ -98,6 +101,9 @@ class Recogniser:
         self._longest = max(len(term) for term in lexicon)
         self._names_by_initial = _names_by_initial(lexicon, unsuggested)
         self._closest = lru_cache(maxsize=4096)(self._closest_names)
+        self._inflected = inflected
+        """The one-word generic and class names an unlisted word may be a form of."""
+        self._variant = lru_cache(maxsize=4096)(self._variant_name)
 
     def recognise(
         self, text: str, codings: Iterable[Coding], *, every_item: bool = False
@@ -334,7 +340,34 @@ class Recogniser:
             concepts = self._lexicon.get(words[start:end])
             if concepts is not None:
                 return end - start, concepts
-        return 0, ()
+        concepts = self._variant(words[start])
+        return (1, concepts) if concepts else (0, ())
+
+    def _variant_name(self, word: str) -> tuple[str, ...]:
+        """The concepts of a one-word name that an unlisted word of `VARIANT_MIN_LENGTH`
+        letters or more writes in another language's or the plural form: with a final "e"
+        added or dropped ("Lamotrigin", "Carbamazepin": German INN spellings; "cephalexine"),
+        without a plural "s" or "es" ("pénicillines", "sulfas"), when that is a generic or class
+        name (`inflected`: never a brand, "Actose" is not Actos), and the name before a German
+        "-allergie" ("Latexallergie", any known name), itself read so; () when none is."""
+        if len(word) < VARIANT_MIN_LENGTH or not word.isascii() or not word.isalpha():
+            return ()
+        stem = word.removesuffix(ALLERGY_SUFFIX)
+        if stem != word:
+            return self._lexicon.get((stem,)) or self._variant(stem)
+        forms = [word + "e"]
+        if word.endswith(("e", "s")):
+            forms.append(word[:-1])
+        if word.endswith("es"):
+            forms.append(word[:-2])
+        return next(
+            (
+                found
+                for form in forms
+                if form in self._inflected and (found := self._lexicon.get((form,)))
+            ),
+            (),
+        )
 
     def _codes(self, codings: Iterable[Coding]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         found: list[str] = []

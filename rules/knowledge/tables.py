@@ -200,6 +200,10 @@ class KnowledgeTables:
     """The terms of kind `brand_family` ("Bengay", 泰诺): a brand whose products differ in
     composition, read as the ingredients every one of them contains, never as a complete
     name (the product must be named)."""
+    inflected: frozenset[str] = frozenset()
+    """One-word generic and class names (ingredients, class words, curated synonyms; not
+    brands): the names another language's or the plural form of which is read as them
+    (`Recogniser`: "Lamotrigin", "pénicillines")."""
     leading: Mapping[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
     """The terms of kind `leading` ("Td": tetanus and diphtheria toxoids), whose words mean
     something else inside a name (TD, the transdermal route): read only at the start of a
@@ -235,12 +239,27 @@ def load_tables() -> KnowledgeTables:
         brand_families=_terms_of_kind(texts, BRAND_FAMILY),
         ambiguous=noise_words(texts, AMBIGUOUS),
         leading=dict(_terms(texts["terms.csv"], known, "term", LEADING)),
+        inflected=_generic_names(texts, ingredients, classes),
     )
 
 
 MISSPELLING: Final = "misspelling"
 BRAND_FAMILY: Final = "brand_family"
 LEADING: Final = "leading"
+SYNONYM: Final = "synonym"
+CLASS_WORD: Final = "class_word"
+
+
+def _generic_names(
+    texts: Mapping[str, str],
+    ingredients: Mapping[str, Ingredient],
+    classes: Mapping[str, DrugClass],
+) -> frozenset[str]:
+    """The one-word ingredient names, class words and curated synonyms and class words."""
+    names = [tokens(name) for name in ingredients]
+    names.extend(words for words, _ in class_words(classes))
+    names.extend(_terms_of_kind(texts, SYNONYM) | _terms_of_kind(texts, CLASS_WORD))
+    return frozenset(words[0] for words in names if len(words) == 1)
 
 
 def _terms_of_kind(texts: Mapping[str, str], kind: str) -> frozenset[tuple[str, ...]]:
