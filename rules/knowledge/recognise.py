@@ -347,6 +347,7 @@ class Recogniser:
         """The concepts of a one-word name that an unlisted word of `VARIANT_MIN_LENGTH`
         letters or more writes in another language's or the plural form: with a final "e"
         added or dropped ("Lamotrigin", "Carbamazepin": German INN spellings; "cephalexine"),
+        a Spanish final "o" dropped or "a" dropped or made "e" ("dexketoprofeno", "lidocaína"),
         without a plural "s" or "es" ("pénicillines", "sulfas"), when that is a generic or class
         name (`inflected`: never a brand, "Actose" is not Actos), and the name before a German
         "-allergie" ("Latexallergie", any known name), itself read so; () when none is."""
@@ -356,8 +357,10 @@ class Recogniser:
         if stem != word:
             return self._lexicon.get((stem,)) or self._variant(stem)
         forms = [word + "e"]
-        if word.endswith(("e", "s")):
+        if word.endswith(("e", "s", "a", "o")):
             forms.append(word[:-1])
+        if word.endswith("a"):
+            forms.append(word[:-1] + "e")
         if word.endswith("es"):
             forms.append(word[:-2])
         return next(
