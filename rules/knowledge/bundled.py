@@ -66,6 +66,8 @@ class BundledKnowledge:
             self._descriptive_classes,
             tables.brand_families,
             frozenset(name for name in tables.ambiguous if not tables.lexicon.get(name)),
+            tables.leading,
+            tables.inflected,
         )
         self._categories: Callable[[str], frozenset[str]] = cache(self._categories_of)
 
@@ -161,8 +163,14 @@ class BundledKnowledge:
             return medicine
         forms = self._tables.product_forms.get(medicine.concepts[0], ())
         texts = (medicine.query, *(code.display for code in codes if code.display))
-        words = {word for text in texts for word in tokens(text)}
-        contains = sorted({form.contains for form in forms if not form.forms.isdisjoint(words)})
+        written = [tokens(text) for text in texts]
+        contains = sorted(
+            {
+                form.contains
+                for form in forms
+                if any(_names_any(words, form.forms) for words in written)
+            }
+        )
         if not contains:
             return medicine
         return replace(medicine, concepts=tuple(sorted({*medicine.concepts, *contains})))
@@ -493,3 +501,14 @@ def _unrecognised(recognition: Recognition) -> str:
         for word in dict.fromkeys(recognition.unrecognised)
     ]
     return f" (unrecognised: {', '.join(words)})"
+
+
+def _names_any(words: tuple[str, ...], names: frozenset[str]) -> bool:
+    """Whether the words hold any of the names as consecutive words (a Chinese name is one
+    word per character: 黄体酮胶囊 holds 胶囊)."""
+    for name in names:
+        wanted = tokens(name)
+        size = len(wanted)
+        if size and any(words[at : at + size] == wanted for at in range(len(words) - size + 1)):
+            return True
+    return False

@@ -43,6 +43,8 @@ _ITEM_SEPARATORS = re.compile(r"[,;+、]")
 SUGGESTION_MIN_LENGTH = 5
 SUGGESTION_CUTOFF = 0.85
 SUGGESTIONS = 2
+VARIANT_MIN_LENGTH = 6
+ALLERGY_SUFFIX = "allergie"
 _BARE_CODE = re.compile(r"\d{4,18}")
 """A text that is one number of four digits or more may be a code written without its system
 ("91936005"); shorter numbers (a CVX code, a strength) are never read as one."""
@@ -76,8 +78,15 @@ class Recogniser:
         descriptive_classes: Callable[[str], frozenset[str]] | None = None,
         brand_families: frozenset[tuple[str, ...]] = frozenset(),
         ambiguous: frozenset[tuple[str, ...]] = frozenset(),
+        leading: Mapping[tuple[str, ...], tuple[str, ...]] | None = None,
+        inflected: frozenset[str] = frozenset(),
     ) -> None:
         self._lexicon = lexicon
+        self._leading = dict(leading or {})
+        """Names read only at the start of a list item that names nothing else ("Td": tetanus
+        and diphtheria toxoids), since their words mean something else inside a name ("25 mcg
+        TD", the transdermal route)."""
+        self._longest_leading = max((len(term) for term in self._leading), default=0)
         self._brand_families = brand_families
         """Brands whose products differ in composition ("Bengay"): read as the ingredients
         every product contains, and left unrecognised as a product (`family_note`)."""
@@ -92,6 +101,9 @@ class Recogniser:
         self._longest = max(len(term) for term in lexicon)
         self._names_by_initial = _names_by_initial(lexicon, unsuggested)
         self._closest = lru_cache(maxsize=4096)(self._closest_names)
+        self._inflected = inflected
+        """The one-word generic and class names an unlisted word may be a form of."""
+        self._variant = lru_cache(maxsize=4096)(self._variant_name)
 
     def recognise(
         self, text: str, codings: Iterable[Coding], *, every_item: bool = False
@@ -244,6 +256,7 @@ class Recogniser:
             elif term in self._qualifiers:
                 qualifying.append((items[position], term))
             position += length + int(negated)
+        self._read_leading(words, items, named_items, found, unknown)
         unknown.extend(" ".join(term) for item, term in qualifying if item not in named_items)
         unknown.extend(
             note
@@ -257,6 +270,29 @@ class Recogniser:
         if joining:
             unknown.append(JOINING_WORD)
         return tuple(c for c in found if c not in negated_concepts), tuple(unknown)
+
+    def _read_leading(
+        self,
+        words: tuple[str, ...],
+        items: tuple[int, ...],
+        named_items: set[int],
+        found: list[str],
+        unknown: list[str],
+    ) -> None:
+        """Adds to `found` the leading name ("Td") that opens each list item naming nothing
+        else, marks its item named and drops its words from `unknown` ("DT")."""
+        for start, item in enumerate(items):
+            if item in named_items or (start > 0 and items[start - 1] == item):
+                continue
+            for end in range(min(len(words), start + self._longest_leading), start, -1):
+                concepts = self._leading.get(words[start:end])
+                if concepts is not None and len(set(items[start:end])) == 1:
+                    found.extend(concepts)
+                    named_items.add(item)
+                    for word in words[start:end]:
+                        if word in unknown:
+                            unknown.remove(word)
+                    break
 
     def _unnamed_note(self, term: tuple[str, ...]) -> str | None:
         """Why a known term names no one product, if it does not: a brand family or an
@@ -304,7 +340,37 @@ class Recogniser:
             concepts = self._lexicon.get(words[start:end])
             if concepts is not None:
                 return end - start, concepts
-        return 0, ()
+        concepts = self._variant(words[start])
+        return (1, concepts) if concepts else (0, ())
+
+    def _variant_name(self, word: str) -> tuple[str, ...]:
+        """The concepts of a one-word name that an unlisted word of `VARIANT_MIN_LENGTH`
+        letters or more writes in another language's or the plural form: with a final "e"
+        added or dropped ("Lamotrigin", "Carbamazepin": German INN spellings; "cephalexine"),
+        a Spanish final "o" dropped or "a" dropped or made "e" ("dexketoprofeno", "lidocaína"),
+        without a plural "s" or "es" ("pénicillines", "sulfas"), when that is a generic or class
+        name (`inflected`: never a brand, "Actose" is not Actos), and the name before a German
+        "-allergie" ("Latexallergie", any known name), itself read so; () when none is."""
+        if len(word) < VARIANT_MIN_LENGTH or not word.isascii() or not word.isalpha():
+            return ()
+        stem = word.removesuffix(ALLERGY_SUFFIX)
+        if stem != word:
+            return self._lexicon.get((stem,)) or self._variant(stem)
+        forms = [word + "e"]
+        if word.endswith(("e", "s", "a", "o")):
+            forms.append(word[:-1])
+        if word.endswith("a"):
+            forms.append(word[:-1] + "e")
+        if word.endswith("es"):
+            forms.append(word[:-2])
+        return next(
+            (
+                found
+                for form in forms
+                if form in self._inflected and (found := self._lexicon.get((form,)))
+            ),
+            (),
+        )
 
     def _codes(self, codings: Iterable[Coding]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         found: list[str] = []

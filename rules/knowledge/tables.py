@@ -200,6 +200,14 @@ class KnowledgeTables:
     """The terms of kind `brand_family` ("Bengay", 泰诺): a brand whose products differ in
     composition, read as the ingredients every one of them contains, never as a complete
     name (the product must be named)."""
+    inflected: frozenset[str] = frozenset()
+    """One-word generic and class names (ingredients, class words, curated synonyms; not
+    brands): the names another language's or the plural form of which is read as them
+    (`Recogniser`: "Lamotrigin", "pénicillines")."""
+    leading: Mapping[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
+    """The terms of kind `leading` ("Td": tetanus and diphtheria toxoids), whose words mean
+    something else inside a name (TD, the transdermal route): read only at the start of a
+    list item that names nothing else, never in the lexicon."""
 
 
 def load_tables() -> KnowledgeTables:
@@ -230,11 +238,28 @@ def load_tables() -> KnowledgeTables:
         misspellings=_terms_of_kind(texts, MISSPELLING),
         brand_families=_terms_of_kind(texts, BRAND_FAMILY),
         ambiguous=noise_words(texts, AMBIGUOUS),
+        leading=dict(_terms(texts["terms.csv"], known, "term", LEADING)),
+        inflected=_generic_names(texts, ingredients, classes),
     )
 
 
 MISSPELLING: Final = "misspelling"
 BRAND_FAMILY: Final = "brand_family"
+LEADING: Final = "leading"
+SYNONYM: Final = "synonym"
+CLASS_WORD: Final = "class_word"
+
+
+def _generic_names(
+    texts: Mapping[str, str],
+    ingredients: Mapping[str, Ingredient],
+    classes: Mapping[str, DrugClass],
+) -> frozenset[str]:
+    """The one-word ingredient names, class words and curated synonyms and class words."""
+    names = [tokens(name) for name in ingredients]
+    names.extend(words for words, _ in class_words(classes))
+    names.extend(_terms_of_kind(texts, SYNONYM) | _terms_of_kind(texts, CLASS_WORD))
+    return frozenset(words[0] for words in names if len(words) == 1)
 
 
 def _terms_of_kind(texts: Mapping[str, str], kind: str) -> frozenset[tuple[str, ...]]:
@@ -446,8 +471,9 @@ def build_lexicon(
     """Token sequence -> concepts; noise words map to no concept.
 
     Precedence, lowest first: class names (`class_words`), derived synonyms, noise words,
-    ingredient names, curated terms.
+    ingredient names, curated terms. Terms of kind `leading` are read apart (`Recogniser`).
     """
+    leading = {term for term, _ in _terms(texts["terms.csv"], known, "term", LEADING)}
     lexicon: dict[tuple[str, ...], tuple[str, ...]] = dict(class_words(classes or {}))
     if with_derived:
         lexicon.update(_terms(texts["derived_terms.csv"], known, "derived term"))
@@ -455,7 +481,11 @@ def build_lexicon(
         lexicon[tokens(record["word"])] = ()
     for name in ingredients:
         lexicon[tokens(name)] = (name,)
-    lexicon.update(_terms(texts["terms.csv"], known, "term"))
+    lexicon.update(
+        (term, concepts)
+        for term, concepts in _terms(texts["terms.csv"], known, "term")
+        if term not in leading
+    )
     lexicon.pop((), None)
     return lexicon
 
@@ -495,9 +525,12 @@ def _singular(words: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _terms(
-    text: str, known: frozenset[str], where: str
+    text: str, known: frozenset[str], where: str, kind: str | None = None
 ) -> Iterator[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """The terms of a table (of one kind only, when `kind` is given) and their concepts."""
     for record in _records(text):
+        if kind is not None and record["kind"] != kind:
+            continue
         concepts = _checked(_split(record["concepts"]), known, f"{where} {record['term']}")
         yield tokens(record["term"]), concepts
 
