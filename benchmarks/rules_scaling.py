@@ -12,7 +12,8 @@ prescription on each event (linear in N too). Then an acknowledgement, which eve
 over the whole state, for a subject with N preferences that each hold until a date, and the
 render of that subject's state document (both linear in N). Then the fold and the rules for
 one more prescription of a subject whose N earlier courses each ended with its validity window
-(flat in N). Last, the acknowledgement of a
+(flat in N), and of one more statement of a preference restated N times, each statement for
+two days (flat in N). Last, the acknowledgement of a
 raised alert of a subject with a long history (it is judged against the grade the alert had
 when it was recorded, folding the alert's claims again). Run: `make bench`.
 """
@@ -171,6 +172,37 @@ def _course(n: int) -> Event:
     return event.model_copy(update={"valid_from": at, "valid_until": at + timedelta(days=1)})
 
 
+def _restated_preference(rules: tuple[Rule, ...]) -> None:
+    """One preference restated day after day, each statement for two days (a travel
+    assistant's "current city"): the statements whose window closed are neither read nor
+    judged again."""
+    print("fold and rules cost of restating a preference, by N statements of it, each for 2 days:")
+    state, stated = initial_state("bench", "s-7"), 0
+    for size in (100, 1_000, 4_000, 16_000):
+        while stated < size:
+            state = evolve(state, _statement(stated))
+            stated += 1
+        event = _statement(size)
+        folding = float("inf")
+        for _ in range(TRIES):
+            started = time.perf_counter()
+            evolve(state, event)
+            folding = min(folding, time.perf_counter() - started)
+        best, alerts = _best_evaluation(rules, state, event)
+        print(
+            f"  {size:>6,} stated: fold {folding * 1e6:7.1f} us, rules {best * 1000:8.2f} ms,"
+            f" {alerts:,} alert records"
+        )
+
+
+def _statement(n: int) -> Event:
+    """Statement `n` of the preference: made on day `n`, valid for two days."""
+    at = START + timedelta(days=n)
+    payload = PreferenceStated(key="current-city", value=("Lyon", "Porto", "Graz")[n % 3])
+    event = event_of("bench", "s-7", n, at, payload, Origin.EXPLICIT_STATEMENT)
+    return event.model_copy(update={"valid_from": at, "valid_until": at + timedelta(days=2)})
+
+
 def main() -> None:
     rules = default_rules(load_bundled_knowledge())
     allergy = AllergyRecorded(allergy_id="a-1", substance="penicillin")
@@ -189,6 +221,7 @@ def main() -> None:
     _many_medicines(rules)
     _windowed_preferences(rules)
     _ended_courses(rules)
+    _restated_preference(rules)
     _acknowledged_on_long_histories(rules)
 
 

@@ -10,6 +10,8 @@ from collections.abc import Iterator, Mapping
 from datetime import date, datetime
 from typing import NamedTuple
 
+from immutables import Map
+
 from projections.state import Kind, UserState, keyed_for, step_for
 from projections.timeline import Timeline, fold, sort_key
 from projections.views import (
@@ -144,15 +146,25 @@ def medication_standing(view: MedicationView, moment: datetime | None) -> str:
     return ACTIVE
 
 
-def _in_force_members(timeline: Timeline[ClaimView], moment: datetime | None) -> list[Event] | None:
+def _in_force_members(
+    timeline: Timeline[ClaimView],
+    moment: datetime | None,
+    unexpired: Map[str, Event] | None = None,
+) -> list[Event] | None:
     """The statements of a key that count and are in force at `moment` (maybe none); None when
-    all are (the key's resolution over all of them stands)."""
+    all are (the key's resolution over all of them stands). `unexpired`: the key's statements
+    whose window has not closed before `moment`, when known (the others cannot be in force)."""
     if moment is None:
         return None
-    hidden = timeline.retracted | timeline.superseded
-    counting = [event for event in timeline.members.values() if event.event_id not in hidden]
-    in_force = [event for event in counting if valid_at(event, moment)]
-    return None if len(in_force) == len(counting) else sorted(in_force, key=sort_key)
+    members, hidden = timeline.members, timeline.retracted | timeline.superseded
+    candidates = members if unexpired is None else unexpired
+    in_force = [
+        event
+        for event in candidates.values()
+        if event.event_id not in hidden and valid_at(event, moment)
+    ]
+    counting = len(members) - sum(1 for event_id in hidden if event_id in members)
+    return None if len(in_force) == counting else sorted(in_force, key=sort_key)
 
 
 def claim_views_at(
@@ -164,13 +176,11 @@ def claim_views_at(
     not held yet), else its resolution over all of them. When none is in force, the key's view
     is the claim that held it last, disputed by nothing (a read, which keeps to the claims in
     force, shows none)."""
-    windowed = state.windowed
     timelines = state.timelines(kind)
     return [
         view
         for key in sorted(timelines.keys())
-        if (view := _view_at(timelines[key], (kind, key) in windowed, moment, policy, kind))
-        is not None
+        if (view := _view_at(state, timelines[key], kind, key, moment, policy)) is not None
     ]
 
 
@@ -186,21 +196,25 @@ def claim_view_at(
     timeline: Timeline[ClaimView] | None = state.timelines(kind).get(key)
     if timeline is None:
         return None
-    return _view_at(timeline, (kind, key) in state.windowed, moment, policy, kind)
+    return _view_at(state, timeline, kind, key, moment, policy)
 
 
 def _view_at(
+    state: UserState,
     timeline: Timeline[ClaimView],
-    windowed: bool,
+    kind: Kind,
+    key: str,
     moment: datetime | None,
     policy: FoldPolicy,
-    kind: Kind,
 ) -> ClaimView | None:
-    """A key's view at `moment`; `windowed`: whether a statement of the key has a validity
-    window (a key without one is in force whole at any moment, its resolution read as it is)."""
-    if not windowed:
+    """A key's view at `moment`: its resolution when no statement of it has a validity window
+    (it is in force whole at any moment), else the fold of its statements in force then."""
+    unexpired = state.windowed.get((kind, key))
+    if unexpired is None:
         return timeline.resolution
-    in_force = _in_force_members(timeline, moment)
+    as_of = state.as_of
+    from_now_on = moment is not None and as_of is not None and moment >= as_of
+    in_force = _in_force_members(timeline, moment, unexpired if from_now_on else None)
     if in_force is None:
         return timeline.resolution
     if not in_force:

@@ -179,7 +179,8 @@ Timelines = Map[str, Timeline[Any]]
 _NO_TIMELINES: Timelines = Map()
 _NO_EVENTS: Map[str, Event] = Map()
 _NO_KEYS: Map[str, bool] = Map()
-_NO_ADDRESSES: Map[tuple[Kind, str], bool] = Map()
+Windowed = Map[tuple[Kind, str], Map[str, Event]]
+_NO_WINDOWED: Windowed = Map()
 
 
 class UserState(BaseModel):
@@ -206,10 +207,12 @@ class UserState(BaseModel):
     not part of the checkpoint document). The subject's time only moves forward, so a bound it
     has passed is dropped, and a long history of windowed claims costs an event no more than a
     short one."""
-    windowed: Map[tuple[Kind, str], bool] = _NO_ADDRESSES
-    """The claims (kind, key) with a statement that has a validity window (an index derived
-    from `events`, not part of the checkpoint document): a read at a moment folds only their
-    statements in force then."""
+    windowed: Windowed = _NO_WINDOWED
+    """The claims (kind, key) with a statement that has a validity window, each with its
+    statements whose window has not closed by the subject's time (no `valid_until`, or a later
+    one): a read at a moment folds only a windowed claim's statements in force then, and at the
+    subject's time or later only these can be (an index derived from `events`, not part of the
+    checkpoint document)."""
     unended_medications: Map[str, bool] = _NO_KEYS
     """The prescription ids whose prescription holds no stop and whose window has not closed by
     the subject's time (an index derived from `medications`, not part of the checkpoint
@@ -383,9 +386,22 @@ def _claimed(
         )
     if event.valid_from is not None or event.valid_until is not None:
         update["bounds"] = tuple(sorted((*state.bounds, *bounds_of(event, address))))
-        if address not in state.windowed:
-            update["windowed"] = state.windowed.set(address, True)
+    unexpired = state.windowed.get(address)
+    if unexpired is None and "bounds" in update:
+        update["windowed"] = state.windowed.set(address, _unexpired(timeline.members, moment))
+    elif unexpired is not None and _unexpired_at(event, moment):
+        update["windowed"] = state.windowed.set(address, unexpired.set(event.event_id, event))
     return update
+
+
+def _unexpired_at(event: Event, moment: datetime) -> bool:
+    return event.valid_until is None or moment < event.valid_until
+
+
+def _unexpired(statements: Iterable[Event] | Map[str, Event], moment: datetime) -> Map[str, Event]:
+    """The statements whose window has not closed by `moment`, by event id."""
+    events = statements.values() if isinstance(statements, Map) else statements
+    return Map({event.event_id: event for event in events if _unexpired_at(event, moment)})
 
 
 def _passed(state: UserState, update: dict[str, Any], moment: datetime) -> dict[str, Any]:
@@ -397,10 +413,14 @@ def _passed(state: UserState, update: dict[str, Any], moment: datetime) -> dict[
         return {}
     medications: Timelines = update.get("medications", state.medications)
     index: Map[str, bool] = update.get("unended_medications", state.unended_medications)
-    for _, kind, key in bounds[:cut]:
+    windowed: Windowed = update.get("windowed", state.windowed)
+    for kind, key in dict.fromkeys((kind, key) for _, kind, key in bounds[:cut]):
         if kind is Kind.MEDICATION and key in index:
             index = _unended_in(index, key, medications[key], moment)
-    return {"bounds": bounds[cut:], "unended_medications": index}
+        unexpired = windowed.get((kind, key))
+        if unexpired is not None:
+            windowed = windowed.set((kind, key), _unexpired(unexpired, moment))
+    return {"bounds": bounds[cut:], "unended_medications": index, "windowed": windowed}
 
 
 def with_corrections(
@@ -429,6 +449,12 @@ def with_corrections(
             "last_key": moment,
             "bounds": bounds_ahead(past.bounds, bounds, moment[0]),
             "unended_medications": _unended_index(state.medications, moment[0]),
+            "windowed": Map(
+                {
+                    (kind, key): _unexpired(state.timelines(kind)[key].members, moment[0])
+                    for kind, key in state.windowed
+                }
+            ),
         },
     )
 
@@ -527,7 +553,7 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
     members: dict[tuple[Kind, str], list[Keyed]] = {}
     retractions: list[Event] = []
     bounds: list[Bound] = []
-    windowed: dict[tuple[Kind, str], bool] = {}
+    windowed: set[tuple[Kind, str]] = set()
     last: SortKey | None = None
     address_of = CLAIM_KEYS.get
     for event in events:
@@ -551,7 +577,7 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
         address = (found[0], keyed_for(found[0], getattr(payload, found[1]), event.purpose))
         if event.valid_from is not None or event.valid_until is not None:
             bounds.extend(bounds_of(event, address))
-            windowed[address] = True
+            windowed.add(address)
         keyed = members.get(address)
         if keyed is None:
             members[address] = [(key, event)]
@@ -574,7 +600,14 @@ def _folded_in_bulk(empty: UserState, events: list[Event], policy: FoldPolicy) -
         "last_key": last,
         "pending_retractions": _pending(unique, retractions) if retractions else _NO_EVENTS,
         "bounds": bounds_ahead((), bounds, last[0]),
-        "windowed": Map(windowed) if windowed else _NO_ADDRESSES,
+        "windowed": Map(
+            {
+                address: _unexpired((event for _, event in members[address]), last[0])
+                for address in windowed
+            }
+        )
+        if windowed
+        else _NO_WINDOWED,
     }
     update.update({_FIELDS[kind]: Map(by_key) for kind, by_key in timelines.items() if by_key})
     update["unended_medications"] = _unended_index(

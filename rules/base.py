@@ -259,7 +259,7 @@ class _CauseOfChange:
         claims = {*finding.cause, *(f"{item.role}:{item.claim_id}" for item in finding.evidence)}
         if any(f"{kind.value}:{unkeyed(key)}" in claims for kind, key in self.focus):
             return named
-        if any(claims & self._names(kind, key) for kind, key in self.timed):
+        if any(self._names(kind, key, claims) for kind, key in self.timed):
             return f"time reaching {self.after.as_of.isoformat()} ({named})"
         return named
 
@@ -272,12 +272,20 @@ class _CauseOfChange:
             return f"{self.of(finding)} removed the cause"
         return f"{self.of(finding)} joined the cause: alert {successor} takes its place"
 
-    def _names(self, kind: Kind, key: str) -> set[str]:
-        """The names a cause may give the claim at (kind, key): its key (an allergy's id) or
-        the id of an event stated about it (a preference's statements)."""
+    def _names(self, kind: Kind, key: str, claims: set[str]) -> bool:
+        """Whether one of `claims` names the claim at (kind, key) as a cause names it: by its
+        key (an allergy's id) or by the id of an event stated about it (a preference's
+        statements, however many)."""
         timeline = self.after.timelines(kind).get(key)
-        members = () if timeline is None else timeline.members.keys()
-        return {f"{kind.value}:{name}" for name in (unkeyed(key), *members)}
+        prefix, bare = f"{kind.value}:", unkeyed(key)
+        return any(
+            claim.startswith(prefix)
+            and (
+                (name := claim[len(prefix) :]) == bare
+                or (timeline is not None and name in timeline.members)
+            )
+            for claim in claims
+        )
 
 
 class Graded(Protocol):
