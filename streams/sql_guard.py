@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Final
 
 from streams.clickhouse import DATABASE
-from streams.query_relations import READABLE_TABLES, RELATIONS, relations
+from streams.query_relations import (
+    PURPOSE_PARAMETER,
+    READ_AT_PARAMETER,
+    READABLE_TABLES,
+    RELATIONS,
+    TENANT_PARAMETER,
+    relations,
+)
 
 QUERY_OWN_TABLES: Final = "_temporary_and_external_tables._tmp_"
 """Prefix of the temporary tables the engine creates for the query itself (WITH RECURSIVE)."""
@@ -445,6 +452,28 @@ def _statement(sql: str) -> list[Token]:
             f"only a read-only SELECT (or WITH ... SELECT) is allowed, not {found[0].text!r}"
         )
     return found
+
+
+ANALYST_PARAMETERS: Final = (TENANT_PARAMETER, PURPOSE_PARAMETER, READ_AT_PARAMETER)
+"""The query parameters an analyst's SQL may name (`{tenant:String}`, docs/analyst.md). The
+others are the relations' own: `erased` holds the `subject_ref` of every subject, of every
+tenant, whose erasure is under way."""
+
+
+def check_analyst_parameters(sql: str) -> None:
+    """Refuse a query parameter `{name:Type}` in the analyst's SQL that is not one of
+    ANALYST_PARAMETERS (the layer's own statements, `streams.alert_lineage`, bind others)."""
+    found = list(tokens(sql))
+    for index, token in enumerate(found[:-2]):
+        name, colon = found[index + 1], found[index + 2]
+        if token.text != "{" or name.kind != "word" or colon.text != ":":
+            continue
+        if name.text not in ANALYST_PARAMETERS:
+            allowed = ", ".join(f"{{{parameter}:...}}" for parameter in ANALYST_PARAMETERS)
+            raise QueryRefused(
+                f"the query parameter {{{name.text}:...}} is not one an analyst's SQL may use "
+                f"({allowed})"
+            )
 
 
 _PLACEHOLDER_START: Final = re.compile(r"\{\$?\w+:")

@@ -26,7 +26,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 import clickhouse_connect
 import pytest
 from clickhouse_connect.driver.client import Client
-from clickhouse_connect.driver.exceptions import ProgrammingError
+from clickhouse_connect.driver.exceptions import ClickHouseError, ProgrammingError
 
 from projections.document import checkpoint_of, plain, state_document
 from projections.queries import trips
@@ -607,6 +607,41 @@ def test_given_the_documented_parameters_then_analyst_sql_may_use_them(client: C
     assert recorded > 0
     read_time = datetime.fromisoformat(read_at)
     assert before - timedelta(milliseconds=1) <= read_time <= datetime.now(UTC)
+
+
+OTHER_TENANTS_ERASURE = subject_ref(B, "erased-subject-of-b")
+"""A subject of tenant B whose erasure is under way: its ref is bound to every read (the
+relations leave its rows out), whoever the tenant."""
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT {erased:Array(String)}",
+        "SELECT arrayJoin({ /* c */ erased : Array(String) }) AS ref",
+        "SELECT count() FROM events WHERE has({erased:Array(String)}, 'x')",
+        "SELECT {x:String}",
+    ],
+)
+def test_given_a_query_parameter_other_than_the_documented_ones_then_refused(
+    client: Client, sql: str
+) -> None:
+    """`erased` is the relations' own: it holds the refs of every tenant's subjects whose
+    erasure is under way, which `SELECT {erased:Array(String)}` returned to any tenant."""
+    with pytest.raises(QueryRefused, match="query parameter"):
+        query(client, sql, A, erased=frozenset({OTHER_TENANTS_ERASURE}))
+
+
+def test_given_the_parse_of_a_query_parameter_of_the_relations_then_the_engine_refuses_it_alone(
+    client: Client,
+) -> None:
+    """The analyst's statement is parsed with the documented parameters alone bound, so a
+    placeholder the lexical check would miss fails at the parse, before anything runs."""
+    read = analytics.new_read(
+        A, None, frozenset({"care"}), "tester", frozenset({OTHER_TENANTS_ERASURE})
+    )
+    with pytest.raises(ClickHouseError, match="erased"):
+        analytics._explain(client, "AST", "SELECT {erased:Array(String)}", read.analyst_parameters)
 
 
 def test_a_query_has_documented_limits_on_time_memory_and_result_size() -> None:
