@@ -509,6 +509,8 @@ def check_sql(sql: str) -> list[Token]:
             raise QueryRefused(APPLY_REFUSED)
         if token.kind in {"word", "quoted"} and after == "(":
             _check_called(found, index, closing)
+        if token.kind == "quoted" and _defines_table(found, index, closing):
+            _check_table_name_defined(token.text[1:-1])
         if token.name == "settings" and token.kind == "word":
             raise QueryRefused("a SETTINGS clause is not allowed in analyst queries")
         if token.name == "into" and following is not None and following.name == "outfile":
@@ -516,6 +518,30 @@ def check_sql(sql: str) -> list[Token]:
         if token.name == "format" and following is not None and following.name == "native":
             raise QueryRefused(FORMAT_REFUSED)
     return found
+
+
+_PLAIN_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+"""A name as a bare word spells it."""
+WITH_NAME_REFUSED: Final = (
+    "a WITH table needs a plain name (letters, digits and _, as a bare word is written), not "
+    "{name!r}: a name with a dot in it (`uac.events`) would stand in for a stored table inside "
+    "the relations' definitions"
+)
+
+
+def _defines_table(found: Sequence[Token], index: int, closing: dict[int, int]) -> bool:
+    """Whether `found[index]` names a WITH table (`name AS (`, `name (a, b) AS (`)."""
+    after = [t.text.lower() for t in found[index + 1 : index + 3]]
+    if after == list(_CTE_COLUMNS):
+        return True
+    end = closing.get(index + 1)
+    following = tuple(t.text.lower() for t in found[end + 1 : end + 3]) if end else ()
+    return after[:1] == ["("] and following == _CTE_COLUMNS
+
+
+def _check_table_name_defined(name: str) -> None:
+    if not _PLAIN_NAME.fullmatch(name):
+        raise QueryRefused(WITH_NAME_REFUSED.format(name=name))
 
 
 def _closing_parentheses(found: Sequence[Token]) -> dict[int, int]:
@@ -607,6 +633,9 @@ _AST_NODE = re.compile(r"^(?P<indent> *)(?P<kind>\S+)(?: (?P<rest>.*))?$")
 _AST_NAME = re.compile(r"^(?P<name>.*?)(?: \(alias .*\))?(?: \(children \d+\))?$")
 _TREE_TABLE = re.compile(r"\btable_name: ([^,\s]+)")
 _TREE_TABLE_FUNCTION = re.compile(r"\btable_function_name: ([^,\s]+)")
+_TREE_CTE_NAME = re.compile(r"\bis_cte: 1\b.*?\bcte_name: (.*)$")
+_TREE_PLAIN_CTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(?:, [a-z_]+: .*)?")
+"""A WITH table's name in the tree dump, which may go on with other fields (`, union_mode:`)."""
 _TREE_FOLDED_SCALAR = re.compile(r"\bfunction_name: __getScalar\b")
 _GENERATORS_BY_NAME: Final = frozenset(name.lower() for name in GENERATOR_TABLE_FUNCTIONS)
 
@@ -765,12 +794,17 @@ def _check_aggregate_named(node: _Node, following: Sequence[_Node]) -> None:
 def check_resolved(lines: Sequence[str]) -> None:
     """Refuse by the analyzer's resolution of the full query (`EXPLAIN QUERY TREE` lines, asked
     with EXPLAIN_SETTINGS: a scalar subquery the analyzer folds into a constant keeps its source,
-    so a table it reads is listed; a `__getScalar` that hides it is refused)."""
+    so a table it reads is listed; a `__getScalar` that hides it is refused): every WITH table
+    it resolves has a plain name (one named `uac.events` stood in for the stored table inside the
+    relations' definitions)."""
     for line in lines:
         if _TREE_FOLDED_SCALAR.search(line):
             raise QueryRefused(
                 "the SQL has a subquery the engine evaluated before it could be checked"
             )
+        cte = _TREE_CTE_NAME.search(line)
+        if cte is not None and not _TREE_PLAIN_CTE_NAME.fullmatch(cte.group(1)):
+            raise QueryRefused(WITH_NAME_REFUSED.format(name=cte.group(1)))
         for table in _TREE_TABLE.findall(line):
             if table not in READABLE_TABLES and not table.startswith(QUERY_OWN_TABLES):
                 raise QueryRefused(f"the SQL reads {table!r}, which is not one of your relations")

@@ -1000,6 +1000,12 @@ def test_an_ordinary_analyst_query_passes_every_check_and_runs(client: Client, s
 
 ENGINE_CHECKS = [
     pytest.param(
+        "QUERY TREE",
+        "WITH `uac.x` AS (SELECT 1 AS a) SELECT a FROM `uac.x`",
+        sql_guard.check_resolved,
+        id="given the resolution of a WITH table named with a dot then the analyzer refuses it",
+    ),
+    pytest.param(
         "AST",
         "SELECT * FROM uac.events",
         sql_guard.check_parsed,
@@ -1526,6 +1532,25 @@ def purposes(client: Client) -> str:
     ]
     write_batch(client, "alerts", ALERT_COLUMNS, alerts, "purpose-alerts")
     return P
+
+
+def test_a_with_table_named_as_a_stored_table_cannot_forge_a_consent_in_force(
+    client: Client, purposes: str
+) -> None:
+    """`lapsed` consented to research, but the consent has lapsed: its research alert is not
+    shown. A WITH table named `uac.events` holding that consent's event with no end stood in
+    for the stored events where the relations look for the consents in force."""
+    (event_id,) = query(
+        client, "SELECT event_id FROM consents WHERE subject_id = 'lapsed'", P, RESEARCH
+    ).rows[0]
+    stand_in = (
+        f"SELECT '{P}' AS tenant_id, 'lapsed' AS subject_id, 'ConsentChanged' AS type, "
+        f"toUUID('{event_id}') AS event_id, NULL AS valid_from, NULL AS valid_until"
+    )
+    forged = f"WITH `uac.events` AS ({stand_in}) SELECT subject_id FROM alerts"  # noqa: S608
+    assert "lapsed" not in _names(client, "SELECT subject_id FROM alerts", RESEARCH)
+    with pytest.raises(QueryRefused, match="WITH table needs a plain name"):
+        query(client, forged, P, RESEARCH)
 
 
 def _names(client: Client, sql: str, purpose: str | None, **options: Any) -> list[Any]:
