@@ -630,7 +630,7 @@ def with_relations(sql: str, *, purpose_exempt: bool) -> str:
 
 
 _AST_NODE = re.compile(r"^(?P<indent> *)(?P<kind>\S+)(?: (?P<rest>.*))?$")
-_AST_NAME = re.compile(r"^(?P<name>.*?)(?: \(alias .*\))?(?: \(children \d+\))?$")
+_AST_NAME = re.compile(r"^(?P<name>.*?)(?: \(alias (?P<alias>.*?)\))?(?: \(children \d+\))?$")
 _TREE_TABLE = re.compile(r"\btable_name: ([^,\s]+)")
 _TREE_TABLE_FUNCTION = re.compile(r"\btable_function_name: ([^,\s]+)")
 _TREE_CTE_NAME = re.compile(r"\bis_cte: 1\b.*?\bcte_name: (.*)$")
@@ -681,6 +681,7 @@ class _Node:
     kind: str
     name: str
     parent: str
+    alias: str = ""
 
 
 def _ast_nodes(lines: Sequence[str]) -> Iterator[_Node]:
@@ -695,7 +696,8 @@ def _ast_nodes(lines: Sequence[str]) -> Iterator[_Node]:
         del kinds[depth:]
         name = _AST_NAME.match(node.group("rest") or "")
         parent = kinds[-1] if kinds else ""
-        yield _Node(depth, node.group("kind"), name.group("name") if name else "", parent)
+        alias = (name.group("alias") or "") if name else ""
+        yield _Node(depth, node.group("kind"), name.group("name") if name else "", parent, alias)
         kinds.append(node.group("kind"))
 
 
@@ -705,7 +707,8 @@ def check_parsed(lines: Sequence[str], catalog: Catalog | None = None) -> None:
     SETTINGS clause at any level, a literal right below the statement its INTO OUTFILE file, an
     identifier there its FORMAT (other than the client's own); a
     function right below a `TableExpression` is a table function, every other function a call
-    that must be on the allowlist; an `APPLY` transformer calls a function it only names; a bare
+    that must be on the allowlist, a lambda has no name (one named `equals` replaced the function
+    in the relations' tenant filter); an `APPLY` transformer calls a function it only names; a bare
     name may not reach a table of `catalog` that is not a relation, nor a qualified one any
     database."""
     known = catalog or Catalog()
@@ -723,11 +726,20 @@ def check_parsed(lines: Sequence[str], catalog: Catalog | None = None) -> None:
             _check_table_name(node.name, known)
         if node.kind == "Identifier":
             _check_name(node.name, known)
+        if node.kind == "Function" and node.name.lower() == "lambda" and node.alias:
+            raise QueryRefused(NAMED_LAMBDA_REFUSED.format(name=node.alias))
         if node.kind == "Function":
             _check_function(node)
             _check_aggregate_named(node, nodes[index + 1 : index + 3])
         if node.kind == "ColumnsApplyTransformer":
             raise QueryRefused(APPLY_REFUSED)
+
+
+NAMED_LAMBDA_REFUSED: Final = (
+    "a lambda may not be given a name (`... -> ... AS {name}`): the engine calls it in place of "
+    "the function of that name, inside the relations' definitions too (their tenant and purpose "
+    "filters); write the lambda where it is used"
+)
 
 
 CLIENT_FORMAT: Final = "Native"

@@ -1000,6 +1000,12 @@ def test_an_ordinary_analyst_query_passes_every_check_and_runs(client: Client, s
 
 ENGINE_CHECKS = [
     pytest.param(
+        "AST",
+        "SELECT arrayMap(((a, b) -> true) AS equals, [1], [1])",
+        sql_guard.check_parsed,
+        id="given the parse of a named lambda then the parser check refuses it alone",
+    ),
+    pytest.param(
         "QUERY TREE",
         "WITH `uac.x` AS (SELECT 1 AS a) SELECT a FROM `uac.x`",
         sql_guard.check_resolved,
@@ -1551,6 +1557,45 @@ def test_a_with_table_named_as_a_stored_table_cannot_forge_a_consent_in_force(
     assert "lapsed" not in _names(client, "SELECT subject_id FROM alerts", RESEARCH)
     with pytest.raises(QueryRefused, match="WITH table needs a plain name"):
         query(client, forged, P, RESEARCH)
+
+
+NAMED_LAMBDAS = [
+    pytest.param(
+        "WITH (a, b) -> true AS equals SELECT DISTINCT tenant_id FROM events",
+        id="given a lambda named equals then it is refused (it lifted the tenant filter)",
+    ),
+    pytest.param(
+        "SELECT DISTINCT tenant_id, arrayMap(((x, y) -> 1) AS equals, [1], [1]) FROM alerts",
+        id="given a lambda named equals inside a call then it is refused too",
+    ),
+    pytest.param(
+        "WITH (a, b) -> true AS f, f AS equals SELECT DISTINCT tenant_id FROM events",
+        id="given a lambda named through another name then it is refused",
+    ),
+    pytest.param(
+        "WITH lambda(tuple(a, b, c, d, e), true) AS JSONExtractBool "
+        "SELECT DISTINCT subject_id FROM alerts",
+        id="given a lambda named JSONExtractBool then it is refused (it forged consents)",
+    ),
+]
+
+
+@pytest.mark.parametrize("sql", NAMED_LAMBDAS)
+def test_a_named_lambda_is_refused(client: Client, purposes: str, sql: str) -> None:
+    """The engine calls a named lambda in place of the function of its name, in the relations'
+    definitions too: `(a, b) -> true AS equals` read every tenant's events."""
+    with pytest.raises(QueryRefused, match="a lambda may not be given a name"):
+        query(client, sql, P, RESEARCH)
+
+
+def test_an_unnamed_lambda_and_a_constant_named_as_a_function_are_allowed(
+    client: Client, purposes: str
+) -> None:
+    sql = (
+        "WITH 1 AS equals SELECT DISTINCT tenant_id, arrayMap(x -> x + equals, [1]) AS m "
+        "FROM events"
+    )
+    assert query(client, sql, P, RESEARCH).rows == [[P, [2]]]
 
 
 def _names(client: Client, sql: str, purpose: str | None, **options: Any) -> list[Any]:
