@@ -623,7 +623,7 @@ def with_relations(sql: str, *, purpose_exempt: bool) -> str:
     )
     if found[0].name != "with":
         return f"WITH {definitions}\n{_text(sql, found[0], found[-1])}"
-    recursive = len(found) > 1 and found[1].name == "recursive"
+    recursive = len(found) > 1 and found[1].kind == "word" and found[1].name == "recursive"
     rest = found[2] if recursive else found[1]
     keyword = "WITH RECURSIVE" if recursive else "WITH"
     return f"{keyword} {definitions},\n{_text(sql, rest, found[-1])}"

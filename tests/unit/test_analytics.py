@@ -1127,6 +1127,11 @@ SHAPES = [
         id="given WITH RECURSIVE then the merged list stays recursive",
     ),
     pytest.param(
+        "WITH `recursive` AS (SELECT 1 AS a) SELECT count() FROM `recursive`",
+        [[1]],
+        id="given a WITH table named recursive in quotes then it is a table, not the keyword",
+    ),
+    pytest.param(
         "-- leading comment\nSELECT count() FROM events WHERE type = 'TravelRecorded'; -- done",
         [[3]],
         id="given surrounding comments and a semicolon then they are dropped",
