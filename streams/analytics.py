@@ -149,10 +149,12 @@ from streams.query_relations import (
 )
 from streams.rows import AUDIT_COLUMNS, AUDIT_READS, audit_row
 from streams.sql_guard import (
+    ANALYST_PARAMETERS,
     CATALOG_SQL,
     EXPLAIN_SETTINGS,
     Catalog,
     QueryRefused,
+    check_analyst_parameters,
     check_parsed,
     check_resolved,
     statement_text,
@@ -239,12 +241,19 @@ class Read:
     @property
     def parameters(self) -> dict[str, Any]:
         """The query parameters the relations are bound to."""
-        return {
+        return {**self.analyst_parameters, ERASED_PARAMETER: sorted(self.erased)}
+
+    @property
+    def analyst_parameters(self) -> dict[str, Any]:
+        """The ones an analyst's SQL may name (ANALYST_PARAMETERS): the analyst's statement is
+        parsed with these alone bound, so the engine refuses any other it names (`erased`
+        holds other tenants' subject refs)."""
+        bound = {
             TENANT_PARAMETER: self.tenant,
             PURPOSE_PARAMETER: self.purpose,
             READ_AT_PARAMETER: self.at,
-            ERASED_PARAMETER: sorted(self.erased),
         }
+        return {name: bound[name] for name in ANALYST_PARAMETERS}
 
     def audited(self, action: str, detail: str, subject: str | None = None) -> ReadAudited:
         """The audit record of this read (`subject`: the one subject read, if any)."""
@@ -261,12 +270,16 @@ class Read:
 
 
 def _explain(
-    client: Client, kind: str, sql: str, read: Read, settings: Mapping[str, Any] | None = None
+    client: Client,
+    kind: str,
+    sql: str,
+    bound: Mapping[str, Any],
+    settings: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """EXPLAIN lines. Parameters are bound only when the SQL has a `{name:Type}` placeholder:
-    without one, clickhouse-connect would %-format the SQL on the client (breaking `LIKE '%x'`).
-    """
-    parameters = read.parameters if _SERVER_PLACEHOLDER.search(sql) else None
+    """EXPLAIN lines. Parameters (`bound`) are bound only when the SQL has a `{name:Type}`
+    placeholder: without one, clickhouse-connect would %-format the SQL on the client (breaking
+    `LIKE '%x'`)."""
+    parameters = dict(bound) if _SERVER_PLACEHOLDER.search(sql) else None
     explained = _TRAILING_LIMIT_ZERO.sub("LIMIT (0)", sql)
     result = client.query(
         f"EXPLAIN {kind} {explained}",
@@ -357,13 +370,14 @@ def query(
     subject whose erasure is under way (`erased`: their `subject_ref`s)."""
     read = new_read(tenant, purpose, exempt_purposes, actor, erased)
     full = with_relations(sql, purpose_exempt=read.purpose_exempt)
+    check_analyst_parameters(sql)
     evaluated = False
     with one_at_a_time(client):
         try:
             check_parsed(_parsed(client, sql, read), catalog(client))
             evaluated = True
             explain_settings = {**QUERY_SETTINGS, **EXPLAIN_SETTINGS}
-            check_resolved(_explain(client, "QUERY TREE", full, read, explain_settings))
+            check_resolved(_explain(client, "QUERY TREE", full, read.parameters, explain_settings))
             result = client.query(full, parameters=read.parameters, settings=dict(QUERY_SETTINGS))
             columns = tuple(result.column_names) or _column_names(client, full, read)
         except ClickHouseError as error:
@@ -381,7 +395,7 @@ def _parsed(client: Client, sql: str, read: Read) -> list[str]:
     the one of parsing the SQL alone (`formatQuery`, which runs nothing), so that it points at
     a position of the SQL as written, not of the statement sent around it."""
     try:
-        return _explain(client, "AST", statement_text(sql), read)
+        return _explain(client, "AST", statement_text(sql), read.analyst_parameters)
     except ClickHouseError:
         drain(client)
         client.query("SELECT formatQuery({uac_sql:String})", parameters={"uac_sql": sql})

@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Final
 
 from streams.clickhouse import DATABASE
-from streams.query_relations import READABLE_TABLES, RELATIONS, relations
+from streams.query_relations import (
+    PURPOSE_PARAMETER,
+    READ_AT_PARAMETER,
+    READABLE_TABLES,
+    RELATIONS,
+    TENANT_PARAMETER,
+    relations,
+)
 
 QUERY_OWN_TABLES: Final = "_temporary_and_external_tables._tmp_"
 """Prefix of the temporary tables the engine creates for the query itself (WITH RECURSIVE)."""
@@ -447,6 +454,28 @@ def _statement(sql: str) -> list[Token]:
     return found
 
 
+ANALYST_PARAMETERS: Final = (TENANT_PARAMETER, PURPOSE_PARAMETER, READ_AT_PARAMETER)
+"""The query parameters an analyst's SQL may name (`{tenant:String}`, docs/analyst.md). The
+others are the relations' own: `erased` holds the `subject_ref` of every subject, of every
+tenant, whose erasure is under way."""
+
+
+def check_analyst_parameters(sql: str) -> None:
+    """Refuse a query parameter `{name:Type}` in the analyst's SQL that is not one of
+    ANALYST_PARAMETERS (the layer's own statements, `streams.alert_lineage`, bind others)."""
+    found = list(tokens(sql))
+    for index, token in enumerate(found[:-2]):
+        name, colon = found[index + 1], found[index + 2]
+        if token.text != "{" or name.kind != "word" or colon.text != ":":
+            continue
+        if name.text not in ANALYST_PARAMETERS:
+            allowed = ", ".join(f"{{{parameter}:...}}" for parameter in ANALYST_PARAMETERS)
+            raise QueryRefused(
+                f"the query parameter {{{name.text}:...}} is not one an analyst's SQL may use "
+                f"({allowed})"
+            )
+
+
 _PLACEHOLDER_START: Final = re.compile(r"\{\$?\w+:")
 """The start of a `{name:Type}` query parameter (clickhouse-connect's names: `$` may lead)."""
 
@@ -480,6 +509,8 @@ def check_sql(sql: str) -> list[Token]:
             raise QueryRefused(APPLY_REFUSED)
         if token.kind in {"word", "quoted"} and after == "(":
             _check_called(found, index, closing)
+        if token.kind == "quoted" and _defines_table(found, index, closing):
+            _check_table_name_defined(token.text[1:-1])
         if token.name == "settings" and token.kind == "word":
             raise QueryRefused("a SETTINGS clause is not allowed in analyst queries")
         if token.name == "into" and following is not None and following.name == "outfile":
@@ -487,6 +518,30 @@ def check_sql(sql: str) -> list[Token]:
         if token.name == "format" and following is not None and following.name == "native":
             raise QueryRefused(FORMAT_REFUSED)
     return found
+
+
+_PLAIN_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+"""A name as a bare word spells it."""
+WITH_NAME_REFUSED: Final = (
+    "a WITH table needs a plain name (letters, digits and _, as a bare word is written), not "
+    "{name!r}: a name with a dot in it (`uac.events`) would stand in for a stored table inside "
+    "the relations' definitions"
+)
+
+
+def _defines_table(found: Sequence[Token], index: int, closing: dict[int, int]) -> bool:
+    """Whether `found[index]` names a WITH table (`name AS (`, `name (a, b) AS (`)."""
+    after = [t.text.lower() for t in found[index + 1 : index + 3]]
+    if after == list(_CTE_COLUMNS):
+        return True
+    end = closing.get(index + 1)
+    following = tuple(t.text.lower() for t in found[end + 1 : end + 3]) if end else ()
+    return after[:1] == ["("] and following == _CTE_COLUMNS
+
+
+def _check_table_name_defined(name: str) -> None:
+    if not _PLAIN_NAME.fullmatch(name):
+        raise QueryRefused(WITH_NAME_REFUSED.format(name=name))
 
 
 def _closing_parentheses(found: Sequence[Token]) -> dict[int, int]:
@@ -568,16 +623,19 @@ def with_relations(sql: str, *, purpose_exempt: bool) -> str:
     )
     if found[0].name != "with":
         return f"WITH {definitions}\n{_text(sql, found[0], found[-1])}"
-    recursive = len(found) > 1 and found[1].name == "recursive"
+    recursive = len(found) > 1 and found[1].kind == "word" and found[1].name == "recursive"
     rest = found[2] if recursive else found[1]
     keyword = "WITH RECURSIVE" if recursive else "WITH"
     return f"{keyword} {definitions},\n{_text(sql, rest, found[-1])}"
 
 
 _AST_NODE = re.compile(r"^(?P<indent> *)(?P<kind>\S+)(?: (?P<rest>.*))?$")
-_AST_NAME = re.compile(r"^(?P<name>.*?)(?: \(alias .*\))?(?: \(children \d+\))?$")
+_AST_NAME = re.compile(r"^(?P<name>.*?)(?: \(alias (?P<alias>.*?)\))?(?: \(children \d+\))?$")
 _TREE_TABLE = re.compile(r"\btable_name: ([^,\s]+)")
 _TREE_TABLE_FUNCTION = re.compile(r"\btable_function_name: ([^,\s]+)")
+_TREE_CTE_NAME = re.compile(r"\bis_cte: 1\b.*?\bcte_name: (.*)$")
+_TREE_PLAIN_CTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(?:, [a-z_]+: .*)?")
+"""A WITH table's name in the tree dump, which may go on with other fields (`, union_mode:`)."""
 _TREE_FOLDED_SCALAR = re.compile(r"\bfunction_name: __getScalar\b")
 _GENERATORS_BY_NAME: Final = frozenset(name.lower() for name in GENERATOR_TABLE_FUNCTIONS)
 
@@ -623,6 +681,7 @@ class _Node:
     kind: str
     name: str
     parent: str
+    alias: str = ""
 
 
 def _ast_nodes(lines: Sequence[str]) -> Iterator[_Node]:
@@ -637,7 +696,8 @@ def _ast_nodes(lines: Sequence[str]) -> Iterator[_Node]:
         del kinds[depth:]
         name = _AST_NAME.match(node.group("rest") or "")
         parent = kinds[-1] if kinds else ""
-        yield _Node(depth, node.group("kind"), name.group("name") if name else "", parent)
+        alias = (name.group("alias") or "") if name else ""
+        yield _Node(depth, node.group("kind"), name.group("name") if name else "", parent, alias)
         kinds.append(node.group("kind"))
 
 
@@ -647,7 +707,8 @@ def check_parsed(lines: Sequence[str], catalog: Catalog | None = None) -> None:
     SETTINGS clause at any level, a literal right below the statement its INTO OUTFILE file, an
     identifier there its FORMAT (other than the client's own); a
     function right below a `TableExpression` is a table function, every other function a call
-    that must be on the allowlist; an `APPLY` transformer calls a function it only names; a bare
+    that must be on the allowlist, a lambda has no name (one named `equals` replaced the function
+    in the relations' tenant filter); an `APPLY` transformer calls a function it only names; a bare
     name may not reach a table of `catalog` that is not a relation, nor a qualified one any
     database."""
     known = catalog or Catalog()
@@ -665,11 +726,20 @@ def check_parsed(lines: Sequence[str], catalog: Catalog | None = None) -> None:
             _check_table_name(node.name, known)
         if node.kind == "Identifier":
             _check_name(node.name, known)
+        if node.kind == "Function" and node.name.lower() == "lambda" and node.alias:
+            raise QueryRefused(NAMED_LAMBDA_REFUSED.format(name=node.alias))
         if node.kind == "Function":
             _check_function(node)
             _check_aggregate_named(node, nodes[index + 1 : index + 3])
         if node.kind == "ColumnsApplyTransformer":
             raise QueryRefused(APPLY_REFUSED)
+
+
+NAMED_LAMBDA_REFUSED: Final = (
+    "a lambda may not be given a name (`... -> ... AS {name}`): the engine calls it in place of "
+    "the function of that name, inside the relations' definitions too (their tenant and purpose "
+    "filters); write the lambda where it is used"
+)
 
 
 CLIENT_FORMAT: Final = "Native"
@@ -736,12 +806,17 @@ def _check_aggregate_named(node: _Node, following: Sequence[_Node]) -> None:
 def check_resolved(lines: Sequence[str]) -> None:
     """Refuse by the analyzer's resolution of the full query (`EXPLAIN QUERY TREE` lines, asked
     with EXPLAIN_SETTINGS: a scalar subquery the analyzer folds into a constant keeps its source,
-    so a table it reads is listed; a `__getScalar` that hides it is refused)."""
+    so a table it reads is listed; a `__getScalar` that hides it is refused): every WITH table
+    it resolves has a plain name (one named `uac.events` stood in for the stored table inside the
+    relations' definitions)."""
     for line in lines:
         if _TREE_FOLDED_SCALAR.search(line):
             raise QueryRefused(
                 "the SQL has a subquery the engine evaluated before it could be checked"
             )
+        cte = _TREE_CTE_NAME.search(line)
+        if cte is not None and not _TREE_PLAIN_CTE_NAME.fullmatch(cte.group(1)):
+            raise QueryRefused(WITH_NAME_REFUSED.format(name=cte.group(1)))
         for table in _TREE_TABLE.findall(line):
             if table not in READABLE_TABLES and not table.startswith(QUERY_OWN_TABLES):
                 raise QueryRefused(f"the SQL reads {table!r}, which is not one of your relations")

@@ -26,7 +26,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 import clickhouse_connect
 import pytest
 from clickhouse_connect.driver.client import Client
-from clickhouse_connect.driver.exceptions import ProgrammingError
+from clickhouse_connect.driver.exceptions import ClickHouseError, ProgrammingError
 
 from projections.document import checkpoint_of, plain, state_document
 from projections.queries import trips
@@ -609,6 +609,41 @@ def test_given_the_documented_parameters_then_analyst_sql_may_use_them(client: C
     assert before - timedelta(milliseconds=1) <= read_time <= datetime.now(UTC)
 
 
+OTHER_TENANTS_ERASURE = subject_ref(B, "erased-subject-of-b")
+"""A subject of tenant B whose erasure is under way: its ref is bound to every read (the
+relations leave its rows out), whoever the tenant."""
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT {erased:Array(String)}",
+        "SELECT arrayJoin({ /* c */ erased : Array(String) }) AS ref",
+        "SELECT count() FROM events WHERE has({erased:Array(String)}, 'x')",
+        "SELECT {x:String}",
+    ],
+)
+def test_given_a_query_parameter_other_than_the_documented_ones_then_refused(
+    client: Client, sql: str
+) -> None:
+    """`erased` is the relations' own: it holds the refs of every tenant's subjects whose
+    erasure is under way, which `SELECT {erased:Array(String)}` returned to any tenant."""
+    with pytest.raises(QueryRefused, match="query parameter"):
+        query(client, sql, A, erased=frozenset({OTHER_TENANTS_ERASURE}))
+
+
+def test_given_the_parse_of_a_query_parameter_of_the_relations_then_the_engine_refuses_it_alone(
+    client: Client,
+) -> None:
+    """The analyst's statement is parsed with the documented parameters alone bound, so a
+    placeholder the lexical check would miss fails at the parse, before anything runs."""
+    read = analytics.new_read(
+        A, None, frozenset({"care"}), "tester", frozenset({OTHER_TENANTS_ERASURE})
+    )
+    with pytest.raises(ClickHouseError, match="erased"):
+        analytics._explain(client, "AST", "SELECT {erased:Array(String)}", read.analyst_parameters)
+
+
 def test_a_query_has_documented_limits_on_time_memory_and_result_size() -> None:
     assert analytics.QUERY_SETTINGS == {
         "readonly": 2,
@@ -966,6 +1001,18 @@ def test_an_ordinary_analyst_query_passes_every_check_and_runs(client: Client, s
 ENGINE_CHECKS = [
     pytest.param(
         "AST",
+        "SELECT arrayMap(((a, b) -> true) AS equals, [1], [1])",
+        sql_guard.check_parsed,
+        id="given the parse of a named lambda then the parser check refuses it alone",
+    ),
+    pytest.param(
+        "QUERY TREE",
+        "WITH `uac.x` AS (SELECT 1 AS a) SELECT a FROM `uac.x`",
+        sql_guard.check_resolved,
+        id="given the resolution of a WITH table named with a dot then the analyzer refuses it",
+    ),
+    pytest.param(
+        "AST",
         "SELECT * FROM uac.events",
         sql_guard.check_parsed,
         id="given the parse of uac.events then the parser check refuses it alone",
@@ -1078,6 +1125,11 @@ SHAPES = [
         "SELECT count() FROM n",
         [[3]],
         id="given WITH RECURSIVE then the merged list stays recursive",
+    ),
+    pytest.param(
+        "WITH `recursive` AS (SELECT 1 AS a) SELECT count() FROM `recursive`",
+        [[1]],
+        id="given a WITH table named recursive in quotes then it is a table, not the keyword",
     ),
     pytest.param(
         "-- leading comment\nSELECT count() FROM events WHERE type = 'TravelRecorded'; -- done",
@@ -1491,6 +1543,64 @@ def purposes(client: Client) -> str:
     ]
     write_batch(client, "alerts", ALERT_COLUMNS, alerts, "purpose-alerts")
     return P
+
+
+def test_a_with_table_named_as_a_stored_table_cannot_forge_a_consent_in_force(
+    client: Client, purposes: str
+) -> None:
+    """`lapsed` consented to research, but the consent has lapsed: its research alert is not
+    shown. A WITH table named `uac.events` holding that consent's event with no end stood in
+    for the stored events where the relations look for the consents in force."""
+    (event_id,) = query(
+        client, "SELECT event_id FROM consents WHERE subject_id = 'lapsed'", P, RESEARCH
+    ).rows[0]
+    stand_in = (
+        f"SELECT '{P}' AS tenant_id, 'lapsed' AS subject_id, 'ConsentChanged' AS type, "
+        f"toUUID('{event_id}') AS event_id, NULL AS valid_from, NULL AS valid_until"
+    )
+    forged = f"WITH `uac.events` AS ({stand_in}) SELECT subject_id FROM alerts"  # noqa: S608
+    assert "lapsed" not in _names(client, "SELECT subject_id FROM alerts", RESEARCH)
+    with pytest.raises(QueryRefused, match="WITH table needs a plain name"):
+        query(client, forged, P, RESEARCH)
+
+
+NAMED_LAMBDAS = [
+    pytest.param(
+        "WITH (a, b) -> true AS equals SELECT DISTINCT tenant_id FROM events",
+        id="given a lambda named equals then it is refused (it lifted the tenant filter)",
+    ),
+    pytest.param(
+        "SELECT DISTINCT tenant_id, arrayMap(((x, y) -> 1) AS equals, [1], [1]) FROM alerts",
+        id="given a lambda named equals inside a call then it is refused too",
+    ),
+    pytest.param(
+        "WITH (a, b) -> true AS f, f AS equals SELECT DISTINCT tenant_id FROM events",
+        id="given a lambda named through another name then it is refused",
+    ),
+    pytest.param(
+        "WITH lambda(tuple(a, b, c, d, e), true) AS JSONExtractBool "
+        "SELECT DISTINCT subject_id FROM alerts",
+        id="given a lambda named JSONExtractBool then it is refused (it forged consents)",
+    ),
+]
+
+
+@pytest.mark.parametrize("sql", NAMED_LAMBDAS)
+def test_a_named_lambda_is_refused(client: Client, purposes: str, sql: str) -> None:
+    """The engine calls a named lambda in place of the function of its name, in the relations'
+    definitions too: `(a, b) -> true AS equals` read every tenant's events."""
+    with pytest.raises(QueryRefused, match="a lambda may not be given a name"):
+        query(client, sql, P, RESEARCH)
+
+
+def test_an_unnamed_lambda_and_a_constant_named_as_a_function_are_allowed(
+    client: Client, purposes: str
+) -> None:
+    sql = (
+        "WITH 1 AS equals SELECT DISTINCT tenant_id, arrayMap(x -> x + equals, [1]) AS m "
+        "FROM events"
+    )
+    assert query(client, sql, P, RESEARCH).rows == [[P, [2]]]
 
 
 def _names(client: Client, sql: str, purpose: str | None, **options: Any) -> list[Any]:

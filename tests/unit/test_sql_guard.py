@@ -225,6 +225,29 @@ def test_a_column_named_apply_is_no_transformer() -> None:
     check_sql("SELECT apply, x AS apply FROM t")
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "WITH `uac.events` AS (SELECT 1) SELECT 1",
+        'WITH "uac.state_checkpoints" (a) AS (SELECT 1) SELECT 1',
+        "WITH x AS (SELECT 1), \u201cuac.events\u201d /* c */ AS (SELECT 1) SELECT 1",
+        "WITH RECURSIVE `a b` AS (SELECT 1) SELECT 1",
+        "SELECT * FROM (WITH `UAC.EVENTS` AS (SELECT 1) SELECT 1)",
+    ],
+)
+def test_a_with_table_whose_name_is_no_bare_word_is_refused(sql: str) -> None:
+    """A WITH table named `uac.events` stood in for the stored table inside the relations'
+    definitions (they read `uac.events`), so an analyst could forge the consents in force."""
+    with pytest.raises(QueryRefused, match="WITH table needs a plain name"):
+        check_sql(sql)
+
+
+def test_a_with_table_may_be_named_in_quotes_as_a_bare_word_is() -> None:
+    check_sql(
+        'WITH `recent` AS (SELECT 1), "by_type" (a) AS (SELECT 2), x$1 AS (SELECT 3) SELECT 1'
+    )
+
+
 def test_a_table_alias_with_column_names_is_no_call() -> None:
     check_sql("SELECT a FROM (SELECT 1) AS t (a)")
 
