@@ -19,11 +19,11 @@ from schemas.base import field_names
 from schemas.events import Event
 
 _LOGIN_TERMS = (
-    r"password|passwd|passphrase|pswd|pwd|passcode|passwort|kennwort|wachtwoord|mot de passe"
+    r"password|passwd|passphrase|pswd|passcode|passwort|kennwort|wachtwoord|mot de passe"
     r"|contrase[ñn]a|senha"
 )
 _CREDENTIAL_WORD = (
-    rf"(?:[a-z0-9]+[_-])*(?:{_LOGIN_TERMS}|secret|api[_ -]?key|access[_ -]?token|token)"
+    rf"(?:[a-z0-9]+[_-])*(?:{_LOGIN_TERMS}|pwd|secret|api[_ -]?key|access[_ -]?token|token)"
     r"(?:[_-][a-z0-9]+)*"
 )
 """A word that names a credential, alone or in a setting's name (`aws_secret_access_key`,
@@ -47,7 +47,13 @@ _SHORT_CREDENTIAL_WORD = r"(?:[a-z0-9]+[_-])*(?:pass|pw)"
 
 _LOGIN_WORD = rf"(?:{_LOGIN_TERMS})"
 """A password given as the whole of its line (`password: letmein`) is one, whatever it looks
-like; `Password: reset by the IT desk` goes on in words and is not."""
+like; `Password: reset by the IT desk` goes on in words and is not. `pwd` is a credential's name
+only in a setting (`Pwd=…;`, `pwd: Hunter2`): alone it is also a person with diabetes or
+dementia (`PWD: confirmed`)."""
+_HEADER_VALUE = r"(?=\S*?(?:\d|[a-z][A-Z]|[_+/=~]))\S{8,}"
+"""What follows an `Authorization:` header's scheme: a token or Base64 (`dXNlcjpodW50ZXIy`), with
+a digit, a capital letter after a small one or a symbol, which words do not have (`Prior
+authorization: basic metabolic panel covered`)."""
 
 
 class _TokenPattern(NamedTuple):
@@ -98,7 +104,7 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
     _TokenPattern(
         "an authorization credential",
         re.compile(
-            r"(?i:\bauthorization\s*:\s*(?:bearer|basic|token|digest)\s+)\S{8,}"
+            rf"(?i:\bauthorization\s*:\s*(?:bearer|basic|token|digest)\s+){_HEADER_VALUE}"
             r"|(?i:\bbearer\s+)(?=[A-Za-z._~+/-]*\d)[A-Za-z0-9._~+/-]{20,}"
         ),
         ("authorization", "bearer"),
@@ -109,7 +115,7 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
             rf"(?i:\b{_CREDENTIAL_WORD}\s*=\s*)\S{{4,}}"
             rf"|(?i:\b{_CREDENTIAL_WORD}\s*(?:is|:)\s*){_CREDENTIAL_VALUE}"
             rf"|(?i:\b{_LOGIN_WORD}\s*:\s*)\S{{4,}}?(?=[.,;!)]*(?:$|[\r\n]))"
-            rf"|(?i:\b{_LOGIN_WORD}(?:\s+[-\u2013\u2014])?\s+){_STRONG_VALUE}"
+            rf"|(?i:\b(?:{_LOGIN_WORD}|pwd)(?:\s+[-\u2013\u2014])?\s+){_STRONG_VALUE}"
         ),
         (
             "pass",

@@ -360,6 +360,16 @@ def test_a_card_number_is_found_but_not_an_international_phone_number(
                 "mysql -u root -pHunter2!",
                 "login: jdoe / Hunter2!",
                 "PIN: 4821",
+                "Pwd=Hunter2;",
+                "pwd: Hunter2",
+                "pwd Hunter2!",
+            )
+        ),
+        *(
+            pytest.param(text, "an authorization credential", id=f"given {text!r}")
+            for text in (
+                "Authorization: Basic YWRtaW46aHVudGVyMg==",
+                "authorization: bearer ya29.a0AfH6SMBx7Kq2",
             )
         ),
         pytest.param(
@@ -427,6 +437,10 @@ def test_given_a_secret_then_its_kind_is_found(text: str, kind: str) -> None:
                 "username: j.doe / ward 3",
                 "phone (0612) 345 678",
                 "dose 1000 - 2000 - 3000 mg",
+                "Prior authorization: basic metabolic panel covered",
+                "Authorization: Basic metabolic panel.",
+                "PWD: confirmed",
+                "PWD: insulin pump user",
             )
         ),
     ],
