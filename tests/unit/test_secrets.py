@@ -73,6 +73,19 @@ FRAGMENTS = (
     ")",
     "  ",
     " - ",
+    "-----BEGIN PGP PRIVATE KEY BLOCK-----",
+    "PuTTY-User-Key-File-3:",
+    "glpat-",
+    "glrt-",
+    "hooks.slack.com/services/",
+    "whsec_",
+    "SG.",
+    "npm_",
+    "pypi-AgE",
+    "GOCSPX-",
+    "?sig=",
+    "&X-Amz-Signature=",
+    "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
 )
 texts = st.lists(
     st.one_of(st.sampled_from(FRAGMENTS), st.text(alphabet="aZ09_-. :=/", max_size=40)),
@@ -394,6 +407,37 @@ def test_given_a_secret_then_its_kind_is_found(text: str, kind: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBGX", "a private key"),
+        ("PuTTY-User-Key-File-3: ssh-ed25519\nPrivate-Lines: 1", "a private key"),
+        ("deploy with glpat-AbCdEfGhIjKlMnOpQrSt please", "a GitLab token"),
+        (
+            "webhook https://hooks.slack.com/services/T01ABCDEF/B02GHIJKL/AbCdEfGhIjKlMnOpQrStUvWx",
+            "a Slack webhook URL",
+        ),
+        ("signing secret whsec_AbCdEfGhIjKlMnOpQrStUvWxYz012345", "a webhook signing secret"),
+        (
+            "SG.AbCdEfGhIjKlMnOpQrStUv.wXyZ0123456789AbCdEfGhIjKlMnOpQrStUvWxYz0",
+            "a SendGrid API key",
+        ),
+        (
+            "publish with npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+            "an npm token",
+        ),
+        ("pypi-AgEIcHlwaS5vcmcCJGFiY2RlZmdoLWlqa2wtbW5vcC1xcnN0LXV2d3h5ejAxMjM0NQ", "a PyPI token"),
+        ("oauth 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", "a Google OAuth client secret"),
+        (
+            "https://ehr.blob.core.windows.net/c/x.pdf?sv=2022-11-02&sp=r&sig=aB3dE5fG7hI9jK1lM3nO5pQ7%2BA%3D",
+            "a URL signature",
+        ),
+    ],
+)
+def test_given_a_vendor_token_then_its_kind_is_found(text: str, kind: str) -> None:
+    assert [finding.kind for finding in secrets_in_text("note", text)] == [kind]
+
+
+@pytest.mark.parametrize(
     "text",
     [
         pytest.param("device IMEI 490154203237518", id="given a Luhn-valid 15-digit IMEI"),
@@ -441,6 +485,13 @@ def test_given_a_secret_then_its_kind_is_found(text: str, kind: str) -> None:
                 "Authorization: Basic metabolic panel.",
                 "PWD: confirmed",
                 "PWD: insulin pump user",
+                "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE",
+                "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBa",
+                "Private key holder for the house: neighbour",
+                "SG. 1.020 on urinalysis",
+                "Sig: take 1 tablet by mouth twice daily",
+                "GitLab issue #1234 tracks the import bug",
+                "npm install failed on clinic kiosk",
             )
         ),
     ],
