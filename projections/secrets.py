@@ -18,6 +18,9 @@ from pydantic import BaseModel
 from schemas.base import field_names
 from schemas.events import Event
 
+_NAME_START = r"(?<![\w-])"
+"""Where a setting's name begins: not after a letter, a digit, `_` or `-` (not at each part of
+`a-b-c-…`, from where the parts would be read again: 10,000 characters of them took 8 s)."""
 _LOGIN_TERMS = (
     r"password|passwd|passphrase|pswd|passcode|passwort|kennwort|wachtwoord|mot de passe"
     r"|contrase[ñn]a|senha"
@@ -28,14 +31,14 @@ _CREDENTIAL_WORD = (
 )
 """A word that names a credential, alone or in a setting's name (`aws_secret_access_key`,
 `client_secret`, `db_password`)."""
-_CREDENTIAL_VALUE = r"(?=\S*?(?:\d|[a-z][A-Z]|[_@#$%^&*+=\\|<>~`]))\S{4,}"
+_CREDENTIAL_VALUE = r"(?=\S{0,63}?(?:\d|[a-z][A-Z]|[_@#$%^&*+=\\|<>~`]))\S{4,}"
 """A run of four or more characters without spaces that holds a digit, a symbol or a capital
 letter after a small one (`hunter22`, `p@ss`, `eyJhbGci`): what a credential looks like, and
 what an ordinary word (`Secret: patient does not want family informed`) does not."""
 
 _STRONG_VALUE = (
-    r"(?:(?=\S*?[a-z])(?=\S*?[A-Z])(?=\S*?\d)\S{6,}"
-    r"|(?=\S*?[A-Za-z])(?=\S*?\d)(?=\S*?[!@#$%^&*?~+=])\S{6,})"
+    r"(?:(?=\S{0,63}?[a-z])(?=\S{0,63}?[A-Z])(?=\S{0,63}?\d)\S{6,}"
+    r"|(?=\S{0,63}?[A-Za-z])(?=\S{0,63}?\d)(?=\S{0,63}?[!@#$%^&*?~+=])\S{6,})"
 )
 """Six or more characters without spaces mixing small and capital letters with a digit, or
 letters and digits with a symbol (`Hunter2!`, `S3cr3t!`): what a password looks like and what a
@@ -50,7 +53,7 @@ _LOGIN_WORD = rf"(?:{_LOGIN_TERMS})"
 like; `Password: reset by the IT desk` goes on in words and is not. `pwd` is a credential's name
 only in a setting (`Pwd=…;`, `pwd: Hunter2`): alone it is also a person with diabetes or
 dementia (`PWD: confirmed`)."""
-_HEADER_VALUE = r"(?=\S*?(?:\d|[a-z][A-Z]|[_+/=~]))\S{8,}"
+_HEADER_VALUE = r"(?=\S{0,63}?(?:\d|[a-z][A-Z]|[_+/=~]))\S{8,}"
 """What follows an `Authorization:` header's scheme: a token or Base64 (`dXNlcjpodW50ZXIy`), with
 a digit, a capital letter after a small one or a symbol, which words do not have (`Prior
 authorization: basic metabolic panel covered`)."""
@@ -142,9 +145,9 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
     _TokenPattern(
         "a credential assignment",
         re.compile(
-            rf"(?i:\b{_CREDENTIAL_WORD}\s*=\s*)\S{{4,}}"
-            rf"|(?i:\b{_CREDENTIAL_WORD}\s*(?:is|:)\s*){_CREDENTIAL_VALUE}"
-            rf"|(?i:\b{_LOGIN_WORD}\s*:\s*)\S{{4,}}?(?=[.,;!)]*(?:$|[\r\n]))"
+            rf"(?i:{_NAME_START}{_CREDENTIAL_WORD}\s*=\s*)\S{{4,}}"
+            rf"|(?i:{_NAME_START}{_CREDENTIAL_WORD}\s*(?:is|:)\s*){_CREDENTIAL_VALUE}"
+            rf"|(?i:\b{_LOGIN_WORD}\s*:\s*)\S{{4,64}}?(?=[.,;!)]*(?:$|[\r\n]))"
             rf"|(?i:\b(?:{_LOGIN_WORD}|pwd)(?:\s+[-\u2013\u2014])?\s+){_STRONG_VALUE}"
         ),
         (
@@ -162,12 +165,12 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
     ),
     _TokenPattern(
         "a credential assignment",
-        re.compile(rf"(?i:\b{_SHORT_CREDENTIAL_WORD}\s*(?:[:=]|is)\s*){_STRONG_VALUE}"),
+        re.compile(rf"(?i:{_NAME_START}{_SHORT_CREDENTIAL_WORD}\s*(?:[:=]|is)\s*){_STRONG_VALUE}"),
         ("pass", "pw"),
     ),
     _TokenPattern(
         "a credential assignment",
-        re.compile(rf"(?i:\b(?:login\s*|username\s*|user)[:=]\s*\S+\s*/\s*){_STRONG_VALUE}"),
+        re.compile(rf"(?i:\b(?:login\s*|username\s*|user)[:=]\s*\S{{1,64}}\s*/\s*){_STRONG_VALUE}"),
         ("login", "username", "user:", "user="),
     ),
     _TokenPattern(
@@ -177,7 +180,7 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
     ),
     _TokenPattern(
         "a credential assignment",
-        re.compile(r"(?i:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b)[^\n]*?\s-p\S{4,}"),
+        re.compile(r"(?i:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b)[^\n]{0,200}?\s-p\S{4,}"),
         ("mysql", "mariadb"),
     ),
 )
