@@ -26,11 +26,12 @@ _LOGIN_TERMS = (
     r"|contrase[ñn]a|senha"
 )
 _CREDENTIAL_WORD = (
-    rf"(?:[a-z0-9]+[_-])*(?:{_LOGIN_TERMS}|pwd|secret|api[_ -]?key|access[_ -]?token|token)"
-    r"(?:[_-][a-z0-9]+)*"
+    rf"_*(?:[a-z0-9]+[_-])*(?:{_LOGIN_TERMS}|pwd|[a-z0-9]*?(?:secret|token)|api[_ -]?key"
+    r"|access[_ -]?token)(?:[_-][a-z0-9]+)*[\"']?"
 )
 """A word that names a credential, alone or in a setting's name (`aws_secret_access_key`,
-`client_secret`, `db_password`)."""
+`client_secret`, `db_password`, and `clientSecret` or npm's `_authToken` for a secret or a
+token), maybe as a quoted key (`"password": …`)."""
 _CREDENTIAL_VALUE = r"(?=\S{0,63}?(?:\d|[a-z][A-Z]|[_@#$%^&*+=\\|<>~`]))\S{4,}"
 """A run of four or more characters without spaces that holds a digit, a symbol or a capital
 letter after a small one (`hunter22`, `p@ss`, `eyJhbGci`): what a credential looks like, and
@@ -53,10 +54,19 @@ _LOGIN_WORD = rf"(?:{_LOGIN_TERMS})"
 like; `Password: reset by the IT desk` goes on in words and is not. `pwd` is a credential's name
 only in a setting (`Pwd=…;`, `pwd: Hunter2`): alone it is also a person with diabetes or
 dementia (`PWD: confirmed`)."""
-_HEADER_VALUE = r"(?=\S{0,63}?(?:\d|[a-z][A-Z]|[_+/=~]))\S{8,}"
-"""What follows an `Authorization:` header's scheme: a token or Base64 (`dXNlcjpodW50ZXIy`), with
-a digit, a capital letter after a small one or a symbol, which words do not have (`Prior
-authorization: basic metabolic panel covered`)."""
+_OPAQUE_VALUE = r"(?=\S{0,63}?(?:\d|[a-z][A-Z]|[_+/=~]))\S{8,}"
+"""What follows an `Authorization:` header's scheme or a key's name (`AccountKey=`): a token or
+Base64 (`dXNlcjpodW50ZXIy`), with a digit, a capital letter after a small one or a symbol, which
+words do not have (`Prior authorization: basic metabolic panel covered`)."""
+_QUALIFIED_LOGIN_WORD = (
+    rf"{_LOGIN_WORD}\s+(?:for|to|of|on)\s+(?:(?:the|my|his|her|their|your|our)\s+)?[\w.-]+"
+)
+"""A login word and what it opens (`password for the portal: …`)."""
+_KEY_NAME = (
+    r"_*(?:[a-z0-9]+[_-])*[a-z0-9]*?(?:private|account|access)[_ -]?key(?:[_-][a-z0-9]+)*[\"']?"
+)
+"""The name of a key that is a secret (`PRIVATE_KEY`, Azure's `AccountKey` and
+`SharedAccessKey`, `"private_key"`); not `SharedAccessKeyName`, a key's name."""
 
 
 class _TokenPattern(NamedTuple):
@@ -118,7 +128,10 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
     ),
     _TokenPattern(
         "a credential in a URL",
-        re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:[^\s/@]+@"),
+        re.compile(
+            r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:[^\s/@]+@"
+            r"|\bjdbc:oracle:[a-z]+:[^\s/:@]+/[^\s/@]+@"
+        ),
         ("@",),
     ),
     _TokenPattern(
@@ -137,7 +150,7 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
     _TokenPattern(
         "an authorization credential",
         re.compile(
-            rf"(?i:\bauthorization\s*:\s*(?:bearer|basic|token|digest)\s+){_HEADER_VALUE}"
+            rf"(?i:\bauthorization\s*:\s*(?:bearer|basic|token|digest)\s+){_OPAQUE_VALUE}"
             r"|(?i:\bbearer\s+)(?=[A-Za-z._~+/-]*\d)[A-Za-z0-9._~+/-]{20,}"
         ),
         ("authorization", "bearer"),
@@ -146,7 +159,9 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
         "a credential assignment",
         re.compile(
             rf"(?i:{_NAME_START}{_CREDENTIAL_WORD}\s*=\s*)\S{{4,}}"
-            rf"|(?i:{_NAME_START}{_CREDENTIAL_WORD}\s*(?:is|:)\s*){_CREDENTIAL_VALUE}"
+            rf"|(?i:{_NAME_START}(?:{_CREDENTIAL_WORD}|{_QUALIFIED_LOGIN_WORD})\s*(?:is|:)\s*[\"']?)"
+            rf"{_CREDENTIAL_VALUE}"
+            rf"|(?i:[\"']{_CREDENTIAL_WORD}\s*:\s*[\"'])[^\"'\s]{{4,}}[\"']"
             rf"|(?i:\b{_LOGIN_WORD}\s*:\s*)\S{{4,64}}?(?=[.,;!)]*(?:$|[\r\n]))"
             rf"|(?i:\b(?:{_LOGIN_WORD}|pwd)(?:\s+[-\u2013\u2014])?\s+){_STRONG_VALUE}"
         ),
@@ -162,6 +177,11 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
             "api",
             "token",
         ),
+    ),
+    _TokenPattern(
+        "a credential assignment",
+        re.compile(rf"(?i:{_NAME_START}{_KEY_NAME}\s*[=:]\s*[\"']?){_OPAQUE_VALUE}"),
+        ("private", "account", "access"),
     ),
     _TokenPattern(
         "a credential assignment",

@@ -88,6 +88,15 @@ FRAGMENTS = (
     "?sig=",
     "&X-Amz-Signature=",
     "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "AccountKey=",
+    "SharedAccessKey",
+    "private_key",
+    '"password": "',
+    "clientSecret",
+    "_authToken=",
+    " for the portal",
+    "redis://:",
+    "jdbc:oracle:thin:scott/",
 )
 texts = st.lists(
     st.one_of(st.sampled_from(FRAGMENTS), st.text(alphabet="aZ09_-. :=/", max_size=40)),
@@ -411,6 +420,82 @@ def test_given_a_secret_then_its_kind_is_found(text: str, kind: str) -> None:
 @pytest.mark.parametrize(
     ("text", "kind"),
     [
+        pytest.param(
+            "DefaultEndpointsProtocol=https;AccountName=ehrstore;AccountKey=Eby8vdM02xNOcqFlqUw"
+            "JPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;",
+            "a credential assignment",
+            id="given an Azure storage connection string then its AccountKey",
+        ),
+        pytest.param(
+            "Endpoint=sb://uac.servicebus.windows.net/;SharedAccessKeyName=Root;"
+            "SharedAccessKey=q1w2E3r4T5y6U7i8O9p0a1S2d3F4g5H6j7K8l9Z0x1c=",
+            "a credential assignment",
+            id="given a Service Bus connection string then its SharedAccessKey",
+        ),
+        pytest.param(
+            "PRIVATE_KEY=MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+            "a credential assignment",
+            id="given a private key's setting then a credential",
+        ),
+        pytest.param(
+            '"private_key_id": "1a2b3c", "private_key": "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"',
+            "a credential assignment",
+            id="given a quoted private key then a credential",
+        ),
+        pytest.param(
+            '{"username": "anna", "password": "Hunter2!"}',
+            "a credential assignment",
+            id="given a JSON password then a credential",
+        ),
+        pytest.param(
+            '{"password": "letmein", "user": "anna"}',
+            "a credential assignment",
+            id="given a quoted word as a JSON password then a credential",
+        ),
+        pytest.param(
+            "'password': 'letmein99'",
+            "a credential assignment",
+            id="given a Python dict's password then a credential",
+        ),
+        pytest.param(
+            '"clientSecret": "9f8e7d6c5b4a"',
+            "a credential assignment",
+            id="given a camelCase secret's name then a credential",
+        ),
+        pytest.param(
+            "//registry.npmjs.org/:_authToken=abcd1234efgh",
+            "a credential assignment",
+            id="given npm's _authToken then a credential",
+        ),
+        pytest.param(
+            "password for the portal: Tr0ub4dor&3",
+            "a credential assignment",
+            id="given what a password opens before its colon then a credential",
+        ),
+        pytest.param(
+            "the password to my account is Summer2024",
+            "a credential assignment",
+            id="given what a password opens before 'is' then a credential",
+        ),
+        pytest.param(
+            "redis://:Hunter2pass@cache:6379/0",
+            "a credential in a URL",
+            id="given a URL with a password and no user then a credential",
+        ),
+        pytest.param(
+            "jdbc:oracle:thin:scott/Tiger123@dbhost:1521:orcl",
+            "a credential in a URL",
+            id="given an Oracle JDBC URL's user and password then a credential",
+        ),
+    ],
+)
+def test_given_a_credential_in_a_setting_then_its_kind_is_found(text: str, kind: str) -> None:
+    assert [finding.kind for finding in secrets_in_text("note", text)] == [kind]
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
         ("-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBGX", "a private key"),
         ("PuTTY-User-Key-File-3: ssh-ed25519\nPrivate-Lines: 1", "a private key"),
         ("deploy with glpat-AbCdEfGhIjKlMnOpQrSt please", "a GitLab token"),
@@ -494,6 +579,13 @@ def test_given_a_vendor_token_then_its_kind_is_found(text: str, kind: str) -> No
                 "Sig: take 1 tablet by mouth twice daily",
                 "GitLab issue #1234 tracks the import bug",
                 "npm install failed on clinic kiosk",
+                "Endpoint=sb://uac.servicebus.windows.net/;SharedAccessKeyName=RootManage",
+                "IV access: 20G left antecubital",
+                "access key for the key safe kept by daughter",
+                "Secretary: Jane Doe, ext 4412",
+                "password for the portal: reset at front desk",
+                "patient's mother knows the password to the iPad",
+                '{"key": "diet", "value": "vegetarian"}',
             )
         ),
     ],
