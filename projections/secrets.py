@@ -23,7 +23,7 @@ _NAME_START = r"(?<![\w-])"
 `a-b-c-…`, from where the parts would be read again: 10,000 characters of them took 8 s)."""
 _LOGIN_TERMS = (
     r"password|passwd|passphrase|pswd|passcode|passwort|kennwort|wachtwoord|mot de passe"
-    r"|contrase[ñn]a|senha"
+    r"|contrase[ñn]a|senha|пароль|парола|hasło|lösenord|şifre|jelszó|mật khẩu"
 )
 _CREDENTIAL_WORD = (
     rf"_*(?:[a-z0-9]+[_-])*(?:{_LOGIN_TERMS}|pwd|[a-z0-9]*?(?:secret|token)|api[_ -]?key"
@@ -32,6 +32,14 @@ _CREDENTIAL_WORD = (
 """A word that names a credential, alone or in a setting's name (`aws_secret_access_key`,
 `client_secret`, `db_password`, and `clientSecret` or npm's `_authToken` for a secret or a
 token), maybe as a quoted key (`"password": …`)."""
+_CJK_LOGIN_WORD = r"(?:密码|密碼|口令|パスワード|暗証番号|비밀번호)"
+"""Password in Chinese (simplified and traditional), Japanese and Korean, written without a
+space before it (`我的密码`, `wifi口令`)."""
+_CJK_SAYS = r"\s*(?:[:=]|是|为|為|は)\s*"
+"""A colon (the full-width U+FF1A reads as `:`), or `is` (`密码是…`, `パスワードは…`)."""
+_ASCII_VALUE = r"(?=[!-~]{0,63}?(?:\d|[a-z][A-Z]|[_@#$%^&*+=\\|<>~`]))[!-~]{4,}"
+"""A password in Chinese, Japanese or Korean text is typed in ASCII (`密码:abc12345`); what the
+text goes on to say has no spaces either (`密码:请在2024年前修改`, change it before 2024)."""
 _CREDENTIAL_VALUE = r"(?=\S{0,63}?(?:\d|[a-z][A-Z]|[_@#$%^&*+=\\|<>~`]))\S{4,}"
 """A run of four or more characters without spaces that holds a digit, a symbol or a capital
 letter after a small one (`hunter22`, `p@ss`, `eyJhbGci`): what a credential looks like, and
@@ -163,6 +171,8 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
             rf"{_CREDENTIAL_VALUE}"
             rf"|(?i:[\"']{_CREDENTIAL_WORD}\s*:\s*[\"'])[^\"'\s]{{4,}}[\"']"
             rf"|(?i:\b{_LOGIN_WORD}\s*:\s*)\S{{4,64}}?(?=[.,;!)]*(?:$|[\r\n]))"
+            rf"|{_CJK_LOGIN_WORD}{_CJK_SAYS}{_ASCII_VALUE}"
+            rf"|{_CJK_LOGIN_WORD}\s*[:=]\s*[!-~]{{4,64}}?(?=[.,;!)\u3002]*(?:$|[\r\n]))"
             rf"|(?i:\b(?:{_LOGIN_WORD}|pwd)(?:\s+[-\u2013\u2014])?\s+){_STRONG_VALUE}"
         ),
         (
@@ -173,6 +183,19 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
             "wachtwoord",
             "contrase",
             "senha",
+            "пароль",
+            "парола",
+            "hasło",
+            "lösenord",
+            "şifre",
+            "jelszó",
+            "mật khẩu",
+            "密码",
+            "密碼",
+            "口令",
+            "パスワード",
+            "暗証番号",
+            "비밀번호",
             "secret",
             "api",
             "token",
@@ -215,19 +238,22 @@ look for the needles of a kind most text has none of. Each needle costs a look (
 
 
 def _needle_groups(needles: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """`needles` grouped under the first gate each holds; those with none under `""`, in every
-    text, and those with a character other than ASCII under the first such character (English
-    text, most of it, holds none, and looks for none of them)."""
+    """`needles` grouped under the first gate each holds; those with none under `""`, looked
+    for in every text."""
     groups: dict[str, list[str]] = {}
     for needle in needles:
-        gate = next((char for char in needle if not char.isascii()), None) or next(
-            (gate for gate in _GATES if gate in needle), ""
-        )
+        gate = next((gate for gate in _GATES if gate in needle), "")
         groups.setdefault(gate, []).append(needle)
     return tuple((gate, tuple(group)) for gate, group in groups.items())
 
 
-_NEEDLE_GROUPS: Final = _needle_groups(_NEEDLES)
+_ASCII_NEEDLE_GROUPS: Final = _needle_groups(tuple(n for n in _NEEDLES if n.isascii()))
+_NEEDLE_GROUPS: Final = (
+    *_ASCII_NEEDLE_GROUPS,
+    ("", tuple(needle for needle in _NEEDLES if not needle.isascii())),
+)
+"""The needles as text other than ASCII looks for them; ASCII text (most of it, English) looks
+for `_ASCII_NEEDLE_GROUPS`, without the needles it cannot hold (`密码`, `пароль`)."""
 _ASCII_CASE_FOLDS: Final = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
 """The characters other than ASCII letters that a case-insensitive pattern takes for one (the
 dotted and dotless i, the long s) but that `str.lower` does not turn into it."""
@@ -245,7 +271,7 @@ def _token_kinds(text: str) -> dict[str, None]:
     folded = _folded(text)
     present = {
         needle
-        for gate, needles in _NEEDLE_GROUPS
+        for gate, needles in (_ASCII_NEEDLE_GROUPS if folded.isascii() else _NEEDLE_GROUPS)
         if gate in folded
         for needle in needles
         if needle in folded

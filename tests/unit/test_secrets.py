@@ -97,6 +97,13 @@ FRAGMENTS = (
     " for the portal",
     "redis://:",
     "jdbc:oracle:thin:scott/",
+    "密码",
+    "パスワード",
+    "是",
+    "пароль",
+    "ПАРОЛЬ",
+    "hasło",
+    "ŞİFRE",
 )
 texts = st.lists(
     st.one_of(st.sampled_from(FRAGMENTS), st.text(alphabet="aZ09_-. :=/", max_size=40)),
@@ -415,6 +422,52 @@ def test_a_card_number_is_found_but_not_an_international_phone_number(
 )
 def test_given_a_secret_then_its_kind_is_found(text: str, kind: str) -> None:
     assert [finding.kind for finding in secrets_in_text("note", text)] == [kind]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "我的密码\uff1aabc12345",
+        "密碼: Tr0ub4dor",
+        "wifi口令\uff1a88886666",
+        "密码是abc123\uff0c请勿外传",
+        "密码\uff1aletmein",
+        "パスワード\uff1asakura2024",
+        "パスワードはHana2024です",
+        "暗証番号: 4821abc",
+        "비밀번호: Seoul2024!",
+        "пароль: Zima2024",
+        "ПАРОЛЬ: zima2024",
+        "hasło: Lato2024!",
+        "lösenord: Sommar2024",
+        "şifre: Yaz2024!",
+        "jelszó: Nyar2024",
+        "mật khẩu: Hanoi2024",
+    ],
+)
+def test_given_a_password_in_another_language_then_a_credential_is_found(text: str) -> None:
+    assert [finding.kind for finding in secrets_in_text("note", text)] == [
+        "a credential assignment"
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "密码已重置",
+        "修改密码\uff1a请联系IT部门",
+        "密码\uff1a请在2024年前修改",
+        "パスワードを忘れた",
+        "パスワード\uff1a再設定済み",
+        "пароль сброшен администратором",
+        "пароль: сброшен администратором вчера",
+        "Passwort vergessen, neu angefordert",
+        "mot de passe oublié",
+        "비밀번호 재설정 요청",
+    ],
+)
+def test_given_a_password_mentioned_in_another_language_then_nothing_is_found(text: str) -> None:
+    assert secrets_in_text("note", text) == []
 
 
 @pytest.mark.parametrize(
