@@ -222,6 +222,22 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
         ("pin:", "pin=", "code:", "code=", "number:", "number="),
     ),
     _TokenPattern(
+        "a one-time code",
+        re.compile(
+            r"(?i:\b(?:one[- ]time\s+(?:code|pin|pass(?:word|code)?)"
+            r"|(?:verification|2fa|mfa|sms|login|sign[- ]?in|authentication)\s+code)"
+            r"\s*(?:[:=#]|is)?\s*)\d{4,8}(?![\w,/-]|\.\d|\s*(?:mg|mcg|ml|units?|iu)\b)"
+            r"|(?i:\botp\s*(?:[:=#]|is)?\s*)\d{6,8}(?![\w,/-]|\.\d|\s*(?:mg|mcg|ml|units?|iu)\b)"
+            r"|(?:验证码|驗證碼|認証コード|確認コード)\s*(?:[:=]|是|为|為|は)?\s*\d{4,8}(?!\d)"
+        ),
+        ("otp", "one-time", "one time", "code", "验证码", "驗證碼", "認証コード", "確認コード"),
+    ),
+    _TokenPattern(
+        "a card security code",
+        re.compile(r"(?i:\b(?:cvv2?|cvc2?|security\s+code)\s*(?:[:=#]|is)?\s*)\d{3,4}(?![\w,/.-])"),
+        ("cvv", "cvc", "security code"),
+    ),
+    _TokenPattern(
         "a credential assignment",
         re.compile(r"(?i:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b)[^\n]{0,200}?\s-p\S{4,}"),
         ("mysql", "mariadb"),

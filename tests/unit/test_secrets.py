@@ -104,6 +104,11 @@ FRAGMENTS = (
     "ПАРОЛЬ",
     "hasło",
     "ŞİFRE",
+    "OTP ",
+    "verification code ",
+    "482913",
+    "CVV",
+    " mg",
 )
 texts = st.lists(
     st.one_of(st.sampled_from(FRAGMENTS), st.text(alphabet="aZ09_-. :=/", max_size=40)),
@@ -422,6 +427,45 @@ def test_a_card_number_is_found_but_not_an_international_phone_number(
 )
 def test_given_a_secret_then_its_kind_is_found(text: str, kind: str) -> None:
     assert [finding.kind for finding in secrets_in_text("note", text)] == [kind]
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("OTP: 482913", "a one-time code"),
+        ("verification code: 482913", "a one-time code"),
+        ("2FA code 482913 for booking", "a one-time code"),
+        ("sign-in code is 552211", "a one-time code"),
+        ("one-time code 4821", "a one-time code"),
+        ("\u9a8c\u8bc1\u7801\uff1a482913", "a one-time code"),
+        ("CVV: 123", "a card security code"),
+        ("CVC2 1234", "a card security code"),
+        ("security code 123", "a card security code"),
+    ],
+)
+def test_given_a_one_time_or_card_security_code_then_its_kind_is_found(
+    text: str, kind: str
+) -> None:
+    assert [finding.kind for finding in secrets_in_text("note", text)] == [kind]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "OTP clinic: methadone 80 mg daily",
+        "OTP: 100 mg",
+        "OTP: 1000 mg",
+        "OTP 2024 enrolment",
+        "Opioid treatment programme (OTP) enrolment 2024",
+        "CVVH started 2024-01-02, effluent 2000 ml/h",
+        "Code status: DNR",
+        "ICD code 1234",
+        "auth code 12345678 from the insurer",
+        "verification code sent to her phone",
+    ],
+)
+def test_given_a_code_that_is_not_a_secret_then_nothing_is_found(text: str) -> None:
+    assert secrets_in_text("note", text) == []
 
 
 @pytest.mark.parametrize(
