@@ -26,7 +26,7 @@ _LOGIN_TERMS = (
     r"|contrase[ñn]a|senha|пароль|парола|hasło|lösenord|şifre|jelszó|mật khẩu"
 )
 _CREDENTIAL_WORD = (
-    rf"_*(?:[a-z0-9]+[_-])*(?:{_LOGIN_TERMS}|pwd|[a-z0-9]*?(?:secret|token)|api[_ -]?key"
+    rf"[_-]*(?:[a-z0-9]+[_-]+)*(?:{_LOGIN_TERMS}|pwd|[a-z0-9]*?(?:secret|token)|api[_ -]?key"
     r"|access[_ -]?token)(?:[_-][a-z0-9]+)*[\"']?"
 )
 """A word that names a credential, alone or in a setting's name (`aws_secret_access_key`,
@@ -54,7 +54,7 @@ letters and digits with a symbol (`Hunter2!`, `S3cr3t!`): what a password looks 
 measurement (`72kg`, `1.5m/s`) or a word does not. Required after a word that is not only a
 credential's name (`pass`, `pw`: a pass of a stone, pulsed-wave Doppler) or that is not followed
 by `:` or `=` (`password Hunter2!`)."""
-_SHORT_CREDENTIAL_WORD = r"(?:[a-z0-9]+[_-])*(?:pass|pw)"
+_SHORT_CREDENTIAL_WORD = r"[_-]*(?:[a-z0-9]+[_-]+)*(?:pass|pw)"
 """`pass` and `pw`, alone or in a setting's name (`DB_PASS`)."""
 
 _LOGIN_WORD = rf"(?:{_LOGIN_TERMS})"
@@ -67,11 +67,12 @@ _OPAQUE_VALUE = r"(?=\S{0,63}?(?:\d|[a-z][A-Z]|[_+/=~]))\S{8,}"
 Base64 (`dXNlcjpodW50ZXIy`), with a digit, a capital letter after a small one or a symbol, which
 words do not have (`Prior authorization: basic metabolic panel covered`)."""
 _QUALIFIED_LOGIN_WORD = (
-    rf"{_LOGIN_WORD}\s+(?:for|to|of|on)\s+(?:(?:the|my|his|her|their|your|our)\s+)?[\w.-]+"
+    rf"{_LOGIN_WORD}\s+(?:for|to|of|on|del?|du|des|für|do|da|voor|van)\s+"
+    r"(?:(?:the|my|his|her|their|your|our|la|el|le|das|die|den|het)\s+)?[\w.-]+"
 )
-"""A login word and what it opens (`password for the portal: …`)."""
+"""A login word and what it opens (`password for the portal: …`, `contraseña del portal: …`)."""
 _KEY_NAME = (
-    r"_*(?:[a-z0-9]+[_-])*[a-z0-9]*?(?:private|account|access)[_ -]?key(?:[_-][a-z0-9]+)*[\"']?"
+    r"[_-]*(?:[a-z0-9]+[_-]+)*[a-z0-9]*?(?:private|account|access)[_ -]?key(?:[_-][a-z0-9]+)*[\"']?"
 )
 """The name of a key that is a secret (`PRIVATE_KEY`, Azure's `AccountKey` and
 `SharedAccessKey`, `"private_key"`); not `SharedAccessKeyName`, a key's name."""
@@ -239,8 +240,11 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
     ),
     _TokenPattern(
         "a credential assignment",
-        re.compile(r"(?i:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b)[^\n]{0,200}?\s-p\S{4,}"),
-        ("mysql", "mariadb"),
+        re.compile(
+            r"(?i:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b)[^\n]{0,200}?\s-p\S{4,}"
+            r"|(?i:\bdocker\s+login\b)[^\n]{0,200}?\s-p\s+(?!\$)\S{4,}"
+        ),
+        ("mysql", "mariadb", "docker"),
     ),
 )
 _NEEDLES: Final = tuple(

@@ -591,6 +591,29 @@ def test_given_a_credential_in_a_setting_then_its_kind_is_found(text: str, kind:
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        "--password=Hunter2",
+        "psql --password=hunter22",
+        "--api-key=abcd1234",
+        "x--token=abc123",
+        "--db-pass=Hunter2!",
+        "--private-key=MIIEabc123def",
+        "docker login -u admin -p Hunter2!x",
+        "contraseña del portal: Verano2024!",
+        "Passwort für das Portal: Sommer2024",
+        "mot de passe du portail : Soleil2024!",
+    ],
+)
+def test_given_a_command_line_option_or_a_qualified_password_then_a_credential_is_found(
+    text: str,
+) -> None:
+    assert [finding.kind for finding in secrets_in_text("note", text)] == [
+        "a credential assignment"
+    ]
+
+
+@pytest.mark.parametrize(
     ("text", "kind"),
     [
         ("-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBGX", "a private key"),
@@ -676,6 +699,8 @@ def test_given_a_vendor_token_then_its_kind_is_found(text: str, kind: str) -> No
                 "Sig: take 1 tablet by mouth twice daily",
                 "GitLab issue #1234 tracks the import bug",
                 "npm install failed on clinic kiosk",
+                "docker login -p $REGISTRY_TOKEN",
+                "contraseña olvidada, restablecida",
                 "Endpoint=sb://uac.servicebus.windows.net/;SharedAccessKeyName=RootManage",
                 "IV access: 20G left antecubital",
                 "access key for the key safe kept by daughter",
