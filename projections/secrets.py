@@ -23,15 +23,19 @@ _NAME_START = r"(?<![\w-])"
 `a-b-c-…`, from where the parts would be read again: 10,000 characters of them took 8 s)."""
 _LOGIN_TERMS = (
     r"password|passwd|passphrase|pswd|passcode|passwort|kennwort|wachtwoord|mot de passe"
-    r"|contrase[ñn]a|senha|пароль|парола|hasło|lösenord|şifre|jelszó|mật khẩu"
+    r"|contrase[ñn]a|senha"
 )
+_OTHER_LOGIN_WORD = r"(?:пароль|парола|hasło|lösenord|şifre|jelszó|mật khẩu)"
+"""Password in Russian, Bulgarian, Polish, Swedish, Turkish, Hungarian and Vietnamese: a pattern of
+its own, searched only in text that holds one (every word beginning tries each login term)."""
 _CREDENTIAL_WORD = (
-    rf"[_-]*(?:[a-z0-9]+[_-]+)*(?:{_LOGIN_TERMS}|pwd|[a-z0-9]*?(?:secret|token)|api[_ -]?key"
+    rf"[_-]*(?:[a-z0-9]+[_-]+)*(?:{_LOGIN_TERMS}|pwd"
+    r"|(?:client|auth|refresh|session|app|bot|oauth|jwt|api)?(?:secret|token)|api[_ -]?key"
     r"|access[_ -]?token)(?:[_-][a-z0-9]+)*[\"']?"
 )
 """A word that names a credential, alone or in a setting's name (`aws_secret_access_key`,
-`client_secret`, `db_password`, and `clientSecret` or npm's `_authToken` for a secret or a
-token), maybe as a quoted key (`"password": …`)."""
+`client_secret`, `db_password`, the camelCase `clientSecret` and npm's `_authToken`), maybe as a
+quoted key (`"password": …`)."""
 _CJK_LOGIN_WORD = r"(?:密码|密碼|口令|パスワード|暗証番号|비밀번호)"
 """Password in Chinese (simplified and traditional), Japanese and Korean, written without a
 space before it (`我的密码`, `wifi口令`)."""
@@ -72,7 +76,8 @@ _QUALIFIED_LOGIN_WORD = (
 )
 """A login word and what it opens (`password for the portal: …`, `contraseña del portal: …`)."""
 _KEY_NAME = (
-    r"[_-]*(?:[a-z0-9]+[_-]+)*[a-z0-9]*?(?:private|account|access)[_ -]?key(?:[_-][a-z0-9]+)*[\"']?"
+    r"[_-]*(?:[a-z0-9]+[_-]+)*(?:shared|storage)?(?:private|account|access)[_ -]?key(?:[_-][a-z0-9]+)*"
+    r"[\"']?"
 )
 """The name of a key that is a secret (`PRIVATE_KEY`, Azure's `AccountKey` and
 `SharedAccessKey`, `"private_key"`); not `SharedAccessKeyName`, a key's name."""
@@ -172,8 +177,6 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
             rf"{_CREDENTIAL_VALUE}"
             rf"|(?i:[\"']{_CREDENTIAL_WORD}\s*:\s*[\"'])[^\"'\s]{{4,}}[\"']"
             rf"|(?i:\b{_LOGIN_WORD}\s*:\s*)\S{{4,64}}?(?=[.,;!)]*(?:$|[\r\n]))"
-            rf"|{_CJK_LOGIN_WORD}{_CJK_SAYS}{_ASCII_VALUE}"
-            rf"|{_CJK_LOGIN_WORD}\s*[:=]\s*[!-~]{{4,64}}?(?=[.,;!)\u3002]*(?:$|[\r\n]))"
             rf"|(?i:\b(?:{_LOGIN_WORD}|pwd)(?:\s+[-\u2013\u2014])?\s+){_STRONG_VALUE}"
         ),
         (
@@ -184,19 +187,6 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
             "wachtwoord",
             "contrase",
             "senha",
-            "пароль",
-            "парола",
-            "hasło",
-            "lösenord",
-            "şifre",
-            "jelszó",
-            "mật khẩu",
-            "密码",
-            "密碼",
-            "口令",
-            "パスワード",
-            "暗証番号",
-            "비밀번호",
             "secret",
             "api",
             "token",
@@ -204,8 +194,26 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
     ),
     _TokenPattern(
         "a credential assignment",
+        re.compile(
+            rf"(?i:\b{_OTHER_LOGIN_WORD}\s*(?:=|:)\s*)(?:{_CREDENTIAL_VALUE}"
+            rf"|\S{{4,64}}?(?=[.,;!)]*(?:$|[\r\n])))"
+            rf"|(?i:\b{_OTHER_LOGIN_WORD}(?:\s+[-\u2013\u2014])?\s+){_STRONG_VALUE}"
+            rf"|{_CJK_LOGIN_WORD}{_CJK_SAYS}{_ASCII_VALUE}"
+            rf"|{_CJK_LOGIN_WORD}\s*[:=]\s*[!-~]{{4,64}}?(?=[.,;!)\u3002]*(?:$|[\r\n]))"
+        ),
+        (
+            *("пароль", "парола", "hasło", "lösenord", "şifre", "jelszó", "mật khẩu"),
+            *("密码", "密碼", "口令", "パスワード", "暗証番号", "비밀번호"),
+        ),
+    ),
+    _TokenPattern(
+        "a credential assignment",
         re.compile(rf"(?i:{_NAME_START}{_KEY_NAME}\s*[=:]\s*[\"']?){_OPAQUE_VALUE}"),
-        ("private", "account", "access"),
+        tuple(
+            f"{word}{sep}key"
+            for word in ("private", "account", "access")
+            for sep in ("_", "-", " ", "")
+        ),
     ),
     _TokenPattern(
         "a credential assignment",
