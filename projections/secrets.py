@@ -18,36 +18,69 @@ from pydantic import BaseModel
 from schemas.base import field_names
 from schemas.events import Event
 
+_NAME_START = r"(?<![\w-])"
+"""Where a setting's name begins: not after a letter, a digit, `_` or `-` (not at each part of
+`a-b-c-…`, from where the parts would be read again: 10,000 characters of them took 8 s)."""
 _LOGIN_TERMS = (
-    r"password|passwd|passphrase|pswd|pwd|passcode|passwort|kennwort|wachtwoord|mot de passe"
+    r"password|passwd|passphrase|pswd|passcode|passwort|kennwort|wachtwoord|mot de passe"
     r"|contrase[ñn]a|senha"
 )
+_OTHER_LOGIN_WORD = r"(?:пароль|парола|hasło|lösenord|şifre|jelszó|mật khẩu)"
+"""Password in Russian, Bulgarian, Polish, Swedish, Turkish, Hungarian and Vietnamese: a pattern of
+its own, searched only in text that holds one (every word beginning tries each login term)."""
 _CREDENTIAL_WORD = (
-    rf"(?:[a-z0-9]+[_-])*(?:{_LOGIN_TERMS}|secret|api[_ -]?key|access[_ -]?token|token)"
-    r"(?:[_-][a-z0-9]+)*"
+    rf"[_-]*(?:[a-z0-9]+[_-]+)*(?:{_LOGIN_TERMS}|pwd"
+    r"|(?:client|auth|refresh|session|app|bot|oauth|jwt|api)?(?:secret|token)|api[_ -]?key"
+    r"|access[_ -]?token)(?:[_-][a-z0-9]+)*[\"']?"
 )
 """A word that names a credential, alone or in a setting's name (`aws_secret_access_key`,
-`client_secret`, `db_password`)."""
-_CREDENTIAL_VALUE = r"(?=\S*?(?:\d|[a-z][A-Z]|[_@#$%^&*+=\\|<>~`]))\S{4,}"
+`client_secret`, `db_password`, the camelCase `clientSecret` and npm's `_authToken`), maybe as a
+quoted key (`"password": …`)."""
+_CJK_LOGIN_WORD = r"(?:密码|密碼|口令|パスワード|暗証番号|비밀번호)"
+"""Password in Chinese (simplified and traditional), Japanese and Korean, written without a
+space before it (`我的密码`, `wifi口令`)."""
+_CJK_SAYS = r"\s*(?:[:=]|是|为|為|は)\s*"
+"""A colon (the full-width U+FF1A reads as `:`), or `is` (`密码是…`, `パスワードは…`)."""
+_ASCII_VALUE = r"(?=[!-~]{0,63}?(?:\d|[a-z][A-Z]|[_@#$%^&*+=\\|<>~`]))[!-~]{4,}"
+"""A password in Chinese, Japanese or Korean text is typed in ASCII (`密码:abc12345`); what the
+text goes on to say has no spaces either (`密码:请在2024年前修改`, change it before 2024)."""
+_CREDENTIAL_VALUE = r"(?=\S{0,63}?(?:\d|[a-z][A-Z]|[_@#$%^&*+=\\|<>~`]))\S{4,}"
 """A run of four or more characters without spaces that holds a digit, a symbol or a capital
 letter after a small one (`hunter22`, `p@ss`, `eyJhbGci`): what a credential looks like, and
 what an ordinary word (`Secret: patient does not want family informed`) does not."""
 
 _STRONG_VALUE = (
-    r"(?:(?=\S*?[a-z])(?=\S*?[A-Z])(?=\S*?\d)\S{6,}"
-    r"|(?=\S*?[A-Za-z])(?=\S*?\d)(?=\S*?[!@#$%^&*?~+=])\S{6,})"
+    r"(?:(?=\S{0,63}?[a-z])(?=\S{0,63}?[A-Z])(?=\S{0,63}?\d)\S{6,}"
+    r"|(?=\S{0,63}?[A-Za-z])(?=\S{0,63}?\d)(?=\S{0,63}?[!@#$%^&*?~+=])\S{6,})"
 )
 """Six or more characters without spaces mixing small and capital letters with a digit, or
 letters and digits with a symbol (`Hunter2!`, `S3cr3t!`): what a password looks like and what a
 measurement (`72kg`, `1.5m/s`) or a word does not. Required after a word that is not only a
 credential's name (`pass`, `pw`: a pass of a stone, pulsed-wave Doppler) or that is not followed
 by `:` or `=` (`password Hunter2!`)."""
-_SHORT_CREDENTIAL_WORD = r"(?:[a-z0-9]+[_-])*(?:pass|pw)"
+_SHORT_CREDENTIAL_WORD = r"[_-]*(?:[a-z0-9]+[_-]+)*(?:pass|pw)"
 """`pass` and `pw`, alone or in a setting's name (`DB_PASS`)."""
 
 _LOGIN_WORD = rf"(?:{_LOGIN_TERMS})"
 """A password given as the whole of its line (`password: letmein`) is one, whatever it looks
-like; `Password: reset by the IT desk` goes on in words and is not."""
+like; `Password: reset by the IT desk` goes on in words and is not. `pwd` is a credential's name
+only in a setting (`Pwd=…;`, `pwd: Hunter2`): alone it is also a person with diabetes or
+dementia (`PWD: confirmed`)."""
+_OPAQUE_VALUE = r"(?=\S{0,63}?(?:\d|[a-z][A-Z]|[_+/=~]))\S{8,}"
+"""What follows an `Authorization:` header's scheme or a key's name (`AccountKey=`): a token or
+Base64 (`dXNlcjpodW50ZXIy`), with a digit, a capital letter after a small one or a symbol, which
+words do not have (`Prior authorization: basic metabolic panel covered`)."""
+_QUALIFIED_LOGIN_WORD = (
+    rf"{_LOGIN_WORD}\s+(?:for|to|of|on|del?|du|des|für|do|da|voor|van)\s+"
+    r"(?:(?:the|my|his|her|their|your|our|la|el|le|das|die|den|het)\s+)?[\w.-]+"
+)
+"""A login word and what it opens (`password for the portal: …`, `contraseña del portal: …`)."""
+_KEY_NAME = (
+    r"[_-]*(?:[a-z0-9]+[_-]+)*(?:shared|storage)?(?:private|account|access)[_ -]?key(?:[_-][a-z0-9]+)*"
+    r"[\"']?"
+)
+"""The name of a key that is a secret (`PRIVATE_KEY`, Azure's `AccountKey` and
+`SharedAccessKey`, `"private_key"`); not `SharedAccessKeyName`, a key's name."""
 
 
 class _TokenPattern(NamedTuple):
@@ -63,7 +96,37 @@ class _TokenPattern(NamedTuple):
 
 _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
     _TokenPattern(
-        "a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), ("private key-----",)
+        "a private key",
+        re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\bPuTTY-User-Key-File-\d+:"),
+        ("-----begin", "putty-user-key-file-"),
+    ),
+    _TokenPattern(
+        "a GitLab token",
+        re.compile(r"\bgl(?:pat|ptt|rt)-[A-Za-z0-9_-]{20,}"),
+        ("glpat-", "glptt-", "glrt-"),
+    ),
+    _TokenPattern(
+        "a Slack webhook URL",
+        re.compile(r"\bhooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]{20,}"),
+        ("hooks.slack.com/",),
+    ),
+    _TokenPattern(
+        "a webhook signing secret", re.compile(r"\bwhsec_[A-Za-z0-9+/=]{24,}"), ("whsec_",)
+    ),
+    _TokenPattern(
+        "a SendGrid API key",
+        re.compile(r"\bSG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"),
+        ("sg.",),
+    ),
+    _TokenPattern("an npm token", re.compile(r"\bnpm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), ("npm_",)),
+    _TokenPattern("a PyPI token", re.compile(r"\bpypi-AgE[A-Za-z0-9_-]{50,}"), ("pypi-age",)),
+    _TokenPattern(
+        "a Google OAuth client secret", re.compile(r"\bGOCSPX-[A-Za-z0-9_-]{24,}"), ("gocspx-",)
+    ),
+    _TokenPattern(
+        "a URL signature",
+        re.compile(r"(?i:[?&;](?:sig|x-amz-signature|signature)=)[A-Za-z0-9%/+=_-]{16,}"),
+        ("sig=", "signature="),
     ),
     _TokenPattern(
         "an API key",
@@ -79,7 +142,10 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
     ),
     _TokenPattern(
         "a credential in a URL",
-        re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:[^\s/@]+@"),
+        re.compile(
+            r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:[^\s/@]+@"
+            r"|\bjdbc:oracle:[a-z]+:[^\s/:@]+/[^\s/@]+@"
+        ),
         ("@",),
     ),
     _TokenPattern(
@@ -98,7 +164,7 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
     _TokenPattern(
         "an authorization credential",
         re.compile(
-            r"(?i:\bauthorization\s*:\s*(?:bearer|basic|token|digest)\s+)\S{8,}"
+            rf"(?i:\bauthorization\s*:\s*(?:bearer|basic|token|digest)\s+){_OPAQUE_VALUE}"
             r"|(?i:\bbearer\s+)(?=[A-Za-z._~+/-]*\d)[A-Za-z0-9._~+/-]{20,}"
         ),
         ("authorization", "bearer"),
@@ -106,10 +172,12 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
     _TokenPattern(
         "a credential assignment",
         re.compile(
-            rf"(?i:\b{_CREDENTIAL_WORD}\s*=\s*)\S{{4,}}"
-            rf"|(?i:\b{_CREDENTIAL_WORD}\s*(?:is|:)\s*){_CREDENTIAL_VALUE}"
-            rf"|(?i:\b{_LOGIN_WORD}\s*:\s*)\S{{4,}}?(?=[.,;!)]*(?:$|[\r\n]))"
-            rf"|(?i:\b{_LOGIN_WORD}(?:\s+[-\u2013\u2014])?\s+){_STRONG_VALUE}"
+            rf"(?i:{_NAME_START}{_CREDENTIAL_WORD}\s*=\s*)\S{{4,}}"
+            rf"|(?i:{_NAME_START}(?:{_CREDENTIAL_WORD}|{_QUALIFIED_LOGIN_WORD})\s*(?:is|:)\s*[\"']?)"
+            rf"{_CREDENTIAL_VALUE}"
+            rf"|(?i:[\"']{_CREDENTIAL_WORD}\s*:\s*[\"'])[^\"'\s]{{4,}}[\"']"
+            rf"|(?i:\b{_LOGIN_WORD}\s*:\s*)\S{{4,64}}?(?=[.,;!)]*(?:$|[\r\n]))"
+            rf"|(?i:\b(?:{_LOGIN_WORD}|pwd)(?:\s+[-\u2013\u2014])?\s+){_STRONG_VALUE}"
         ),
         (
             "pass",
@@ -126,12 +194,35 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
     ),
     _TokenPattern(
         "a credential assignment",
-        re.compile(rf"(?i:\b{_SHORT_CREDENTIAL_WORD}\s*(?:[:=]|is)\s*){_STRONG_VALUE}"),
+        re.compile(
+            rf"(?i:\b{_OTHER_LOGIN_WORD}\s*(?:=|:)\s*)(?:{_CREDENTIAL_VALUE}"
+            rf"|\S{{4,64}}?(?=[.,;!)]*(?:$|[\r\n])))"
+            rf"|(?i:\b{_OTHER_LOGIN_WORD}(?:\s+[-\u2013\u2014])?\s+){_STRONG_VALUE}"
+            rf"|{_CJK_LOGIN_WORD}{_CJK_SAYS}{_ASCII_VALUE}"
+            rf"|{_CJK_LOGIN_WORD}\s*[:=]\s*[!-~]{{4,64}}?(?=[.,;!)\u3002]*(?:$|[\r\n]))"
+        ),
+        (
+            *("пароль", "парола", "hasło", "lösenord", "şifre", "jelszó", "mật khẩu"),
+            *("密码", "密碼", "口令", "パスワード", "暗証番号", "비밀번호"),
+        ),
+    ),
+    _TokenPattern(
+        "a credential assignment",
+        re.compile(rf"(?i:{_NAME_START}{_KEY_NAME}\s*[=:]\s*[\"']?){_OPAQUE_VALUE}"),
+        tuple(
+            f"{word}{sep}key"
+            for word in ("private", "account", "access")
+            for sep in ("_", "-", " ", "")
+        ),
+    ),
+    _TokenPattern(
+        "a credential assignment",
+        re.compile(rf"(?i:{_NAME_START}{_SHORT_CREDENTIAL_WORD}\s*(?:[:=]|is)\s*){_STRONG_VALUE}"),
         ("pass", "pw"),
     ),
     _TokenPattern(
         "a credential assignment",
-        re.compile(rf"(?i:\b(?:login\s*|username\s*|user)[:=]\s*\S+\s*/\s*){_STRONG_VALUE}"),
+        re.compile(rf"(?i:\b(?:login\s*|username\s*|user)[:=]\s*\S{{1,64}}\s*/\s*){_STRONG_VALUE}"),
         ("login", "username", "user:", "user="),
     ),
     _TokenPattern(
@@ -140,14 +231,57 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
         ("pin:", "pin=", "code:", "code=", "number:", "number="),
     ),
     _TokenPattern(
+        "a one-time code",
+        re.compile(
+            r"(?i:\b(?:one[- ]time\s+(?:code|pin|pass(?:word|code)?)"
+            r"|(?:verification|2fa|mfa|sms|login|sign[- ]?in|authentication)\s+code)"
+            r"\s*(?:[:=#]|is)?\s*)\d{4,8}(?![\w,/-]|\.\d|\s*(?:mg|mcg|ml|units?|iu)\b)"
+            r"|(?i:\botp\s*(?:[:=#]|is)?\s*)\d{6,8}(?![\w,/-]|\.\d|\s*(?:mg|mcg|ml|units?|iu)\b)"
+            r"|(?:验证码|驗證碼|認証コード|確認コード)\s*(?:[:=]|是|为|為|は)?\s*\d{4,8}(?!\d)"
+        ),
+        ("otp", "one-time", "one time", "code", "验证码", "驗證碼", "認証コード", "確認コード"),
+    ),
+    _TokenPattern(
+        "a card security code",
+        re.compile(r"(?i:\b(?:cvv2?|cvc2?|security\s+code)\s*(?:[:=#]|is)?\s*)\d{3,4}(?![\w,/.-])"),
+        ("cvv", "cvc", "security code"),
+    ),
+    _TokenPattern(
         "a credential assignment",
-        re.compile(r"(?i:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b)[^\n]*?\s-p\S{4,}"),
-        ("mysql", "mariadb"),
+        re.compile(
+            r"(?i:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b)[^\n]{0,200}?\s-p\S{4,}"
+            r"|(?i:\bdocker\s+login\b)[^\n]{0,200}?\s-p\s+(?!\$)\S{4,}"
+        ),
+        ("mysql", "mariadb", "docker"),
     ),
 )
 _NEEDLES: Final = tuple(
     dict.fromkeys(needle for token in _TOKEN_PATTERNS for needle in token.needles)
 )
+_GATES: Final = ("_", "=", ".", "-", ":")
+"""Characters that most text lacks (`_`, `=`) or that many needles share (`-`, `:`): the needles
+holding one are looked for only in text that holds it (the first of them in this order), one
+look for the needles of a kind most text has none of. Each needle costs a look (about 70 ns on
+100 characters), on every event."""
+
+
+def _needle_groups(needles: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """`needles` grouped under the first gate each holds; those with none under `""`, looked
+    for in every text."""
+    groups: dict[str, list[str]] = {}
+    for needle in needles:
+        gate = next((gate for gate in _GATES if gate in needle), "")
+        groups.setdefault(gate, []).append(needle)
+    return tuple((gate, tuple(group)) for gate, group in groups.items())
+
+
+_ASCII_NEEDLE_GROUPS: Final = _needle_groups(tuple(n for n in _NEEDLES if n.isascii()))
+_NEEDLE_GROUPS: Final = (
+    *_ASCII_NEEDLE_GROUPS,
+    ("", tuple(needle for needle in _NEEDLES if not needle.isascii())),
+)
+"""The needles as text other than ASCII looks for them; ASCII text (most of it, English) looks
+for `_ASCII_NEEDLE_GROUPS`, without the needles it cannot hold (`密码`, `пароль`)."""
 _ASCII_CASE_FOLDS: Final = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
 """The characters other than ASCII letters that a case-insensitive pattern takes for one (the
 dotted and dotless i, the long s) but that `str.lower` does not turn into it."""
@@ -163,9 +297,15 @@ def _token_kinds(text: str) -> dict[str, None]:
     """The kinds of secret the token patterns find in `text` (read by `_readable`), each once;
     a pattern is searched only where one of its needles is."""
     folded = _folded(text)
-    if not any(needle in folded for needle in _NEEDLES):
+    present = {
+        needle
+        for gate, needles in (_ASCII_NEEDLE_GROUPS if folded.isascii() else _NEEDLE_GROUPS)
+        if gate in folded
+        for needle in needles
+        if needle in folded
+    }
+    if not present:
         return {}
-    present = {needle for needle in _NEEDLES if needle in folded}
     return dict.fromkeys(
         token.kind
         for token in _TOKEN_PATTERNS

@@ -429,6 +429,30 @@ def test_given_a_secret_when_rejected_then_the_detail_never_contains_it() -> Non
     assert "payload.note" in decision.detail
 
 
+@pytest.mark.parametrize(
+    ("payload", "kind", "secret"),
+    [
+        ({"note": "glpat-AbCdEfGhIjKlMnOpQrSt"}, "a GitLab token", "AbCdEfGhIjKlMnOpQrSt"),
+        (
+            {"value": "AccountKey=Eby8vdM02xNOcqFlqUwJPLlm==;"},
+            "a credential assignment",
+            "Eby8vdM02x",
+        ),
+        ({"note": "\u5bc6\u7801\uff1aabc12345"}, "a credential assignment", "abc12345"),
+        ({"note": "OTP: 482913"}, "a one-time code", "482913"),
+        ({"note": "CVV: 123"}, "a card security code", "123"),
+    ],
+)
+def test_given_a_secret_of_a_kind_when_rejected_then_the_detail_names_the_kind_not_the_secret(
+    payload: dict[str, str], kind: str, secret: str
+) -> None:
+    decision = _decide(make_event("PreferenceStated", "kind", payload=payload))
+    assert isinstance(decision, Rejected)
+    field = next(iter(payload))
+    assert f"payload.{field} looks like {kind}" in decision.detail
+    assert secret not in decision.detail
+
+
 ACCEPTED = [
     pytest.param(
         make_event("AllergyRecorded", "ok1"),
