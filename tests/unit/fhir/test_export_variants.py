@@ -1,0 +1,88 @@
+"""Shapes of real EHR exports probed in one session: a DSTU2 allergy (its `substance` and its
+single `status`), a dispense naming its order by identifier only, a patient named by a
+reference and an identifier that disagree, a coding displayed by a number, and a drug name
+spelled with a letter of another script."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from schemas.events import AllergyRecorded, Criticality, VerificationStatus
+from tests.unit.fhir.test_clinical_scenarios import (
+    drug_allergy_alerts,
+    fold,
+    subject,
+    submitted_from,
+)
+from tests.unit.fhir.test_error_paths import messages, run
+
+PATIENT = {"reference": "Patient/p1"}
+RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
+PENICILLIN = {"coding": [{"system": RXNORM, "code": "7980", "display": "Penicillin G"}]}
+ORDER = {
+    "resourceType": "MedicationRequest",
+    "id": "r1",
+    "status": "active",
+    "intent": "order",
+    "medicationCodeableConcept": {
+        "coding": [{"system": RXNORM, "code": "723", "display": "Amoxicillin"}],
+        "text": "Amoxicillin 500 mg",
+    },
+    "subject": PATIENT,
+    "authoredOn": "2024-02-01",
+}
+
+
+def dstu2_allergy(status: str) -> dict[str, Any]:
+    return {
+        "resourceType": "AllergyIntolerance",
+        "id": "a1",
+        "patient": PATIENT,
+        "substance": PENICILLIN,
+        "status": status,
+        "criticality": "CRITH",
+        "category": "medication",
+        "recordedDate": "2023-06-01T00:00:00Z",
+    }
+
+
+def allergy_of(resources: list[dict[str, Any]]) -> AllergyRecorded:
+    result = run(*resources)
+    assert result.errors == []
+    (payload,) = [e.payload for _, e in result.events if isinstance(e.payload, AllergyRecorded)]
+    return payload
+
+
+@pytest.mark.parametrize("status", ["refuted", "entered-in-error", "resolved", "inactive"])
+def test_a_dstu2_allergy_whose_status_says_it_does_not_hold_raises_no_alert(status: str) -> None:
+    """DSTU2 says refuted (and the rest) in one `status`: read past, a refuted penicillin
+    allergy still raised a critical alert on amoxicillin."""
+    resources = [dstu2_allergy(status), ORDER]
+    payload = allergy_of(resources)
+    assert status.replace("-", "_") in (payload.verification_status, payload.clinical_status)
+    assert drug_allergy_alerts(subject(fold(submitted_from(resources)), "p1")) == []
+
+
+def test_a_dstu2_allergy_confirmed_is_read_by_its_substance_and_alerts() -> None:
+    """DSTU2 names the allergen in `substance` (R4's `code`): it was an error, and the allergy
+    was lost."""
+    resources = [dstu2_allergy("confirmed"), ORDER]
+    payload = allergy_of(resources)
+    assert payload.verification_status == VerificationStatus.CONFIRMED
+    assert payload.criticality == Criticality.HIGH
+    (alert,) = drug_allergy_alerts(subject(fold(submitted_from(resources)), "p1"))
+    assert alert.severity == "critical"
+
+
+def test_a_dstu2_status_beside_an_r4_one_that_says_otherwise_is_reported() -> None:
+    allergy = {
+        **dstu2_allergy("refuted"),
+        "verificationStatus": {"coding": [{"code": "confirmed"}]},
+    }
+    result = run(allergy)
+    assert messages(result) == [
+        "AllergyIntolerance/a1: status 'refuted' (DSTU2) says otherwise than verificationStatus "
+        "'confirmed': the verificationStatus is read"
+    ]
