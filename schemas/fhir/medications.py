@@ -1383,7 +1383,12 @@ def patients_order(source: Source, field_name: str, index: Index, subject_id: st
     not the restart of an order that ended."""
     order = based_on_request(source.resource, field_name, index)
     source.passed_over.extend(pinned_order_notes(source.resource, field_name, index))
-    if order is None and field_name in source.resource and not _links(source.resource[field_name]):
+    unresolved = None if order else _unresolved_identifiers(source.resource, field_name, index)
+    if order is None and unresolved is not None:
+        source.passed_over.append(unresolved)
+    elif (
+        order is None and field_name in source.resource and not _links(source.resource[field_name])
+    ):
         written = json.dumps(source.resource[field_name], ensure_ascii=False)
         source.passed_over.append(
             f"{field_name} {quoted(written)} is no reference that can be read: the record is "
@@ -1491,4 +1496,40 @@ def based_on_request(resource: Json, field_name: str, index: Index) -> str | Non
         relative = relative_reference(target) if target is not None else None
         if relative is not None and relative.startswith("MedicationRequest/"):
             return relative.split("/", 1)[1]
+    for _, reference in references:
+        key = _identifier_key(reference)
+        if key is not None and index.order_identifiers.get(key) is not None:
+            return index.order_identifiers[key]
+    return None
+
+
+def _identifier_key(reference: Json) -> tuple[str, str] | None:
+    """The (system, value) of a Reference that names its target by identifier only (a
+    logical reference: no `reference`), if it gives both."""
+    identifier = reference.get("identifier")
+    if reference.get("reference") is not None or not isinstance(identifier, Mapping):
+        return None
+    system, value = identifier.get("system"), identifier.get("value")
+    return (system, value) if isinstance(system, str) and isinstance(value, str) else None
+
+
+def _unresolved_identifiers(resource: Json, field_name: str, index: Index) -> str | None:
+    """Why the orders `field_name` names by identifier only are none of the input set's: one
+    that no MedicationRequest carries, or more than one does."""
+    for reference in _reference_items(resource.get(field_name)):
+        key = _identifier_key(reference)
+        if key is None:
+            continue
+        named = f"{key[0]}|{key[1]}"
+        if key in index.order_identifiers:
+            return (
+                f"{field_name} names its order by identifier {named}, which more than one "
+                "MedicationRequest of the input set carries: which is meant cannot be told, so "
+                "the record is read as a course of its own"
+            )
+        return (
+            f"{field_name} names its order by identifier {named}, which no MedicationRequest "
+            "of the input set carries: the record is read as a course of its own (send the "
+            "order with it, or name it MedicationRequest/<id>)"
+        )
     return None

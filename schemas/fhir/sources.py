@@ -133,6 +133,9 @@ class Index:
     links: PatientLinks = PatientLinks()
     """The patients replaced by others at the source, whose records are filed under the
     patient replacing them (`current_patient`)."""
+    order_identifiers: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
+    """(identifier system, value) -> MedicationRequest id, for a record that names its order
+    by identifier only (None: more than one MedicationRequest carries it)."""
 
     @classmethod
     def of(cls, resources: Iterable[SourcedResource]) -> Index:
@@ -141,6 +144,9 @@ class Index:
         patients: dict[str, str] = {}
         orders: dict[str, SourcedResource] = {}
         identifiers: dict[tuple[str, str], str | None] = {}
+        order_identifiers: dict[tuple[str, str], str | None] = {}
+        identified = {"Patient": identifiers, "MedicationRequest": order_identifiers}
+        """By type: (identifier system, value) -> the one id that carries it, else None."""
         ranks: dict[str, VersionRank] = {}
         ties: dict[str, VersionRank] = {}
         newest_by_type = {
@@ -182,10 +188,11 @@ class Index:
                     replacing.setdefault(prior, []).append(item)
             if resource_type == "Patient" and full_url and identifier:
                 patients[full_url] = identifier
-            if resource_type == "Patient" and identifier:
+            carried = identified.get(resource_type)
+            if carried is not None and identifier:
                 for key in _identifier_keys(item.resource):
-                    identifiers[key] = (
-                        identifier if identifiers.get(key, identifier) == identifier else None
+                    carried[key] = (
+                        identifier if carried.get(key, identifier) == identifier else None
                     )
         undecided = {key: _TIED for key, rank in ties.items() if ranks[key] == rank}
         for held in newest_by_type.values():
@@ -209,6 +216,7 @@ class Index:
             versions=versions,
             across_servers=across,
             disputed=disputed,
+            order_identifiers=order_identifiers,
         )
 
     def linked(self, links: PatientLinks) -> Index:

@@ -21,7 +21,7 @@ from tests.unit.fhir.test_error_paths import messages, run
 PATIENT = {"reference": "Patient/p1"}
 RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 PENICILLIN = {"coding": [{"system": RXNORM, "code": "7980", "display": "Penicillin G"}]}
-ORDER = {
+ORDER: dict[str, Any] = {
     "resourceType": "MedicationRequest",
     "id": "r1",
     "status": "active",
@@ -85,4 +85,65 @@ def test_a_dstu2_status_beside_an_r4_one_that_says_otherwise_is_reported() -> No
     assert messages(result) == [
         "AllergyIntolerance/a1: status 'refuted' (DSTU2) says otherwise than verificationStatus "
         "'confirmed': the verificationStatus is read"
+    ]
+
+
+RX_SYSTEM = "http://hospital.example/rx"
+
+
+def dispense_of(value: str) -> dict[str, Any]:
+    return {
+        "resourceType": "MedicationDispense",
+        "id": "d1",
+        "status": "completed",
+        "medicationCodeableConcept": ORDER["medicationCodeableConcept"],
+        "subject": PATIENT,
+        "authorizingPrescription": [{"identifier": {"system": RX_SYSTEM, "value": value}}],
+        "whenHandedOver": "2024-02-02T10:00:00Z",
+    }
+
+
+ALLERGY: dict[str, Any] = {
+    "resourceType": "AllergyIntolerance",
+    "id": "a1",
+    "patient": PATIENT,
+    "code": PENICILLIN,
+    "verificationStatus": {"coding": [{"code": "confirmed"}]},
+    "recordedDate": "2023-06-01",
+}
+IDENTIFIED_ORDER: dict[str, Any] = {**ORDER, "identifier": [{"system": RX_SYSTEM, "value": "RX-1"}]}
+
+
+def test_a_dispense_naming_its_order_by_identifier_is_news_of_that_order() -> None:
+    """A dispense whose authorizingPrescription gives the order's identifier only started a
+    course of its own: two critical alerts and a duplicate-therapy warning for one
+    prescription."""
+    resources = [ALLERGY, IDENTIFIED_ORDER, dispense_of("RX-1")]
+    result = run(*resources)
+    assert messages(result) == []
+    alerts = drug_allergy_alerts(subject(fold(submitted_from(resources)), "p1"))
+    assert [
+        (alert.status, alert.drug_allergy and alert.drug_allergy.prescription_id)
+        for alert in alerts
+    ] == [("raised", "r1")]
+
+
+def test_a_dispense_naming_an_order_identifier_no_order_carries_says_so() -> None:
+    result = run(ALLERGY, IDENTIFIED_ORDER, dispense_of("RX-2"))
+    assert messages(result) == [
+        "MedicationDispense/d1: authorizingPrescription names its order by identifier "
+        "http://hospital.example/rx|RX-2, which no MedicationRequest of the input set carries: "
+        "the record is read as a course of its own (send the order with it, or name it "
+        "MedicationRequest/<id>)"
+    ]
+
+
+def test_a_dispense_naming_an_identifier_two_orders_carry_says_so() -> None:
+    second = {**IDENTIFIED_ORDER, "id": "r2"}
+    result = run(IDENTIFIED_ORDER, second, dispense_of("RX-1"))
+    assert messages(result) == [
+        "MedicationDispense/d1: authorizingPrescription names its order by identifier "
+        "http://hospital.example/rx|RX-1, which more than one MedicationRequest of the input "
+        "set carries: which is meant cannot be told, so the record is read as a course of its "
+        "own"
     ]
