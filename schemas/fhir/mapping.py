@@ -334,6 +334,7 @@ from schemas.fhir.sources import (
     Mapper,
     Source,
     fhir_event_id,
+    patient_identity_notes,
     quoted,
     recorded_time,
 )
@@ -441,6 +442,7 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
             result.errors.append(FhirError(item.origin, Problem.INVALID_VALUE.value, message))
         else:
             result.events.extend((item.origin, event) for event in events)
+            passed_over.extend(patient_identity_notes(item.resource, index))
             result.passed_over.extend(
                 PassedOver(item.origin, label, detail) for detail in passed_over
             )

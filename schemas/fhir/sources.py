@@ -795,3 +795,49 @@ def version_offset(version_id: str | None) -> timedelta:
 
 def _raw_last_updated(resource: Json) -> str:
     return string_at(object_at(resource, "meta"), "lastUpdated", at="meta") or ""
+
+
+def patient_identity_notes(resource: Json, index: Index) -> list[str]:
+    """A line for each patient reference (`patient`, `subject`) whose `reference` and
+    `identifier` name different patients of the input set: the reference is followed (FHIR
+    prefers the literal reference), but one of the two is wrong, and a record filed under the
+    wrong patient was filed without a word."""
+    notes = []
+    for field_name in _OTHER_PATIENT_FIELD:
+        holder = resource.get(field_name)
+        if not isinstance(holder, Mapping):
+            continue
+        reference, identifier = holder.get("reference"), holder.get("identifier")
+        if not isinstance(reference, str) or not isinstance(identifier, Mapping):
+            continue
+        system, value = identifier.get("system"), identifier.get("value")
+        named = _patient_id_named(reference, index)
+        if not isinstance(system, str) or not isinstance(value, str) or named is None:
+            continue
+        carrier = index.patient_identifiers.get((system, value))
+        own = sorted(
+            v for (s, v), held in index.patient_identifiers.items() if held == named and s == system
+        )
+        if carrier is not None and carrier != named:
+            why = f"Patient/{carrier} carries it"
+        elif carrier is None and (system, value) not in index.patient_identifiers and own:
+            why = f"Patient/{named} carries {system}|{', '.join(own)}"
+        else:
+            continue
+        notes.append(
+            f"{field_name}.reference {quoted(reference)} names Patient/{named}, but its "
+            f"identifier {system}|{value} names another patient ({why}): the record is filed "
+            f"under Patient/{named}, as the reference says; check at the source which patient "
+            "is meant"
+        )
+    return notes
+
+
+def _patient_id_named(reference: str, index: Index) -> str | None:
+    """The Patient id a literal reference names (a `urn:` through its Bundle entry), if any."""
+    if reference.startswith("urn:"):
+        return index.patients.get(reference_key(reference))
+    relative = relative_reference(reference)
+    if relative is None or not relative.startswith("Patient/"):
+        return None
+    return relative.split("/", 1)[1]

@@ -9,7 +9,12 @@ from typing import Any
 
 import pytest
 
-from schemas.events import AllergyRecorded, Criticality, VerificationStatus
+from schemas.events import (
+    AllergyRecorded,
+    Criticality,
+    MedicationPrescribed,
+    VerificationStatus,
+)
 from tests.unit.fhir.test_clinical_scenarios import (
     drug_allergy_alerts,
     fold,
@@ -147,3 +152,55 @@ def test_a_dispense_naming_an_identifier_two_orders_carry_says_so() -> None:
         "set carries: which is meant cannot be told, so the record is read as a course of its "
         "own"
     ]
+
+
+MRN = "http://hospital.example/mrn"
+
+
+def patient_with(patient_id: str, mrn: str) -> dict[str, Any]:
+    return {
+        "resourceType": "Patient",
+        "id": patient_id,
+        "identifier": [{"system": MRN, "value": mrn}],
+    }
+
+
+def order_naming(value: str) -> dict[str, Any]:
+    subject_of = {"reference": "Patient/p1", "identifier": {"system": MRN, "value": value}}
+    return {**ORDER, "subject": subject_of}
+
+
+def test_a_patient_reference_and_identifier_naming_two_patients_are_reported() -> None:
+    """The order says Patient/p1 and p2's medical record number: filed under p1 without a
+    word, though one of the two is wrong."""
+    result = run(patient_with("p1", "MRN1"), patient_with("p2", "MRN2"), order_naming("MRN2"))
+    prescribed = [e for _, e in result.events if isinstance(e.payload, MedicationPrescribed)]
+    assert [event.subject_id for event in prescribed] == ["p1"]
+    assert [m for m in messages(result) if "subject" in m] == [
+        "MedicationRequest/r1: subject.reference 'Patient/p1' names Patient/p1, but its "
+        "identifier http://hospital.example/mrn|MRN2 names another patient (Patient/p2 carries "
+        "it): the record is filed under Patient/p1, as the reference says; check at the source "
+        "which patient is meant"
+    ]
+
+
+def test_an_identifier_the_referenced_patient_does_not_carry_is_reported() -> None:
+    result = run(patient_with("p1", "MRN1"), order_naming("MRN9"))
+    assert [m for m in messages(result) if "subject" in m] == [
+        "MedicationRequest/r1: subject.reference 'Patient/p1' names Patient/p1, but its "
+        "identifier http://hospital.example/mrn|MRN9 names another patient (Patient/p1 carries "
+        "http://hospital.example/mrn|MRN1): the record is filed under Patient/p1, as the "
+        "reference says; check at the source which patient is meant"
+    ]
+
+
+@pytest.mark.parametrize("value", ["MRN1", "MRN5"])
+def test_a_patient_identifier_that_agrees_or_cannot_be_checked_says_nothing(value: str) -> None:
+    """MRN1 is p1's; MRN5 belongs to no patient of the input set, and p1 carries no MRN."""
+    patient = (
+        patient_with("p1", "MRN1")
+        if value == "MRN1"
+        else {**patient_with("p1", "x"), "identifier": []}
+    )
+    result = run(patient, order_naming(value))
+    assert [m for m in messages(result) if "subject" in m] == []
