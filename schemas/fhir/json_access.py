@@ -8,6 +8,7 @@ event.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta, timezone
@@ -318,6 +319,42 @@ def string_at(holder: Json, key: str, *, at: str | None = None) -> str | None:
     return value.strip() or None
 
 
+def display_at(coding: Json) -> str | None:
+    """A coding's `display`, None when it is no text (a number, an object): a display only
+    shows the code to a person, so one that cannot be read costs the display, never the coding
+    or the record (`unreadable_displays` reports it)."""
+    value = coding.get("display")
+    return value.strip() or None if isinstance(value, str) else None
+
+
+def unreadable_displays(resource: Json) -> list[str]:
+    """A line for each coding in `resource` (contained resources too) whose `display` is
+    neither text nor absent (`"display": 500`): the coding is read without it."""
+    lines: list[str] = []
+    stack: list[tuple[str, object]] = [("", resource)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, Mapping):
+            stack.extend(
+                (f"{path}.{key}" if path else str(key), child)
+                for key, child in reversed(list(value.items()))
+            )
+            shown = value.get("display")
+            if shown is not None and _CODING_PATH.search(path) and not isinstance(shown, str):
+                text = json.dumps(shown, ensure_ascii=False)
+                text = text if len(text) <= _SHOWN else f"{text[: _SHOWN - 1]}…"
+                lines.append(
+                    f"{path}.display is not text ({text}): the coding is read without its display"
+                )
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{n}]", item) for n, item in reversed(list(enumerate(value))))
+    return lines
+
+
+_SHOWN: Final = 60
+_CODING_PATH: Final = re.compile(r"(?:^|\.)coding\[\d+\]$")
+
+
 def required_string(holder: Json, key: str) -> str:
     value = string_at(holder, key)
     if value is None:
@@ -400,7 +437,7 @@ def codings_of(concept: Json) -> tuple[Coding, ...]:
     found = []
     for where, coding in items_at(concept, "coding"):
         system, code = string_at(coding, "system", at=where), string_at(coding, "code", at=where)
-        display = string_at(coding, "display", at=where)
+        display = display_at(coding)
         if system is not None and code is not None:
             found.append(Coding(system=system, code=code, display=display))
     return tuple(found)
@@ -411,9 +448,7 @@ def concept_text(concept: Json) -> str | None:
     text = string_at(concept, "text")
     if text is not None:
         return text
-    displays = (
-        string_at(coding, "display", at=where) for where, coding in items_at(concept, "coding")
-    )
+    displays = (display_at(coding) for _, coding in items_at(concept, "coding"))
     return next((display for display in displays if display), None)
 
 

@@ -306,6 +306,7 @@ from schemas.fhir.json_access import (
     a_resource_of_type,
     optional_concept,
     parse_fhir_datetime,
+    unreadable_displays,
 )
 from schemas.fhir.medications import request_events, statement_events
 from schemas.fhir.modifiers import not_plain
@@ -453,7 +454,10 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
         if resource_type in MAPPED_TYPES:
             result.passed_over.extend(
                 PassedOver(item.origin, label, detail)
-                for detail in _records_contained(item.resource)
+                for detail in (
+                    *_records_contained(item.resource),
+                    *unreadable_displays(item.resource),
+                )
             )
     result.passed_over.extend(replacement_notices(index.links, filed))
     result.passed_over.extend(shared_identifier_notices(index, parsed.resources))

@@ -204,3 +204,46 @@ def test_a_patient_identifier_that_agrees_or_cannot_be_checked_says_nothing(valu
     )
     result = run(patient, order_naming(value))
     assert [m for m in messages(result) if "subject" in m] == []
+
+
+NDC = "http://hl7.org/fhir/sid/ndc"
+
+
+def test_a_coding_displayed_by_a_number_costs_its_display_not_the_order() -> None:
+    """`"display": 500` in one coding made the whole order an error: the amoxicillin was never
+    checked against the penicillin allergy."""
+    concept = {
+        "coding": [
+            {"system": RXNORM, "code": "723", "display": "Amoxicillin"},
+            {"system": NDC, "code": "0093-3109-01", "display": 500},
+        ],
+        "text": "Amoxicillin 500 mg",
+    }
+    resources = [ALLERGY, {**ORDER, "medicationCodeableConcept": concept}]
+    result = run(*resources)
+    assert result.errors == []
+    assert messages(result) == [
+        "MedicationRequest/r1: medicationCodeableConcept.coding[1].display is not text (500): "
+        "the coding is read without its display"
+    ]
+    (alert,) = drug_allergy_alerts(subject(fold(submitted_from(resources)), "p1"))
+    assert alert.severity == "critical"
+
+
+def test_a_contained_medication_and_an_allergy_displayed_by_an_object_are_read_too() -> None:
+    medication = {
+        "resourceType": "Medication",
+        "id": "m1",
+        "code": {"coding": [{"system": RXNORM, "code": "723", "display": {"en": "x"}}]},
+    }
+    order = {**ORDER, "contained": [medication], "medicationReference": {"reference": "#m1"}}
+    del order["medicationCodeableConcept"]
+    allergy = {**ALLERGY, "code": {"coding": [{**PENICILLIN["coding"][0], "display": 7980}]}}
+    result = run(allergy, order)
+    assert result.errors == []
+    assert messages(result) == [
+        "AllergyIntolerance/a1: code.coding[0].display is not text (7980): the coding is read "
+        "without its display",
+        'MedicationRequest/r1: contained[0].code.coding[0].display is not text ({"en": "x"}): '
+        "the coding is read without its display",
+    ]
