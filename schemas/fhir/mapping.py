@@ -308,6 +308,7 @@ from schemas.fhir.json_access import (
     parse_fhir_datetime,
     unreadable_displays,
 )
+from schemas.fhir.lookalikes import lookalike_notes
 from schemas.fhir.medications import request_events, statement_events
 from schemas.fhir.modifiers import not_plain
 from schemas.fhir.moves import SkippedVersion, left_in_force, moved_away
@@ -443,7 +444,9 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
             result.errors.append(FhirError(item.origin, Problem.INVALID_VALUE.value, message))
         else:
             result.events.extend((item.origin, event) for event in events)
-            passed_over.extend(patient_identity_notes(item.resource, index))
+            passed_over.extend(
+                (*patient_identity_notes(item.resource, index), *lookalike_notes(concepts, events))
+            )
             result.passed_over.extend(
                 PassedOver(item.origin, label, detail) for detail in passed_over
             )

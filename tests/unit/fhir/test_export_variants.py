@@ -247,3 +247,52 @@ def test_a_contained_medication_and_an_allergy_displayed_by_an_object_are_read_t
         'MedicationRequest/r1: contained[0].code.coding[0].display is not text ({"en": "x"}): '
         "the coding is read without its display",
     ]
+
+
+CYRILLIC_A = "\u0430"
+
+
+def test_a_drug_name_with_a_cyrillic_lookalike_letter_is_reported() -> None:
+    """A Cyrillic a in amoxicillin reads the same to a person, but the drug is not recognised:
+    the alert was a warning that the drug cannot be checked, with nothing saying why."""
+    order = {**ORDER, "medicationCodeableConcept": {"text": f"{CYRILLIC_A}moxicillin 500 mg"}}
+    result = run(ALLERGY, order)
+    assert result.errors == []
+    assert messages(result) == [
+        f"MedicationRequest/r1: medicationCodeableConcept.text '{CYRILLIC_A}moxicillin 500 mg': "
+        f"the word '{CYRILLIC_A}moxicillin' mixes Latin letters with '{CYRILLIC_A}' (U+0430 "
+        "CYRILLIC SMALL LETTER A), which looks like a Latin letter but is not read as one: the "
+        "name may not be recognised, so the drug knowledge may not check it; check the spelling "
+        "at the source"
+    ]
+
+
+def test_an_allergen_named_by_a_reference_display_with_a_greek_letter_is_reported() -> None:
+    omicron = "\u03bf"
+    allergy = {**ALLERGY, "code": {"text": f"Penicillin, amoxicillin{omicron}"}}
+    order = {**ORDER, "medicationReference": {"display": f"Ib{omicron}profen"}}
+    del order["medicationCodeableConcept"]
+    result = run(allergy, order)
+    assert [m.split(":", 2)[1].strip() for m in messages(result)] == [
+        f"code.text 'Penicillin, amoxicillin{omicron}'",
+        f"the drug's name 'Ib{omicron}profen'",
+    ]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            "\u0430\u043c\u043e\u043a\u0441\u0438\u0446\u0438\u043b\u043b\u0438\u043d",
+            id="a name wholly in Cyrillic",
+        ),
+        pytest.param(
+            "Amoxicillin 500 mg (\u0430\u043c\u043e\u043a\u0441\u0438\u0446\u0438\u043b\u043b\u0438\u043d)",
+            id="two names, one per script",
+        ),
+        pytest.param("\u03b2-lactam antibiotic", id="a Greek letter beside a word, not in it"),
+    ],
+)
+def test_a_name_whose_words_each_keep_to_one_script_says_nothing(name: str) -> None:
+    order = {**ORDER, "medicationCodeableConcept": {"text": name}}
+    assert messages(run(order)) == []
