@@ -695,16 +695,23 @@ def drug_of(resource: Json, index: Index) -> Drug:
     reference_object = as_object(value, where)
     medication = within(where, lambda: _referenced_medication(resource, reference_object, index))
     display = within(where, lambda: string_at(reference_object, "display"))
+    target = string_at(reference_object, "reference") or ""
+    if medication is None:
+        target = within(where, lambda: _medication_by_identifier(reference_object, index))
+        medication = index.medication(target) if target else None
     if medication is None:
         if display is None:
-            how = "only by identifier" if "identifier" in reference_object else "not at all"
+            how = (
+                "only by identifier, which no Medication of the input set carries,"
+                if "identifier" in reference_object
+                else "not at all"
+            )
             raise Unmappable(
                 Problem.MISSING_FIELD,
                 f"{where} has no reference: it names the Medication {how} (give "
                 "Medication/<id> with the Medication, or a medicationCodeableConcept)",
             )
         return Drug(display, ())
-    target = string_at(reference_object, "reference") or ""
     siblings = tuple(objects_at(resource, "contained")) if target.startswith("#") else ()
     drug = within(
         f"the Medication {target}",
@@ -790,6 +797,24 @@ def _referenced_medication(resource: Json, reference: Json, index: Index) -> Jso
             "same command: its codes decide the drug, so it is not guessed from a display)",
         )
     return found
+
+
+def _medication_by_identifier(reference: Json, index: Index) -> str:
+    """`Medication/<id>` of the one Medication of the input set that carries the identifier a
+    reference names its drug by (no `reference`: a logical reference), else "" (the reference
+    names none of the set's). Carried by more than one, which is meant cannot be told."""
+    key = _identifier_key(reference)
+    if key is None or key not in index.medication_identifiers:
+        return ""
+    found = index.medication_identifiers[key]
+    if found is None:
+        raise Unmappable(
+            Problem.UNRESOLVED_REFERENCE,
+            f"{key[0]}|{key[1]} is carried by more than one Medication of the input set: which "
+            "drug is meant cannot be told",
+            field="identifier",
+        )
+    return f"Medication/{found}"
 
 
 def _contained(resource: Json, identifier: str) -> Json:

@@ -136,6 +136,9 @@ class Index:
     order_identifiers: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
     """(identifier system, value) -> MedicationRequest id, for a record that names its order
     by identifier only (None: more than one MedicationRequest carries it)."""
+    medication_identifiers: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
+    """(identifier system, value) -> Medication id, for a record that names its drug by the
+    Medication's identifier only (None: more than one Medication carries it)."""
 
     @classmethod
     def of(cls, resources: Iterable[SourcedResource]) -> Index:
@@ -145,7 +148,12 @@ class Index:
         orders: dict[str, SourcedResource] = {}
         identifiers: dict[tuple[str, str], str | None] = {}
         order_identifiers: dict[tuple[str, str], str | None] = {}
-        identified = {"Patient": identifiers, "MedicationRequest": order_identifiers}
+        medication_identifiers: dict[tuple[str, str], str | None] = {}
+        identified = {
+            "Patient": identifiers,
+            "MedicationRequest": order_identifiers,
+            "Medication": medication_identifiers,
+        }
         """By type: (identifier system, value) -> the one id that carries it, else None."""
         ranks: dict[str, VersionRank] = {}
         ties: dict[str, VersionRank] = {}
@@ -217,6 +225,7 @@ class Index:
             across_servers=across,
             disputed=disputed,
             order_identifiers=order_identifiers,
+            medication_identifiers=medication_identifiers,
         )
 
     def linked(self, links: PatientLinks) -> Index:

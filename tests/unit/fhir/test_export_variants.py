@@ -296,3 +296,53 @@ def test_an_allergen_named_by_a_reference_display_with_a_greek_letter_is_reporte
 def test_a_name_whose_words_each_keep_to_one_script_says_nothing(name: str) -> None:
     order = {**ORDER, "medicationCodeableConcept": {"text": name}}
     assert messages(run(order)) == []
+
+
+FORMULARY = "http://hospital.example/formulary"
+AMOXICILLIN_MEDICATION: dict[str, Any] = {
+    "resourceType": "Medication",
+    "id": "m1",
+    "identifier": [{"system": FORMULARY, "value": "F123"}],
+    "code": {"coding": [{"system": RXNORM, "code": "723", "display": "amoxicillin"}]},
+}
+
+
+def order_of_medication(value: str) -> dict[str, Any]:
+    order = {**ORDER, "medicationReference": {"identifier": {"system": FORMULARY, "value": value}}}
+    del order["medicationCodeableConcept"]
+    return order
+
+
+def test_a_medication_named_by_identifier_is_the_one_the_input_set_holds() -> None:
+    """The order names its Medication by the formulary identifier, and the Medication carrying
+    it came in the same export: the order was an error and the amoxicillin never checked."""
+    resources = [ALLERGY, AMOXICILLIN_MEDICATION, order_of_medication("F123")]
+    assert run(*resources).errors == []
+    (alert,) = drug_allergy_alerts(subject(fold(submitted_from(resources)), "p1"))
+    assert alert.severity == "critical"
+
+
+@pytest.mark.parametrize(
+    ("held", "message"),
+    [
+        pytest.param(
+            [AMOXICILLIN_MEDICATION],
+            "MedicationRequest/r1: medicationReference has no reference: it names the Medication "
+            "only by identifier, which no Medication of the input set carries, (give "
+            "Medication/<id> with the Medication, or a medicationCodeableConcept)",
+            id="given an identifier no Medication carries then the error says so",
+        ),
+        pytest.param(
+            [AMOXICILLIN_MEDICATION, {**AMOXICILLIN_MEDICATION, "id": "m2"}],
+            "MedicationRequest/r1: medicationReference.identifier "
+            "http://hospital.example/formulary|F123 is carried by more than one Medication of "
+            "the input set: which drug is meant cannot be told",
+            id="given an identifier two Medications carry then the error says so",
+        ),
+    ],
+)
+def test_a_medication_identifier_that_names_no_one_medication_is_an_error(
+    held: list[dict[str, Any]], message: str
+) -> None:
+    result = run(*held, order_of_medication("F999" if len(held) == 1 else "F123"))
+    assert [error.message for error in result.errors] == [message]
