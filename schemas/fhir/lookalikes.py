@@ -19,6 +19,9 @@ from schemas.events import AllergyRecorded, Event, MedicationPrescribed
 from schemas.fhir.json_access import NamedConcept
 
 _LOOKALIKE_SCRIPTS: Final = ("CYRILLIC", "GREEK", "ARMENIAN")
+_MICRO: Final = frozenset({"\u03bc", "\u00b5"})
+"""The Greek mu and the micro sign: the prefix of a unit glued to its Latin letters (`500\u03bcg`),
+not a lookalike."""
 _WORD: Final = re.compile(r"[^\W\d_]+")
 _SHOWN: Final = 80
 
@@ -57,7 +60,11 @@ def _mixed_word(text: str) -> str | None:
     script that has Latin lookalikes, or None."""
     for word in _WORD.findall(text):
         scripts = {letter: _script(letter) for letter in word}
-        foreign = [letter for letter, script in scripts.items() if script in _LOOKALIKE_SCRIPTS]
+        foreign = [
+            letter
+            for letter, script in scripts.items()
+            if script in _LOOKALIKE_SCRIPTS and letter not in _MICRO
+        ]
         if foreign and "LATIN" in scripts.values():
             letters = ", ".join(
                 f"{letter!r} (U+{ord(letter):04X} {unicodedata.name(letter, '?')})"

@@ -291,6 +291,7 @@ def test_an_allergen_named_by_a_reference_display_with_a_greek_letter_is_reporte
             id="two names, one per script",
         ),
         pytest.param("\u03b2-lactam antibiotic", id="a Greek letter beside a word, not in it"),
+        pytest.param("cyanocobalamin 500\u03bcg tablet", id="a dose in micrograms"),
     ],
 )
 def test_a_name_whose_words_each_keep_to_one_script_says_nothing(name: str) -> None:
