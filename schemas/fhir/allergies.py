@@ -33,6 +33,7 @@ from schemas.fhir.json_access import (
     codings_of,
     concept_label,
     concept_text,
+    concept_words,
     display_at,
     items_at,
     lookup,
@@ -304,7 +305,7 @@ def _negated_categories(
         return negations[0]
     if substances:
         return None
-    names = [string_at(code, "text")]
+    names = [concept_words(code)]
     names += [display_at(coding) for _, coding in items_at(code, "coding")]
     read = {statement_categories(name) for name in names if name}
     return read.pop() if len(read) == 1 else None

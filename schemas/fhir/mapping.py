@@ -306,7 +306,7 @@ from schemas.fhir.json_access import (
     a_resource_of_type,
     optional_concept,
     parse_fhir_datetime,
-    unreadable_displays,
+    unreadable_words,
 )
 from schemas.fhir.lookalikes import lookalike_notes
 from schemas.fhir.medications import request_events, statement_events
@@ -459,7 +459,7 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
                 PassedOver(item.origin, label, detail)
                 for detail in (
                     *_records_contained(item.resource),
-                    *unreadable_displays(item.resource),
+                    *unreadable_words(item.resource),
                 )
             )
     result.passed_over.extend(replacement_notices(index.links, filed))

@@ -29,6 +29,7 @@ from schemas.fhir.json_access import (
     codings_of,
     concept_label,
     concept_text,
+    display_at,
     duration_of,
     end_time_at,
     first_code,
@@ -694,7 +695,7 @@ def drug_of(resource: Json, index: Index) -> Drug:
     where, value = reference
     reference_object = as_object(value, where)
     medication = within(where, lambda: _referenced_medication(resource, reference_object, index))
-    display = within(where, lambda: string_at(reference_object, "display"))
+    display = display_at(reference_object)
     target = string_at(reference_object, "reference") or ""
     if medication is None:
         target = within(where, lambda: _medication_by_identifier(reference_object, index))

@@ -347,3 +347,51 @@ def test_a_medication_identifier_that_names_no_one_medication_is_an_error(
 ) -> None:
     result = run(*held, order_of_medication("F999" if len(held) == 1 else "F123"))
     assert [error.message for error in result.errors] == [message]
+
+
+@pytest.mark.parametrize(
+    ("order", "line"),
+    [
+        pytest.param(
+            {
+                **ORDER,
+                "medicationCodeableConcept": {
+                    "coding": [{"system": RXNORM, "code": "723", "display": "amoxicillin"}],
+                    "text": 500,
+                },
+            },
+            "MedicationRequest/r1: medicationCodeableConcept.text is not text (500) (imported "
+            "without it)",
+            id="given a concept's text that is a number beside its codings",
+        ),
+        pytest.param(
+            {
+                **{
+                    key: value for key, value in ORDER.items() if key != "medicationCodeableConcept"
+                },
+                "contained": [
+                    {"resourceType": "Medication", "id": "m", "code": {"text": "amoxicillin"}}
+                ],
+                "medicationReference": {"reference": "#m", "display": 500},
+            },
+            "MedicationRequest/r1: medicationReference.display is not text (500) (imported "
+            "without it)",
+            id="given a reference's display that is a number",
+        ),
+    ],
+)
+def test_words_that_are_no_text_cost_those_words_not_the_order(
+    order: dict[str, Any], line: str
+) -> None:
+    resources = [ALLERGY, order]
+    result = run(*resources)
+    assert messages(result) == [line]
+    (alert,) = drug_allergy_alerts(subject(fold(submitted_from(resources)), "p1"))
+    assert alert.severity == "critical"
+
+
+def test_a_concept_with_no_coding_and_a_text_that_is_no_text_is_still_an_error() -> None:
+    result = run({**ORDER, "medicationCodeableConcept": {"text": 500}})
+    assert [error.message for error in result.errors] == [
+        "MedicationRequest/r1: medicationCodeableConcept.text is not a string"
+    ]
