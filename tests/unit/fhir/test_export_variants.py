@@ -395,3 +395,46 @@ def test_a_concept_with_no_coding_and_a_text_that_is_no_text_is_still_an_error()
     assert [error.message for error in result.errors] == [
         "MedicationRequest/r1: medicationCodeableConcept.text is not a string"
     ]
+
+
+STU3_DISPENSE: dict[str, Any] = {
+    "resourceType": "MedicationDispense",
+    "id": "d1",
+    "status": "completed",
+    "medicationCodeableConcept": {"text": "amoxicillin"},
+    "subject": PATIENT,
+    "whenHandedOver": "2024-01-01T10:00:00Z",
+}
+
+
+def test_an_stu3_dispense_not_done_is_skipped_as_nothing_dispensed() -> None:
+    """STU3's `notDone` is a modifier R4 says with a status: read past, the drug never handed
+    over was checked as dispensed and alerted."""
+    result = run(ALLERGY, {**STU3_DISPENSE, "notDone": True})
+    assert result.errors == []
+    assert [skip.reason for skip in result.skipped] == [
+        "MedicationDispense notDone true (STU3), an earlier release's not-done: nothing was "
+        "dispensed"
+    ]
+    assert not any(isinstance(e.payload, MedicationPrescribed) for _, e in result.events)
+
+
+def test_an_stu3_dispense_done_is_read() -> None:
+    result = run({**STU3_DISPENSE, "notDone": False})
+    assert any(isinstance(e.payload, MedicationPrescribed) for _, e in result.events)
+
+
+def test_an_earlier_releases_immunization_is_dated_by_its_date() -> None:
+    """DSTU2 and STU3 date a vaccination by `date` (R4's `occurrenceDateTime`): read past, the
+    dose was dated at the Bundle's time."""
+    immunization = {
+        "resourceType": "Immunization",
+        "id": "i1",
+        "status": "completed",
+        "vaccineCode": {"coding": [{"system": "http://hl7.org/fhir/sid/cvx", "code": "140"}]},
+        "patient": PATIENT,
+        "date": "2023-10-10",
+    }
+    result = run(immunization)
+    prescribed = [e for _, e in result.events if isinstance(e.payload, MedicationPrescribed)]
+    assert [event.occurred_at.isoformat() for event in prescribed] == ["2023-10-10T00:00:00+00:00"]
