@@ -173,9 +173,9 @@ def _period_end(resource: Json) -> tuple[datetime | None, ...]:
     return (end_time_at(resource, f"{_given_at(resource)}Period", "end"),)
 
 
-_GIVEN_AT: Final = ("effective", "occurence", "occurrence")
-"""R4's `effective[x]`, then R5's `occurence[x]` (so spelled in R5) and its corrected spelling:
-when the drug was given."""
+_GIVEN_AT: Final = ("effective", "occurence", "occurrence", "effectiveTime")
+"""R4's `effective[x]`, then R5's `occurence[x]` (so spelled in R5) and its corrected spelling,
+then DSTU2's `effectiveTime[x]`: when the drug was given."""
 
 
 def _given_at(resource: Json) -> str:

@@ -595,7 +595,15 @@ def _identifier_keys(patient: Json) -> list[tuple[str, str]]:
 
 
 def subject_of(resource: Json, field_name: str, index: Index) -> str:
-    """The subject id of the patient `field_name` (a Reference) names."""
+    """The subject id of the patient `field_name` (a Reference) names; a DSTU2 record of a drug
+    taken, given or dispensed names it in `patient` (R4's `subject`), and is read by it."""
+    if (
+        field_name == "subject"
+        and resource.get("subject") is None
+        and resource.get("patient") is not None
+        and resource.get("resourceType") in _DSTU2_PATIENT_FIELD
+    ):
+        field_name = "patient"
     other = _OTHER_PATIENT_FIELD.get(field_name)
     if resource.get(field_name) is None and other is not None and other in resource:
         raise Unmappable(
@@ -611,6 +619,11 @@ _SUBJECT_TYPES: Final = frozenset({"Patient", "Group"})
 person), any other type is an error (a Practitioner is no subject: the order is not guessed to
 be for a patient)."""
 _OTHER_PATIENT_FIELD: Final = {"patient": "subject", "subject": "patient"}
+_DSTU2_PATIENT_FIELD: Final = frozenset(
+    {"MedicationStatement", "MedicationAdministration", "MedicationDispense"}
+)
+"""The resource types whose DSTU2 form names the patient in `patient`, where R4 says
+`subject`: it names the patient all the same (it was an error, and the drug never checked)."""
 """Where a resource names its patient, and where another resource type does instead (an
 AllergyIntolerance in `patient`, a MedicationRequest in `subject`)."""
 

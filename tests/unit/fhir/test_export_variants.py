@@ -438,3 +438,49 @@ def test_an_earlier_releases_immunization_is_dated_by_its_date() -> None:
     result = run(immunization)
     prescribed = [e for _, e in result.events if isinstance(e.payload, MedicationPrescribed)]
     assert [event.occurred_at.isoformat() for event in prescribed] == ["2023-10-10T00:00:00+00:00"]
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        pytest.param(
+            {
+                "resourceType": "MedicationStatement",
+                "id": "s1",
+                "status": "active",
+                "effectiveDateTime": "2024-01-01",
+            },
+            id="a DSTU2 statement",
+        ),
+        pytest.param(
+            {
+                "resourceType": "MedicationAdministration",
+                "id": "ad1",
+                "status": "completed",
+                "effectiveTimeDateTime": "2024-01-01T10:00:00Z",
+            },
+            id="a DSTU2 administration, dated by effectiveTime",
+        ),
+        pytest.param(
+            {
+                "resourceType": "MedicationDispense",
+                "id": "d1",
+                "status": "completed",
+                "whenHandedOver": "2024-01-01T10:00:00Z",
+            },
+            id="a DSTU2 dispense",
+        ),
+    ],
+)
+def test_a_dstu2_record_naming_its_patient_in_patient_is_checked(record: dict[str, Any]) -> None:
+    """DSTU2 names the patient of a drug taken, given or dispensed in `patient` (R4's
+    `subject`): it was an error, and the amoxicillin never checked against the allergy."""
+    resource = {**record, "patient": PATIENT, "medicationCodeableConcept": {"text": "amoxicillin"}}
+    result = run(ALLERGY, resource)
+    assert result.errors == []
+    prescribed = [e for _, e in result.events if isinstance(e.payload, MedicationPrescribed)]
+    assert [(e.subject_id, e.occurred_at.date().isoformat()) for e in prescribed] == [
+        ("p1", "2024-01-01")
+    ]
+    (alert, *_) = drug_allergy_alerts(subject(fold(submitted_from([ALLERGY, resource])), "p1"))
+    assert alert.severity == "critical"
