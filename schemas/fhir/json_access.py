@@ -341,6 +341,8 @@ def unreadable_words(resource: Json) -> list[str]:
     resources too, that is neither text nor absent (`"display": 500`), and for each text of a
     concept with codings that is not text: each is read without it."""
     lines: list[str] = []
+    if not _any_unreadable_word(resource):
+        return lines
     stack: list[tuple[str, object]] = [("", resource)]
     while stack:
         path, value = stack.pop()
@@ -357,6 +359,23 @@ def unreadable_words(resource: Json) -> list[str]:
         elif isinstance(value, list):
             stack.extend((f"{path}[{n}]", item) for n, item in reversed(list(enumerate(value))))
     return lines
+
+
+def _any_unreadable_word(resource: Json) -> bool:
+    """Whether `unreadable_words` has anything to say: a scan without paths, as most resources
+    have nothing."""
+    stack: list[object] = [resource]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Mapping):
+            if not isinstance(value.get("display"), str | None):
+                return True
+            if value.get("coding") and not isinstance(value.get("text"), str | None):
+                return True
+            stack.extend(child for child in value.values() if isinstance(child, Mapping | list))
+        elif isinstance(value, list):
+            stack.extend(item for item in value if isinstance(item, Mapping | list))
+    return False
 
 
 def _unread(path: str, key: str, value: object) -> str:

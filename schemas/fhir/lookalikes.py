@@ -58,7 +58,11 @@ def lookalike_notes(concepts: Iterable[NamedConcept], events: Iterable[Event]) -
 def _mixed_word(text: str) -> str | None:
     """What is amiss with the first word of `text` that mixes Latin letters with letters of a
     script that has Latin lookalikes, or None."""
+    if text.isascii():
+        return None
     for word in _WORD.findall(text):
+        if word.isascii():
+            continue
         scripts = {letter: _script(letter) for letter in word}
         foreign = [
             letter

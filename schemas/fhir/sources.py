@@ -136,6 +136,9 @@ class Index:
     order_identifiers: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
     """(identifier system, value) -> MedicationRequest id, for a record that names its order
     by identifier only (None: more than one MedicationRequest carries it)."""
+    identifiers_of: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    """(Patient id, identifier system) -> the values of that system the Patient carries, to
+    tell an identifier that names another patient than the reference beside it."""
     medication_identifiers: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
     """(identifier system, value) -> Medication id, for a record that names its drug by the
     Medication's identifier only (None: more than one Medication carries it)."""
@@ -226,6 +229,7 @@ class Index:
             disputed=disputed,
             order_identifiers=order_identifiers,
             medication_identifiers=medication_identifiers,
+            identifiers_of=_values_by_patient(identifiers),
         )
 
     def linked(self, links: PatientLinks) -> Index:
@@ -581,6 +585,16 @@ def _prior_key(request: Json) -> str | None:
     return relative_reference(reference)
 
 
+def _values_by_patient(
+    identifiers: Mapping[tuple[str, str], str | None],
+) -> dict[tuple[str, str], tuple[str, ...]]:
+    found: dict[tuple[str, str], list[str]] = {}
+    for (system, value), patient_id in identifiers.items():
+        if patient_id is not None:
+            found.setdefault((patient_id, system), []).append(value)
+    return {key: tuple(sorted(values)) for key, values in found.items()}
+
+
 def _identifier_keys(patient: Json) -> list[tuple[str, str]]:
     identifiers = patient.get("identifier")
     if not isinstance(identifiers, list):
@@ -837,9 +851,7 @@ def patient_identity_notes(resource: Json, index: Index) -> list[str]:
         if not isinstance(system, str) or not isinstance(value, str) or named is None:
             continue
         carrier = index.patient_identifiers.get((system, value))
-        own = sorted(
-            v for (s, v), held in index.patient_identifiers.items() if held == named and s == system
-        )
+        own = index.identifiers_of.get((named, system), ())
         if carrier is not None and carrier != named:
             why = f"Patient/{carrier} carries it"
         elif carrier is None and (system, value) not in index.patient_identifiers and own:
