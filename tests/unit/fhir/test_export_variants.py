@@ -484,3 +484,18 @@ def test_a_dstu2_record_naming_its_patient_in_patient_is_checked(record: dict[st
     ]
     (alert, *_) = drug_allergy_alerts(subject(fold(submitted_from([ALLERGY, resource])), "p1"))
     assert alert.severity == "critical"
+
+
+@pytest.mark.parametrize(
+    ("dated", "key"),
+    [
+        pytest.param("onset", "onset", id="a DSTU2 onset"),
+        pytest.param("assertedDate", "assertedDate", id="an STU3 assertedDate"),
+    ],
+)
+def test_an_earlier_releases_allergy_is_dated_by_its_own_date(dated: str, key: str) -> None:
+    allergy = {**dstu2_allergy("confirmed"), key: "2019-04-05"}
+    del allergy["recordedDate"]
+    result = run(allergy)
+    assert result.errors == []
+    assert [e.occurred_at.date().isoformat() for _, e in result.events] == ["2019-04-05"]
