@@ -499,3 +499,14 @@ def test_an_earlier_releases_allergy_is_dated_by_its_own_date(dated: str, key: s
     result = run(allergy)
     assert result.errors == []
     assert [e.occurred_at.date().isoformat() for _, e in result.events] == ["2019-04-05"]
+
+
+def test_an_allergy_status_dstu2_does_not_define_is_passed_over_with_a_line() -> None:
+    allergy = {**ALLERGY, "status": "final"}
+    result = run(allergy)
+    assert result.errors == []
+    assert messages(result) == [
+        "AllergyIntolerance/a1: status 'final' is none of DSTU2's allergy statuses (active, "
+        "inactive, resolved, unconfirmed, confirmed, refuted, entered-in-error) (imported "
+        "without it)"
+    ]
