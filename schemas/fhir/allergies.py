@@ -33,6 +33,8 @@ from schemas.fhir.json_access import (
     codings_of,
     concept_label,
     concept_text,
+    concept_words,
+    display_at,
     items_at,
     lookup,
     named_concept,
@@ -91,6 +93,8 @@ _CRITICALITIES: Final = {
     "high": Criticality.HIGH,
     "unable-to-assess": Criticality.UNABLE_TO_ASSESS,
 }
+_DSTU2_CRITICALITIES: Final = {"CRITL": "low", "CRITH": "high", "CRITU": "unable-to-assess"}
+"""DSTU2's criticality codes, as the R4 codes of the same levels."""
 _VERIFICATIONS: Final = {
     "unconfirmed": VerificationStatus.UNCONFIRMED,
     "presumed": VerificationStatus.UNCONFIRMED,
@@ -99,6 +103,17 @@ _VERIFICATIONS: Final = {
     "entered-in-error": VerificationStatus.ENTERED_IN_ERROR,
 }
 _CLINICAL_STATUSES: Final = {status.value: status for status in ClinicalStatus}
+_DSTU2_STATUSES: Final[dict[str, tuple[str, str]]] = {
+    "active": ("clinicalStatus", "active"),
+    "inactive": ("clinicalStatus", "inactive"),
+    "resolved": ("clinicalStatus", "resolved"),
+    "unconfirmed": ("verificationStatus", "unconfirmed"),
+    "confirmed": ("verificationStatus", "confirmed"),
+    "refuted": ("verificationStatus", "refuted"),
+    "entered-in-error": ("verificationStatus", "entered-in-error"),
+}
+"""DSTU2's single `status` code (R4 split it in two), as the R4 element and code it says: a
+refuted or entered-in-error allergy sent in DSTU2 form was read as confirmed and alerted."""
 _REACTION_SEVERITIES: Final = {severity.value: severity for severity in ReactionSeverity}
 
 
@@ -130,13 +145,13 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
         ),
         criticality=optional_part(
             source,
-            lambda: lookup(_CRITICALITIES, string_at(resource, "criticality"), "criticality"),
+            lambda: lookup(_CRITICALITIES, _criticality_code(resource), "criticality"),
             None,
         ),
         verification_status=_verification_status(source),
         clinical_status=lookup(
             _CLINICAL_STATUSES,
-            status_code(resource, "clinicalStatus", _CLINICAL_STATUSES),
+            _status(source, "clinicalStatus", _CLINICAL_STATUSES),
             "clinicalStatus",
         ),
         negated=negation is not None,
@@ -154,7 +169,15 @@ def allergy_events(source: Source, index: Index) -> list[Event]:
     return [new_event(source, subject_id, timing, payload, EventType.ALLERGY_RECORDED.value)]
 
 
-_DATES: Final = (("recordedDate",), ("onsetDateTime",), ("onsetPeriod", "start"))
+_DATES: Final = (
+    ("recordedDate",),
+    ("assertedDate",),
+    ("onsetDateTime",),
+    ("onsetPeriod", "start"),
+    ("onset",),
+)
+"""R4's dates of an allergy, with STU3's `assertedDate` (R4's `recordedDate`) and DSTU2's
+`onset` (a dateTime, R4's `onsetDateTime`)."""
 
 
 def _allergy_dates(source: Source) -> tuple[datetime | None, ...]:
@@ -167,12 +190,12 @@ def _allergy_dates(source: Source) -> tuple[datetime | None, ...]:
     not need."""
     resource = source.resource
     made = source.made_at
-    recorded = time_at(resource, "recordedDate")
+    recorded = time_at(resource, "recordedDate") or time_at(resource, "assertedDate")
     dates: list[datetime | None] = []
     for path in _DATES:
         date = (
             time_at(resource, *path)
-            if recorded is None or path == _DATES[0]
+            if recorded is None or path in _DATES[:2]
             else optional_part(source, partial(time_at, resource, *path), None)
         )
         if date is not None and date > made:
@@ -186,11 +209,19 @@ def _allergy_dates(source: Source) -> tuple[datetime | None, ...]:
     return tuple(dates)
 
 
+def _criticality_code(resource: Json) -> str | None:
+    """R4's criticality code, DSTU2's (`CRITH`) read as the R4 code of its level."""
+    code = string_at(resource, "criticality")
+    return _DSTU2_CRITICALITIES.get(code, code) if code is not None else None
+
+
 def _allergen_concept(resource: Json) -> tuple[Json, str]:
-    """The allergy's `code`, else (R4 allows `code` 0..1) the substance its first reaction
-    names, with the path it came from."""
+    """The allergy's `code`, else DSTU2's `substance` (R4 renamed it `code`), else (R4 allows
+    `code` 0..1) the substance its first reaction names, with the path it came from."""
     if resource.get("code") is not None:
         return required_object(resource, "code"), "code"
+    if resource.get("substance") is not None:
+        return required_object(resource, "substance"), "substance"
     for where, reaction in items_at(resource, "reaction"):
         if reaction.get("substance") is not None:
             substance = within(where, partial(required_object, reaction, "substance"))
@@ -274,8 +305,8 @@ def _negated_categories(
         return negations[0]
     if substances:
         return None
-    names = [string_at(code, "text")]
-    names += [string_at(coding, "display", at=where) for where, coding in items_at(code, "coding")]
+    names = [concept_words(code)]
+    names += [display_at(coding) for _, coding in items_at(code, "coding")]
     read = {statement_categories(name) for name in names if name}
     return read.pop() if len(read) == 1 else None
 
@@ -341,9 +372,9 @@ def _verification_status(source: Source) -> VerificationStatus:
     `confirmed`, its default, and so is this one, with a line that says the source gave none."""
     resource = source.resource
     code = (
-        None
-        if _not_given(resource, "verificationStatus")
-        else (status_code(resource, "verificationStatus", _VERIFICATIONS))
+        _status(source, "verificationStatus", _VERIFICATIONS)
+        if not _not_given(resource, "verificationStatus") or _earlier_status(source)
+        else None
     )
     if code is None:
         source.passed_over.append(
@@ -354,6 +385,39 @@ def _verification_status(source: Source) -> VerificationStatus:
         )
         return VerificationStatus.CONFIRMED
     return required_lookup(_VERIFICATIONS, code, "verificationStatus")
+
+
+def _status(source: Source, key: str, known: Mapping[str, object]) -> str | None:
+    """The code of R4's `clinicalStatus` or `verificationStatus` (`key`), else the code DSTU2's
+    `status` gives for it. Both given and naming different codes, R4's holds, with a line."""
+    resource = source.resource
+    given = None if _not_given(resource, key) else status_code(resource, key, known)
+    earlier = _earlier_status(source)
+    said = earlier[1] if earlier is not None and earlier[0] == key else None
+    if given is None:
+        return said
+    if said is not None and said != given:
+        source.passed_over.append(
+            f"status {said!r} (DSTU2) says otherwise than {key} {given!r}: the {key} is read"
+        )
+    return given
+
+
+def _earlier_status(source: Source) -> tuple[str, str] | None:
+    """The R4 element and code that DSTU2's `status` of the allergy says, if it has one (a
+    value DSTU2 does not define is passed over with a line)."""
+    value = source.resource.get("status")
+    if value is None:
+        return None
+    code = value.strip().casefold() if isinstance(value, str) else None
+    said = _DSTU2_STATUSES.get(code or "")
+    line = (
+        f"status {value!r} is none of DSTU2's allergy statuses "
+        f"({', '.join(_DSTU2_STATUSES)}) (imported without it)"
+    )
+    if said is None and line not in source.passed_over:
+        source.passed_over.append(line)
+    return said
 
 
 def _not_given(resource: Json, key: str) -> bool:

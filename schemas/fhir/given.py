@@ -73,7 +73,11 @@ def immunization_events(source: Source, index: Index) -> list[Event]:
         subject_id=subject_of(resource, "patient", index),
         drug=Drug(concept_label(vaccine, "vaccineCode"), codes, concepts=(concept,)),
         dosage=dosage_of(source, resource, "", dose_key="doseQuantity", text=False),
-        starts=(time_at(resource, "occurrenceDateTime"), time_at(resource, "recorded")),
+        starts=(
+            time_at(resource, "occurrenceDateTime"),
+            time_at(resource, "date"),
+            time_at(resource, "recorded"),
+        ),
         in_error=status == IN_ERROR,
         stop=single_dose_end,
         stop_reason=f"{status}: a single dose",
@@ -169,9 +173,9 @@ def _period_end(resource: Json) -> tuple[datetime | None, ...]:
     return (end_time_at(resource, f"{_given_at(resource)}Period", "end"),)
 
 
-_GIVEN_AT: Final = ("effective", "occurence", "occurrence")
-"""R4's `effective[x]`, then R5's `occurence[x]` (so spelled in R5) and its corrected spelling:
-when the drug was given."""
+_GIVEN_AT: Final = ("effective", "occurence", "occurrence", "effectiveTime")
+"""R4's `effective[x]`, then R5's `occurence[x]` (so spelled in R5) and its corrected spelling,
+then DSTU2's `effectiveTime[x]`: when the drug was given."""
 
 
 def _given_at(resource: Json) -> str:
@@ -213,6 +217,11 @@ def dispense_events(source: Source, index: Index) -> list[Event]:
         raise Unmappable(Problem.INVALID_VALUE, f"status {status!r} is not a dispense status")
     if status in _NOT_DISPENSED:
         raise Unsupported(f"MedicationDispense {status}: nothing was dispensed")
+    negation = earlier_negation(resource)
+    if negation is not None:
+        raise Unsupported(
+            f"MedicationDispense {negation}, an earlier release's not-done: nothing was dispensed"
+        )
     starts = (time_at(resource, "whenHandedOver"), time_at(resource, "whenPrepared"))
     subject_id = subject_of(resource, "subject", index)
     order = reported_order(source, index, "authorizingPrescription", starts, subject_id)

@@ -8,6 +8,7 @@ event.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta, timezone
@@ -318,6 +319,78 @@ def string_at(holder: Json, key: str, *, at: str | None = None) -> str | None:
     return value.strip() or None
 
 
+def display_at(holder: Json) -> str | None:
+    """A coding's or a reference's `display`, None when it is no text (a number, an object): a
+    display only shows the code or the target to a person, so one that cannot be read costs
+    the display, never the coding or the record (`unreadable_words` reports it)."""
+    value = holder.get("display")
+    return value.strip() or None if isinstance(value, str) else None
+
+
+def concept_words(concept: Json) -> str | None:
+    """A CodeableConcept's `text`. One that is no text is passed over (None) when the concept
+    has codings to read it by (`unreadable_words` reports it); without any, it is an error,
+    the concept naming nothing."""
+    if concept.get("coding") and not isinstance(concept.get("text"), str | None):
+        return None
+    return string_at(concept, "text")
+
+
+def unreadable_words(resource: Json) -> list[str]:
+    """A line for each display (of a coding, of a reference) in `resource`, contained
+    resources too, that is neither text nor absent (`"display": 500`), and for each text of a
+    concept with codings that is not text: each is read without it."""
+    lines: list[str] = []
+    if not _any_unreadable_word(resource):
+        return lines
+    stack: list[tuple[str, object]] = [("", resource)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, Mapping):
+            stack.extend(
+                (f"{path}.{key}" if path else str(key), child)
+                for key, child in reversed(list(value.items()))
+            )
+            display, text = value.get("display"), value.get("text")
+            if not isinstance(display, str | None):
+                lines.append(_unread(path, "display", display))
+            if value.get("coding") and not isinstance(text, str | None):
+                lines.append(_unread(path, "text", text))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{n}]", item) for n, item in reversed(list(enumerate(value))))
+    return lines
+
+
+def _any_unreadable_word(resource: Json) -> bool:
+    """Whether `unreadable_words` has anything to say: a scan without paths, as most resources
+    have nothing."""
+    stack: list[object] = [resource]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Mapping):
+            if not isinstance(value.get("display"), str | None):
+                return True
+            if value.get("coding") and not isinstance(value.get("text"), str | None):
+                return True
+            stack.extend(child for child in value.values() if isinstance(child, Mapping | list))
+        elif isinstance(value, list):
+            stack.extend(item for item in value if isinstance(item, Mapping | list))
+    return False
+
+
+def _unread(path: str, key: str, value: object) -> str:
+    shown = json.dumps(value, ensure_ascii=False)
+    shown = shown if len(shown) <= _SHOWN else f"{shown[: _SHOWN - 1]}…"
+    where = f"{path}.{key}" if path else key
+    if key == "display" and _CODING_PATH.search(path):
+        return f"{where} is not text ({shown}): the coding is read without its display"
+    return f"{where} is not text ({shown}) (imported without it)"
+
+
+_SHOWN: Final = 60
+_CODING_PATH: Final = re.compile(r"(?:^|\.)coding\[\d+\]$")
+
+
 def required_string(holder: Json, key: str) -> str:
     value = string_at(holder, key)
     if value is None:
@@ -400,7 +473,7 @@ def codings_of(concept: Json) -> tuple[Coding, ...]:
     found = []
     for where, coding in items_at(concept, "coding"):
         system, code = string_at(coding, "system", at=where), string_at(coding, "code", at=where)
-        display = string_at(coding, "display", at=where)
+        display = display_at(coding)
         if system is not None and code is not None:
             found.append(Coding(system=system, code=code, display=display))
     return tuple(found)
@@ -408,12 +481,10 @@ def codings_of(concept: Json) -> tuple[Coding, ...]:
 
 def concept_text(concept: Json) -> str | None:
     """A CodeableConcept's text, else its first coding display."""
-    text = string_at(concept, "text")
+    text = concept_words(concept)
     if text is not None:
         return text
-    displays = (
-        string_at(coding, "display", at=where) for where, coding in items_at(concept, "coding")
-    )
+    displays = (display_at(coding) for _, coding in items_at(concept, "coding"))
     return next((display for display in displays if display), None)
 
 
@@ -437,9 +508,7 @@ class NamedConcept(NamedTuple):
 
 
 def named_concept(concept: Json, where: str) -> NamedConcept:
-    return within(
-        where, lambda: NamedConcept(where, string_at(concept, "text"), codings_of(concept))
-    )
+    return within(where, lambda: NamedConcept(where, concept_words(concept), codings_of(concept)))
 
 
 def optional_concept(value: object) -> ReadConcept | None:
@@ -449,7 +518,7 @@ def optional_concept(value: object) -> ReadConcept | None:
     if not isinstance(value, Mapping):
         return None
     try:
-        label = concept_text(value) or string_at(value, "display") or first_code(value)
+        label = concept_text(value) or display_at(value) or first_code(value)
         return ReadConcept(label, codings_of(value))
     except Unmappable:
         return None

@@ -306,7 +306,9 @@ from schemas.fhir.json_access import (
     a_resource_of_type,
     optional_concept,
     parse_fhir_datetime,
+    unreadable_words,
 )
+from schemas.fhir.lookalikes import lookalike_notes
 from schemas.fhir.medications import request_events, statement_events
 from schemas.fhir.modifiers import not_plain
 from schemas.fhir.moves import SkippedVersion, left_in_force, moved_away
@@ -334,6 +336,7 @@ from schemas.fhir.sources import (
     Mapper,
     Source,
     fhir_event_id,
+    patient_identity_notes,
     quoted,
     recorded_time,
 )
@@ -441,6 +444,9 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
             result.errors.append(FhirError(item.origin, Problem.INVALID_VALUE.value, message))
         else:
             result.events.extend((item.origin, event) for event in events)
+            passed_over.extend(
+                (*patient_identity_notes(item.resource, index), *lookalike_notes(concepts, events))
+            )
             result.passed_over.extend(
                 PassedOver(item.origin, label, detail) for detail in passed_over
             )
@@ -451,7 +457,10 @@ def import_fhir(parsed: ParsedInput, context: ImportContext) -> FhirImport:
         if resource_type in MAPPED_TYPES:
             result.passed_over.extend(
                 PassedOver(item.origin, label, detail)
-                for detail in _records_contained(item.resource)
+                for detail in (
+                    *_records_contained(item.resource),
+                    *unreadable_words(item.resource),
+                )
             )
     result.passed_over.extend(replacement_notices(index.links, filed))
     result.passed_over.extend(shared_identifier_notices(index, parsed.resources))

@@ -29,6 +29,7 @@ from schemas.fhir.json_access import (
     codings_of,
     concept_label,
     concept_text,
+    display_at,
     duration_of,
     end_time_at,
     first_code,
@@ -694,17 +695,24 @@ def drug_of(resource: Json, index: Index) -> Drug:
     where, value = reference
     reference_object = as_object(value, where)
     medication = within(where, lambda: _referenced_medication(resource, reference_object, index))
-    display = within(where, lambda: string_at(reference_object, "display"))
+    display = display_at(reference_object)
+    target = string_at(reference_object, "reference") or ""
+    if medication is None:
+        target = within(where, lambda: _medication_by_identifier(reference_object, index))
+        medication = index.medication(target) if target else None
     if medication is None:
         if display is None:
-            how = "only by identifier" if "identifier" in reference_object else "not at all"
+            how = (
+                "only by identifier, which no Medication of the input set carries,"
+                if "identifier" in reference_object
+                else "not at all"
+            )
             raise Unmappable(
                 Problem.MISSING_FIELD,
                 f"{where} has no reference: it names the Medication {how} (give "
                 "Medication/<id> with the Medication, or a medicationCodeableConcept)",
             )
         return Drug(display, ())
-    target = string_at(reference_object, "reference") or ""
     siblings = tuple(objects_at(resource, "contained")) if target.startswith("#") else ()
     drug = within(
         f"the Medication {target}",
@@ -790,6 +798,24 @@ def _referenced_medication(resource: Json, reference: Json, index: Index) -> Jso
             "same command: its codes decide the drug, so it is not guessed from a display)",
         )
     return found
+
+
+def _medication_by_identifier(reference: Json, index: Index) -> str:
+    """`Medication/<id>` of the one Medication of the input set that carries the identifier a
+    reference names its drug by (no `reference`: a logical reference), else "" (the reference
+    names none of the set's). Carried by more than one, which is meant cannot be told."""
+    key = _identifier_key(reference)
+    if key is None or key not in index.medication_identifiers:
+        return ""
+    found = index.medication_identifiers[key]
+    if found is None:
+        raise Unmappable(
+            Problem.UNRESOLVED_REFERENCE,
+            f"{key[0]}|{key[1]} is carried by more than one Medication of the input set: which "
+            "drug is meant cannot be told",
+            field="identifier",
+        )
+    return f"Medication/{found}"
 
 
 def _contained(resource: Json, identifier: str) -> Json:
@@ -1383,7 +1409,12 @@ def patients_order(source: Source, field_name: str, index: Index, subject_id: st
     not the restart of an order that ended."""
     order = based_on_request(source.resource, field_name, index)
     source.passed_over.extend(pinned_order_notes(source.resource, field_name, index))
-    if order is None and field_name in source.resource and not _links(source.resource[field_name]):
+    unresolved = None if order else _unresolved_identifiers(source.resource, field_name, index)
+    if order is None and unresolved is not None:
+        source.passed_over.append(unresolved)
+    elif (
+        order is None and field_name in source.resource and not _links(source.resource[field_name])
+    ):
         written = json.dumps(source.resource[field_name], ensure_ascii=False)
         source.passed_over.append(
             f"{field_name} {quoted(written)} is no reference that can be read: the record is "
@@ -1491,4 +1522,40 @@ def based_on_request(resource: Json, field_name: str, index: Index) -> str | Non
         relative = relative_reference(target) if target is not None else None
         if relative is not None and relative.startswith("MedicationRequest/"):
             return relative.split("/", 1)[1]
+    for _, reference in references:
+        key = _identifier_key(reference)
+        if key is not None and index.order_identifiers.get(key) is not None:
+            return index.order_identifiers[key]
+    return None
+
+
+def _identifier_key(reference: Json) -> tuple[str, str] | None:
+    """The (system, value) of a Reference that names its target by identifier only (a
+    logical reference: no `reference`), if it gives both."""
+    identifier = reference.get("identifier")
+    if reference.get("reference") is not None or not isinstance(identifier, Mapping):
+        return None
+    system, value = identifier.get("system"), identifier.get("value")
+    return (system, value) if isinstance(system, str) and isinstance(value, str) else None
+
+
+def _unresolved_identifiers(resource: Json, field_name: str, index: Index) -> str | None:
+    """Why the orders `field_name` names by identifier only are none of the input set's: one
+    that no MedicationRequest carries, or more than one does."""
+    for reference in _reference_items(resource.get(field_name)):
+        key = _identifier_key(reference)
+        if key is None:
+            continue
+        named = f"{key[0]}|{key[1]}"
+        if key in index.order_identifiers:
+            return (
+                f"{field_name} names its order by identifier {named}, which more than one "
+                "MedicationRequest of the input set carries: which is meant cannot be told, so "
+                "the record is read as a course of its own"
+            )
+        return (
+            f"{field_name} names its order by identifier {named}, which no MedicationRequest "
+            "of the input set carries: the record is read as a course of its own (send the "
+            "order with it, or name it MedicationRequest/<id>)"
+        )
     return None

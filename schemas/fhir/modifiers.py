@@ -48,10 +48,11 @@ _EARLIER_NEGATIONS: Final[Mapping[str, tuple[tuple[str, str, str], ...]]] = {
     "MedicationStatement": (("taken", "n", "STU3"), ("wasNotTaken", "true", "DSTU2")),
     "MedicationAdministration": (("notGiven", "true", "STU3"), ("wasNotGiven", "true", "DSTU2")),
     "Immunization": (("notGiven", "true", "STU3"), ("wasNotGiven", "true", "DSTU2")),
+    "MedicationDispense": (("notDone", "true", "STU3"),),
 }
 """The modifier elements of earlier releases that say a drug was not taken or not given (STU3
-`MedicationStatement.taken` "n", `notGiven`; DSTU2 `wasNotTaken`, `wasNotGiven`): R4 says it
-with a status (not-taken, not-done). The value that negates, as JSON writes it."""
+`MedicationStatement.taken` "n", `notGiven`, a dispense's `notDone`; DSTU2 `wasNotTaken`,
+`wasNotGiven`): R4 says it with a status (not-taken, not-done, declined). The value that negates, as JSON writes it."""
 
 
 def earlier_negation(resource: Json) -> str | None:

@@ -133,6 +133,15 @@ class Index:
     links: PatientLinks = PatientLinks()
     """The patients replaced by others at the source, whose records are filed under the
     patient replacing them (`current_patient`)."""
+    order_identifiers: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
+    """(identifier system, value) -> MedicationRequest id, for a record that names its order
+    by identifier only (None: more than one MedicationRequest carries it)."""
+    identifiers_of: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    """(Patient id, identifier system) -> the values of that system the Patient carries, to
+    tell an identifier that names another patient than the reference beside it."""
+    medication_identifiers: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
+    """(identifier system, value) -> Medication id, for a record that names its drug by the
+    Medication's identifier only (None: more than one Medication carries it)."""
 
     @classmethod
     def of(cls, resources: Iterable[SourcedResource]) -> Index:
@@ -141,6 +150,14 @@ class Index:
         patients: dict[str, str] = {}
         orders: dict[str, SourcedResource] = {}
         identifiers: dict[tuple[str, str], str | None] = {}
+        order_identifiers: dict[tuple[str, str], str | None] = {}
+        medication_identifiers: dict[tuple[str, str], str | None] = {}
+        identified = {
+            "Patient": identifiers,
+            "MedicationRequest": order_identifiers,
+            "Medication": medication_identifiers,
+        }
+        """By type: (identifier system, value) -> the one id that carries it, else None."""
         ranks: dict[str, VersionRank] = {}
         ties: dict[str, VersionRank] = {}
         newest_by_type = {
@@ -182,10 +199,11 @@ class Index:
                     replacing.setdefault(prior, []).append(item)
             if resource_type == "Patient" and full_url and identifier:
                 patients[full_url] = identifier
-            if resource_type == "Patient" and identifier:
+            carried = identified.get(resource_type)
+            if carried is not None and identifier:
                 for key in _identifier_keys(item.resource):
-                    identifiers[key] = (
-                        identifier if identifiers.get(key, identifier) == identifier else None
+                    carried[key] = (
+                        identifier if carried.get(key, identifier) == identifier else None
                     )
         undecided = {key: _TIED for key, rank in ties.items() if ranks[key] == rank}
         for held in newest_by_type.values():
@@ -209,6 +227,9 @@ class Index:
             versions=versions,
             across_servers=across,
             disputed=disputed,
+            order_identifiers=order_identifiers,
+            medication_identifiers=medication_identifiers,
+            identifiers_of=_values_by_patient(identifiers),
         )
 
     def linked(self, links: PatientLinks) -> Index:
@@ -564,6 +585,16 @@ def _prior_key(request: Json) -> str | None:
     return relative_reference(reference)
 
 
+def _values_by_patient(
+    identifiers: Mapping[tuple[str, str], str | None],
+) -> dict[tuple[str, str], tuple[str, ...]]:
+    found: dict[tuple[str, str], list[str]] = {}
+    for (system, value), patient_id in identifiers.items():
+        if patient_id is not None:
+            found.setdefault((patient_id, system), []).append(value)
+    return {key: tuple(sorted(values)) for key, values in found.items()}
+
+
 def _identifier_keys(patient: Json) -> list[tuple[str, str]]:
     identifiers = patient.get("identifier")
     if not isinstance(identifiers, list):
@@ -578,7 +609,15 @@ def _identifier_keys(patient: Json) -> list[tuple[str, str]]:
 
 
 def subject_of(resource: Json, field_name: str, index: Index) -> str:
-    """The subject id of the patient `field_name` (a Reference) names."""
+    """The subject id of the patient `field_name` (a Reference) names; a DSTU2 record of a drug
+    taken, given or dispensed names it in `patient` (R4's `subject`), and is read by it."""
+    if (
+        field_name == "subject"
+        and resource.get("subject") is None
+        and resource.get("patient") is not None
+        and resource.get("resourceType") in _DSTU2_PATIENT_FIELD
+    ):
+        field_name = "patient"
     other = _OTHER_PATIENT_FIELD.get(field_name)
     if resource.get(field_name) is None and other is not None and other in resource:
         raise Unmappable(
@@ -594,6 +633,11 @@ _SUBJECT_TYPES: Final = frozenset({"Patient", "Group"})
 person), any other type is an error (a Practitioner is no subject: the order is not guessed to
 be for a patient)."""
 _OTHER_PATIENT_FIELD: Final = {"patient": "subject", "subject": "patient"}
+_DSTU2_PATIENT_FIELD: Final = frozenset(
+    {"MedicationStatement", "MedicationAdministration", "MedicationDispense"}
+)
+"""The resource types whose DSTU2 form names the patient in `patient`, where R4 says
+`subject`: it names the patient all the same (it was an error, and the drug never checked)."""
 """Where a resource names its patient, and where another resource type does instead (an
 AllergyIntolerance in `patient`, a MedicationRequest in `subject`)."""
 
@@ -787,3 +831,47 @@ def version_offset(version_id: str | None) -> timedelta:
 
 def _raw_last_updated(resource: Json) -> str:
     return string_at(object_at(resource, "meta"), "lastUpdated", at="meta") or ""
+
+
+def patient_identity_notes(resource: Json, index: Index) -> list[str]:
+    """A line for each patient reference (`patient`, `subject`) whose `reference` and
+    `identifier` name different patients of the input set: the reference is followed (FHIR
+    prefers the literal reference), but one of the two is wrong, and a record filed under the
+    wrong patient was filed without a word."""
+    notes = []
+    for field_name in _OTHER_PATIENT_FIELD:
+        holder = resource.get(field_name)
+        if not isinstance(holder, Mapping):
+            continue
+        reference, identifier = holder.get("reference"), holder.get("identifier")
+        if not isinstance(reference, str) or not isinstance(identifier, Mapping):
+            continue
+        system, value = identifier.get("system"), identifier.get("value")
+        named = _patient_id_named(reference, index)
+        if not isinstance(system, str) or not isinstance(value, str) or named is None:
+            continue
+        carrier = index.patient_identifiers.get((system, value))
+        own = index.identifiers_of.get((named, system), ())
+        if carrier is not None and carrier != named:
+            why = f"Patient/{carrier} carries it"
+        elif carrier is None and (system, value) not in index.patient_identifiers and own:
+            why = f"Patient/{named} carries {system}|{', '.join(own)}"
+        else:
+            continue
+        notes.append(
+            f"{field_name}.reference {quoted(reference)} names Patient/{named}, but its "
+            f"identifier {system}|{value} names another patient ({why}): the record is filed "
+            f"under Patient/{named}, as the reference says; check at the source which patient "
+            "is meant"
+        )
+    return notes
+
+
+def _patient_id_named(reference: str, index: Index) -> str | None:
+    """The Patient id a literal reference names (a `urn:` through its Bundle entry), if any."""
+    if reference.startswith("urn:"):
+        return index.patients.get(reference_key(reference))
+    relative = relative_reference(reference)
+    if relative is None or not relative.startswith("Patient/"):
+        return None
+    return relative.split("/", 1)[1]
