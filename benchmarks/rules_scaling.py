@@ -21,6 +21,7 @@ when it was recorded, folding the alert's claims again). Run: `make bench`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from uuid import UUID
 
@@ -146,21 +147,29 @@ def _ended_courses(rules: tuple[Rule, ...]) -> None:
     """Courses that each held for a day, one after the other, as a chronic patient's daily or
     monthly renewals do: expired, they are neither folded again nor judged again."""
     print("fold and rules cost of one more prescription, by N courses ended with their window:")
-    state, ended = initial_state("bench", "s-6"), 0
+    _one_more_after_windows(rules, "s-6", _course, "ended")
+
+
+def _one_more_after_windows(
+    rules: tuple[Rule, ...], subject: str, nth: Callable[[int], Event], counted: str
+) -> None:
+    """The fold and rules cost of event `nth(N)` after events `nth(0)`..`nth(N - 1)`, for
+    growing N, in lines that say what the N events are (`counted`)."""
+    state, folded = initial_state("bench", subject), 0
     for size in (100, 1_000, 4_000, 16_000):
-        while ended < size:
-            state = evolve(state, _course(ended))
-            ended += 1
-        event = _course(size)
+        while folded < size:
+            state = evolve(state, nth(folded))
+            folded += 1
+        event = nth(size)
         folding = float("inf")
         for _ in range(TRIES):
             started = time.perf_counter()
             evolve(state, event)
             folding = min(folding, time.perf_counter() - started)
-        best, alerts = _best_evaluation(rules, state, event)
+        best, records = _best_evaluation(rules, state, event)
         print(
-            f"  {size:>6,} ended:  fold {folding * 1e6:7.1f} us, rules {best * 1000:8.2f} ms,"
-            f" {alerts:,} alerts raised"
+            f"  {size:>6,} {counted}: fold {folding * 1e6:7.1f} us, rules {best * 1000:8.2f} ms,"
+            f" {records:,} alert records"
         )
 
 
@@ -177,22 +186,7 @@ def _restated_preference(rules: tuple[Rule, ...]) -> None:
     assistant's "current city"): the statements whose window closed are neither read nor
     judged again."""
     print("fold and rules cost of restating a preference, by N statements of it, each for 2 days:")
-    state, stated = initial_state("bench", "s-7"), 0
-    for size in (100, 1_000, 4_000, 16_000):
-        while stated < size:
-            state = evolve(state, _statement(stated))
-            stated += 1
-        event = _statement(size)
-        folding = float("inf")
-        for _ in range(TRIES):
-            started = time.perf_counter()
-            evolve(state, event)
-            folding = min(folding, time.perf_counter() - started)
-        best, alerts = _best_evaluation(rules, state, event)
-        print(
-            f"  {size:>6,} stated: fold {folding * 1e6:7.1f} us, rules {best * 1000:8.2f} ms,"
-            f" {alerts:,} alert records"
-        )
+    _one_more_after_windows(rules, "s-7", _statement, "stated")
 
 
 def _statement(n: int) -> Event:
