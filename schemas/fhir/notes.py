@@ -87,26 +87,38 @@ def texts_shortened(
     payload = event.payload
     if size_of(event) <= limit or not isinstance(payload, AllergyRecorded | MedicationPrescribed):
         return None
-    cuts: list[ShortenedText] = []
+    cuts: dict[str, ShortenedText] = {}
+    originals: dict[str, str] = {}
     shortened = event
     for _ in range(64):
         size = size_of(shortened)
         if size <= limit:
-            return ShortenedRecord(shortened, tuple(cuts))
+            return ShortenedRecord(shortened, tuple(cuts.values()))
         texts = _long_texts(shortened.payload)
         if not texts:
             return None
         part, text = max(texts, key=lambda found: len(found[1].encode("utf-8")))
-        encoded = text.encode("utf-8")
-        keep = max(len(encoded) - (size - limit) - 120, _SHORTEST_CUT // 2)
-        kept = encoded[:keep].decode("utf-8", errors="ignore").rstrip()
-        marker = (
-            f"[{part} shortened at import: {len(text) - len(kept):,} of its {len(text):,} "
-            "characters dropped to fit the event size limit]"
-        )
-        cuts.append(ShortenedText(part, len(kept), len(text) - len(kept)))
-        shortened = _with_text(shortened, part, f"{kept} {marker}")
+        original = originals.setdefault(part, text)
+        room = len(_marker(part, len(original), len(original)).encode("utf-8")) + _MARKER_SLACK
+        keep = max(len(text.encode("utf-8")) - (size - limit) - room, _SHORTEST_CUT // 2)
+        kept = original.encode("utf-8")[:keep].decode("utf-8", errors="ignore").rstrip()
+        dropped = len(original) - len(kept)
+        cuts[part] = ShortenedText(part, len(kept), dropped)
+        shortened = _with_text(shortened, part, f"{kept} {_marker(part, dropped, len(original))}")
     return None
+
+
+_MARKER_SLACK: Final = 8
+"""Bytes kept free besides the marker: the space before it, and a longer length prefix."""
+
+
+def _marker(part: str, dropped: int, length: int) -> str:
+    """What ends a cut text: words the drug knowledge does not read, saying how much of it was
+    dropped."""
+    return (
+        f"[{part} shortened at import: {dropped:,} of its {length:,} characters dropped to fit "
+        "the event size limit]"
+    )
 
 
 def _long_texts(payload: object) -> list[tuple[str, str]]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from projections.gate import DEFAULT_MAX_EVENT_BYTES
 from rules.batch import SubjectResult
 from schemas.events import AllergyRecorded, MedicationPrescribed, MedicationStopped
 from schemas.severity import Severity
@@ -129,6 +130,27 @@ def test_an_allergy_whose_text_is_over_the_size_limit_is_kept_with_its_text_shor
     assert isinstance(recorded, AllergyRecorded)
     assert recorded.substance.startswith("Penicillin. Patient reports")
     assert "[allergen text shortened at import: " in recorded.substance
+
+
+def test_a_text_cut_more_than_once_to_fit_is_one_line_counted_from_the_whole_text(
+    tmp_path: Path,
+) -> None:
+    """A 300,000-character reaction was cut twice to fit: two lines, the second saying 121
+    characters of a 65,312-character text were dropped, and its marker cut off the first."""
+    reaction = {"manifestation": [{"text": f"Hives. {HISTORY * 3}"}]}
+    files = _read(tmp_path, penicillin_allergy("Patient/p1") | {"reaction": [reaction]})
+    [line] = [note.message() for note in files.notes]
+    [recorded] = [item.event.payload for item in files.submitted]
+    assert isinstance(recorded, AllergyRecorded)
+    text = recorded.reactions[0].manifestation
+    whole = len(reaction["manifestation"][0]["text"].strip())
+    kept = len(text.split(" [manifestation of reaction 1 shortened at import: ")[0])
+    assert f"shortened to its first {kept:,} characters ({whole - kept:,} dropped)" in line
+    assert text.endswith(
+        f"[manifestation of reaction 1 shortened at import: {whole - kept:,} of its {whole:,}"
+        " characters dropped to fit the event size limit]"
+    )
+    assert max(item.encoded_size for item in files.submitted) <= DEFAULT_MAX_EVENT_BYTES
 
 
 def test_what_a_shortened_allergen_text_dropped_is_checked_by_hand_not_lost(
