@@ -388,7 +388,9 @@ def _claimed(
         update["bounds"] = tuple(sorted((*state.bounds, *bounds_of(event, address))))
     unexpired = state.windowed.get(address)
     if unexpired is None and "bounds" in update:
-        update["windowed"] = state.windowed.set(address, _unexpired(timeline.members, moment))
+        update["windowed"] = state.windowed.set(
+            address, _unexpired(timeline.members.values(), moment)
+        )
     elif unexpired is not None and _unexpired_at(event, moment):
         update["windowed"] = state.windowed.set(address, unexpired.set(event.event_id, event))
     return update
@@ -398,10 +400,9 @@ def _unexpired_at(event: Event, moment: datetime) -> bool:
     return event.valid_until is None or moment < event.valid_until
 
 
-def _unexpired(statements: Iterable[Event] | Map[str, Event], moment: datetime) -> Map[str, Event]:
+def _unexpired(statements: Iterable[Event], moment: datetime) -> Map[str, Event]:
     """The statements whose window has not closed by `moment`, by event id."""
-    events = statements.values() if isinstance(statements, Map) else statements
-    return Map({event.event_id: event for event in events if _unexpired_at(event, moment)})
+    return Map({event.event_id: event for event in statements if _unexpired_at(event, moment)})
 
 
 def _passed(state: UserState, update: dict[str, Any], moment: datetime) -> dict[str, Any]:
@@ -419,7 +420,7 @@ def _passed(state: UserState, update: dict[str, Any], moment: datetime) -> dict[
             index = _unended_in(index, key, medications[key], moment)
         unexpired = windowed.get((kind, key))
         if unexpired is not None:
-            windowed = windowed.set((kind, key), _unexpired(unexpired, moment))
+            windowed = windowed.set((kind, key), _unexpired(unexpired.values(), moment))
     return {"bounds": bounds[cut:], "unended_medications": index, "windowed": windowed}
 
 
@@ -451,7 +452,7 @@ def with_corrections(
             "unended_medications": _unended_index(state.medications, moment[0]),
             "windowed": Map(
                 {
-                    (kind, key): _unexpired(state.timelines(kind)[key].members, moment[0])
+                    (kind, key): _unexpired(state.timelines(kind)[key].members.values(), moment[0])
                     for kind, key in state.windowed
                 }
             ),
