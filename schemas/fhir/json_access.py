@@ -351,11 +351,7 @@ def unreadable_words(resource: Json) -> list[str]:
                 (f"{path}.{key}" if path else str(key), child)
                 for key, child in reversed(list(value.items()))
             )
-            display, text = value.get("display"), value.get("text")
-            if not isinstance(display, str | None):
-                lines.append(_unread(path, "display", display))
-            if value.get("coding") and not isinstance(text, str | None):
-                lines.append(_unread(path, "text", text))
+            lines += [_unread(path, key, value[key]) for key in _unreadable_keys(value)]
         elif isinstance(value, list):
             stack.extend((f"{path}[{n}]", item) for n, item in reversed(list(enumerate(value))))
     return lines
@@ -368,14 +364,20 @@ def _any_unreadable_word(resource: Json) -> bool:
     while stack:
         value = stack.pop()
         if isinstance(value, Mapping):
-            if not isinstance(value.get("display"), str | None):
-                return True
-            if value.get("coding") and not isinstance(value.get("text"), str | None):
+            if _unreadable_keys(value):
                 return True
             stack.extend(child for child in value.values() if isinstance(child, Mapping | list))
         elif isinstance(value, list):
             stack.extend(item for item in value if isinstance(item, Mapping | list))
     return False
+
+
+def _unreadable_keys(holder: Mapping[str, object]) -> tuple[str, ...]:
+    """The words of `holder` that are there but not text: its `display`, and its `text` when
+    it has codings to be read by."""
+    display_unread = not isinstance(holder.get("display"), str | None)
+    text_unread = bool(holder.get("coding")) and not isinstance(holder.get("text"), str | None)
+    return (("display",) if display_unread else ()) + (("text",) if text_unread else ())
 
 
 def _unread(path: str, key: str, value: object) -> str:
