@@ -14,7 +14,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from functools import cache
+from typing import Protocol, TypeGuard, runtime_checkable
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from projections.state import Kind, UserState, claim_address, unkeyed
@@ -102,6 +103,19 @@ class Rule(Protocol):
 
     def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
         """Alert-worthy situations in `state`, limited to those involving `focus` claims."""
+        ...
+
+
+@runtime_checkable
+class Reaching(Protocol):
+    """A rule whose findings about some claims can change when other claims change (a pairing
+    with the first-started of several duplicates moves on when that one stops)."""
+
+    def reach(
+        self, state: UserState, focus: frozenset[tuple[Kind, str]]
+    ) -> frozenset[tuple[Kind, str]]:
+        """The claims besides `focus` whose findings a change of the `focus` claims can change
+        in `state`."""
         ...
 
 
@@ -194,6 +208,17 @@ def lifecycle_record(
     )
 
 
+def _reaches(rule: Rule) -> TypeGuard[Reaching]:
+    return _reaching(type(rule))
+
+
+@cache
+def _reaching(kind: type) -> bool:
+    """Whether rules of this class reach further (an `isinstance` test against a protocol
+    costs microseconds on every event; the class answers once)."""
+    return issubclass(kind, Reaching)
+
+
 @dataclass(frozen=True, slots=True)
 class Judged:
     """What one rule finds about the claims an event touched, before and after it."""
@@ -206,6 +231,10 @@ class Judged:
 def judged(
     rule: Rule, before: UserState, after: UserState, claims: frozenset[tuple[Kind, str]]
 ) -> Judged:
+    """What `rule` finds about `claims` (and, for a rule that reaches further, the claims a
+    change of them can move) before and after the transition."""
+    if _reaches(rule):
+        claims = claims | rule.reach(before, claims) | rule.reach(after, claims)
     return Judged(rule, rule.findings(before, claims), rule.findings(after, claims))
 
 

@@ -8,10 +8,10 @@ are a possible duplicate, flagged for a check by hand rather than passed over in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import lru_cache
-from itertools import combinations
 from typing import ClassVar, Final
 from uuid import UUID
 
@@ -19,10 +19,11 @@ from projections.queries import active_medications
 from projections.state import Kind, UserState, record_address
 from projections.views import MedicationView
 from rules.administration import Site, act_apart, site_of
-from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id, shared_purpose
+from rules.base import Finding, Focus, RuleRef, evidence_of, finding_id
 from rules.knowledge.model import DrugKnowledge, DrugResolution
 from rules.resolution import CachedResolver
 from schemas.alerts import DuplicateTherapyFinding
+from schemas.events import Coding
 from schemas.severity import Severity
 
 RULE = RuleRef(
@@ -44,19 +45,103 @@ class DuplicateTherapyRule:
     watches: ClassVar[frozenset[Kind]] = frozenset({Kind.MEDICATION})
     _resolve: CachedResolver = field(init=False, repr=False)
     _site_of: Callable[[str | None, str], Site | None] = field(init=False, repr=False)
+    _concepts: Callable[[str, tuple[Coding, ...]], tuple[Concept, ...]] = field(
+        init=False, repr=False
+    )
+    _indexes: dict[int, tuple[UserState, _Index]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    """The index of the last two states judged (the before and after of a transition, each
+    asked for its reach and its findings), by identity."""
 
     def __post_init__(self) -> None:
         self._resolve = CachedResolver(self.knowledge)
         self._site_of = lru_cache(maxsize=65536)(site_of)
+        self._concepts = lru_cache(maxsize=65536)(self._concepts_of)
 
     def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
         found: dict[UUID, Finding] = {}
-        for first, second in _pairs(active_medications(state), focus):
-            purpose = shared_purpose(first.prescribed, second.prescribed)
-            finding = None if purpose is None else self._finding(first, second, purpose)
+        if focus is not None and not _any_unended(state, focus):
+            return found
+        index = self._index(state)
+        for earlier, later in self._anchored(index, focus):
+            purpose = earlier.medication.prescribed.purpose
+            finding = self._finding(earlier.medication, later.medication, purpose)
             if finding is not None:
                 found[finding_id(state, finding)] = finding
         return found
+
+    def reach(self, state: UserState, focus: frozenset[tuple[Kind, str]]) -> frozenset[Key]:
+        """The prescriptions whose pairing a change of the `focus` ones can change: those that
+        share a concept with one of them and started after it (its anchor may be the one)."""
+        if not _any_unended(state, focus):
+            return frozenset()
+        index = self._index(state)
+        focused = [entry for entry in index.entries if entry.address in focus]
+        return frozenset(entry.address for entry in _later_sharers(index, focused))
+
+    def _index(self, state: UserState) -> _Index:
+        held = self._indexes.get(id(state))
+        if held is not None and held[0] is state:
+            return held[1]
+        index = self._indexed(state)
+        if len(self._indexes) >= 2:
+            del self._indexes[next(iter(self._indexes))]
+        self._indexes[id(state)] = (state, index)
+        return index
+
+    def _indexed(self, state: UserState) -> _Index:
+        entries = [self._entry(medication) for medication in active_medications(state)]
+        entries.sort(key=_rank)
+        by_concept: dict[tuple[str, Concept], list[_Entry]] = {}
+        for entry in entries:
+            purpose = entry.medication.prescribed.purpose
+            for concept in entry.concepts:
+                by_concept.setdefault((purpose, concept), []).append(entry)
+        return _Index(entries, by_concept)
+
+    def _entry(self, medication: MedicationView) -> _Entry:
+        prescribed = medication.prescribed
+        start = prescribed.valid_from or prescribed.occurred_at
+        concepts = self._concepts(medication.drug, medication.codes)
+        rank = (start, medication.prescription_id)
+        return _Entry(rank, _key(medication), medication, concepts)
+
+    def _anchored(self, index: _Index, focus: Focus) -> Iterator[tuple[_Entry, _Entry]]:
+        """Each active prescription paired with the first-started active prescription before it
+        that shares each of its concepts (one pair per prescription it duplicates, not one per
+        pair of all the prescriptions that share a concept), limited to the pairs with a member
+        in `focus`."""
+        if focus is None:
+            later: Iterable[_Entry] = index.entries
+        else:
+            focused = [entry for entry in index.entries if entry.address in focus]
+            later = sorted({*focused, *_later_sharers(index, focused)}, key=_rank)
+        for entry in later:
+            for anchor in self._anchors(index, entry):
+                if focus is None or anchor.address in focus or entry.address in focus:
+                    yield anchor, entry
+
+    def _anchors(self, index: _Index, entry: _Entry) -> dict[_Entry, None]:
+        """The first-started prescription before `entry` that it duplicates, for each of its
+        concepts (a prescription of a locally acting class used at another site is passed by)."""
+        purpose = entry.medication.prescribed.purpose
+        anchors: dict[_Entry, None] = {}
+        for concept in entry.concepts:
+            for other in index.by_concept[(purpose, concept)]:
+                if other.rank >= entry.rank:
+                    break
+                if concept[0] == UNREAD_NAME or not self._apart(other, entry):
+                    anchors[other] = None
+                    break
+        return anchors
+
+    def _apart(self, first: _Entry, second: _Entry) -> bool:
+        one, two = (self._resolution(entry.medication) for entry in (first, second))
+        return _site_specific(one, two) and self._act_apart(first.medication, second.medication)
+
+    def _concepts_of(self, drug: str, codes: tuple[Coding, ...]) -> tuple[Concept, ...]:
+        return _concepts_of(self._resolve(drug, codes))
 
     def _act_apart(self, first: MedicationView, second: MedicationView) -> bool:
         sites = (self._site_of(m.route, m.drug) for m in (first, second))
@@ -125,22 +210,70 @@ class DuplicateTherapyRule:
         )
 
 
-def _pairs(
-    medications: list[MedicationView], focus: Focus
-) -> Iterator[tuple[MedicationView, MedicationView]]:
-    """Every pair of the active prescriptions (in their order) with at least one in focus: a
-    linear pass per focused prescription, not a pass over all pairs, so a subject with many
-    prescriptions is checked in time proportional to their number on each event."""
-    if focus is None:
-        yield from combinations(medications, 2)
-        return
-    focused = [n for n, medication in enumerate(medications) if _key(medication) in focus]
-    paired: set[int] = set()
-    for n in focused:
-        for m in range(len(medications)):
-            if m != n and m not in paired:
-                yield (medications[min(n, m)], medications[max(n, m)])
-        paired.add(n)
+Key = tuple[Kind, str]
+Concept = tuple[str, object]
+"""What a prescription may share with another: ("ingredient", "ibuprofen"), ("class", ...),
+("therapeutic group", ...), or (UNREAD_NAME, the words it leaves unread) when the knowledge
+cannot resolve it."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Entry:
+    """An active prescription, with when it started (then its id: the order of the pairing) and
+    the concepts it may share."""
+
+    rank: tuple[datetime, str]
+    address: Key
+    medication: MedicationView
+    concepts: tuple[Concept, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Index:
+    entries: list[_Entry]
+    """The active prescriptions, first started first."""
+    by_concept: dict[tuple[str, Concept], list[_Entry]]
+    """The entries (in that order) that hold each concept, by purpose and concept."""
+
+
+def _concepts_of(resolution: DrugResolution) -> tuple[Concept, ...]:
+    """What a prescription of `resolution` shares with another that makes them duplicates (as
+    `DuplicateTherapyRule._finding` judges them)."""
+    if not resolution.resolved:
+        unread = resolution.unread_medicine
+        return () if unread is None else ((UNREAD_NAME, unread),)
+    return (
+        *(("ingredient", name) for name in resolution.active_ingredients),
+        *(("class", name) for name in resolution.classes),
+        *(("therapeutic group", name) for name in resolution.therapeutic_groups),
+    )
+
+
+def _rank(entry: _Entry) -> tuple[datetime, str]:
+    return entry.rank
+
+
+def _any_unended(state: UserState, focus: frozenset[Key]) -> bool:
+    """Whether one of the `focus` claims is a prescription neither stopped nor ended (without
+    one, no pair has a member in focus, and none can move)."""
+    unended = state.unended_medications
+    return any(kind is Kind.MEDICATION and key in unended for kind, key in focus)
+
+
+def _later_sharers(index: _Index, focused: list[_Entry]) -> list[_Entry]:
+    """The entries that share a concept with a `focused` entry and started after it."""
+    first: dict[tuple[str, Concept], tuple[datetime, str]] = {}
+    for entry in focused:
+        purpose = entry.medication.prescribed.purpose
+        for concept in entry.concepts:
+            held = first.get((purpose, concept))
+            first[(purpose, concept)] = entry.rank if held is None else min(held, entry.rank)
+    return [
+        entry
+        for shared, rank in first.items()
+        for entry in index.by_concept[shared]
+        if entry.rank > rank
+    ]
 
 
 UNREAD_NAME: Final = "unrecognised name"

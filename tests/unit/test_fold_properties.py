@@ -26,14 +26,14 @@ from projections.gate import GateContext, GatePolicy, Rejected, TenantPolicy
 from projections.queries import active_medications, events_in_order, medication_standing
 from projections.state import Kind, UserState, evolve, initial_state, replay, replay_all
 from projections.timeline import CAUSAL_RANK
-from rules.base import Finding, Focus, Rule, RuleRef
+from rules.base import Finding, Focus, Reaching, Rule, RuleRef
 from rules.batch import Submitted, replay_batch
 from rules.engine import default_rules, evaluate, process
 from rules.rejudge import Rejudgement, latest_records, rejudged
 from schemas.alerts import Alert
 from schemas.events import Event, EventType
 from schemas.reasons import ReasonCode
-from tests.factories import event_id, make_event
+from tests.factories import T0, event_id, make_event
 from tests.fakes import TableKnowledge
 from tests.processes import outputs_under_hash_seeds
 from tests.strategies import event_histories, mixed_histories
@@ -296,6 +296,11 @@ class WatchingEverything:
     def findings(self, state: UserState, focus: Focus) -> Mapping[UUID, Finding]:
         return self.rule.findings(state, focus)
 
+    def reach(
+        self, state: UserState, focus: frozenset[tuple[Kind, str]]
+    ) -> frozenset[tuple[Kind, str]]:
+        return self.rule.reach(state, focus) if isinstance(self.rule, Reaching) else frozenset()
+
 
 @given(event_histories(max_size=30))
 def test_given_any_history_then_the_kinds_a_rule_watches_hide_none_of_its_alerts(
@@ -323,6 +328,47 @@ def test_given_any_history_in_any_order_then_the_alerts_stream_agrees_with_the_s
     rules in the state, also when an event moves the subject's time past the opening or closing
     of a claim's validity window without touching the claim: nothing stays raised for a
     prescription that expired, nothing stays silent for one that came into force."""
+    rng.shuffle(events)
+    judged_one_at_a_time(events, consistent=True)
+
+
+@st.composite
+def prescription_histories(draw: st.DrawFn) -> list[Event]:
+    """Prescriptions of a few ids (restated with another drug, start or purpose) and stops,
+    among drugs that duplicate each other in several ways."""
+    drugs = ("ibuprofen", "naproxen", "aspirin", "amoxicillin", "amoxicillin/clavulanate")
+    events = []
+    for n in range(draw(st.integers(1, 14))):
+        prescription = f"rx-{draw(st.integers(0, 4))}"
+        at = timedelta(hours=draw(st.integers(0, 200)))
+        if draw(st.integers(0, 4)) == 0:
+            payload = {"prescription_id": prescription}
+            events.append(make_event("MedicationStopped", f"stop-{n}", at=at, payload=payload))
+            continue
+        payload = {"prescription_id": prescription, "drug": draw(st.sampled_from(drugs))}
+        starts = draw(st.none() | st.integers(0, 200).map(lambda h: T0 + timedelta(hours=h)))
+        purpose = draw(st.sampled_from(("care", "care", "research")))
+        events.append(
+            make_event(
+                "MedicationPrescribed",
+                f"rx-{n}",
+                at=at,
+                payload=payload,
+                valid_from=starts,
+                purpose=purpose,
+            )
+        )
+    return events
+
+
+@given(prescription_histories(), st.randoms(use_true_random=False))
+@settings(max_examples=300)
+def test_given_duplicates_that_start_stop_and_change_in_any_order_then_the_alerts_agree_with_the_state(
+    events: list[Event], rng: Random
+) -> None:
+    """A duplicate is flagged against the first started active prescription it shares something
+    with: when that one stops, starts later, or changes drug, the pairs it anchored move on to
+    the next, and the stream holds exactly the pairs the state has after every event."""
     rng.shuffle(events)
     judged_one_at_a_time(events, consistent=True)
 

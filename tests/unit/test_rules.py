@@ -422,6 +422,39 @@ def test_given_two_active_drugs_of_one_class_then_duplicate_therapy() -> None:
     assert [(a.rule_id, a.severity) for a in alerts] == [("duplicate-therapy", Severity.WARNING)]
 
 
+def _standing(alerts: list[Alert]) -> set[tuple[str, ...]]:
+    """The causes of the duplicate-therapy alerts the stream holds raised."""
+    latest = {alert.alert_id: alert for alert in alerts if alert.rule_id == "duplicate-therapy"}
+    return {alert.cause for alert in latest.values() if alert.status is AlertStatus.RAISED}
+
+
+def test_given_three_drugs_of_one_class_then_each_later_one_is_flagged_against_the_first() -> None:
+    """Each prescription that duplicates one already in use is flagged against the first
+    started of them, by what it shares; when that one stops, the others are flagged against
+    each other."""
+    started = [rx("rx-1", "ibuprofen", day=1), rx("rx-2", "naproxen", day=2)]
+    started.append(rx("rx-3", "ibuprofen", day=3))
+    alerts = run(started)
+    assert _standing(alerts) == {
+        ("medication:rx-1", "medication:rx-2"),
+        ("medication:rx-1", "medication:rx-3"),
+    }
+    stop = make_event(
+        "MedicationStopped", "stop-1", at=4 * DAY, payload={"prescription_id": "rx-1"}
+    )
+    assert _standing(run([*started, stop])) == {("medication:rx-2", "medication:rx-3")}
+
+
+def test_given_many_orders_of_one_drug_then_one_alert_per_extra_order() -> None:
+    """Forty renewals of a medicine left active beside its first order are forty duplicates of
+    that order, not the 820 pairs among the 41 orders."""
+    orders = [rx(f"rx-{n}", "naproxen", day=1 + n / 24) for n in range(41)]
+    for arrival in (orders, orders[::-1]):
+        assert _standing(run(arrival)) == {
+            ("medication:rx-0", f"medication:rx-{n}") for n in range(1, 41)
+        }
+
+
 @settings(max_examples=40)
 @given(
     drugs=st.lists(
