@@ -138,6 +138,20 @@ _TOKEN_PATTERNS: tuple[_TokenPattern, ...] = (
     ),
     _TokenPattern("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), ("aiza",)),
     _TokenPattern(
+        "a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{34,}(?![A-Za-z0-9])"), ("hf_",)
+    ),
+    _TokenPattern(
+        "a Shopify token",
+        re.compile(r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}(?![0-9A-Za-z])"),
+        ("shpat_", "shpca_", "shppa_", "shpss_"),
+    ),
+    _TokenPattern(
+        "a DigitalOcean token", re.compile(r"\bdo[opr]_v1_[a-f0-9]{64}(?![0-9a-f])"), ("_v1_",)
+    ),
+    _TokenPattern(
+        "a Databricks token", re.compile(r"\bdapi[a-f0-9]{32}(?:-\d)?(?![0-9A-Za-z])"), ("dapi",)
+    ),
+    _TokenPattern(
         "an AWS access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), ("akia", "asia")
     ),
     _TokenPattern(
