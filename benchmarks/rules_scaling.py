@@ -13,7 +13,8 @@ over the whole state, for a subject with N preferences that each hold until a da
 render of that subject's state document (both linear in N). Then the fold and the rules for
 one more prescription of a subject whose N earlier courses each ended with its validity window
 (flat in N), and of one more statement of a preference restated N times, each statement for
-two days (flat in N). Last, the acknowledgement of a
+two days (flat in N); then N orders of one drug left active, folded and judged one at a
+time (one duplicate-therapy alert per order after the first). Last, the acknowledgement of a
 raised alert of a subject with a long history (it is judged against the grade the alert had
 when it was recorded, folding the alert's claims again). Run: `make bench`.
 """
@@ -181,6 +182,25 @@ def _course(n: int) -> Event:
     return event.model_copy(update={"valid_from": at, "valid_until": at + timedelta(days=1)})
 
 
+def _orders_of_one_drug(rules: tuple[Rule, ...]) -> None:
+    """N orders of one medicine left active (an export whose renewals are never closed),
+    folded and judged one at a time: each order after the first is one duplicate therapy of
+    the first, so the alert records grow with N, not with N squared."""
+    print("fold and rules of N orders of one drug left active, one at a time (total):")
+    for size in (100, 400, 2_000):
+        state, records = initial_state("bench", "s-8"), 0
+        started = time.perf_counter()
+        for n in range(size):
+            payload = MedicationPrescribed(prescription_id=f"order-{n}", drug="ibuprofen 200 mg")
+            at = START + timedelta(hours=n)
+            event = event_of("bench", "s-8", n, at, payload, IMPORTED)
+            after = evolve(state, event)
+            records += len(evaluate(rules, state, after, event))
+            state = after
+        took = time.perf_counter() - started
+        print(f"  {size:>6,} orders: {took:8.2f} s, {records:,} alert records")
+
+
 def _restated_preference(rules: tuple[Rule, ...]) -> None:
     """One preference restated day after day, each statement for two days (a travel
     assistant's "current city"): the statements whose window closed are neither read nor
@@ -216,6 +236,7 @@ def main() -> None:
     _windowed_preferences(rules)
     _ended_courses(rules)
     _restated_preference(rules)
+    _orders_of_one_drug(rules)
     _acknowledged_on_long_histories(rules)
 
 
