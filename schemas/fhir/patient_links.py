@@ -233,19 +233,23 @@ def shared_identifier_notices(
     create or update, or a `Patient.link`, makes them one). The value is not repeated: only
     its system and the Patients."""
     holders: dict[tuple[str, str], dict[str, SourcedResource]] = {}
+    lines: list[PassedOver] = []
     for item in _newest_patients(resources):
         if item.identity is None:
             continue
         try:
             subject = index.current_patient(subject_id_of(item.identity))
-        except Unmappable:
+            identifiers = objects_at(item.resource, "identifier")
+        except Unmappable as error:
+            if error.field == "identifier":
+                detail = f"{error.message}: not compared with other Patients' identifiers"
+                lines.append(PassedOver(item.origin, f"Patient/{item.identity}", detail))
             continue
-        for identifier in objects_at(item.resource, "identifier"):
+        for identifier in identifiers:
             system, value = identifier.get("system"), identifier.get("value")
             if isinstance(value, str) and value.strip():
                 key = (system if isinstance(system, str) else "", value.strip())
                 holders.setdefault(key, {}).setdefault(subject, item)
-    lines: list[PassedOver] = []
     for (system, _), subjects in holders.items():
         if len(subjects) < 2:
             continue

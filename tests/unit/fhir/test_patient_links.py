@@ -318,6 +318,24 @@ def test_two_patients_with_one_identifier_stay_two_subjects_and_are_named() -> N
     assert all("MRN123" not in line.detail for line in result.passed_over)
 
 
+@pytest.mark.parametrize("identifiers", ["MRN123", {"value": "MRN123"}, [MRN[0], "MRN123"]])
+def test_a_patient_whose_identifiers_cannot_be_read_is_imported_and_reported(
+    identifiers: object,
+) -> None:
+    """Identifiers that are not a list of objects are not compared with the other Patients'
+    (a line says so); the patient and its records are imported all the same."""
+    result = run({**patient("p1"), "identifier": identifiers}, penicillin_allergy("Patient/p1"))
+    assert result.errors == []
+    assert subjects(result) == {"p1"}
+    assert notices(result) == [
+        (
+            "file0",
+            "Patient/p1",
+            "identifier is not a list of objects: not compared with other Patients' identifiers",
+        )
+    ]
+
+
 def test_a_replaced_patient_sharing_the_identifier_of_its_replacement_is_no_split() -> None:
     old, new = ({**linked_patient, "identifier": MRN} for linked_patient in (OLD, NEW))
     result = run(old, new, penicillin_allergy("Patient/old"))
