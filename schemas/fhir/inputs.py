@@ -19,6 +19,7 @@ from schemas.fhir.json_access import (
     Problem,
     parse_fhir_datetime,
     relative_reference,
+    text_among,
     unversioned_parts,
 )
 from schemas.fhir.modifiers import Modifier, bundle_modifier, entry_modifier, refusal
@@ -558,7 +559,9 @@ def _deletion(entry: Json, resource: object, origin: str) -> ParsedInput:
 
 def _claim_named(resource: object) -> str | None:
     """`Type/id` (or the type alone) of a claim resource, None for anything else."""
-    if not isinstance(resource, Mapping) or resource.get("resourceType") not in CLAIM_TYPES:
+    if not isinstance(resource, Mapping) or not text_among(
+        resource.get("resourceType"), CLAIM_TYPES
+    ):
         return None
     identifier = resource.get("id")
     named = isinstance(identifier, str) and identifier.strip()

@@ -272,6 +272,12 @@ def _value_at(holder: Json, path: Sequence[str]) -> object:
     return value
 
 
+def text_among(value: object, options: Collection[str]) -> bool:
+    """Whether `value` is text and one of `options` (a list or an object sent where a code
+    belongs is none of them, rather than an error of its own)."""
+    return isinstance(value, str) and value in options
+
+
 def a_resource_of_type(kind: object) -> str:
     """A resource of type `kind` with its article ("a Substance", "an AllergyIntolerance")."""
     if not isinstance(kind, str) or not kind:

@@ -45,6 +45,7 @@ from schemas.fhir.json_access import (
     required_code,
     status_code,
     string_at,
+    text_among,
     time_at,
     within,
 )
@@ -221,7 +222,7 @@ def _fulfilment(source: Source, index: Index, status: str, therapy: str, subject
 def _planned_end_of(order: Json) -> PlannedEnd | None:
     """When an order still under way plans its therapy to end (None: ended, open-ended, or not
     readable: its own import reports that)."""
-    if order.get("status") in _ENDED_STATUSES:
+    if text_among(order.get("status"), _ENDED_STATUSES):
         return None
     try:
         return _planned_therapy_end(order)
@@ -1068,7 +1069,7 @@ def _ingredient_resource(
             (
                 item
                 for item in contained
-                if item.get("resourceType") in _INGREDIENT_TYPES
+                if text_among(item.get("resourceType"), _INGREDIENT_TYPES)
                 and item.get("id") in (target[1:], target)
             ),
             None,

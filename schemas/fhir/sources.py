@@ -37,6 +37,7 @@ from schemas.fhir.json_access import (
     relative_reference,
     required_object,
     string_at,
+    text_among,
     time_at,
     within,
 )
@@ -615,7 +616,7 @@ def subject_of(resource: Json, field_name: str, index: Index) -> str:
         field_name == "subject"
         and resource.get("subject") is None
         and resource.get("patient") is not None
-        and resource.get("resourceType") in _DSTU2_PATIENT_FIELD
+        and text_among(resource.get("resourceType"), _DSTU2_PATIENT_FIELD)
     ):
         field_name = "patient"
     other = _OTHER_PATIENT_FIELD.get(field_name)
