@@ -705,6 +705,12 @@ def test_a_text_naming_only_tolerated_drugs_is_unverified_and_quoted_whole(
             MatchLevel.SAME_CLASS,
             id="a shouted nil before a parenthesised reaction",
         ),
+        pytest.param(
+            "NO PENICILLIN BASED ANTIBIOTICS - anaphylaxis",
+            "amoxicillin",
+            MatchLevel.SAME_CLASS,
+            id="a shouted no before four words and a reaction",
+        ),
     ],
 )
 def test_a_negation_governs_its_clause_not_the_allergy_recorded_beside_it(
@@ -715,6 +721,27 @@ def test_a_negation_governs_its_clause_not_the_allergy_recorded_beside_it(
     verdict = knowledge.cross_reactivity(allergen, drug)
 
     assert verdict.level is level, verdict.reason
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(
+    "allergen",
+    [
+        pytest.param("no " + "a" * 600, id="a 600-letter word after no"),
+        pytest.param("no " + "a-" * 300, id="a 600-character hyphenated word after no"),
+        pytest.param(
+            "NO " + "x" * 2000 + " - rash", id="a 2,000-letter word shouted before a reaction"
+        ),
+    ],
+)
+def test_given_a_long_unknown_word_after_a_leading_no_then_it_is_judged_unverified(
+    knowledge: BundledKnowledge, allergen: str
+) -> None:
+    """Reading a shouted warning ("NO PENICILLINS - anaphylaxis") tried every way of cutting a
+    word into four: a 300-letter word after "no" took 11 s (600 letters about 90 s, 300 times
+    "a-" 50 s), so one producer's text could stall the partition it came on. Words are now split
+    at spaces only."""
+    assert knowledge.cross_reactivity(allergen, "amoxicillin").level is MatchLevel.UNVERIFIED
 
 
 @pytest.mark.parametrize(
