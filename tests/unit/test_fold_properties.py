@@ -334,8 +334,8 @@ def test_given_any_history_in_any_order_then_the_alerts_stream_agrees_with_the_s
 
 @st.composite
 def prescription_histories(draw: st.DrawFn) -> list[Event]:
-    """Prescriptions of a few ids (restated with another drug, start or purpose) and stops,
-    among drugs that duplicate each other in several ways."""
+    """Prescriptions of a few ids (restated with another drug, start, end or purpose) and
+    stops, among drugs that duplicate each other in several ways."""
     drugs = ("ibuprofen", "naproxen", "aspirin", "amoxicillin", "amoxicillin/clavulanate")
     events = []
     for n in range(draw(st.integers(1, 14))):
@@ -347,6 +347,8 @@ def prescription_histories(draw: st.DrawFn) -> list[Event]:
             continue
         payload = {"prescription_id": prescription, "drug": draw(st.sampled_from(drugs))}
         starts = draw(st.none() | st.integers(0, 200).map(lambda h: T0 + timedelta(hours=h)))
+        lasts = draw(st.none() | st.integers(1, 100).map(lambda h: timedelta(hours=h)))
+        ends = None if lasts is None else (starts or T0 + at) + lasts
         purpose = draw(st.sampled_from(("care", "care", "research")))
         events.append(
             make_event(
@@ -355,6 +357,7 @@ def prescription_histories(draw: st.DrawFn) -> list[Event]:
                 at=at,
                 payload=payload,
                 valid_from=starts,
+                valid_until=ends,
                 purpose=purpose,
             )
         )
@@ -367,8 +370,9 @@ def test_given_duplicates_that_start_stop_and_change_in_any_order_then_the_alert
     events: list[Event], rng: Random
 ) -> None:
     """A duplicate is flagged against the first started active prescription it shares something
-    with: when that one stops, starts later, or changes drug, the pairs it anchored move on to
-    the next, and the stream holds exactly the pairs the state has after every event."""
+    with: when that one stops, expires, starts later, or changes drug, the pairs it anchored
+    move on to the next, and the stream holds exactly the pairs the state has after every
+    event."""
     rng.shuffle(events)
     judged_one_at_a_time(events, consistent=True)
 
