@@ -65,8 +65,7 @@ class DuplicateTherapyRule:
             return found
         index = self._index(state)
         for earlier, later in self._anchored(index, focus):
-            purpose = earlier.medication.prescribed.purpose
-            finding = self._finding(earlier.medication, later.medication, purpose)
+            finding = self._finding(earlier.medication, later.medication, earlier.purpose)
             if finding is not None:
                 found[finding_id(state, finding)] = finding
         return found
@@ -77,8 +76,7 @@ class DuplicateTherapyRule:
         if not _any_unended(state, focus):
             return frozenset()
         index = self._index(state)
-        focused = [entry for entry in index.entries if entry.address in focus]
-        return frozenset(entry.address for entry in _later_sharers(index, focused))
+        return frozenset(entry.address for entry in _later_sharers(index, index.focused(focus)))
 
     def _index(self, state: UserState) -> _Index:
         held = self._indexes.get(id(state))
@@ -95,9 +93,8 @@ class DuplicateTherapyRule:
         entries.sort(key=_rank)
         by_concept: dict[tuple[str, Concept], list[_Entry]] = {}
         for entry in entries:
-            purpose = entry.medication.prescribed.purpose
             for concept in entry.concepts:
-                by_concept.setdefault((purpose, concept), []).append(entry)
+                by_concept.setdefault((entry.purpose, concept), []).append(entry)
         return _Index(entries, by_concept)
 
     def _entry(self, medication: MedicationView) -> _Entry:
@@ -115,7 +112,7 @@ class DuplicateTherapyRule:
         if focus is None:
             later: Iterable[_Entry] = index.entries
         else:
-            focused = [entry for entry in index.entries if entry.address in focus]
+            focused = index.focused(focus)
             later = sorted({*focused, *_later_sharers(index, focused)}, key=_rank)
         for entry in later:
             for anchor in self._anchors(index, entry):
@@ -125,10 +122,9 @@ class DuplicateTherapyRule:
     def _anchors(self, index: _Index, entry: _Entry) -> dict[_Entry, None]:
         """The first-started prescription before `entry` that it duplicates, for each of its
         concepts (a prescription of a locally acting class used at another site is passed by)."""
-        purpose = entry.medication.prescribed.purpose
         anchors: dict[_Entry, None] = {}
         for concept in entry.concepts:
-            for other in index.by_concept[(purpose, concept)]:
+            for other in index.by_concept[(entry.purpose, concept)]:
                 if other.rank >= entry.rank:
                     break
                 if concept[0] == UNREAD_NAME or not self._apart(other, entry):
@@ -227,6 +223,12 @@ class _Entry:
     medication: MedicationView
     concepts: tuple[Concept, ...]
 
+    @property
+    def purpose(self) -> str:
+        """The purpose the prescription was recorded for (only prescriptions of one purpose
+        are paired)."""
+        return self.medication.prescribed.purpose
+
 
 @dataclass(frozen=True, slots=True)
 class _Index:
@@ -234,6 +236,10 @@ class _Index:
     """The active prescriptions, first started first."""
     by_concept: dict[tuple[str, Concept], list[_Entry]]
     """The entries (in that order) that hold each concept, by purpose and concept."""
+
+    def focused(self, focus: frozenset[Key]) -> list[_Entry]:
+        """The entries of the `focus` prescriptions."""
+        return [entry for entry in self.entries if entry.address in focus]
 
 
 def _concepts_of(resolution: DrugResolution) -> tuple[Concept, ...]:
@@ -264,10 +270,9 @@ def _later_sharers(index: _Index, focused: list[_Entry]) -> list[_Entry]:
     """The entries that share a concept with a `focused` entry and started after it."""
     first: dict[tuple[str, Concept], tuple[datetime, str]] = {}
     for entry in focused:
-        purpose = entry.medication.prescribed.purpose
         for concept in entry.concepts:
-            held = first.get((purpose, concept))
-            first[(purpose, concept)] = entry.rank if held is None else min(held, entry.rank)
+            held = first.get((entry.purpose, concept))
+            first[(entry.purpose, concept)] = entry.rank if held is None else min(held, entry.rank)
     return [
         entry
         for shared, rank in first.items()
