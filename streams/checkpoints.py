@@ -80,7 +80,8 @@ class Checkpoints:
     was away longer than the pause (`next_chunk`): while the agent works through a backlog each
     pause lasts a whole batch, and chunks of five then published a third as many checkpoints
     per second. Under a load the worker cannot checkpoint in time, the state topic falls behind
-    (oldest subjects first), never the processing."""
+    (oldest subjects first), never the processing. `clock` and `pause` are the monotonic clock
+    and `asyncio.sleep` (a simulated event loop replaces them in tests)."""
 
     BUDGET = 0.10
     CHUNK = 5
@@ -89,6 +90,8 @@ class Checkpoints:
 
     interval: float
     dirty: dict[str, None] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+    pause: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     def touched(self, key: str) -> None:
         self.dirty.setdefault(key)
@@ -119,20 +122,30 @@ class Checkpoints:
         can_publish: Callable[[], bool],
     ) -> None:
         """One tick: `publish` chunk after chunk of dirty subjects, pausing after each, until
-        none is left, the tick's budget of work is spent, another chunk and pause as long as
-        the last would end past its interval, or `can_publish()` says no (the producer stopped:
-        the subjects stay dirty)."""
-        spent, size, stretch, tick = 0.0, self.CHUNK, 0.0, time.monotonic()
+        none is left, the tick's budget of work is spent, the next chunk and pause could end
+        past its interval (`longest_stretch`), or `can_publish()` says no (the producer
+        stopped: the subjects stay dirty)."""
+        spent, size, tick = 0.0, self.CHUNK, self.clock()
+        coming, longest_away = 0.0, 0.0
         while (
             self.dirty
             and spent < self.BUDGET * self.interval
-            and time.monotonic() - tick + stretch < self.interval
+            and self.clock() - tick + coming < self.interval
             and can_publish()
         ):
-            started = time.monotonic()
+            started = self.clock()
             await publish(self.take(size))
-            took = time.monotonic() - started
+            took = self.clock() - started
             spent += took
-            await asyncio.sleep(self.PAUSE * took)
-            stretch = time.monotonic() - started
-            size = self.next_chunk(size, took, stretch - took)
+            await self.pause(self.PAUSE * took)
+            away = self.clock() - started - took
+            longest_away = max(longest_away, away)
+            size, pace = self.next_chunk(size, took, away), took / size
+            coming = self.longest_stretch(size * pace, longest_away)
+
+    def longest_stretch(self, work: float, longest_away: float) -> float:
+        """How long a chunk of `work` seconds and its pause may take: the chunk, its pause, and
+        as long again as the loop was ever away in this tick (a batch of the agent that began
+        just before the pause ended runs to its end). The tick's end is judged with it, so a
+        chunk whose pause would run past the interval is left to the next tick."""
+        return work * (1 + self.PAUSE) + longest_away

@@ -6,7 +6,8 @@ down) publishes nothing and crashes nothing."""
 from __future__ import annotations
 
 import asyncio
-import time
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 from aiokafka import TopicPartition
 from aiokafka.errors import MessageSizeTooLargeError
 from faust.exceptions import NotReady
+from hypothesis import given
+from hypothesis import strategies as st
 
 from projections.state import replay
 from schemas.codec import checkpoint_codec, event_codec
@@ -129,37 +132,66 @@ def test_given_the_loop_away_longer_than_the_pause_then_the_next_chunk_is_larger
     assert checkpoints.next_chunk(20, took=0.0, away=0.5) == 20
 
 
-def test_given_an_agent_holding_the_loop_then_a_tick_ends_within_its_interval() -> None:
-    """Each pause lasts as long as the agent's batches that run in it (0.1 s each here): the
-    tick stops before a chunk and pause would end past its 2 s interval, and grows its chunks."""
-    checkpoints = Checkpoints(2.0)
-    checkpoints.touch_all(f"clinic-a:patient-{n}" for n in range(1_000))
-    chunks: list[int] = []
+@dataclass
+class SimulatedLoop:
+    """An event loop whose clock moves only by what runs on it: each checkpoint takes `pace`
+    seconds, and an agent working through a backlog runs a batch of `batch` seconds whenever
+    the timer sleeps, until the sleep is over (none when `batch` is 0: the loop is idle)."""
 
-    async def publish(keys: list[str]) -> None:
-        chunks.append(len(keys))
+    pace: float
+    batch: float
+    now: float = 0.0
+    chunks: list[int] = field(default_factory=list)
 
-    async def agent_batches(stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            time.sleep(0.1)  # a batch of the agent, holding the loop
-            await asyncio.sleep(0)
+    def clock(self) -> float:
+        return self.now
 
-    async def tick() -> float:
-        stop = asyncio.Event()
-        agent = asyncio.ensure_future(agent_batches(stop))
-        await asyncio.sleep(0)
-        started = time.monotonic()
-        await checkpoints.publish_due(publish, lambda: True)
-        took = time.monotonic() - started
-        stop.set()
-        await agent
-        return took
+    async def publish(self, keys: list[str]) -> None:
+        self.chunks.append(len(keys))
+        self.now += self.pace * len(keys)
 
-    took = asyncio.run(tick())
-    assert took < 2.0
-    assert chunks[0] == Checkpoints.CHUNK
-    assert max(chunks) > Checkpoints.CHUNK
-    assert len(checkpoints.dirty) == 1_000 - sum(chunks) > 0
+    async def pause(self, seconds: float) -> None:
+        if self.batch == 0:
+            self.now += seconds
+            return
+        self.now += self.batch * max(1, math.ceil(seconds / self.batch))
+
+
+def tick_on(loop: SimulatedLoop, interval: float, dirty: int) -> tuple[Checkpoints, float]:
+    checkpoints = Checkpoints(interval, clock=loop.clock, pause=loop.pause)
+    checkpoints.touch_all(f"clinic-a:patient-{n}" for n in range(dirty))
+    asyncio.run(checkpoints.publish_due(loop.publish, lambda: True))
+    return checkpoints, loop.now
+
+
+def test_given_an_agent_holding_the_loop_then_a_tick_grows_its_chunks_and_ends_in_time() -> None:
+    """Each pause lasts as long as the agent's batch that runs in it (0.1 s here): chunks grow
+    to fill a third of that stretch, and the tick leaves the rest for the next one."""
+    loop = SimulatedLoop(pace=0.0004, batch=0.1)
+    checkpoints, took = tick_on(loop, interval=2.0, dirty=1_000)
+    assert took <= 2.0
+    assert loop.chunks[0] == Checkpoints.CHUNK
+    assert max(loop.chunks) > Checkpoints.CHUNK
+    assert len(checkpoints.dirty) == 1_000 - sum(loop.chunks) > 0
+
+
+@given(
+    interval=st.floats(0.5, 10.0),
+    batch_share=st.one_of(st.just(0.0), st.floats(0.001, 0.25)),
+    pace=st.floats(1e-6, 1e-3),
+    dirty=st.integers(1, 5_000),
+)
+def test_a_tick_ends_within_its_interval_however_busy_the_loop(
+    interval: float, batch_share: float, pace: float, dirty: int
+) -> None:
+    """Whatever the agent's batches and the checkpoints' pace, a tick (which may not overlap
+    the next) ends within its interval, spends at most its budget and one chunk's work on
+    checkpoints, and publishes each subject once."""
+    loop = SimulatedLoop(pace=pace, batch=batch_share * interval)
+    checkpoints, took = tick_on(loop, interval, dirty)
+    assert took <= interval + 1e-9
+    assert 0 < sum(loop.chunks) == dirty - len(checkpoints.dirty)
+    assert sum(loop.chunks[:-1]) * pace < Checkpoints.BUDGET * interval + 1e-9
 
 
 def test_only_subjects_of_owned_partitions_are_published_and_only_once_settled() -> None:
