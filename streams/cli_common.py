@@ -3,10 +3,12 @@ name."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
 
@@ -73,6 +75,15 @@ TenantOption = Annotated[
     str, typer.Option("--tenant", help="Tenant of FHIR input (events carry their own).")
 ]
 ActorOption = Annotated[str, typer.Option("--actor", help="Actor that FHIR input is published as.")]
+LocalTimesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--local-times-in",
+        metavar="ZONE",
+        help="FHIR input: read a time written without a zone (invalid FHIR, an error without "
+        "this option) in ZONE, a time zone name (Europe/Berlin, UTC) or offset (+02:00).",
+    ),
+]
 SigningKeyOption = Annotated[
     Path | None,
     typer.Option(
@@ -106,6 +117,28 @@ def topics_of(settings: Settings) -> Topics:
 
 def sealer_of(settings: Settings) -> Sealer:
     return Sealer(FileKeyStore(settings.keys_dir))
+
+
+def zone_named(text: str | None, option: str) -> tzinfo | None:
+    """The time zone a name (`Europe/Berlin`, `UTC`) or an offset (`+02:00`, `-05:30`) names."""
+    if text is None:
+        return None
+    offset = _OFFSET.fullmatch(text)
+    if offset is not None:
+        sign = -1 if offset["sign"] == "-" else 1
+        minutes = int(offset["hours"]) * 60 + int(offset["minutes"])
+        if minutes < 24 * 60:
+            return timezone(sign * timedelta(minutes=minutes))
+    try:
+        return ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise typer.BadParameter(
+            f"not a time zone name (Europe/Berlin, UTC) or offset (+02:00): {text!r}",
+            param_hint=option,
+        ) from None
+
+
+_OFFSET = re.compile(r"(?P<sign>[+-])(?P<hours>\d{2}):(?P<minutes>[0-5]\d)")
 
 
 def utc_time(text: str | None, option: str) -> datetime | None:

@@ -27,6 +27,7 @@ from streams.cli_common import (
     ActorOption,
     FormatOption,
     InputFormat,
+    LocalTimesOption,
     SigningKeyOption,
     TenantOption,
     err,
@@ -36,6 +37,7 @@ from streams.cli_common import (
     signer_from,
     topics_of,
     utc_time,
+    zone_named,
 )
 from streams.console_text import styled
 from streams.event_files import LineError, read_ndjson_file
@@ -54,11 +56,21 @@ from streams.text_files import file_labels
 
 
 def read_events(
-    paths: list[Path], input_format: InputFormat, tenant: str, actor: str
+    paths: list[Path],
+    input_format: InputFormat,
+    tenant: str,
+    actor: str,
+    local_times_in: str | None = None,
 ) -> ReadInputs:
     """Events and per-record errors from files, with the FHIR resources skipped and the records
-    sent with a part left out (none for UaC event files)."""
+    sent with a part left out (none for UaC event files). `local_times_in` names the zone of
+    FHIR times written without one (`--local-times-in`; UaC events always carry theirs)."""
     if input_format is InputFormat.NDJSON:
+        if local_times_in is not None:
+            raise typer.BadParameter(
+                "applies to FHIR input (--format fhir): UaC events carry their zones",
+                param_hint="--local-times-in",
+            )
         submitted, errors = _read_ndjson(paths)
         return ReadInputs(submitted, errors, [], [])
     files = read_fhir_files(
@@ -67,6 +79,7 @@ def read_events(
         actor=actor,
         fallback_time=files_written_at(paths, datetime.now(UTC)),
         max_event_bytes=Settings().max_event_bytes,
+        local_zone=zone_named(local_times_in, "--local-times-in"),
     )
     return ReadInputs(files.submitted, files.errors, files.skipped, files.notes)
 
@@ -99,6 +112,7 @@ def publish(
     input_format: FormatOption = InputFormat.NDJSON,
     tenant: TenantOption = "clinic-a",
     actor: ActorOption = "fhir-import",
+    local_times_in: LocalTimesOption = None,
     signing_key: SigningKeyOption = None,
     as_json: Annotated[
         bool,
@@ -112,7 +126,7 @@ def publish(
     in the order `uac replay --file` folds them, so the stream raises the alerts it prints."""
     settings = Settings()
     signer = signer_from(signing_key)
-    read = read_events(files, input_format, tenant, actor)
+    read = read_events(files, input_format, tenant, actor, local_times_in)
     report_reading(read, files, accounted=as_json)
     batch = in_processing_order(read.submitted)
     if as_json:
@@ -183,6 +197,7 @@ def replay(
     input_format: FormatOption = InputFormat.NDJSON,
     tenant: TenantOption = "clinic-a",
     actor: ActorOption = "fhir-import",
+    local_times_in: LocalTimesOption = None,
     from_kafka: Annotated[
         bool,
         typer.Option("--from-kafka", help="Rebuild from the accepted-events topic and compare."),
@@ -206,9 +221,10 @@ def replay(
     if bool(inputs) == from_kafka:
         err.print("give exactly one of event files (FILE... or --file FILE) or --from-kafka")
         raise typer.Exit(code=2)
-    if from_kafka and as_of is not None:
-        err.print("--as-of applies to event files; --from-kafka compares with the live state")
-        raise typer.Exit(code=2)
+    for option, given in (("--as-of", as_of), ("--local-times-in", local_times_in)):
+        if from_kafka and given is not None:
+            err.print(f"{option} applies to event files; --from-kafka compares with the live state")
+            raise typer.Exit(code=2)
     if inputs:
         now = datetime.now(UTC)
         moment = now if as_of == "now" else utc_time(as_of, "--as-of")
@@ -216,7 +232,7 @@ def replay(
             raise typer.BadParameter(
                 "a time not after now (the gate's clock)", param_hint="--as-of"
             )
-        read = read_events(inputs, input_format, tenant, actor)
+        read = read_events(inputs, input_format, tenant, actor, local_times_in)
         report_reading(read, inputs)
         _replay_events(read.submitted, read.errors, now, moment, as_json)
     else:

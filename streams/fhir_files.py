@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -181,6 +181,7 @@ def read_fhir_files(
     fallback_time: datetime,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     knowledge: DrugKnowledge | None = None,
+    local_zone: tzinfo | None = None,
 ) -> FhirFiles:
     """Every event of the files, every error (with its origin), every explained skip, and
     every note withheld because it looked like it held a secret (see `note_withheld`) or
@@ -189,9 +190,12 @@ def read_fhir_files(
     and every concept whose words and codes name different substances to `knowledge` (the
     bundled knowledge by default), except an allergy's whose words and code disagree on
     whether there is an allergy at all: that record is an error, and none of its events is
-    submitted (`DrugNamesDiffer.refusal`)."""
+    submitted (`DrugNamesDiffer.refusal`). Times without a zone are errors of their records,
+    or read in `local_zone` if one is given (`schemas.fhir.local_times`)."""
     imported = import_fhir_files(
-        paths, ImportContext(tenant_id=tenant_id, actor=actor, fallback_time=fallback_time)
+        paths,
+        ImportContext(tenant_id=tenant_id, actor=actor, fallback_time=fallback_time),
+        local_zone,
     )
     codec = event_codec()
 
@@ -276,24 +280,31 @@ def _named(skip: Skipped) -> str:
     return f"{record} at {skip.origin}"
 
 
-def import_fhir_files(paths: Sequence[Path], context: ImportContext) -> FhirImport:
-    """The mapping result of the files as one input set (origins name the file, not the path).
+def import_fhir_files(
+    paths: Sequence[Path], context: ImportContext, local_zone: tzinfo | None = None
+) -> FhirImport:
+    """The mapping result of the files as one input set (origins name the file, not the path);
+    times without a zone read in `local_zone` if one is given.
 
     The parsed JSON and the events are acyclic: without the cyclic collector, which would
     rescan them all as they pile up, a bulk export imports about twice as fast."""
     with collector_paused():
-        parts = (_read(path, label) for path, label in zip(paths, file_labels(paths), strict=True))
+        parts = (
+            _read(path, label, local_zone)
+            for path, label in zip(paths, file_labels(paths), strict=True)
+        )
         return import_fhir(combine(parts), context)
 
 
-def _read(path: Path, label: str) -> ParsedInput:
+def _read(path: Path, label: str, local_zone: tzinfo | None) -> ParsedInput:
     """A `.ndjson`/`.jsonl` file (or one of them gzipped, `.ndjson.gz`) line by line, any other
     file as one JSON document."""
     problem = Problem.MALFORMED_JSON.value
     try:
         if Path(path.name.removesuffix(".gz")).suffix.lower() in NDJSON_SUFFIXES:
-            return parse_ndjson(text_lines(path), label, each=without_unmapped)
-        return without_unmapped(parse_json_document(file_text(path), label))
+            lines = text_lines(path)
+            return parse_ndjson(lines, label, each=without_unmapped, local_zone=local_zone)
+        return without_unmapped(parse_json_document(file_text(path), label, local_zone))
     except UnicodeDecodeError as error:
         return ParsedInput(errors=(FhirError(label, problem, not_utf8(error)),))
     except DAMAGED_GZIP as error:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from itertools import chain
 from typing import Final, NamedTuple
 from urllib.parse import parse_qs
@@ -22,6 +22,7 @@ from schemas.fhir.json_access import (
     text_among,
     unversioned_parts,
 )
+from schemas.fhir.local_times import in_zone
 from schemas.fhir.modifiers import Modifier, bundle_modifier, entry_modifier, refusal
 from schemas.json_lines import NotUtf8, strict_json, where_json_fails
 
@@ -242,15 +243,19 @@ def combine(parts: Iterable[ParsedInput]) -> ParsedInput:
     )
 
 
-def parse_json_document(text: str, source: str) -> ParsedInput:
-    """The resources of one JSON document (a Bundle is unpacked, nested Bundles too)."""
+def parse_json_document(text: str, source: str, local_zone: tzinfo | None = None) -> ParsedInput:
+    """The resources of one JSON document (a Bundle is unpacked, nested Bundles too); times
+    without a zone are read in `local_zone` if one is given (see `in_zone`)."""
     if not text.strip():
         return ParsedInput(errors=(_malformed(source, "the file is empty"),))
-    return _parsed_json(text, source, _document_problem)
+    return _parsed_json(text, source, _document_problem, local_zone)
 
 
 def _parsed_json(
-    text: str, origin: str, problem: Callable[[json.JSONDecodeError], str]
+    text: str,
+    origin: str,
+    problem: Callable[[json.JSONDecodeError], str],
+    local_zone: tzinfo | None,
 ) -> ParsedInput:
     try:
         document = strict_json(text)
@@ -258,7 +263,7 @@ def _parsed_json(
         return ParsedInput(errors=(_malformed(origin, problem(error)),))
     except MalformedJson as error:
         return ParsedInput(errors=(_malformed(origin, str(error)),))
-    return unpack(document, origin)
+    return unpack(document if local_zone is None else in_zone(document, local_zone), origin)
 
 
 def _malformed(origin: str, message: str) -> FhirError:
@@ -338,10 +343,12 @@ def parse_ndjson(
     lines: Iterable[str | NotUtf8],
     source: str,
     each: Callable[[ParsedInput], ParsedInput] | None = None,
+    local_zone: tzinfo | None = None,
 ) -> ParsedInput:
     """Bulk-export NDJSON: one resource per line, origins `source:<line number>`; a line that
     is not UTF-8 is an error of its own. `each` is applied to every line as it is read (to
-    keep only what will be mapped, instead of holding a whole export in memory)."""
+    keep only what will be mapped, instead of holding a whole export in memory); times without
+    a zone are read in `local_zone` if one is given (see `in_zone`)."""
     numbered = (
         (number, line)
         for number, line in enumerate(lines, start=1)
@@ -353,15 +360,16 @@ def parse_ndjson(
     if isinstance(first[1], str) and first[1].strip() in ("{", "["):
         return ParsedInput(errors=(_malformed(f"{source}:{first[0]}", _PRETTY_PRINTED),))
     parsed = (
-        _parsed_line(line, f"{source}:{number}") for number, line in chain((first,), numbered)
+        _parsed_line(line, f"{source}:{number}", local_zone)
+        for number, line in chain((first,), numbered)
     )
     return combine(parsed if each is None else map(each, parsed))
 
 
-def _parsed_line(line: str | NotUtf8, origin: str) -> ParsedInput:
+def _parsed_line(line: str | NotUtf8, origin: str, local_zone: tzinfo | None) -> ParsedInput:
     if isinstance(line, NotUtf8):
         return ParsedInput(errors=(_malformed(origin, line.message),))
-    return _parsed_json(line, origin, _line_problem)
+    return _parsed_json(line, origin, _line_problem, local_zone)
 
 
 def unpack(
