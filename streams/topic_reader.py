@@ -97,18 +97,23 @@ def groupless_consumer(bootstrap: str, client_id: str) -> AIOKafkaConsumer:
 
 async def _assigned_consumer(
     bootstrap: str, topic: str, partitions: list[int] | None
-) -> AIOKafkaConsumer:
+) -> tuple[AIOKafkaConsumer, dict[TopicPartition, int]]:
+    """A consumer at the beginning of the partitions, and their end offsets, asked before it
+    fetches: a fetch of an empty partition waits on the broker (up to `fetch_max_wait_ms`,
+    500 ms), and a request for the end offsets sent behind it on the same connection waited
+    as long, half a second of every command that reads a topic."""
     chosen = await topic_partitions(bootstrap, topic) if partitions is None else partitions
     consumer = groupless_consumer(bootstrap, "uac-reader")
     await consumer.start()
     try:
         assignment = [TopicPartition(topic, p) for p in chosen]
+        ends = await consumer.end_offsets(assignment)
         consumer.assign(assignment)
         await consumer.seek_to_beginning(*assignment)
     except BaseException:
         await consumer.stop()
         raise
-    return consumer
+    return consumer, ends
 
 
 async def _behind(consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int]) -> bool:
@@ -119,9 +124,8 @@ async def _behind(consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int]) -
 async def read_topic(bootstrap: str, topic: str, partitions: list[int] | None = None) -> list[Any]:
     """Every record currently in `topic` (the end is fixed when reading starts), in
     (partition, offset) order."""
-    consumer = await _assigned_consumer(bootstrap, topic, partitions)
+    consumer, ends = await _assigned_consumer(bootstrap, topic, partitions)
     try:
-        ends = await consumer.end_offsets(list(consumer.assignment()))
         records: list[Any] = []
         while await _behind(consumer, ends):
             batches = await consumer.getmany(timeout_ms=500)
@@ -134,7 +138,7 @@ async def read_topic(bootstrap: str, topic: str, partitions: list[int] | None = 
 
 async def follow_topic(bootstrap: str, topic: str, stop: asyncio.Event) -> AsyncIterator[Any]:
     """Every record of `topic` from the beginning, then new ones as they arrive, until `stop`."""
-    consumer = await _assigned_consumer(bootstrap, topic, None)
+    consumer, _ = await _assigned_consumer(bootstrap, topic, None)
     try:
         while not stop.is_set():
             batches = await consumer.getmany(timeout_ms=500)
