@@ -3,6 +3,7 @@ name."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from enum import StrEnum
@@ -17,6 +18,7 @@ from streams.analytics import QueryFailed, TenantRequired, read_purpose
 from streams.console_text import DataConsole, styled
 from streams.kafka_address import bootstrap_servers
 from streams.keys import FileKeyStore
+from streams.ledger import load_ledger, reconcile
 from streams.publisher import EventPublisher
 from streams.query_clients import SinkUnavailable
 from streams.sealing import Sealer
@@ -117,6 +119,18 @@ def topics_of(settings: Settings) -> Topics:
 
 def sealer_of(settings: Settings) -> Sealer:
     return Sealer(FileKeyStore(settings.keys_dir))
+
+
+def reading_sealer(settings: Settings) -> Sealer:
+    """The sealer a command reads personal records with: first the key of every subject the
+    erasure ledger names is destroyed again where the key store no longer records it (as the
+    worker does when it starts), so a key store restored from a copy taken before an erasure
+    opens nothing of that subject, from this read on."""
+    keys = FileKeyStore(settings.keys_dir)
+    erasures = topics_of(settings).erasures
+    ledger = asyncio.run(load_ledger(bootstrap_servers(settings), erasures, keys))
+    reconcile(ledger, keys)
+    return Sealer(keys)
 
 
 def zone_named(text: str | None, option: str) -> tzinfo | None:

@@ -26,7 +26,7 @@ from streams.cli_common import (
     EXIT_FAILED,
     err,
     out,
-    sealer_of,
+    reading_sealer,
     topics_of,
     utc_time,
 )
@@ -118,7 +118,7 @@ def rejudge_command(
                 bootstrap_servers(settings),
                 topics_of(settings),
                 settings.app_id,
-                sealer_of(settings),
+                reading_sealer(settings),
                 rules,
                 why,
                 Rulebook.of(rules, knowledge.version),

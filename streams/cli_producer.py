@@ -33,7 +33,7 @@ from streams.cli_common import (
     err,
     out,
     publisher_of,
-    sealer_of,
+    reading_sealer,
     signer_from,
     topics_of,
     utc_time,
@@ -304,9 +304,9 @@ of the input (an export imported twice, a retried send)."""
 def _replay_from_kafka(as_json: bool) -> None:
     settings = Settings()
     bootstrap, topics = bootstrap_servers(settings), topics_of(settings)
+    sealer = reading_sealer(settings)
 
     async def compare() -> tuple[int, list[Difference]]:
-        sealer = sealer_of(settings)
         rebuilt = await rebuild_states(bootstrap, topics.accepted, sealer)
         live = await latest_checkpoints(bootstrap, topics.state, sealer)
         return len(rebuilt.keys() | live.keys()), list(differences(live, rebuilt))

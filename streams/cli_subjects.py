@@ -41,7 +41,7 @@ from streams.cli_common import (
     out,
     publisher_of,
     read_failed,
-    sealer_of,
+    reading_sealer,
     signer_from,
     topics_of,
     utc_time,
@@ -124,7 +124,7 @@ def alerts(
         err.print(f"refused: {refusal}")
         raise typer.Exit(code=2)
     bootstrap, topic = bootstrap_servers(settings), topics_of(settings).alerts
-    sealer = sealer_of(settings)
+    sealer = reading_sealer(settings)
     output = AlertFormat.JSON if as_json else output or AlertFormat.TABLE
     if not follow:
         records = asyncio.run(read_topic(bootstrap, topic))
@@ -170,14 +170,14 @@ def _of_tenant(records: Iterable[Any], tenant: str, purpose: str, sealer: Sealer
     ]
 
 
-def _alerts_of(settings: Settings, records: list[Any]) -> list[Alert]:
-    codec, sealer = alert_codec(), sealer_of(settings)
+def _alerts_of(records: list[Any], sealer: Sealer) -> list[Alert]:
+    codec = alert_codec()
     return [
         codec.decode(framed) for record in records if (framed := readable(sealer, record.value))
     ]
 
 
-def _subject_state(settings: Settings, key: str) -> UserState | None:
+def _subject_state(settings: Settings, key: str, sealer: Sealer) -> UserState | None:
     """The subject's state rebuilt from its latest checkpoint (None: no state); a checkpoint
     that does not match its hash is a clear failure (exit 3), never a state shown."""
     checkpoint = asyncio.run(
@@ -185,7 +185,7 @@ def _subject_state(settings: Settings, key: str) -> UserState | None:
             bootstrap_servers(settings),
             topics_of(settings).state,
             key,
-            sealer_of(settings),
+            sealer,
         )
     )
     if checkpoint is None:
@@ -252,7 +252,7 @@ def state(
     valid_time, recorded_by = utc_time(as_of, "--as-of"), utc_time(known_at, "--known-at")
     settings = Settings()
     tenant_policy = _tenant_policy(settings, tenant)
-    subject_state = _subject_state(settings, f"{tenant}:{subject}")
+    subject_state = _subject_state(settings, f"{tenant}:{subject}", reading_sealer(settings))
     _audit(settings, tenant, subject, actor, purpose, "state")
     if subject_state is None:
         err.print(f"no state for {tenant}:{subject}")
@@ -287,7 +287,8 @@ def export(
     settings = Settings()
     _tenant_policy(settings, tenant)
     key = f"{tenant}:{subject}"
-    found = _subject_state(settings, key)
+    sealer = reading_sealer(settings)
+    found = _subject_state(settings, key, sealer)
     _audit(settings, tenant, subject, actor, "subject_access", "export")
     try:
         receipts = erasure_receipts(settings, tenant, subject, reader_identity(actor))
@@ -307,8 +308,8 @@ def export(
     alerts = [
         a
         for a in _alerts_of(
-            settings,
             asyncio.run(read_topic(bootstrap_servers(settings), topics_of(settings).alerts)),
+            sealer,
         )
         if a.key == key
     ]

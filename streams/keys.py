@@ -162,8 +162,12 @@ class FileKeyStore:
     def destroy_by_ref(self, ref: str) -> bool:
         """Marker first, then the count (every process that sees the new count, this one
         included, empties its cache and finds the marker), then the key file is overwritten and
-        removed."""
+        removed. A destruction already complete (its marker, no key file) is left as it is: the
+        count does not move, so reconciling with the ledger again (each worker start, each
+        read from the CLI) empties no process's cache."""
         key_path, marker = self._ref_paths(ref)
+        if marker.exists() and not key_path.exists():
+            return False
         private_directory(marker.parent)
         marker.touch()
         self._destructions.increment()

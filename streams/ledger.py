@@ -37,6 +37,14 @@ class ErasureLedger:
         self.refs.add(entry.subject_ref)
 
 
+def reconcile(ledger: ErasureLedger, keys: SubjectKeys) -> None:
+    """Destroy the key of every subject the ledger names (again): after a crash between
+    recording an erasure and destroying its key, or a key store restored from a copy taken
+    before the erasure. A destruction the key store already holds is left as it is."""
+    for ref in ledger.refs:
+        keys.destroy_by_ref(ref)
+
+
 async def load_ledger(bootstrap: str, topic: str, keys: SubjectKeys) -> ErasureLedger:
     ledger = ErasureLedger(keys)
     codec = erasure_codec()

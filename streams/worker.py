@@ -19,7 +19,7 @@ from streams.app import changelog_specs, create_app
 from streams.group_access import ensure_group_access
 from streams.kafka_address import bootstrap_servers
 from streams.keys import FileKeyStore, SubjectKeys
-from streams.ledger import ErasureLedger, load_ledger
+from streams.ledger import ErasureLedger, load_ledger, reconcile
 from streams.log_repeats import hold_back_repeats
 from streams.processing import BatchProcessor
 from streams.record_batches import default_partition
@@ -63,8 +63,7 @@ async def prepare(
     consumed = [topics.events, topics.erasures, *(spec.name for spec in changelogs)]
     await ensure_readable(bootstrap, consumed)
     ledger = await load_ledger(bootstrap, topics.erasures, keys)
-    for ref in ledger.refs:
-        keys.destroy_by_ref(ref)
+    reconcile(ledger, keys)
     unjudged = await check_rulebook(bootstrap, topics.rulebook, topics.accepted, rulebook)
     return ledger, unjudged
 

@@ -12,6 +12,7 @@ subjects (including the same subject id in another tenant) are untouched.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -378,3 +379,39 @@ def test_given_claims_recorded_for_research_then_their_alert_is_research_only_en
             "explain", str(alert.alert_id), "--tenant", "clinic-a", "--purpose", purpose
         )
         assert explained.returncode == code, (purpose, explained.stdout, explained.stderr)
+
+
+def test_given_a_key_store_restored_from_before_an_erasure_then_no_reader_opens_the_subject(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    """An operator restores the key store from a backup taken before an erasure, with the
+    workers stopped: the first reading command destroys the erased subject's key again before it
+    opens anything (it read the subject's alerts with the restored key until the worker's next
+    start)."""
+    pipeline.start("worker")
+    pipeline.start("sink")
+    pipeline.publish(victim_events() + others())
+    wait_until_settled(pipeline, victim_events() + others())
+    wait_for(
+        pipeline.alerts,
+        lambda found: any(a.key == f"clinic-a:{VICTIM}" for a in found),
+        what="the victim's alert",
+    )
+    keys_dir, backup = pipeline.home / "keys", tmp_path / "keys-backup"
+    shutil.copytree(keys_dir, backup)
+    erase_victim(pipeline)
+    pipeline.stop_all()
+    shutil.rmtree(keys_dir)
+    shutil.copytree(backup, keys_dir)
+
+    shown = pipeline.uac("alerts", "--tenant", "clinic-a", "--json")
+    assert shown.returncode == 0, shown.stderr
+    subjects = {json.loads(line)["subject_id"] for line in shown.stdout.splitlines()}
+    assert subjects == {BYSTANDER}
+    exported = pipeline.uac(
+        "export", "--tenant", "clinic-a", "--subject", VICTIM, "--out", str(tmp_path / "x")
+    )
+    assert exported.returncode == 0, exported.stderr
+    document = json.loads((tmp_path / "x" / "export.json").read_text(encoding="utf-8"))
+    assert (document["state"]["erased"], document["claims"], document["alerts"]) == (True, [], [])
+    assert FileKeyStore(keys_dir).is_destroyed(f"clinic-a:{VICTIM}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import stat
 import subprocess
 import sys
@@ -9,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from streams.keys import FileKeyStore, SubjectErased
+from schemas.erasures import ref_of_key
+from streams.keys import DestructionCount, FileKeyStore, SubjectErased
+from streams.ledger import ErasureLedger, reconcile
 from streams.sealing import Sealer, SealError, is_sealed, readable, sealed_subject
 
 SUBJECT = "clinic-a:patient-1"
@@ -70,6 +73,42 @@ def test_given_a_record_that_does_not_open_then_readers_skip_it_with_a_warning(
     with caplog.at_level("WARNING", logger="streams.sealing"):
         assert [readable(now, value) for value in (stale, kept)] == [None, b"\x00kept"]
     assert "cannot be opened" in caplog.text
+
+
+def test_given_a_key_store_restored_from_before_an_erasure_then_the_ledger_shreds_it_again(
+    tmp_path: Path,
+) -> None:
+    """A copy of the key store taken before an erasure still holds the key: a process that
+    reads with it opens the erased subject's records, until it reconciles with the ledger (as
+    the worker does when it starts and every reading command before it opens anything)."""
+    keys_dir, backup = tmp_path / "keys", tmp_path / "backup"
+    sealed = Sealer(FileKeyStore(keys_dir)).seal(SUBJECT, b"\x00before erasure")
+    shutil.copytree(keys_dir, backup)
+    FileKeyStore(keys_dir).destroy(SUBJECT)
+    shutil.rmtree(keys_dir)
+    shutil.copytree(backup, keys_dir)
+    restored = FileKeyStore(keys_dir)
+    assert readable(Sealer(restored), sealed) == b"\x00before erasure"
+
+    reconcile(ErasureLedger(restored, {ref_of_key(SUBJECT)}), restored)
+
+    assert readable(Sealer(restored), sealed) is None
+    assert readable(Sealer(FileKeyStore(keys_dir)), sealed) is None
+
+
+def test_given_every_erasure_already_done_then_reconciling_again_empties_no_cache(
+    tmp_path: Path,
+) -> None:
+    """Each reading command reconciles: one that finds nothing to destroy does not move the
+    count of destroyed keys, which would make every process read its keys again."""
+    keys = FileKeyStore(tmp_path)
+    keys.key_for_writing(SUBJECT)
+    keys.destroy(SUBJECT)
+    count = DestructionCount(tmp_path).current()
+    ledger = ErasureLedger(keys, {ref_of_key(SUBJECT)})
+    reconcile(ledger, keys)
+    reconcile(ledger, FileKeyStore(tmp_path))
+    assert DestructionCount(tmp_path).current() == count
 
 
 DESTROY_IN_ANOTHER_PROCESS = (
