@@ -625,15 +625,17 @@ def test_given_no_pipeline_yet_then_commands_say_the_topic_is_missing(
     [("state",), ("export", "--out")],
     ids=lambda c: c[0],
 )
-def test_given_no_pipeline_yet_then_subject_reads_say_the_state_topic_is_missing(
+def test_given_no_pipeline_yet_then_subject_reads_say_it_is_not_set_up(
     pipeline: Pipeline, command: tuple[str, ...], tmp_path: Path
 ) -> None:
     """A read of one subject's state went to the partition its key maps to without asking
-    whether the topic exists, and waited for metadata until it failed with a traceback."""
+    whether the topic exists, and waited for metadata until it failed with a traceback. The
+    first topic such a read needs is the erasure ledger (read before any record is opened)."""
     where = (str(tmp_path / "export"),) if command[-1] == "--out" else ()
     result = pipeline.uac(*command, *where, "--tenant", "clinic-a", "--subject", "p-1001")
     assert result.returncode == 3
-    assert f"topic {pipeline.topics.state} does not exist" in result.stderr
+    missing = f"topic {pipeline.topics.erasures} does not exist: the pipeline is not set up"
+    assert missing in result.stderr
     assert "Traceback" not in result.stderr
 
 
