@@ -5,7 +5,7 @@ read in that zone, with the offset in force at that local time."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from schemas.fhir.json_access import parse_fhir_datetime
 from schemas.fhir.local_times import in_zone
 from streams.cli_app import app
-from streams.fhir_files import read_fhir_files
+from streams.fhir_files import FhirFiles, read_fhir_files
 
 BERLIN = ZoneInfo("Europe/Berlin")
 WALL_TIMES_FROM = datetime(1900, 1, 1)  # noqa: DTZ001 (a wall time, as written without a zone)
@@ -131,13 +131,18 @@ def _bundle_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_given_no_zone_named_then_each_record_with_such_a_time_is_an_error(tmp_path: Path) -> None:
-    files = read_fhir_files(
-        [_bundle_file(tmp_path)],
+def _imported(path: Path, local_zone: tzinfo | None = None) -> FhirFiles:
+    return read_fhir_files(
+        [path],
         tenant_id="clinic-a",
         actor="fhir-import",
         fallback_time=datetime(2026, 1, 1, tzinfo=UTC),
+        local_zone=local_zone,
     )
+
+
+def test_given_no_zone_named_then_each_record_with_such_a_time_is_an_error(tmp_path: Path) -> None:
+    files = _imported(_bundle_file(tmp_path))
     assert files.submitted == []
     assert [error.message.split(": ", 1)[1] for error in files.errors] == [
         "recordedDate '2020-01-15T08:30:00' has a time but no time zone",
@@ -146,13 +151,7 @@ def test_given_no_zone_named_then_each_record_with_such_a_time_is_an_error(tmp_p
 
 
 def test_given_the_zone_named_then_the_records_are_dated_in_it(tmp_path: Path) -> None:
-    files = read_fhir_files(
-        [_bundle_file(tmp_path)],
-        tenant_id="clinic-a",
-        actor="fhir-import",
-        fallback_time=datetime(2026, 1, 1, tzinfo=UTC),
-        local_zone=BERLIN,
-    )
+    files = _imported(_bundle_file(tmp_path), BERLIN)
     assert files.errors == []
     dated = [
         (item.event.type.value, item.event.occurred_at, item.event.recorded_at)
@@ -205,13 +204,7 @@ def test_given_a_bulk_export_then_its_lines_are_read_in_the_zone_named(tmp_path:
     path = tmp_path / "export.ndjson"
     lines = [json.dumps(entry["resource"]) for entry in BUNDLE["entry"]]  # type: ignore[index]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    files = read_fhir_files(
-        [path],
-        tenant_id="clinic-a",
-        actor="fhir-import",
-        fallback_time=datetime(2026, 1, 1, tzinfo=UTC),
-        local_zone=timezone(timedelta(hours=-5)),
-    )
+    files = _imported(path, timezone(timedelta(hours=-5)))
     assert files.errors == []
     assert [item.event.occurred_at for item in files.submitted] == [
         datetime(2020, 1, 15, 13, 30, tzinfo=UTC),
