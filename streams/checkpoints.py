@@ -140,7 +140,8 @@ class Checkpoints:
             await self.pause(self.PAUSE * took)
             away = self.clock() - started - took
             longest_away = max(longest_away, away)
-            size, pace = self.next_chunk(size, took, away), took / size
+            pace = took / size
+            size = self.next_chunk(size, took, away)
             coming = self.longest_stretch(size * pace, longest_away)
 
     def longest_stretch(self, work: float, longest_away: float) -> float:

@@ -177,6 +177,15 @@ _FHIR_DATE_TIME: Final = re.compile(
 )
 
 
+def time_without_zone(text: str) -> re.Match[str] | None:
+    """The parts of a FHIR dateTime that has a time but no zone (which FHIR forbids and
+    `parse_fhir_datetime` refuses), or None for any other text."""
+    match = _FHIR_DATE_TIME.fullmatch(text.strip())
+    if match is None or match["hour"] is None or match["zone"] is not None:
+        return None
+    return match
+
+
 def parse_fhir_datetime(text: str) -> datetime:
     """A FHIR date, dateTime or instant as an aware datetime; a date is midnight UTC."""
     match = _FHIR_DATE_TIME.fullmatch(text.strip())

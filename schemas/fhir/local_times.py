@@ -7,14 +7,9 @@ change of clocks) is read with the offset in force before the change."""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta, tzinfo
-from typing import Final
 
-_LOCAL_TIME: Final = re.compile(
-    r"(?P<year>\d{4})-(?P<month>\d{2})-(?P<day>\d{2})"
-    r"T(?P<hour>\d{2}):(?P<minute>\d{2})(?::(?P<second>\d{2})(?:\.\d+)?)?"
-)
+from schemas.fhir.json_access import time_without_zone
 
 
 def in_zone(document: object, zone: tzinfo) -> object:
@@ -54,7 +49,7 @@ def _walked(value: object, zone: tzinfo, pending: list[dict[str, object] | list[
 
 
 def _zoned(text: str, zone: tzinfo) -> str:
-    match = _LOCAL_TIME.fullmatch(text)
+    match = time_without_zone(text)
     if match is None:
         return text
     try:
@@ -70,7 +65,7 @@ def _zoned(text: str, zone: tzinfo) -> str:
         offset = local.utcoffset()
     except (ValueError, OverflowError):
         return text
-    return text + _offset_text(offset or timedelta(0))
+    return text.strip() + _offset_text(offset or timedelta(0))
 
 
 def _offset_text(offset: timedelta) -> str:
